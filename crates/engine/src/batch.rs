@@ -1,0 +1,228 @@
+//! `WriteBatch`: an atomic group of updates, and the exact byte form the WAL stores.
+//!
+//! Layout (doc/format.md): `sequence: u64 LE | count: u32 LE | record*`, each record
+//! `kind: u8 | column family: varint32 | key: length-prefixed | value: length-prefixed (puts only)`.
+
+use crate::coding::{
+    fixed32, fixed64, get_length_prefixed, get_varint32, put_length_prefixed, put_varint32,
+};
+use crate::key::{SequenceNumber, ValueKind};
+use crate::options::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
+
+pub(crate) const HEADER_SIZE: usize = 12;
+
+/// Updates applied atomically by [`crate::Db::write`]: all of them survive a crash or none does.
+#[derive(Clone)]
+pub struct WriteBatch {
+    rep: Vec<u8>,
+    invalid: Option<String>,
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("count", &self.len())
+            .field("bytes", &self.rep.len())
+            .finish()
+    }
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One decoded record of a batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchRecord<'a> {
+    pub kind: ValueKind,
+    pub cf: u32,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch {
+            rep: vec![0; HEADER_SIZE],
+            invalid: None,
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.add(ValueKind::Put, 0, key.as_ref(), Some(value.as_ref()));
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.add(ValueKind::Delete, 0, key.as_ref(), None);
+    }
+
+    /// Number of updates.
+    pub fn len(&self) -> usize {
+        fixed32(&self.rep, 8) as usize
+    }
+
+    /// True when the batch holds no update.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size of the encoded batch in bytes (what the WAL will store).
+    pub fn size_in_bytes(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Removes every update.
+    pub fn clear(&mut self) {
+        self.rep.truncate(HEADER_SIZE);
+        self.rep[..HEADER_SIZE].fill(0);
+        self.invalid = None;
+    }
+
+    fn add(&mut self, kind: ValueKind, cf: u32, key: &[u8], value: Option<&[u8]>) {
+        if key.len() > MAX_KEY_SIZE && self.invalid.is_none() {
+            self.invalid = Some(format!(
+                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
+                key.len()
+            ));
+        }
+        if let Some(v) = value
+            && v.len() as u64 > MAX_VALUE_SIZE
+            && self.invalid.is_none()
+        {
+            self.invalid = Some(format!(
+                "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
+                v.len()
+            ));
+        }
+        self.rep.push(kind as u8);
+        put_varint32(&mut self.rep, cf);
+        put_length_prefixed(&mut self.rep, key);
+        if let Some(v) = value {
+            put_length_prefixed(&mut self.rep, v);
+        }
+        let count = fixed32(&self.rep, 8) + 1;
+        self.rep[8..12].copy_from_slice(&count.to_le_bytes());
+    }
+
+    /// Why the batch cannot be written, if it cannot.
+    pub(crate) fn validation_error(&self) -> Option<&str> {
+        self.invalid.as_deref()
+    }
+
+    pub(crate) fn sequence(&self) -> SequenceNumber {
+        fixed64(&self.rep, 0)
+    }
+
+    pub(crate) fn set_sequence(&mut self, seq: SequenceNumber) {
+        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Appends another batch's records (group commit merges the group into one WAL record).
+    pub(crate) fn append(&mut self, other: &WriteBatch) {
+        self.rep.extend_from_slice(&other.rep[HEADER_SIZE..]);
+        let count = fixed32(&self.rep, 8) + fixed32(&other.rep, 8);
+        self.rep[8..12].copy_from_slice(&count.to_le_bytes());
+    }
+
+    /// Rebuilds a batch from WAL bytes; `None` when it is too short to hold a header.
+    pub(crate) fn from_bytes(data: Vec<u8>) -> Option<Self> {
+        (data.len() >= HEADER_SIZE).then_some(WriteBatch {
+            rep: data,
+            invalid: None,
+        })
+    }
+
+    /// Decodes the records; a structural error is returned as a message for the caller to attach a
+    /// file name to.
+    pub(crate) fn for_each(
+        &self,
+        mut f: impl FnMut(BatchRecord<'_>),
+    ) -> Result<(), String> {
+        let mut pos = HEADER_SIZE;
+        let mut seen = 0usize;
+        while pos < self.rep.len() {
+            let kind = ValueKind::from_u8(self.rep[pos])
+                .ok_or_else(|| format!("unknown record kind {} in write batch", self.rep[pos]))?;
+            pos += 1;
+            let cf = get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?;
+            let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
+            let value = match kind {
+                ValueKind::Put => get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?,
+                ValueKind::Delete => &[],
+            };
+            f(BatchRecord {
+                kind,
+                cf,
+                key,
+                value,
+            });
+            seen += 1;
+        }
+        if seen != self.len() {
+            return Err(format!(
+                "write batch header says {} records but holds {seen}",
+                self.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_append() {
+        let mut b = WriteBatch::new();
+        b.put("a", "1");
+        b.delete("b");
+        let mut c = WriteBatch::new();
+        c.put("c", "3");
+        b.append(&c);
+        b.set_sequence(42);
+        let copy = WriteBatch::from_bytes(b.data().to_vec()).unwrap();
+        assert_eq!(copy.sequence(), 42);
+        let mut seen = Vec::new();
+        copy.for_each(|r| seen.push((r.kind, r.key.to_vec(), r.value.to_vec())))
+            .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (ValueKind::Put, b"a".to_vec(), b"1".to_vec()),
+                (ValueKind::Delete, b"b".to_vec(), vec![]),
+                (ValueKind::Put, b"c".to_vec(), b"3".to_vec()),
+            ]
+        );
+        b.clear();
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn damaged_batch_is_an_error() {
+        let mut b = WriteBatch::new();
+        b.put("key", "value");
+        let mut bytes = b.data().to_vec();
+        bytes.truncate(bytes.len() - 2);
+        assert!(WriteBatch::from_bytes(bytes).unwrap().for_each(|_| {}).is_err());
+        let mut bytes = b.data().to_vec();
+        bytes[8] = 2; // count says 2
+        assert!(WriteBatch::from_bytes(bytes).unwrap().for_each(|_| {}).is_err());
+    }
+
+    #[test]
+    fn oversized_key_is_flagged() {
+        let mut b = WriteBatch::new();
+        b.put(vec![0u8; MAX_KEY_SIZE + 1], "v");
+        assert!(b.validation_error().unwrap().contains("key"));
+    }
+}

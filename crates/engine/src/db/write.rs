@@ -1,0 +1,231 @@
+//! The write path. Writers queue their batches; the first one in becomes the leader, takes the whole
+//! queue, appends it to the WAL as one record with at most one fsync, inserts it into the memtable,
+//! publishes the new sequence number and wakes the followers with the group's outcome.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::DbInner;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::wal_file;
+use crate::memtable::MemTable;
+use crate::options::{Executor, WriteOptions};
+use crate::wal::LogWriter;
+
+#[derive(Debug)]
+struct PendingWrite {
+    batch: WriteBatch,
+    sync: bool,
+    disable_wal: bool,
+}
+
+/// The outcome shared by every writer of one group.
+#[derive(Debug, Default)]
+struct Group {
+    outcome: Mutex<Option<Result<()>>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct WriteQueue {
+    pending: Vec<PendingWrite>,
+    /// The group the pending writes will commit in.
+    group: Arc<Group>,
+    leader_active: bool,
+}
+
+/// The WAL being appended to; only the write leader touches it.
+#[derive(Debug)]
+pub(crate) struct WalState {
+    pub(crate) writer: Option<LogWriter>,
+    pub(crate) number: u64,
+}
+
+impl WalState {
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        match self.writer.as_mut() {
+            Some(w) => w.sync(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl DbInner {
+    pub(super) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        let mut q = self.queue.lock();
+        q.pending.push(PendingWrite { batch, sync: opts.sync, disable_wal: opts.disable_wal });
+        let group = q.group.clone();
+        loop {
+            if let Some(outcome) = group.outcome.lock().as_ref() {
+                return match outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                };
+            }
+            if !q.leader_active {
+                break;
+            }
+            self.queue_cv.wait(&mut q);
+        }
+        // Leader: take everything queued so far, including writes that joined after ours.
+        q.leader_active = true;
+        let mut writes = std::mem::take(&mut q.pending);
+        let taken = std::mem::take(&mut q.group);
+        drop(q);
+
+        let result = self.commit_group(&mut writes);
+
+        let q = self.queue.lock();
+        *taken.outcome.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
+        let mut q = q;
+        q.leader_active = false;
+        drop(q);
+        self.queue_cv.notify_all();
+        result
+    }
+
+    /// Commits one group as the leader.
+    fn commit_group(&self, writes: &mut [PendingWrite]) -> Result<()> {
+        let mut wal = self.wal.lock();
+        self.make_room_for_write(&mut wal)?;
+        let mem = self.state.lock().mem.clone();
+        let first_seq = self.last_sequence.load(Ordering::Relaxed) + 1;
+
+        // WAL-logged batches take the first sequence numbers so that their merged record is contiguous.
+        let mut seq = first_seq;
+        let mut logged = None::<WriteBatch>;
+        for w in writes.iter_mut().filter(|w| !w.disable_wal) {
+            w.batch.set_sequence(seq);
+            seq += w.batch.len() as u64;
+            match logged.as_mut() {
+                None => logged = Some(w.batch.clone()),
+                Some(b) => b.append(&w.batch),
+            }
+        }
+        for w in writes.iter_mut().filter(|w| w.disable_wal) {
+            w.batch.set_sequence(seq);
+            seq += w.batch.len() as u64;
+        }
+        let last_seq = seq - 1;
+
+        if let Some(record) = logged {
+            let need_sync = writes.iter().any(|w| w.sync);
+            let appended = wal.writer.as_mut().ok_or(Error::Closed).and_then(|w| {
+                let n = w.add_record(record.data())?;
+                // Hand the bytes to the OS at once: an acknowledged write must survive a process
+                // crash even without sync.
+                w.flush()?;
+                if need_sync {
+                    w.sync()?;
+                }
+                Ok(n)
+            });
+            match appended {
+                Ok(n) => {
+                    self.stats.wal_bytes.add(n as u64);
+                    if need_sync {
+                        self.stats.wal_syncs.inc();
+                    }
+                }
+                Err(e) => {
+                    // The log's tail is now unknown: refuse further writes rather than risk a hole.
+                    self.set_background_error(&e);
+                    return Err(e);
+                }
+            }
+        }
+
+        let mut keys = 0u64;
+        let mut deletes = 0u64;
+        let mut bytes = 0u64;
+        for w in writes.iter() {
+            let mut s = w.batch.sequence();
+            w.batch
+                .for_each(|r| {
+                    mem.add(s, r.kind, r.key, r.value);
+                    s += 1;
+                    keys += 1;
+                    if r.kind == crate::key::ValueKind::Delete {
+                        deletes += 1;
+                    }
+                    bytes += (r.key.len() + r.value.len()) as u64;
+                })
+                .map_err(Error::InvalidArgument)?;
+        }
+        self.last_sequence.store(last_seq, Ordering::Release);
+        self.stats.write_groups.inc();
+        self.stats.write_batches.add(writes.len() as u64);
+        self.stats.keys_written.add(keys - deletes);
+        self.stats.keys_deleted.add(deletes);
+        self.stats.bytes_written.add(bytes);
+        Ok(())
+    }
+
+    pub(super) fn set_background_error(&self, e: &Error) {
+        let mut st = self.state.lock();
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e.duplicate());
+        }
+        drop(st);
+        self.state_cv.notify_all();
+    }
+
+    /// Makes sure the memtable has room, switching to a new one (and waiting for a flush when every
+    /// memtable is full).
+    fn make_room_for_write(&self, wal: &mut WalState) -> Result<()> {
+        let mut stall_started: Option<Instant> = None;
+        let result = loop {
+            let mut st = self.state.lock();
+            if let Some(e) = &st.bg_error {
+                break Err(Error::Background(e.to_string()));
+            }
+            if st.mem.memory_usage() < self.opts.write_buffer_size {
+                break Ok(());
+            }
+            if st.imm.len() + 1 >= self.opts.max_write_buffer_number {
+                if stall_started.is_none() {
+                    stall_started = Some(Instant::now());
+                    self.stats.write_stalls.inc();
+                }
+                if self.scheduler.mode() == Executor::Inline {
+                    drop(st);
+                    self.flush_oldest()?;
+                } else {
+                    self.scheduler.request_flush();
+                    self.state_cv.wait(&mut st);
+                }
+                continue;
+            }
+            drop(st);
+            break self.switch_memtable(wal);
+        };
+        if let Some(t) = stall_started {
+            self.stats.write_stall_micros.add(t.elapsed().as_micros() as u64);
+        }
+        result
+    }
+
+    /// Makes the memtable immutable, starts a new WAL for its successor and asks for a flush.
+    pub(super) fn switch_memtable(&self, wal: &mut WalState) -> Result<()> {
+        let number = self.versions.lock().new_file_number();
+        let path = wal_file(&self.dir, number);
+        let file = self.fs.create(&path)?;
+        self.fs.sync_dir(&self.dir)?;
+        // Sync the old log so that nothing acknowledged in it can be lost while a synced write in the
+        // new log survives: recovery must never see a hole.
+        wal.sync()?;
+        wal.writer = Some(LogWriter::new(file));
+        wal.number = number;
+        let mut st = self.state.lock();
+        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+        st.imm.push_back(old);
+        st.live_wals.push(number);
+        self.install_view(&st);
+        drop(st);
+        self.scheduler.request_flush();
+        Ok(())
+    }
+}

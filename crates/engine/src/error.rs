@@ -1,0 +1,76 @@
+//! The engine's one error type.
+
+use std::path::PathBuf;
+
+/// Every fallible engine call returns this.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The operating system refused an operation; `context` says which and on what path.
+    #[error("I/O error: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checksum or structural check failed; `file` names the damaged file.
+    #[error("corruption in {}: {detail}", file.display())]
+    Corruption { file: PathBuf, detail: String },
+    /// The caller passed something the engine does not accept (oversized key, bad option, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Another process or handle holds the resource.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// The store was closed; no further calls are accepted.
+    #[error("the store is closed")]
+    Closed,
+    /// A feature the platform does not offer (e.g. threads under WASI).
+    #[error("not supported: {0}")]
+    NotSupported(String),
+    /// A background job failed earlier; writes are refused until the store is reopened.
+    #[error("background error, writes are stopped: {0}")]
+    Background(String),
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(file: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// True for `Corruption`.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    /// A copy suitable for handing to several waiters (io::Error is not Clone).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption { file, detail } => Error::Corruption {
+                file: file.clone(),
+                detail: detail.clone(),
+            },
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Busy(s) => Error::Busy(s.clone()),
+            Error::Closed => Error::Closed,
+            Error::NotSupported(s) => Error::NotSupported(s.clone()),
+            Error::Background(s) => Error::Background(s.clone()),
+        }
+    }
+}

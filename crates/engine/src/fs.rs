@@ -1,0 +1,308 @@
+//! The filesystem seam. Every byte the engine reads or writes goes through [`FileSystem`], so that
+//! tests can inject faults and drop unsynced data, and so the engine runs under WASI unchanged.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// A file being written from start to end (WAL, table, MANIFEST).
+pub trait WritableFile: Send + Sync + Debug {
+    /// Appends to the file; may buffer.
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered bytes to the operating system (survives a process crash, not power loss).
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes and makes the contents durable (fdatasync).
+    fn sync(&mut self) -> Result<()>;
+}
+
+/// A file read at arbitrary offsets by several threads (tables).
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// The file's length in bytes.
+    fn len(&self) -> Result<u64>;
+    /// True when the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// Held while a directory is open; dropping it releases the lock.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// What the engine needs from a filesystem.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates (or truncates) a file for writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens a file for positional reads.
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file (WAL and MANIFEST replay, CURRENT).
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries in a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Makes a directory's entries (created, renamed, removed files) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// True when the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Takes an exclusive lock on `path`; `Busy` when another process holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// The operating system's filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFileSystem;
+
+impl StdFileSystem {
+    /// A shareable handle.
+    pub fn shared() -> Arc<dyn FileSystem> {
+        Arc::new(StdFileSystem)
+    }
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), e)
+}
+
+#[derive(Debug)]
+struct StdWritableFile {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+}
+
+const WRITE_BUFFER: usize = 64 * 1024;
+
+impl WritableFile for StdWritableFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.buf.len() + data.len() > WRITE_BUFFER {
+            self.flush()?;
+            if data.len() > WRITE_BUFFER {
+                return self
+                    .file
+                    .write_all(data)
+                    .map_err(|e| io_err("write", &self.path, e));
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| io_err("write", &self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.file
+            .sync_data()
+            .map_err(|e| io_err("sync", &self.path, e))
+    }
+}
+
+impl Drop for StdWritableFile {
+    fn drop(&mut self) {
+        // Unsynced bytes may be lost on a crash anyway; losing them on drop would be a bug.
+        let _ = self.flush();
+    }
+}
+
+#[derive(Debug)]
+struct StdRandomAccessFile {
+    path: PathBuf,
+    #[cfg(unix)]
+    file: File,
+    #[cfg(not(unix))]
+    file: parking_lot::Mutex<File>,
+    len: u64,
+}
+
+impl RandomAccessFile for StdRandomAccessFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file
+                .read_exact_at(buf, offset)
+                .map_err(|e| io_err("read", &self.path, e))
+        }
+        #[cfg(not(unix))]
+        {
+            use std::io::{Seek, SeekFrom};
+            let mut f = self.file.lock();
+            f.seek(SeekFrom::Start(offset))
+                .and_then(|_| f.read_exact(buf))
+                .map_err(|e| io_err("read", &self.path, e))
+        }
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self.len)
+    }
+}
+
+#[derive(Debug)]
+struct StdFileLock {
+    _file: File,
+}
+impl FileLock for StdFileLock {}
+
+impl FileSystem for StdFileSystem {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io_err("create", path, e))?;
+        Ok(Box::new(StdWritableFile {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| io_err("open", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| io_err("stat", path, e))?
+            .len();
+        Ok(Arc::new(StdRandomAccessFile {
+            path: path.to_path_buf(),
+            #[cfg(unix)]
+            file,
+            #[cfg(not(unix))]
+            file: parking_lot::Mutex::new(file),
+            len,
+        }))
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut out))
+            .map_err(|e| io_err("read", path, e))?;
+        Ok(out)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| io_err("rename", from, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| io_err("remove", path, e))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| io_err("list", dir, e))? {
+            let entry = entry.map_err(|e| io_err("list", dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        #[cfg(unix)]
+        {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_err("sync directory", dir, e))
+        }
+        #[cfg(not(unix))]
+        {
+            // WASI has no directory handle to sync; the host's filesystem decides durability.
+            let _ = dir;
+            Ok(())
+        }
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err("open lock file", path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(StdFileLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Busy(format!(
+                "{} is locked: another process has this store open",
+                path.display()
+            ))),
+            // Platforms without locking (WASI) still open: the embedder confines the store.
+            Err(std::fs::TryLockError::Error(e))
+                if e.kind() == std::io::ErrorKind::Unsupported =>
+            {
+                Ok(Box::new(StdFileLock { _file: file }))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_read_rename_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = StdFileSystem;
+        let a = dir.path().join("a");
+        let mut w = fs.create(&a).unwrap();
+        w.append(b"hello ").unwrap();
+        w.append(&vec![b'x'; WRITE_BUFFER + 10]).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let r = fs.open_random(&a).unwrap();
+        assert_eq!(r.len().unwrap(), 6 + WRITE_BUFFER as u64 + 10);
+        let mut buf = [0u8; 5];
+        r.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"hello");
+        assert!(r.read_exact_at(&mut buf, r.len().unwrap() - 2).is_err());
+        let b = dir.path().join("b");
+        fs.rename(&a, &b).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        assert_eq!(fs.list(dir.path()).unwrap(), vec!["b".to_string()]);
+        assert!(fs.read_all(&a).is_err());
+    }
+
+    #[test]
+    fn second_lock_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = StdFileSystem;
+        let p = dir.path().join("LOCK");
+        let l = fs.lock(&p).unwrap();
+        assert!(matches!(fs.lock(&p), Err(Error::Busy(_))));
+        drop(l);
+        fs.lock(&p).unwrap();
+    }
+}

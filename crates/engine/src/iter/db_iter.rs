@@ -1,0 +1,279 @@
+//! The user-facing iterator: turns the merged stream of internal entries into the newest visible
+//! version of each user key at the iterator's snapshot, hiding deletions, within the bounds.
+
+use std::sync::Arc;
+
+use super::{InternalIterator, MergingIterator};
+use crate::db::{Snapshot, SuperVersion};
+use crate::error::Result;
+use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, SequenceNumber, ValueKind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// The inner iterator is at the current entry.
+    Forward,
+    /// The inner iterator is before every entry of the current key, which is held in `saved_*`.
+    Reverse,
+}
+
+/// Iterates the store as of one moment: the snapshot taken (or given) when it was created. It pins
+/// the memtables and tables it reads, so flushes and compactions never pull data out from under it.
+pub struct DbIterator {
+    inner: MergingIterator,
+    seq: SequenceNumber,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    _snapshot: Snapshot,
+    _view: Arc<SuperVersion>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("sequence", &self.seq)
+            .field("valid", &self.valid)
+            .finish()
+    }
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        inner: MergingIterator,
+        snapshot: Snapshot,
+        view: Arc<SuperVersion>,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Self {
+        DbIterator {
+            inner,
+            seq: snapshot.sequence(),
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            lower,
+            upper,
+            _snapshot: snapshot,
+            _view: view,
+        }
+    }
+
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key. Empty when not valid.
+    pub fn key(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => key::user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current value. Empty when not valid.
+    pub fn value(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// An error met while iterating (a damaged block). The iterator is invalid after one.
+    pub fn status(&self) -> Result<()> {
+        self.inner.status()
+    }
+
+    fn below_upper(&self, user_key: &[u8]) -> bool {
+        self.upper.as_deref().is_none_or(|u| user_key < u)
+    }
+
+    fn at_or_above_lower(&self, user_key: &[u8]) -> bool {
+        self.lower.as_deref().is_none_or(|l| user_key >= l)
+    }
+
+    /// Moves forward to the newest visible put, skipping keys <= `skip` when `skipping`.
+    fn find_next_user_entry(&mut self, mut skipping: bool) {
+        while self.inner.valid() {
+            let ikey = self.inner.key();
+            let uk = key::user_key(ikey);
+            if !self.below_upper(uk) {
+                break;
+            }
+            if key::sequence(ikey) <= self.seq {
+                match ValueKind::from_u8(key::kind_byte(ikey)) {
+                    Some(ValueKind::Delete) => {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(uk);
+                        skipping = true;
+                    }
+                    Some(ValueKind::Put) if !(skipping && uk <= self.saved_key.as_slice()) => {
+                        self.valid = true;
+                        self.saved_key.clear();
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            self.inner.next();
+        }
+        self.valid = false;
+        self.saved_key.clear();
+    }
+
+    /// Moves back to the newest visible put of the previous user key, saving it.
+    fn find_prev_user_entry(&mut self) {
+        let mut last_kind = ValueKind::Delete;
+        while self.inner.valid() {
+            let ikey = self.inner.key();
+            if key::sequence(ikey) <= self.seq {
+                let uk = key::user_key(ikey);
+                if last_kind != ValueKind::Delete && uk < self.saved_key.as_slice() {
+                    break; // the saved key's newest visible version is complete
+                }
+                if !self.at_or_above_lower(uk) && last_kind == ValueKind::Delete {
+                    break;
+                }
+                match ValueKind::from_u8(key::kind_byte(ikey)) {
+                    Some(ValueKind::Put) => {
+                        last_kind = ValueKind::Put;
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(uk);
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                    }
+                    _ => {
+                        last_kind = ValueKind::Delete;
+                        self.saved_key.clear();
+                        self.saved_value.clear();
+                    }
+                }
+            }
+            self.inner.prev();
+        }
+        if last_kind == ValueKind::Delete || !self.at_or_above_lower(&self.saved_key) {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+    }
+
+    /// Positions at the first key >= `target` (and >= the lower bound).
+    pub fn seek(&mut self, target: &[u8]) {
+        let target = match &self.lower {
+            Some(l) if target < l.as_slice() => l.clone(),
+            _ => target.to_vec(),
+        };
+        self.direction = Direction::Forward;
+        self.saved_key.clear();
+        self.inner.seek(&key::lookup_key(&target, self.seq));
+        self.find_next_user_entry(false);
+    }
+
+    /// Positions at the last key <= `target` (and below the upper bound).
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        self.saved_value.clear();
+        match &self.upper {
+            Some(u) if target >= u.as_slice() => {
+                let before_upper = key::internal_key(u, MAX_SEQUENCE, KIND_FOR_SEEK);
+                self.inner.seek_for_prev(&before_upper);
+                // An entry equal to the upper bound's seek key cannot exist; anything found is < upper.
+            }
+            _ => self.inner.seek_for_prev(&key::internal_key(target, 0, 0)),
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Positions at the first key.
+    pub fn seek_to_first(&mut self) {
+        match self.lower.clone() {
+            Some(l) => self.seek(&l),
+            None => {
+                self.direction = Direction::Forward;
+                self.saved_key.clear();
+                self.inner.seek_to_first();
+                self.find_next_user_entry(false);
+            }
+        }
+    }
+
+    /// Positions at the last key.
+    pub fn seek_to_last(&mut self) {
+        match self.upper.clone() {
+            Some(u) => self.seek_for_prev(&u),
+            None => {
+                self.direction = Direction::Reverse;
+                self.saved_key.clear();
+                self.saved_value.clear();
+                self.inner.seek_to_last();
+                self.find_prev_user_entry();
+            }
+        }
+    }
+
+    /// Moves to the next key. Does nothing when not valid.
+    pub fn next(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // The inner iterator is before the current key's entries; step onto them, then past.
+            if self.inner.valid() {
+                self.inner.next();
+            } else {
+                self.inner.seek_to_first();
+            }
+            if !self.inner.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return;
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.inner.next();
+        }
+        self.find_next_user_entry(true);
+    }
+
+    /// Moves to the previous key. Does nothing when not valid.
+    pub fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Forward {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            loop {
+                self.inner.prev();
+                if !self.inner.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                    return;
+                }
+                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry();
+    }
+}

@@ -1,0 +1,159 @@
+//! Internal keys: the user key followed by an 8-byte trailer `(sequence << 8) | kind`, ordered by user
+//! key ascending, then trailer descending, so the newest version of a key comes first.
+
+use std::cmp::Ordering;
+
+/// A write's position in the store's history.
+pub type SequenceNumber = u64;
+
+/// Largest sequence number that fits beside the kind byte.
+pub(crate) const MAX_SEQUENCE: SequenceNumber = (1 << 56) - 1;
+
+/// What an internal entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum ValueKind {
+    Delete = 0,
+    Put = 1,
+}
+
+/// The kind used in seek targets: it sorts before every real entry of the same sequence number.
+pub(crate) const KIND_FOR_SEEK: u8 = 0xff;
+
+impl ValueKind {
+    pub(crate) fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(ValueKind::Delete),
+            1 => Some(ValueKind::Put),
+            _ => None,
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn pack_trailer(seq: SequenceNumber, kind: u8) -> u64 {
+    (seq << 8) | kind as u64
+}
+
+/// Appends the internal key for `user_key` at `seq` with `kind` to `dst`.
+pub(crate) fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SequenceNumber, kind: u8) {
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+pub(crate) fn internal_key(user_key: &[u8], seq: SequenceNumber, kind: u8) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + 8);
+    append_internal_key(&mut k, user_key, seq, kind);
+    k
+}
+
+/// A seek target that finds the newest entry for `user_key` visible at `seq`.
+pub(crate) fn lookup_key(user_key: &[u8], seq: SequenceNumber) -> Vec<u8> {
+    internal_key(user_key, seq, KIND_FOR_SEEK)
+}
+
+/// The user-key part. Internal keys are at least 8 bytes wherever this is called (checked on decode).
+#[inline]
+pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len() - 8]
+}
+
+#[inline]
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
+    crate::coding::fixed64(ikey, ikey.len() - 8)
+}
+
+#[inline]
+pub(crate) fn sequence(ikey: &[u8]) -> SequenceNumber {
+    trailer(ikey) >> 8
+}
+
+#[inline]
+pub(crate) fn kind_byte(ikey: &[u8]) -> u8 {
+    trailer(ikey) as u8
+}
+
+/// The comparator for internal keys.
+#[inline]
+pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+/// A short user key `s` with `start <= s < limit`, to keep index blocks small.
+pub(crate) fn shortest_separator(start: &[u8], limit: &[u8]) -> Vec<u8> {
+    let common = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
+    if common >= start.len().min(limit.len()) {
+        return start.to_vec(); // one is a prefix of the other
+    }
+    let (byte, limit_byte) = (start[common], limit[common]);
+    if byte < 0xff && byte + 1 < limit_byte {
+        let mut s = start[..=common].to_vec();
+        s[common] += 1;
+        return s;
+    }
+    // The next byte up is the limit's: keep it, and bump the first later byte that can be bumped;
+    // the result is above `start` there and still below `limit` at `common`.
+    for i in common + 1..start.len() {
+        if start[i] < 0xff {
+            let mut s = start[..=i].to_vec();
+            s[i] += 1;
+            return s;
+        }
+    }
+    start.to_vec()
+}
+
+/// A short user key `s >= start`, used after a table's last block.
+pub(crate) fn short_successor(start: &[u8]) -> Vec<u8> {
+    for (i, &b) in start.iter().enumerate() {
+        if b != 0xff {
+            let mut s = start[..=i].to_vec();
+            s[i] += 1;
+            return s;
+        }
+    }
+    start.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_sorts_first_and_seek_kind_first() {
+        let a = internal_key(b"k", 5, ValueKind::Put as u8);
+        let b = internal_key(b"k", 4, ValueKind::Put as u8);
+        let c = internal_key(b"l", 9, ValueKind::Put as u8);
+        assert_eq!(compare_internal(&a, &b), Ordering::Less);
+        assert_eq!(compare_internal(&b, &c), Ordering::Less);
+        let seek = lookup_key(b"k", 5);
+        assert_eq!(compare_internal(&seek, &a), Ordering::Less);
+        assert_eq!(sequence(&a), 5);
+        assert_eq!(kind_byte(&a), 1);
+        assert_eq!(user_key(&a), b"k");
+    }
+
+    #[test]
+    fn separators_stay_in_range() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"abcdef", b"abzz"),
+            (b"abc", b"abd"),
+            (b"ab", b"abc"),
+            (b"a\xff", b"b"),
+            (b"", b"a"),
+            (b"0189-kkkk", b"020"),
+            (b"01\xff\xff", b"02"),
+        ];
+        for (start, limit) in cases {
+            let s = shortest_separator(start, limit);
+            assert!(s.as_slice() >= *start && s.as_slice() < *limit, "{s:?}");
+        }
+        assert_eq!(shortest_separator(b"abcdef", b"abzz"), b"abd");
+        assert_eq!(shortest_separator(b"018-kkkk", b"020-kkkk"), b"019");
+        assert_eq!(short_successor(b"\xff\xffa"), b"\xff\xffb");
+        assert_eq!(short_successor(b"\xff"), b"\xff");
+    }
+}

@@ -1,0 +1,404 @@
+//! A skiplist over internal keys whose nodes live in an arena: inserts are serialised by a mutex
+//! (the write group's leader is the only inserter in practice), reads walk the towers lock-free.
+//! Nodes are never removed or freed before the whole list drops, which is what makes lock-free reads
+//! sound: a pointer published with `Release` stays valid for the list's lifetime.
+
+use std::alloc::{Layout, alloc, dealloc};
+use std::cmp::Ordering as CmpOrdering;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::key::compare_internal;
+
+pub(crate) const MAX_HEIGHT: usize = 12;
+const BRANCHING: u32 = 4;
+const CHUNK_SIZE: usize = 1 << 20;
+
+#[repr(C)]
+pub(crate) struct Node {
+    entry: *const u8,
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    /// The first link; links 1..height follow this field in the same allocation.
+    next: [AtomicPtr<Node>; 1],
+}
+
+impl Node {
+    fn links_layout(height: usize) -> usize {
+        std::mem::size_of::<Node>() + (height - 1) * std::mem::size_of::<AtomicPtr<Node>>()
+    }
+
+    /// Raw address of the link at `level`.
+    ///
+    /// # Safety
+    /// `this` must point to a node allocated with at least `level + 1` links.
+    #[inline]
+    unsafe fn link_ptr(this: *const Node, level: usize) -> *mut AtomicPtr<Node> {
+        // SAFETY: the links are laid out contiguously from `next` within the node's own allocation,
+        // and the pointer keeps the provenance of the whole node.
+        unsafe { (&raw const (*this).next).cast::<AtomicPtr<Node>>().add(level).cast_mut() }
+    }
+
+    /// The link at `level` of an initialised node.
+    ///
+    /// # Safety
+    /// As `link_ptr`, and the link must have been initialised; the node outlives `'a`.
+    #[inline]
+    unsafe fn link<'a>(this: *const Node, level: usize) -> &'a AtomicPtr<Node> {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &*Self::link_ptr(this, level) }
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        // SAFETY: `entry` points into the arena, which outlives every node, and holds key_len bytes
+        // of key followed by value_len bytes of value, written before the node was published.
+        unsafe { std::slice::from_raw_parts(self.entry, self.key_len as usize) }
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        // SAFETY: as in `key`; the value follows the key in the same arena allocation.
+        unsafe {
+            std::slice::from_raw_parts(self.entry.add(self.key_len as usize), self.value_len as usize)
+        }
+    }
+}
+
+/// Bump allocator; chunks are freed only when the list drops.
+struct Arena {
+    chunks: Vec<(*mut u8, Layout)>,
+    ptr: *mut u8,
+    left: usize,
+    rng: u32,
+}
+
+impl Arena {
+    fn alloc(&mut self, size: usize, align: usize, used: &AtomicUsize) -> *mut u8 {
+        let pad = self.ptr.align_offset(align);
+        if pad.saturating_add(size) <= self.left {
+            // SAFETY: pad + size fit in what is left of the current chunk.
+            let p = unsafe { self.ptr.add(pad) };
+            // SAFETY: as above; the new position is at most one past the chunk's end.
+            self.ptr = unsafe { p.add(size) };
+            self.left -= pad + size;
+            return p;
+        }
+        // Big entries get a chunk of their own so the current chunk's tail is not wasted.
+        let chunk = if size > CHUNK_SIZE / 4 { size } else { CHUNK_SIZE };
+        let layout = match Layout::from_size_align(chunk.max(1), 16) {
+            Ok(l) => l,
+            Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
+        };
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { alloc(layout) };
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        self.chunks.push((p, layout));
+        used.fetch_add(chunk, Ordering::Relaxed);
+        if chunk == CHUNK_SIZE {
+            // SAFETY: size <= CHUNK_SIZE / 4, inside the new chunk.
+            self.ptr = unsafe { p.add(size) };
+            self.left = CHUNK_SIZE - size;
+        }
+        p
+    }
+
+    fn random_height(&mut self) -> usize {
+        let mut h = 1;
+        loop {
+            // xorshift32: cheap, and the height distribution only needs to be roughly geometric.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 17;
+            self.rng ^= self.rng << 5;
+            if h < MAX_HEIGHT && self.rng % BRANCHING == 0 {
+                h += 1;
+            } else {
+                return h;
+            }
+        }
+    }
+}
+
+pub(crate) struct SkipList {
+    head: *const Node,
+    max_height: AtomicUsize,
+    arena: Mutex<Arena>,
+    memory: AtomicUsize,
+}
+
+// SAFETY: nodes are immutable once published except for their atomic links; the arena is only
+// touched under its mutex; all memory is owned by the list and freed in Drop.
+unsafe impl Send for SkipList {}
+// SAFETY: see Send; concurrent readers only perform atomic loads and read immutable bytes.
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    pub(crate) fn new() -> Self {
+        let memory = AtomicUsize::new(0);
+        let mut arena = Arena {
+            chunks: Vec::new(),
+            ptr: ptr::null_mut(),
+            left: 0,
+            rng: 0x2545_f491,
+        };
+        let head = Self::new_node(&mut arena, &memory, MAX_HEIGHT, &[], None, &[]);
+        SkipList {
+            head,
+            max_height: AtomicUsize::new(1),
+            arena: Mutex::new(arena),
+            memory,
+        }
+    }
+
+    fn new_node(
+        arena: &mut Arena,
+        used: &AtomicUsize,
+        height: usize,
+        user_key: &[u8],
+        trailer: Option<u64>,
+        value: &[u8],
+    ) -> *const Node {
+        let node_size = Node::links_layout(height);
+        let key_len = user_key.len() + if trailer.is_some() { 8 } else { 0 };
+        let node = arena
+            .alloc(node_size + key_len + value.len(), std::mem::align_of::<Node>(), used)
+            .cast::<Node>();
+        // SAFETY: `node` is a fresh, aligned allocation of node_size + entry bytes; the entry lives
+        // right after the node's links.
+        unsafe {
+            let entry = node.cast::<u8>().add(node_size);
+            ptr::copy_nonoverlapping(user_key.as_ptr(), entry, user_key.len());
+            if let Some(t) = trailer {
+                ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), entry.add(user_key.len()), 8);
+            }
+            ptr::copy_nonoverlapping(value.as_ptr(), entry.add(key_len), value.len());
+            ptr::write(
+                node,
+                Node {
+                    entry,
+                    key_len: key_len as u32,
+                    value_len: value.len() as u32,
+                    height: height as u32,
+                    next: [AtomicPtr::new(ptr::null_mut())],
+                },
+            );
+            for level in 1..height {
+                ptr::write(Node::link_ptr(node, level), AtomicPtr::new(ptr::null_mut()));
+            }
+        }
+        node
+    }
+
+    #[inline]
+    fn next(&self, node: *const Node, level: usize) -> *const Node {
+        // SAFETY: every node reachable from head is live for the list's lifetime and was allocated
+        // with more links than any level it is linked at.
+        unsafe { Node::link(node, level).load(Ordering::Acquire) }
+    }
+
+    /// Bytes allocated for entries and nodes.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.memory.load(Ordering::Relaxed)
+    }
+
+    /// Inserts the internal key `user_key | trailer`, which must not be present yet.
+    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        let mut arena = self.arena.lock();
+        let height = arena.random_height();
+        let node = Self::new_node(&mut arena, &self.memory, height, user_key, Some(trailer), value);
+        // SAFETY: the node is live; its key was written above and is not mutated again.
+        let key = unsafe { (*node).key() };
+        let mut prev = [self.head; MAX_HEIGHT];
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            let n = self.next(x, level);
+            // SAFETY: n is a live node when non-null.
+            if !n.is_null() && compare_internal(unsafe { (*n).key() }, key) == CmpOrdering::Less {
+                x = n;
+                continue;
+            }
+            prev[level] = x;
+            if level == 0 {
+                break;
+            }
+            level -= 1;
+        }
+        let cur = self.max_height.load(Ordering::Relaxed);
+        if height > cur {
+            // Readers that see the new height before the links find null (end) at those levels and
+            // simply drop down a level: harmless.
+            self.max_height.store(height, Ordering::Relaxed);
+        }
+        // SAFETY: node and every prev[i] are live; the node's links are set before it is published
+        // with Release at each level, so readers that reach it see initialised links.
+        unsafe {
+            for (i, p) in prev.iter().enumerate().take(height) {
+                let prev_link = Node::link(*p, i);
+                Node::link(node, i).store(prev_link.load(Ordering::Relaxed), Ordering::Relaxed);
+                prev_link.store(node as *mut Node, Ordering::Release);
+            }
+        }
+    }
+
+    /// The first node with key >= `target`, or null.
+    pub(crate) fn seek_ge(&self, target: &[u8]) -> *const Node {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            let n = self.next(x, level);
+            // SAFETY: n is a live node when non-null.
+            if !n.is_null() && compare_internal(unsafe { (*n).key() }, target) == CmpOrdering::Less {
+                x = n;
+            } else if level == 0 {
+                return n;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The last node with key < `target` (or the last node when `target` is None), or null.
+    pub(crate) fn seek_lt(&self, target: Option<&[u8]>) -> *const Node {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            let n = self.next(x, level);
+            let advance = !n.is_null()
+                && match target {
+                    // SAFETY: n is a live node.
+                    Some(t) => compare_internal(unsafe { (*n).key() }, t) == CmpOrdering::Less,
+                    None => true,
+                };
+            if advance {
+                x = n;
+            } else if level == 0 {
+                return if x == self.head { ptr::null() } else { x };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    pub(crate) fn first(&self) -> *const Node {
+        self.next(self.head, 0)
+    }
+
+    pub(crate) fn next_node(&self, node: *const Node) -> *const Node {
+        self.next(node, 0)
+    }
+
+    /// Key of a node returned by this list.
+    #[inline]
+    pub(crate) fn node_key<'a>(&'a self, node: *const Node) -> &'a [u8] {
+        // SAFETY: nodes returned by this list are live for its lifetime.
+        unsafe { (*node).key() }
+    }
+
+    #[inline]
+    pub(crate) fn node_value<'a>(&'a self, node: *const Node) -> &'a [u8] {
+        // SAFETY: nodes returned by this list are live for its lifetime.
+        unsafe { (*node).value() }
+    }
+}
+
+impl Drop for SkipList {
+    fn drop(&mut self) {
+        for (p, layout) in self.arena.get_mut().chunks.drain(..) {
+            // SAFETY: each chunk was allocated with exactly this layout and is freed once.
+            unsafe { dealloc(p, layout) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, lookup_key};
+    use std::sync::Arc;
+
+    fn ik(k: u32, seq: u64) -> Vec<u8> {
+        internal_key(&k.to_be_bytes(), seq, 1)
+    }
+
+    fn put(list: &SkipList, k: u32, seq: u64, value: &[u8]) {
+        list.insert(&k.to_be_bytes(), crate::key::pack_trailer(seq, 1), value);
+    }
+
+    #[test]
+    fn ordered_iteration_and_seeks() {
+        let list = SkipList::new();
+        let mut keys: Vec<u32> = (0..2000).map(|i| (i * 7919) % 2000).collect();
+        for (seq, k) in keys.iter().enumerate() {
+            put(&list, *k, seq as u64, &k.to_le_bytes());
+        }
+        keys.sort();
+        let mut n = list.first();
+        for k in &keys {
+            assert_eq!(crate::key::user_key(list.node_key(n)), k.to_be_bytes());
+            assert_eq!(list.node_value(n), k.to_le_bytes());
+            n = list.next_node(n);
+        }
+        assert!(n.is_null());
+        let n = list.seek_ge(&lookup_key(&500u32.to_be_bytes(), u64::MAX >> 8));
+        assert_eq!(crate::key::user_key(list.node_key(n)), 500u32.to_be_bytes());
+        let n = list.seek_lt(Some(&lookup_key(&500u32.to_be_bytes(), u64::MAX >> 8)));
+        assert_eq!(crate::key::user_key(list.node_key(n)), 499u32.to_be_bytes());
+        let last = list.seek_lt(None);
+        assert_eq!(crate::key::user_key(list.node_key(last)), 1999u32.to_be_bytes());
+        assert!(list.seek_lt(Some(&ik(0, u64::MAX >> 8))).is_null());
+        assert!(list.memory_usage() >= CHUNK_SIZE);
+    }
+
+    #[test]
+    fn big_entries_get_their_own_chunk() {
+        let list = SkipList::new();
+        let big = vec![3u8; CHUNK_SIZE * 2];
+        put(&list, 1, 1, &big);
+        put(&list, 2, 2, b"small");
+        assert_eq!(list.node_value(list.first()), &big[..]);
+        assert!(list.memory_usage() >= 3 * CHUNK_SIZE);
+    }
+
+    #[test]
+    fn concurrent_readers_see_a_consistent_prefix() {
+        let list = Arc::new(SkipList::new());
+        let writer = {
+            let list = list.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u32 {
+                    put(&list, i, i as u64, &i.to_le_bytes());
+                }
+            })
+        };
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let list = list.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let mut n = list.first();
+                        let mut prev: Option<Vec<u8>> = None;
+                        while !n.is_null() {
+                            let k = list.node_key(n).to_vec();
+                            if let Some(p) = &prev {
+                                assert_eq!(compare_internal(p, &k), CmpOrdering::Less);
+                            }
+                            assert_eq!(list.node_value(n), &k[..4].iter().rev().copied().collect::<Vec<_>>()[..]);
+                            prev = Some(k);
+                            n = list.next_node(n);
+                        }
+                    }
+                })
+            })
+            .collect();
+        writer.join().unwrap();
+        for r in readers {
+            r.join().unwrap();
+        }
+    }
+}

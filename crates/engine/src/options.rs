@@ -1,0 +1,178 @@
+//! Knobs for opening a store, reading and writing.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::Snapshot;
+use crate::fs::{FileSystem, StdFileSystem};
+
+/// Largest accepted user key.
+pub const MAX_KEY_SIZE: usize = 8 << 20;
+/// Largest accepted value.
+pub const MAX_VALUE_SIZE: u64 = 3 << 30;
+
+/// Per-block compression of tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Compression {
+    /// Blocks are stored as built.
+    None,
+    /// zstd at [`Options::zstd_level`]; a block that does not shrink by 1/8 is stored raw.
+    #[default]
+    Zstd,
+}
+
+/// What recovery does with a damaged WAL record that is followed by intact ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum WalRecovery {
+    /// A damaged tail (a write cut short by a crash) is dropped; damage in the middle fails `open`
+    /// with `Corruption`, because records after it were acknowledged.
+    #[default]
+    TolerateTornTail,
+    /// Damaged records anywhere are skipped and counted; what follows them is replayed.
+    SkipCorrupted,
+}
+
+/// Who runs flushes (and later compactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Executor {
+    /// A pool of `max_background_jobs` threads.
+    Threads,
+    /// No threads: background work runs when the embedder calls [`crate::Db::maintenance`], or inline
+    /// in a write that would otherwise have to wait for it. The only choice under WASI.
+    Inline,
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        if cfg!(target_os = "wasi") {
+            Executor::Inline
+        } else {
+            Executor::Threads
+        }
+    }
+}
+
+/// Options for [`crate::Db::open`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Create the directory and an empty store when none exists (default true).
+    pub create_if_missing: bool,
+    /// Fail when a store already exists.
+    pub error_if_exists: bool,
+    /// Verify every table's blocks at open, and fail open on any corruption.
+    pub paranoid_checks: bool,
+    /// A memtable becomes immutable once it holds this many bytes (default 64 MiB).
+    pub write_buffer_size: usize,
+    /// Memtables (active plus immutable) before writes wait for a flush (default 2).
+    pub max_write_buffer_number: usize,
+    /// Open table readers kept in the table cache (default 1000).
+    pub max_open_files: usize,
+    /// Bytes of uncompressed blocks kept in the block cache (default 32 MiB; 0 disables it).
+    pub cache_size: usize,
+    /// Target uncompressed size of a data block (default 4 KiB).
+    pub block_size: usize,
+    /// Keys between restart points in a block (default 16).
+    pub block_restart_interval: usize,
+    /// Compression of table blocks.
+    pub compression: Compression,
+    /// zstd level when `compression` is `Zstd` (default 3).
+    pub zstd_level: i32,
+    /// Bloom filter bits per key in tables; 0 writes no filter (default 10).
+    pub bloom_bits_per_key: u32,
+    /// What recovery does with a damaged WAL.
+    pub wal_recovery: WalRecovery,
+    /// Background execution model.
+    pub executor: Executor,
+    /// Threads in the background pool (default 2).
+    pub max_background_jobs: usize,
+    /// The filesystem; tests substitute a fault-injecting one.
+    pub filesystem: Arc<dyn FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            paranoid_checks: false,
+            write_buffer_size: 64 << 20,
+            max_write_buffer_number: 2,
+            max_open_files: 1000,
+            cache_size: 32 << 20,
+            block_size: 4096,
+            block_restart_interval: 16,
+            compression: Compression::default(),
+            zstd_level: 3,
+            bloom_bits_per_key: 10,
+            wal_recovery: WalRecovery::default(),
+            executor: Executor::default(),
+            max_background_jobs: 2,
+            filesystem: Arc::new(StdFileSystem),
+        }
+    }
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str| Err(crate::Error::InvalidArgument(what.to_string()));
+        if self.write_buffer_size < 4096 {
+            return bad("write_buffer_size must be at least 4096 bytes");
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad("max_write_buffer_number must be at least 2");
+        }
+        if self.block_size < 64 || self.block_size > (1 << 30) {
+            return bad("block_size must be between 64 bytes and 1 GiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
+        }
+        if self.max_background_jobs == 0 {
+            return bad("max_background_jobs must be at least 1");
+        }
+        if !(1..=22).contains(&self.zstd_level) {
+            return bad("zstd_level must be between 1 and 22");
+        }
+        Ok(())
+    }
+}
+
+/// Options for a write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// fsync the WAL before acknowledging; the write then survives power loss.
+    pub sync: bool,
+    /// Skip the WAL: the write is lost on a crash unless flushed first.
+    pub disable_wal: bool,
+}
+
+/// Options for reads and iterators.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Read as of this snapshot; `None` reads the latest data.
+    pub snapshot: Option<Snapshot>,
+    /// Put blocks read from disk into the block cache (default true; scans may turn it off).
+    pub fill_cache: bool,
+    /// Verify block checksums on read (default true).
+    pub verify_checksums: bool,
+    /// Iterators: the smallest key visited (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: the key iteration stops before (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            fill_cache: true,
+            verify_checksums: true,
+            lower_bound: None,
+            upper_bound: None,
+        }
+    }
+}

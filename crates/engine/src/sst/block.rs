@@ -1,0 +1,378 @@
+//! Data and index blocks: prefix-compressed entries with a restart point every N keys.
+//!
+//! Entry: `shared: varint32 | unshared: varint32 | value_len: varint32 | key[shared..] | value`.
+//! Trailer: `restart offsets: u32 LE * n | n: u32 LE`. A restart entry has `shared = 0`, so a seek
+//! binary-searches the restarts on whole keys, then scans at most one interval.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::coding::{fixed32, get_varint32, put_fixed32, put_varint32};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+
+/// Builds one block.
+#[derive(Debug)]
+pub(crate) struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    counter: usize,
+    restart_interval: usize,
+    last_key: Vec<u8>,
+}
+
+impl BlockBuilder {
+    pub(crate) fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            counter: 0,
+            restart_interval,
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Adds an entry; keys must arrive in increasing internal order.
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
+        let shared = if self.counter < self.restart_interval {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+            0
+        };
+        put_varint32(&mut self.buf, shared as u32);
+        put_varint32(&mut self.buf, (key.len() - shared) as u32);
+        put_varint32(&mut self.buf, value.len() as u32);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(&key[shared..]);
+        self.counter += 1;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Size of the block if finished now.
+    pub(crate) fn estimated_size(&self) -> usize {
+        self.buf.len() + self.restarts.len() * 4 + 4
+    }
+
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// The finished block contents; the builder is reset for reuse.
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for &r in &self.restarts {
+            put_fixed32(&mut out, r);
+        }
+        put_fixed32(&mut out, self.restarts.len() as u32);
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.last_key.clear();
+        out
+    }
+}
+
+/// An uncompressed, checked block. Shared via `Arc` between the cache, iterators and pinned values.
+#[derive(Debug)]
+pub(crate) struct Block {
+    data: Vec<u8>,
+    restarts_at: usize,
+    num_restarts: u32,
+}
+
+impl Block {
+    /// Validates the restart trailer; `file` names the table for the error.
+    pub(crate) fn new(data: Vec<u8>, file: &std::path::Path) -> Result<Block> {
+        let bad = |d: &str| Err(Error::corruption(file, format!("block: {d}")));
+        if data.len() < 4 {
+            return bad("shorter than its trailer");
+        }
+        let n = fixed32(&data, data.len() - 4);
+        let Some(trailer) = (n as usize).checked_mul(4).and_then(|t| t.checked_add(4)) else {
+            return bad("restart count overflows");
+        };
+        if n == 0 || trailer > data.len() {
+            return bad("restart count does not fit the block");
+        }
+        let restarts_at = data.len() - trailer;
+        for i in 0..n as usize {
+            if fixed32(&data, restarts_at + i * 4) as usize >= restarts_at.max(1) {
+                return bad("restart offset past the entries");
+            }
+        }
+        Ok(Block {
+            data,
+            restarts_at,
+            num_restarts: n,
+        })
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    fn restart(&self, i: u32) -> usize {
+        fixed32(&self.data, self.restarts_at + i as usize * 4) as usize
+    }
+
+    pub(crate) fn iter(self: &Arc<Self>) -> BlockIter {
+        BlockIter {
+            block: self.clone(),
+            current: self.restarts_at,
+            next_offset: self.restarts_at,
+            restart_index: 0,
+            key: Vec::new(),
+            value: (0, 0),
+            error: None,
+        }
+    }
+}
+
+/// Walks one block. `current == restarts_at` means invalid.
+#[derive(Debug)]
+pub(crate) struct BlockIter {
+    block: Arc<Block>,
+    current: usize,
+    next_offset: usize,
+    restart_index: u32,
+    key: Vec<u8>,
+    value: (usize, usize),
+    error: Option<String>,
+}
+
+impl BlockIter {
+    pub(crate) fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// Offset and length of the current value inside the block.
+    pub(crate) fn value_range(&self) -> (usize, usize) {
+        self.value
+    }
+
+    fn invalidate(&mut self) {
+        self.current = self.block.restarts_at;
+        self.next_offset = self.block.restarts_at;
+        self.key.clear();
+    }
+
+    fn corrupt(&mut self, why: &str) {
+        self.error = Some(why.to_string());
+        self.invalidate();
+    }
+
+    /// Decodes the entry at `next_offset`; false at the end or on damage.
+    fn parse_next(&mut self) -> bool {
+        let data = &self.block.data;
+        let limit = self.block.restarts_at;
+        let offset = self.next_offset;
+        if offset >= limit {
+            self.invalidate();
+            return false;
+        }
+        let mut pos = offset;
+        let (Some(shared), Some(unshared), Some(vlen)) = (
+            get_varint32(data, &mut pos),
+            get_varint32(data, &mut pos),
+            get_varint32(data, &mut pos),
+        ) else {
+            self.corrupt("truncated entry header");
+            return false;
+        };
+        let (shared, unshared, vlen) = (shared as usize, unshared as usize, vlen as usize);
+        if shared > self.key.len() || pos + unshared + vlen > limit {
+            self.corrupt("entry runs past the block");
+            return false;
+        }
+        self.key.truncate(shared);
+        self.key.extend_from_slice(&data[pos..pos + unshared]);
+        if self.key.len() < 8 {
+            self.corrupt("key shorter than an internal key");
+            return false;
+        }
+        self.value = (pos + unshared, vlen);
+        self.current = offset;
+        self.next_offset = pos + unshared + vlen;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart(self.restart_index + 1) <= self.current
+        {
+            self.restart_index += 1;
+        }
+        true
+    }
+
+    fn seek_to_restart(&mut self, index: u32) {
+        self.key.clear();
+        self.restart_index = index;
+        self.next_offset = self.block.restart(index);
+        self.current = self.block.restarts_at;
+    }
+
+    /// The whole key stored at a restart point (shared is 0 there).
+    fn restart_key(&self, index: u32) -> Option<&[u8]> {
+        let data = &self.block.data;
+        let mut pos = self.block.restart(index);
+        let shared = get_varint32(data, &mut pos)?;
+        let unshared = get_varint32(data, &mut pos)? as usize;
+        get_varint32(data, &mut pos)?;
+        if shared != 0 {
+            return None;
+        }
+        data.get(pos..pos.checked_add(unshared)?)
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.current < self.block.restarts_at
+    }
+
+    fn seek_to_first(&mut self) {
+        self.seek_to_restart(0);
+        self.parse_next();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.seek_to_restart(self.block.num_restarts - 1);
+        while self.parse_next() && self.next_offset < self.block.restarts_at {}
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        // Last restart whose key is < target; scanning starts there.
+        let (mut lo, mut hi) = (0u32, self.block.num_restarts - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            match self.restart_key(mid) {
+                Some(k) if compare_internal(k, target) == Ordering::Less => lo = mid,
+                Some(_) => hi = mid - 1,
+                None => return self.corrupt("damaged restart entry"),
+            }
+        }
+        self.seek_to_restart(lo);
+        while self.parse_next() {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+
+    fn next(&mut self) {
+        self.parse_next();
+    }
+
+    fn prev(&mut self) {
+        let original = self.current;
+        while self.block.restart(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return;
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index);
+        while self.parse_next() && self.next_offset < original {}
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.block.data[self.value.0..self.value.0 + self.value.1]
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            None => Ok(()),
+            Some(e) => Err(Error::corruption("<block>", e.clone())),
+        }
+    }
+}
+
+impl BlockIter {
+    /// The damage met, if any, for the table reader to attach its file name to.
+    pub(crate) fn error_detail(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::testutil::{collect_backward, collect_forward};
+    use crate::key::{internal_key, lookup_key, user_key};
+    use std::path::Path;
+
+    fn build(n: u32, interval: usize) -> (Arc<Block>, Vec<(Vec<u8>, Vec<u8>)>) {
+        let mut b = BlockBuilder::new(interval);
+        let mut entries = Vec::new();
+        for i in 0..n {
+            let k = internal_key(format!("key{:05}", i * 2).as_bytes(), 7, 1);
+            let v = format!("value{i}").into_bytes();
+            b.add(&k, &v);
+            entries.push((k, v));
+        }
+        (Arc::new(Block::new(b.finish(), Path::new("t")).unwrap()), entries)
+    }
+
+    #[test]
+    fn round_trip_with_restarts_and_prefix_compression() {
+        for interval in [1, 2, 16] {
+            let (block, entries) = build(100, interval);
+            assert_eq!(block.num_restarts as usize, 100usize.div_ceil(interval));
+            assert_eq!(collect_forward(&mut block.iter()), entries);
+            assert_eq!(collect_backward(&mut block.iter()), entries);
+        }
+        let (prefix, _) = build(100, 16);
+        let (plain, _) = build(100, 1);
+        assert!(prefix.size() < plain.size(), "shared prefixes are stored once");
+    }
+
+    #[test]
+    fn seek_finds_first_at_or_after() {
+        let (block, _) = build(100, 16);
+        let mut it = block.iter();
+        it.seek(&lookup_key(b"key00051", 100));
+        assert_eq!(user_key(it.key()), b"key00052");
+        it.seek(&lookup_key(b"key00000", 100));
+        assert_eq!(user_key(it.key()), b"key00000");
+        it.seek(&lookup_key(b"zzz", 100));
+        assert!(!it.valid());
+        it.seek_for_prev(&lookup_key(b"key00051", 100));
+        assert_eq!(user_key(it.key()), b"key00050");
+        it.prev();
+        assert_eq!(user_key(it.key()), b"key00048");
+    }
+
+    #[test]
+    fn damaged_blocks_are_rejected_or_flagged() {
+        assert!(Block::new(vec![1, 2], Path::new("t")).is_err());
+        assert!(Block::new(vec![0, 0, 0, 0], Path::new("t")).is_err());
+        assert!(Block::new(vec![0xff, 0xff, 0xff, 0xff], Path::new("t")).is_err());
+        let (block, _) = build(10, 4);
+        let mut data = block.data().to_vec();
+        data[1] = 0xff; // the unshared length becomes a 2-byte varint far past the block
+        data[2] = 0x7f;
+        let block = Arc::new(Block::new(data, Path::new("t")).unwrap());
+        let mut it = block.iter();
+        it.seek_to_first();
+        assert!(!it.valid());
+        assert!(it.error_detail().is_some());
+    }
+}

@@ -1,0 +1,215 @@
+//! Writes a table: `data blocks | filter | properties | metaindex | index | footer`.
+
+use std::path::{Path, PathBuf};
+
+use super::block::BlockBuilder;
+use super::format::{BLOCK_TRAILER, BlockHandle, Footer, frame_block};
+use super::properties::TableProperties;
+use crate::coding::put_length_prefixed;
+use crate::error::{Error, Result};
+use crate::filter::FilterBuilder;
+use crate::fs::WritableFile;
+use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, ValueKind, compare_internal};
+use crate::options::Compression;
+
+pub(crate) const FILTER_BLOCK_NAME: &str = "filter.strata.bloom";
+pub(crate) const PROPERTIES_BLOCK_NAME: &str = "strata.properties";
+
+/// Settings a table is built with.
+#[derive(Debug, Clone)]
+pub(crate) struct TableOptions {
+    pub block_size: usize,
+    pub restart_interval: usize,
+    pub compression: Compression,
+    pub zstd_level: i32,
+    pub bloom_bits_per_key: u32,
+}
+
+impl TableOptions {
+    pub(crate) fn from_options(o: &crate::Options) -> Self {
+        TableOptions {
+            block_size: o.block_size,
+            restart_interval: o.block_restart_interval,
+            compression: o.compression,
+            zstd_level: o.zstd_level,
+            bloom_bits_per_key: o.bloom_bits_per_key,
+        }
+    }
+}
+
+pub(crate) struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: TableOptions,
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<FilterBuilder>,
+    props: TableProperties,
+    /// Handle of the last data block, waiting for the next key to pick its index separator.
+    pending_index: Option<BlockHandle>,
+    last_key: Vec<u8>,
+    framed: Vec<u8>,
+}
+
+impl TableBuilder {
+    pub(crate) fn new(file: Box<dyn WritableFile>, path: &Path, opts: TableOptions) -> Self {
+        let filter = (opts.bloom_bits_per_key > 0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
+        TableBuilder {
+            file,
+            path: path.to_path_buf(),
+            data_block: BlockBuilder::new(opts.restart_interval),
+            // Index entries are binary-searched directly: a restart at every entry.
+            index_block: BlockBuilder::new(1),
+            props: TableProperties {
+                compression: (opts.compression == Compression::Zstd) as u64,
+                smallest_seq: u64::MAX,
+                ..Default::default()
+            },
+            opts,
+            offset: 0,
+            filter,
+            pending_index: None,
+            last_key: Vec::new(),
+            framed: Vec::new(),
+        }
+    }
+
+    /// Adds an entry; internal keys must be strictly increasing.
+    pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if ikey.len() < 8
+            || (!self.last_key.is_empty() && compare_internal(&self.last_key, ikey) != std::cmp::Ordering::Less)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "table {}: keys added out of order",
+                self.path.display()
+            )));
+        }
+        if let Some(handle) = self.pending_index.take() {
+            let sep = index_separator(&self.last_key, ikey);
+            self.add_index_entry(&sep, handle);
+        }
+        let user_key = key::user_key(ikey);
+        if let Some(f) = self.filter.as_mut() {
+            f.add_key(user_key);
+        }
+        let seq = key::sequence(ikey);
+        let p = &mut self.props;
+        if p.num_entries == 0 {
+            p.smallest_key = ikey.to_vec();
+        }
+        p.num_entries += 1;
+        if key::kind_byte(ikey) == ValueKind::Delete as u8 {
+            p.num_deletions += 1;
+        }
+        p.raw_key_size += user_key.len() as u64;
+        p.raw_value_size += value.len() as u64;
+        p.smallest_seq = p.smallest_seq.min(seq);
+        p.largest_seq = p.largest_seq.max(seq);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.data_block.add(ikey, value);
+        if self.data_block.estimated_size() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    fn add_index_entry(&mut self, sep: &[u8], handle: BlockHandle) {
+        let mut v = Vec::with_capacity(16);
+        handle.encode_to(&mut v);
+        self.index_block.add(sep, &v);
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let raw = self.data_block.finish();
+        let handle = self.write_block(&raw, self.opts.compression)?;
+        self.props.num_data_blocks += 1;
+        self.props.data_size += handle.size + BLOCK_TRAILER as u64;
+        self.pending_index = Some(handle);
+        Ok(())
+    }
+
+    fn write_block(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
+        frame_block(raw, compression, self.opts.zstd_level, &mut self.framed)?;
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: (self.framed.len() - BLOCK_TRAILER) as u64,
+        };
+        self.file.append(&self.framed)?;
+        self.offset += self.framed.len() as u64;
+        Ok(handle)
+    }
+
+    pub(crate) fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far (a lower bound on the final size).
+    pub(crate) fn file_size(&self) -> u64 {
+        self.offset
+    }
+
+    /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
+    pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
+        self.flush_data_block()?;
+        if let Some(handle) = self.pending_index.take() {
+            let sep = index_successor(&self.last_key);
+            self.add_index_entry(&sep, handle);
+        }
+        let mut meta: Vec<(&str, BlockHandle)> = Vec::new();
+        if let Some(mut f) = self.filter.take()
+            && f.num_keys() > 0
+        {
+            let data = f.finish();
+            let h = self.write_block(&data, Compression::None)?;
+            self.props.filter_size = h.size + BLOCK_TRAILER as u64;
+            meta.push((FILTER_BLOCK_NAME, h));
+        }
+        self.props.largest_key = self.last_key.clone();
+        if self.props.num_entries == 0 {
+            self.props.smallest_seq = 0;
+        }
+        let index_raw = self.index_block.finish();
+        // The index size is known before it is written; record it in the properties first.
+        self.props.index_size = index_raw.len() as u64 + BLOCK_TRAILER as u64;
+        let props = self.props.encode();
+        meta.push((PROPERTIES_BLOCK_NAME, self.write_block(&props, Compression::None)?));
+        let mut metaindex = Vec::new();
+        for (name, h) in &meta {
+            put_length_prefixed(&mut metaindex, name.as_bytes());
+            h.encode_to(&mut metaindex);
+        }
+        let metaindex = self.write_block(&metaindex, Compression::None)?;
+        let index = self.write_block(&index_raw, Compression::None)?;
+        let footer = Footer { metaindex, index }.encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.sync()?;
+        Ok((self.props, self.offset))
+    }
+}
+
+/// An index key `k` with `last <= k < next` in internal order, shorter than `last` where possible.
+fn index_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
+    let (lu, nu) = (key::user_key(last), key::user_key(next));
+    let sep = key::shortest_separator(lu, nu);
+    if sep.len() < lu.len() && sep.as_slice() > lu {
+        key::internal_key(&sep, MAX_SEQUENCE, KIND_FOR_SEEK)
+    } else {
+        last.to_vec()
+    }
+}
+
+fn index_successor(last: &[u8]) -> Vec<u8> {
+    let lu = key::user_key(last);
+    let succ = key::short_successor(lu);
+    if succ.len() < lu.len() && succ.as_slice() > lu {
+        key::internal_key(&succ, MAX_SEQUENCE, KIND_FOR_SEEK)
+    } else {
+        last.to_vec()
+    }
+}

@@ -1,0 +1,210 @@
+//! Block handles, the per-block trailer (compression type + CRC), and the fixed-size footer.
+
+use std::path::Path;
+
+use crate::coding::{fixed32, fixed64, get_varint64, mask, masked_crc_extend, put_fixed32, put_fixed64, put_varint64};
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::options::Compression;
+
+/// Compression type (1) + masked CRC32C of contents and type (4).
+pub(crate) const BLOCK_TRAILER: usize = 5;
+pub(crate) const FOOTER_SIZE: usize = 48;
+pub(crate) const TABLE_MAGIC: u64 = 0x5354_5241_5441_5354; // "STRATAST"
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+const NO_COMPRESSION: u8 = 0;
+const ZSTD_COMPRESSION: u8 = 1;
+
+/// Where a block lives in its file; `size` excludes the trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct BlockHandle {
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl BlockHandle {
+    pub(crate) fn encode_to(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+
+    pub(crate) fn decode(src: &[u8], pos: &mut usize) -> Option<Self> {
+        Some(BlockHandle {
+            offset: get_varint64(src, pos)?,
+            size: get_varint64(src, pos)?,
+        })
+    }
+}
+
+/// Compresses (when asked and worthwhile) and frames `raw`; returns the bytes to append and whether
+/// compression was kept.
+pub(crate) fn frame_block(raw: &[u8], compression: Compression, level: i32, out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    let mut ty = NO_COMPRESSION;
+    if compression == Compression::Zstd {
+        let compressed = zstd::bulk::compress(raw, level)
+            .map_err(|e| Error::io("zstd compression", e))?;
+        // Keep compression only when it saves at least 1/8: decompression is not free.
+        if compressed.len() < raw.len() - raw.len() / 8 {
+            out.extend_from_slice(&compressed);
+            ty = ZSTD_COMPRESSION;
+        }
+    }
+    if ty == NO_COMPRESSION {
+        out.extend_from_slice(raw);
+    }
+    let crc = mask(masked_crc_extend(crc32c::crc32c(out), &[ty]));
+    out.push(ty);
+    put_fixed32(out, crc);
+    Ok(())
+}
+
+/// Reads, checks and decompresses the block at `handle`.
+pub(crate) fn read_block(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+    verify: bool,
+) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corruption(path, d);
+    let len = usize::try_from(handle.size)
+        .ok()
+        .and_then(|s| s.checked_add(BLOCK_TRAILER))
+        .ok_or_else(|| bad(format!("block size {} is impossible", handle.size)))?;
+    let file_len = file.len()?;
+    if handle.offset.checked_add(len as u64).is_none_or(|end| end > file_len) {
+        return Err(bad(format!(
+            "block at {} of {} bytes runs past the end of the file ({file_len} bytes)",
+            handle.offset, handle.size
+        )));
+    }
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, handle.offset)?;
+    let n = handle.size as usize;
+    let ty = buf[n];
+    if verify {
+        let expected = fixed32(&buf, n + 1);
+        let actual = mask(masked_crc_extend(crc32c::crc32c(&buf[..n]), &[ty]));
+        if expected != actual {
+            return Err(bad(format!("block checksum mismatch at offset {}", handle.offset)));
+        }
+    }
+    buf.truncate(n);
+    match ty {
+        NO_COMPRESSION => Ok(buf),
+        ZSTD_COMPRESSION => decompress(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset))),
+        other => Err(bad(format!("unknown compression type {other} at offset {}", handle.offset))),
+    }
+}
+
+fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let size = zstd::zstd_safe::get_frame_content_size(data)
+        .map_err(|_| "zstd frame header is damaged".to_string())?
+        .ok_or("zstd frame does not record its size")?;
+    let size = usize::try_from(size).map_err(|_| "zstd frame size is impossible")?;
+    if size > (4usize << 30) {
+        return Err(format!("zstd frame claims {size} bytes"));
+    }
+    zstd::bulk::decompress(data, size).map_err(|e| format!("zstd: {e}"))
+}
+
+/// The last 48 bytes of a table: `metaindex offset, size | index offset, size` (u64 LE each),
+/// `format version: u32 | crc of the preceding 36 bytes: u32 | magic: u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Footer {
+    pub metaindex: BlockHandle,
+    pub index: BlockHandle,
+}
+
+impl Footer {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FOOTER_SIZE);
+        put_fixed64(&mut out, self.metaindex.offset);
+        put_fixed64(&mut out, self.metaindex.size);
+        put_fixed64(&mut out, self.index.offset);
+        put_fixed64(&mut out, self.index.size);
+        put_fixed32(&mut out, FORMAT_VERSION);
+        let crc = crate::coding::masked_crc(&out);
+        put_fixed32(&mut out, crc);
+        put_fixed64(&mut out, TABLE_MAGIC);
+        out
+    }
+
+    pub(crate) fn decode(data: &[u8], path: &Path) -> Result<Footer> {
+        let bad = |d: &str| Err(Error::corruption(path, format!("footer: {d}")));
+        if data.len() != FOOTER_SIZE {
+            return bad("file too short to be a table");
+        }
+        if fixed64(data, 40) != TABLE_MAGIC {
+            return bad("bad magic number (not a Strata table)");
+        }
+        if fixed32(data, 36) != crate::coding::masked_crc(&data[..36]) {
+            return bad("checksum mismatch");
+        }
+        let version = fixed32(data, 32);
+        if version != FORMAT_VERSION {
+            return Err(Error::corruption(path, format!("unsupported table format version {version}")));
+        }
+        Ok(Footer {
+            metaindex: BlockHandle { offset: fixed64(data, 0), size: fixed64(data, 8) },
+            index: BlockHandle { offset: fixed64(data, 16), size: fixed64(data, 24) },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, StdFileSystem};
+
+    #[test]
+    fn footer_round_trip_and_damage() {
+        let f = Footer {
+            metaindex: BlockHandle { offset: 1, size: 2 },
+            index: BlockHandle { offset: 3, size: 4 },
+        };
+        let enc = f.encode();
+        assert_eq!(enc.len(), FOOTER_SIZE);
+        assert_eq!(Footer::decode(&enc, Path::new("x")).unwrap(), f);
+        for i in 0..FOOTER_SIZE {
+            let mut bad = enc.clone();
+            bad[i] ^= 1;
+            assert!(Footer::decode(&bad, Path::new("x")).unwrap_err().is_corruption(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn blocks_round_trip_compressed_and_detect_flips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let raw: Vec<u8> = (0..4000u32).flat_map(|i| (i % 13).to_le_bytes()).collect();
+        for compression in [Compression::None, Compression::Zstd] {
+            let mut framed = Vec::new();
+            frame_block(&raw, compression, 3, &mut framed).unwrap();
+            if compression == Compression::Zstd {
+                assert!(framed.len() < raw.len() / 2);
+            }
+            let mut w = StdFileSystem.create(&path).unwrap();
+            w.append(&framed).unwrap();
+            w.sync().unwrap();
+            drop(w);
+            let handle = BlockHandle { offset: 0, size: (framed.len() - BLOCK_TRAILER) as u64 };
+            let file = StdFileSystem.open_random(&path).unwrap();
+            assert_eq!(read_block(file.as_ref(), &path, handle, true).unwrap(), raw);
+            for flip in [0, framed.len() / 2, framed.len() - 1] {
+                let mut damaged = framed.clone();
+                damaged[flip] ^= 0x10;
+                let mut w = StdFileSystem.create(&path).unwrap();
+                w.append(&damaged).unwrap();
+                drop(w);
+                let file = StdFileSystem.open_random(&path).unwrap();
+                let err = read_block(file.as_ref(), &path, handle, true).unwrap_err();
+                match err {
+                    Error::Corruption { file, .. } => assert_eq!(file, path),
+                    e => panic!("{e}"),
+                }
+            }
+        }
+    }
+}

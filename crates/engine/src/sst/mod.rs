@@ -1,0 +1,17 @@
+//! Sorted string tables: the immutable files flushes and compactions write.
+
+mod block;
+mod builder;
+mod format;
+mod properties;
+mod reader;
+mod table_cache;
+
+pub(crate) use block::{Block, BlockBuilder};
+pub(crate) use builder::{TableBuilder, TableOptions};
+pub use properties::TableProperties;
+pub(crate) use reader::{BlockReadOptions, TableIter, TableReader};
+pub(crate) use table_cache::TableCache;
+
+#[cfg(test)]
+mod tests;

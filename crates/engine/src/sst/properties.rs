@@ -1,0 +1,122 @@
+//! The properties block: what a table holds, recorded when it is built.
+//!
+//! Encoding: a sequence of `name: length-prefixed | value: varint64` pairs, plus the smallest and
+//! largest internal keys as length-prefixed byte strings under their names. Unknown names are
+//! skipped, so later versions can add properties.
+
+use serde::Serialize;
+
+use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+
+/// What a table holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableProperties {
+    /// Entries, deletions included.
+    pub num_entries: u64,
+    /// Point deletions.
+    pub num_deletions: u64,
+    /// Data blocks.
+    pub num_data_blocks: u64,
+    /// Bytes of user keys (before prefix compression).
+    pub raw_key_size: u64,
+    /// Bytes of values.
+    pub raw_value_size: u64,
+    /// Bytes of data blocks on disk.
+    pub data_size: u64,
+    /// Bytes of the index block on disk.
+    pub index_size: u64,
+    /// Bytes of the filter block on disk.
+    pub filter_size: u64,
+    /// Smallest sequence number in the table.
+    pub smallest_seq: u64,
+    /// Largest sequence number in the table.
+    pub largest_seq: u64,
+    /// 1 when blocks may be zstd-compressed.
+    pub compression: u64,
+    /// Smallest internal key.
+    #[serde(skip)]
+    pub smallest_key: Vec<u8>,
+    /// Largest internal key.
+    #[serde(skip)]
+    pub largest_key: Vec<u8>,
+}
+
+impl TableProperties {
+    fn numbers(&self) -> [(&'static str, u64); 11] {
+        [
+            ("strata.num.entries", self.num_entries),
+            ("strata.num.deletions", self.num_deletions),
+            ("strata.num.data.blocks", self.num_data_blocks),
+            ("strata.raw.key.size", self.raw_key_size),
+            ("strata.raw.value.size", self.raw_value_size),
+            ("strata.data.size", self.data_size),
+            ("strata.index.size", self.index_size),
+            ("strata.filter.size", self.filter_size),
+            ("strata.smallest.seq", self.smallest_seq),
+            ("strata.largest.seq", self.largest_seq),
+            ("strata.compression", self.compression),
+        ]
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, v) in self.numbers() {
+            put_length_prefixed(&mut out, name.as_bytes());
+            put_varint64(&mut out, v);
+        }
+        for (name, k) in [("strata.smallest.key", &self.smallest_key), ("strata.largest.key", &self.largest_key)] {
+            put_length_prefixed(&mut out, name.as_bytes());
+            put_length_prefixed(&mut out, k);
+        }
+        out
+    }
+
+    pub(crate) fn decode(data: &[u8]) -> Option<Self> {
+        let mut p = TableProperties::default();
+        let mut pos = 0;
+        while pos < data.len() {
+            let name = get_length_prefixed(data, &mut pos)?;
+            match name {
+                b"strata.smallest.key" => p.smallest_key = get_length_prefixed(data, &mut pos)?.to_vec(),
+                b"strata.largest.key" => p.largest_key = get_length_prefixed(data, &mut pos)?.to_vec(),
+                _ => {
+                    let v = get_varint64(data, &mut pos)?;
+                    match name {
+                        b"strata.num.entries" => p.num_entries = v,
+                        b"strata.num.deletions" => p.num_deletions = v,
+                        b"strata.num.data.blocks" => p.num_data_blocks = v,
+                        b"strata.raw.key.size" => p.raw_key_size = v,
+                        b"strata.raw.value.size" => p.raw_value_size = v,
+                        b"strata.data.size" => p.data_size = v,
+                        b"strata.index.size" => p.index_size = v,
+                        b"strata.filter.size" => p.filter_size = v,
+                        b"strata.smallest.seq" => p.smallest_seq = v,
+                        b"strata.largest.seq" => p.largest_seq = v,
+                        b"strata.compression" => p.compression = v,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let p = TableProperties {
+            num_entries: 10,
+            num_deletions: 2,
+            largest_seq: 99,
+            smallest_key: b"a\0\0\0\0\0\0\0\0".to_vec(),
+            largest_key: b"z\0\0\0\0\0\0\0\0".to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(TableProperties::decode(&p.encode()), Some(p));
+        assert_eq!(TableProperties::decode(&[5, b'a']), None);
+    }
+}

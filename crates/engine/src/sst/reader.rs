@@ -1,0 +1,363 @@
+//! Reads a table: the index, filter and properties are loaded at open and kept with the reader;
+//! data blocks go through the block cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::block::{Block, BlockIter};
+use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
+use super::properties::TableProperties;
+use crate::cache::BlockCache;
+use crate::coding::get_length_prefixed;
+use crate::error::{Error, Result};
+use crate::filter;
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::{self, ValueKind};
+use crate::memtable::Lookup;
+use crate::stats::Stats;
+use crate::value::PinnableValue;
+
+/// How a read treats the cache and checksums.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockReadOptions {
+    pub fill_cache: bool,
+    pub verify_checksums: bool,
+}
+
+pub(crate) struct TableReader {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    file_number: u64,
+    index: Arc<Block>,
+    filter: Option<Vec<u8>>,
+    props: TableProperties,
+    cache: Option<Arc<BlockCache>>,
+    stats: Arc<Stats>,
+}
+
+impl std::fmt::Debug for TableReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableReader").field("path", &self.path).finish()
+    }
+}
+
+impl TableReader {
+    pub(crate) fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: &Path,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+        stats: Arc<Stats>,
+    ) -> Result<Self> {
+        let size = file.len()?;
+        if size < FOOTER_SIZE as u64 {
+            return Err(Error::corruption(path, format!("file of {size} bytes is too short to be a table")));
+        }
+        let mut footer = [0u8; FOOTER_SIZE];
+        file.read_exact_at(&mut footer, size - FOOTER_SIZE as u64)?;
+        let footer = Footer::decode(&footer, path)?;
+        let index = Arc::new(Block::new(read_block(file.as_ref(), path, footer.index, true)?, path)?);
+        let metaindex = read_block(file.as_ref(), path, footer.metaindex, true)?;
+        let (mut filter_handle, mut props_handle) = (None, None);
+        let mut pos = 0;
+        while pos < metaindex.len() {
+            let entry = get_length_prefixed(&metaindex, &mut pos)
+                .and_then(|name| Some((name, BlockHandle::decode(&metaindex, &mut pos)?)));
+            match entry {
+                Some((name, h)) if name == FILTER_BLOCK_NAME.as_bytes() => filter_handle = Some(h),
+                Some((name, h)) if name == PROPERTIES_BLOCK_NAME.as_bytes() => props_handle = Some(h),
+                Some(_) => {}
+                None => return Err(Error::corruption(path, "metaindex block is damaged")),
+            }
+        }
+        let props = match props_handle {
+            Some(h) => TableProperties::decode(&read_block(file.as_ref(), path, h, true)?)
+                .ok_or_else(|| Error::corruption(path, "properties block is damaged"))?,
+            None => return Err(Error::corruption(path, "table has no properties block")),
+        };
+        let filter = match filter_handle {
+            Some(h) => Some(read_block(file.as_ref(), path, h, true)?),
+            None => None,
+        };
+        Ok(TableReader {
+            file,
+            path: path.to_path_buf(),
+            file_number,
+            index,
+            filter,
+            props,
+            cache,
+            stats,
+        })
+    }
+
+    pub(crate) fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn corrupt_in(&self, it: &BlockIter) -> Result<()> {
+        match it.error_detail() {
+            Some(d) => Err(Error::corruption(&self.path, format!("block: {d}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads a data block through the cache.
+    pub(crate) fn data_block(&self, handle: BlockHandle, opts: BlockReadOptions) -> Result<Arc<Block>> {
+        let cache_key = (self.file_number, handle.offset);
+        if let Some(cache) = &self.cache {
+            if let Some(b) = cache.lookup(cache_key) {
+                self.stats.block_cache_hit.inc();
+                return Ok(b);
+            }
+            self.stats.block_cache_miss.inc();
+        }
+        let raw = read_block(self.file.as_ref(), &self.path, handle, opts.verify_checksums)?;
+        self.stats.bytes_read_from_disk.add(handle.size);
+        let block = Arc::new(Block::new(raw, &self.path)?);
+        if opts.fill_cache
+            && let Some(cache) = &self.cache
+        {
+            cache.insert(cache_key, block.clone());
+        }
+        Ok(block)
+    }
+
+    fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
+        BlockHandle::decode(value, &mut 0).ok_or_else(|| Error::corruption(&self.path, "index entry holds a damaged block handle"))
+    }
+
+    /// True when the filter says `hash`'s key may be in the table.
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) => {
+                self.stats.bloom_checked.inc();
+                let maybe = filter::may_contain(f, hash);
+                if !maybe {
+                    self.stats.bloom_useful.inc();
+                }
+                maybe
+            }
+        }
+    }
+
+    /// The newest entry for the lookup key's user key at or below its sequence number.
+    pub(crate) fn get(&self, lookup: &[u8], hash: u64, opts: BlockReadOptions) -> Result<Lookup<PinnableValue>> {
+        if !self.may_contain(hash) {
+            return Ok(Lookup::NotFound);
+        }
+        let mut index = self.index.iter();
+        index.seek(lookup);
+        if !index.valid() {
+            self.corrupt_in(&index)?;
+            return Ok(Lookup::NotFound);
+        }
+        let handle = self.decode_handle(index.value())?;
+        let block = self.data_block(handle, opts)?;
+        let mut it = block.iter();
+        it.seek(lookup);
+        if !it.valid() {
+            self.corrupt_in(&it)?;
+            return Ok(Lookup::NotFound);
+        }
+        if key::user_key(it.key()) != key::user_key(lookup) {
+            return Ok(Lookup::NotFound);
+        }
+        match ValueKind::from_u8(key::kind_byte(it.key())) {
+            Some(ValueKind::Put) => {
+                let (start, len) = it.value_range();
+                Ok(Lookup::Found(PinnableValue::pinned(block, start, len)))
+            }
+            Some(ValueKind::Delete) => Ok(Lookup::Deleted),
+            None => Err(Error::corruption(&self.path, format!("unknown entry kind {}", key::kind_byte(it.key())))),
+        }
+    }
+
+    pub(crate) fn iter(self: &Arc<Self>, opts: BlockReadOptions) -> TableIter {
+        TableIter {
+            table: self.clone(),
+            index: self.index.iter(),
+            data: None,
+            data_handle: None,
+            opts,
+            error: None,
+        }
+    }
+
+    /// Reads and checks every block; used by paranoid open and `strata verify`.
+    pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
+        let mut it = self.iter(BlockReadOptions { fill_cache: false, verify_checksums: true });
+        let mut n = 0;
+        let mut prev: Vec<u8> = Vec::new();
+        it.seek_to_first();
+        while it.valid() {
+            if !prev.is_empty() && key::compare_internal(&prev, it.key()) != std::cmp::Ordering::Less {
+                return Err(Error::corruption(&self.path, "keys out of order"));
+            }
+            prev.clear();
+            prev.extend_from_slice(it.key());
+            n += 1;
+            it.next();
+        }
+        it.status()?;
+        if n != self.props.num_entries {
+            return Err(Error::corruption(
+                &self.path,
+                format!("holds {n} entries, its properties say {}", self.props.num_entries),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// Two-level iteration: the index picks the data block, the block iterator walks it.
+pub(crate) struct TableIter {
+    table: Arc<TableReader>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_handle: Option<BlockHandle>,
+    opts: BlockReadOptions,
+    error: Option<Error>,
+}
+
+impl TableIter {
+    fn fail(&mut self, e: Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        self.data = None;
+        self.data_handle = None;
+    }
+
+    fn load_data_block(&mut self) {
+        if !self.index.valid() {
+            if let Err(e) = self.table.corrupt_in(&self.index) {
+                self.fail(e);
+            }
+            self.data = None;
+            self.data_handle = None;
+            return;
+        }
+        let handle = match self.table.decode_handle(self.index.value()) {
+            Ok(h) => h,
+            Err(e) => return self.fail(e),
+        };
+        if self.data_handle == Some(handle) && self.data.is_some() {
+            return;
+        }
+        match self.table.data_block(handle, self.opts) {
+            Ok(b) => {
+                self.data = Some(b.iter());
+                self.data_handle = Some(handle);
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn check_data_error(&mut self) -> bool {
+        if let Some(d) = &self.data
+            && let Err(e) = self.table.corrupt_in(d)
+        {
+            self.fail(e);
+            return true;
+        }
+        false
+    }
+
+    fn skip_empty_forward(&mut self) {
+        while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
+            if self.check_data_error() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.next();
+            self.load_data_block();
+            if let Some(d) = self.data.as_mut() {
+                d.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_empty_backward(&mut self) {
+        while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
+            if self.check_data_error() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.prev();
+            self.load_data_block();
+            if let Some(d) = self.data.as_mut() {
+                d.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        self.index.seek_to_first();
+        self.load_data_block();
+        if let Some(d) = self.data.as_mut() {
+            d.seek_to_first();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.index.seek_to_last();
+        self.load_data_block();
+        if let Some(d) = self.data.as_mut() {
+            d.seek_to_last();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.index.seek(target);
+        self.load_data_block();
+        if let Some(d) = self.data.as_mut() {
+            d.seek(target);
+        }
+        self.skip_empty_forward();
+    }
+
+    fn next(&mut self) {
+        if let Some(d) = self.data.as_mut() {
+            d.next();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(d) = self.data.as_mut() {
+            d.prev();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}

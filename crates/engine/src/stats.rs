@@ -1,0 +1,92 @@
+//! Counters the engine keeps while it runs, and their serialisable snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// A relaxed atomic counter.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub(crate) fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+macro_rules! statistics {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
+        /// Live counters, shared by every part of the engine.
+        #[derive(Debug, Default)]
+        pub(crate) struct Stats {
+            $(pub(crate) $name: Counter,)*
+        }
+
+        /// A snapshot of the engine's counters since open.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+        pub struct Statistics {
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl Stats {
+            pub(crate) fn snapshot(&self) -> Statistics {
+                Statistics { $($name: self.$name.get(),)* }
+            }
+        }
+    };
+}
+
+statistics! {
+    /// Point lookups (`get`).
+    gets,
+    /// Lookups that found a value.
+    get_hits,
+    /// Keys written by `put` or in batches.
+    keys_written,
+    /// Keys deleted.
+    keys_deleted,
+    /// Write batches committed (single puts count as one).
+    write_batches,
+    /// Write groups committed by a leader (batches per group = write_batches / write_groups).
+    write_groups,
+    /// User bytes written (keys plus values).
+    bytes_written,
+    /// User bytes returned by reads.
+    bytes_read,
+    /// Bytes appended to the WAL.
+    wal_bytes,
+    /// WAL fsyncs.
+    wal_syncs,
+    /// Memtables flushed to tables.
+    flushes,
+    /// Bytes of tables written by flushes.
+    flush_bytes,
+    /// Data blocks served from the block cache.
+    block_cache_hit,
+    /// Data blocks read from disk.
+    block_cache_miss,
+    /// Bytes of blocks read from disk.
+    bytes_read_from_disk,
+    /// Table filters consulted.
+    bloom_checked,
+    /// Filter checks that ruled a table out.
+    bloom_useful,
+    /// Table files opened.
+    table_opens,
+    /// Iterators created.
+    iterators_created,
+    /// Times a write waited for a flush because every memtable was full.
+    write_stalls,
+    /// Microseconds writes spent waiting for flushes.
+    write_stall_micros,
+    /// WAL records skipped as damaged during recovery (`WalRecovery::SkipCorrupted`).
+    wal_records_skipped,
+}

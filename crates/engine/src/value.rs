@@ -1,0 +1,86 @@
+//! `PinnableValue`: a value returned without copying it out of the block it lives in.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::sst::Block;
+
+/// A value read from the store. When it came from a table it borrows the cached block (kept alive
+/// until this value drops) instead of copying; values from memtables are owned.
+#[derive(Clone)]
+pub struct PinnableValue {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Pinned { block: Arc<Block>, start: usize, len: usize },
+    Owned(Vec<u8>),
+}
+
+impl PinnableValue {
+    pub(crate) fn pinned(block: Arc<Block>, start: usize, len: usize) -> Self {
+        PinnableValue { repr: Repr::Pinned { block, start, len } }
+    }
+
+    pub(crate) fn owned(v: Vec<u8>) -> Self {
+        PinnableValue { repr: Repr::Owned(v) }
+    }
+
+    /// True when the value borrows a block instead of owning a copy.
+    pub fn is_pinned(&self) -> bool {
+        matches!(self.repr, Repr::Pinned { .. })
+    }
+
+    /// The value as an owned vector (copies a pinned value).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.repr {
+            Repr::Owned(v) => v,
+            Repr::Pinned { .. } => self.deref().to_vec(),
+        }
+    }
+}
+
+impl Deref for PinnableValue {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Pinned { block, start, len } => &block.data()[*start..*start + *len],
+            Repr::Owned(v) => v,
+        }
+    }
+}
+
+impl AsRef<[u8]> for PinnableValue {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq<[u8]> for PinnableValue {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.deref() == other
+    }
+}
+
+impl PartialEq<&[u8]> for PinnableValue {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.deref() == *other
+    }
+}
+
+impl PartialEq for PinnableValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.deref() == other.deref()
+    }
+}
+
+impl fmt::Debug for PinnableValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnableValue")
+            .field("pinned", &self.is_pinned())
+            .field("value", &String::from_utf8_lossy(self))
+            .finish()
+    }
+}

@@ -1,0 +1,178 @@
+use std::path::Path;
+
+use super::{BLOCK_SIZE, FragmentType, HEADER_SIZE, fragment_crc};
+use crate::coding::fixed32;
+use crate::error::{Error, Result};
+
+/// How the reader treats a damaged record that intact records follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOutcome {
+    /// Damage followed by intact records is an error: those records were acknowledged.
+    FailOnMidLogDamage,
+    /// Damage is skipped to the next block and counted.
+    SkipDamage,
+}
+
+/// Reads the records of a whole log held in memory.
+pub(crate) struct LogReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    file: &'a Path,
+    mode: ReadOutcome,
+    /// Bytes dropped at the end because a write was cut short.
+    pub(crate) torn_tail_bytes: usize,
+    /// Damaged regions skipped in `SkipDamage` mode.
+    pub(crate) skipped_regions: usize,
+    done: bool,
+}
+
+enum Physical<'a> {
+    Fragment(FragmentType, &'a [u8]),
+    /// Damage at this offset; the reader moves on to the next block.
+    Bad(usize, &'static str),
+    Eof,
+}
+
+impl<'a> LogReader<'a> {
+    pub(crate) fn new(data: &'a [u8], file: &'a Path, mode: ReadOutcome) -> Self {
+        LogReader {
+            data,
+            pos: 0,
+            file,
+            mode,
+            torn_tail_bytes: 0,
+            skipped_regions: 0,
+            done: false,
+        }
+    }
+
+    /// Offset of the next unread byte.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn parse_at(data: &[u8], pos: usize) -> std::result::Result<(FragmentType, usize), &'static str> {
+        let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
+        if data.len() - pos < HEADER_SIZE {
+            return Err("truncated fragment header");
+        }
+        let len = u16::from_le_bytes([data[pos + 4], data[pos + 5]]) as usize;
+        let ty_byte = data[pos + 6];
+        if ty_byte == 0 && len == 0 {
+            return Err("zeroed space");
+        }
+        let ty = FragmentType::from_u8(ty_byte).ok_or("unknown fragment type")?;
+        if HEADER_SIZE + len > block_left {
+            return Err("fragment crosses a block boundary");
+        }
+        if pos + HEADER_SIZE + len > data.len() {
+            return Err("truncated fragment");
+        }
+        let payload = &data[pos + HEADER_SIZE..pos + HEADER_SIZE + len];
+        if fixed32(data, pos) != fragment_crc(ty_byte, payload) {
+            return Err("checksum mismatch");
+        }
+        Ok((ty, len))
+    }
+
+    fn next_physical(&mut self) -> Physical<'a> {
+        loop {
+            if self.pos >= self.data.len() {
+                return Physical::Eof;
+            }
+            let block_left = BLOCK_SIZE - self.pos % BLOCK_SIZE;
+            if block_left < HEADER_SIZE {
+                self.pos += block_left; // trailer padding
+                continue;
+            }
+            return match Self::parse_at(self.data, self.pos) {
+                Ok((ty, len)) => {
+                    let payload = &self.data[self.pos + HEADER_SIZE..self.pos + HEADER_SIZE + len];
+                    self.pos += HEADER_SIZE + len;
+                    Physical::Fragment(ty, payload)
+                }
+                Err(why) => {
+                    let at = self.pos;
+                    self.pos = (at / BLOCK_SIZE + 1) * BLOCK_SIZE;
+                    Physical::Bad(at, why)
+                }
+            };
+        }
+    }
+
+    /// True when some block at or after `from` starts with an intact fragment.
+    fn intact_fragment_after(&self, from: usize) -> bool {
+        let mut block = from.div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+        while block < self.data.len() {
+            if Self::parse_at(self.data, block).is_ok() {
+                return true;
+            }
+            block += BLOCK_SIZE;
+        }
+        false
+    }
+
+    /// Handles damage at `at`: `Ok(true)` to keep reading, `Ok(false)` at a torn tail.
+    fn on_damage(&mut self, at: usize, why: &str) -> Result<bool> {
+        if !self.intact_fragment_after(at) {
+            self.torn_tail_bytes = self.data.len() - at;
+            self.done = true;
+            return Ok(false);
+        }
+        match self.mode {
+            ReadOutcome::FailOnMidLogDamage => Err(Error::corruption(
+                self.file,
+                format!("{why} at offset {at}, followed by intact records"),
+            )),
+            ReadOutcome::SkipDamage => {
+                self.skipped_regions += 1;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The next whole record, or `None` at the end (or at a torn tail).
+    pub(crate) fn next_record(&mut self) -> Result<Option<Vec<u8>>> {
+        let mut assembling: Option<(usize, Vec<u8>)> = None;
+        while !self.done {
+            let start = self.pos;
+            match self.next_physical() {
+                Physical::Eof => {
+                    if let Some((at, _)) = assembling {
+                        self.torn_tail_bytes = self.data.len() - at;
+                    }
+                    self.done = true;
+                }
+                Physical::Bad(at, why) => {
+                    let at = assembling.take().map_or(at, |(s, _)| s.min(at));
+                    if !self.on_damage(at, why)? {
+                        return Ok(None);
+                    }
+                }
+                Physical::Fragment(ty, payload) => match (ty, assembling.as_mut()) {
+                    (FragmentType::Full, None) => return Ok(Some(payload.to_vec())),
+                    (FragmentType::First, None) => assembling = Some((start, payload.to_vec())),
+                    (FragmentType::Middle, Some((_, buf))) => buf.extend_from_slice(payload),
+                    (FragmentType::Last, Some((_, buf))) => {
+                        buf.extend_from_slice(payload);
+                        return Ok(assembling.take().map(|(_, b)| b));
+                    }
+                    _ => {
+                        let at = assembling.take().map_or(start, |(s, _)| s);
+                        if !self.on_damage(at, "fragment out of order")? {
+                            return Ok(None);
+                        }
+                        // A First or Full fragment may begin a new record right here.
+                        if matches!(ty, FragmentType::Full) {
+                            return Ok(Some(payload.to_vec()));
+                        }
+                        if matches!(ty, FragmentType::First) {
+                            assembling = Some((start, payload.to_vec()));
+                        }
+                    }
+                },
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,86 @@
+use std::path::Path;
+
+use super::*;
+use crate::error::Error;
+use crate::fs::{FileSystem, StdFileSystem};
+
+fn write_log(records: &[Vec<u8>]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut w = LogWriter::new(StdFileSystem.create(&path).unwrap());
+    for r in records {
+        w.add_record(r).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    StdFileSystem.read_all(&path).unwrap()
+}
+
+fn read_all(data: &[u8], mode: ReadOutcome) -> crate::Result<(Vec<Vec<u8>>, usize)> {
+    let mut r = LogReader::new(data, Path::new("000001.log"), mode);
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record()? {
+        out.push(rec);
+    }
+    Ok((out, r.torn_tail_bytes))
+}
+
+fn sample() -> Vec<Vec<u8>> {
+    vec![
+        b"small".to_vec(),
+        vec![7u8; BLOCK_SIZE * 2 + 100], // spans three blocks
+        vec![],
+        vec![9u8; BLOCK_SIZE - HEADER_SIZE - 3], // leaves a trailer too small for a header
+        b"after trailer".to_vec(),
+    ]
+}
+
+#[test]
+fn round_trip_across_blocks() {
+    let recs = sample();
+    let data = write_log(&recs);
+    let (got, torn) = read_all(&data, ReadOutcome::FailOnMidLogDamage).unwrap();
+    assert_eq!(got, recs);
+    assert_eq!(torn, 0);
+}
+
+#[test]
+fn torn_tail_is_dropped_at_every_cut() {
+    let recs = sample();
+    let data = write_log(&recs);
+    let full_len = data.len();
+    for cut in (1..full_len).step_by(997).chain([full_len - 1, 3]) {
+        let (got, torn) = read_all(&data[..cut], ReadOutcome::FailOnMidLogDamage).unwrap();
+        assert!(got.len() < recs.len());
+        assert_eq!(got[..], recs[..got.len()], "a prefix survives at cut {cut}");
+        assert!(torn > 0 || got.len() == recs.len() - 1 || cut == 0);
+    }
+}
+
+#[test]
+fn zeroed_tail_is_a_torn_tail() {
+    let recs = sample();
+    let mut data = write_log(&recs[..1]);
+    data.extend(std::iter::repeat_n(0u8, BLOCK_SIZE * 2));
+    let (got, torn) = read_all(&data, ReadOutcome::FailOnMidLogDamage).unwrap();
+    assert_eq!(got, recs[..1]);
+    assert!(torn > 0);
+}
+
+#[test]
+fn mid_log_damage_is_corruption_naming_the_file() {
+    let recs = sample();
+    let mut data = write_log(&recs);
+    data[10] ^= 0x40; // inside the first record
+    match read_all(&data, ReadOutcome::FailOnMidLogDamage) {
+        Err(Error::Corruption { file, detail }) => {
+            assert_eq!(file, Path::new("000001.log"));
+            assert!(detail.contains("checksum"), "{detail}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    let (got, _) = read_all(&data, ReadOutcome::SkipDamage).unwrap();
+    // The damaged first block held the small record and the start of the big one.
+    assert_eq!(got.last().unwrap(), &recs[4]);
+    assert!(!got.contains(&recs[0]));
+}
