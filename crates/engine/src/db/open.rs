@@ -95,7 +95,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let table_opts = TableOptions::from_options(&opts);
     let mut last_seq = versions.last_sequence();
     let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(0));
+    let mut mem = Arc::new(MemTable::new(0, opts.write_buffer_size));
     let mode = match opts.wal_recovery {
         WalRecovery::TolerateTornTail => ReadOutcome::FailOnMidLogDamage,
         WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
@@ -127,7 +127,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 if let Some(meta) = write_level0_table(fs.as_ref(), dir, n, &mem, &table_opts)? {
                     edit.new_files.push((0, meta));
                 }
-                mem = Arc::new(MemTable::new(0));
+                mem = Arc::new(MemTable::new(0, opts.write_buffer_size));
             }
         }
         stats.wal_records_skipped.add(reader.skipped_regions as u64);
@@ -148,7 +148,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let live: HashSet<u64> = versions.current().levels.iter().flatten().map(|f| f.number).collect();
     remove_obsolete_files(fs.as_ref(), dir, &live, wal_number, versions.manifest_number())?;
 
-    let mem = Arc::new(MemTable::new(wal_number));
+    let mem = Arc::new(MemTable::new(wal_number, opts.write_buffer_size));
     let view = SuperVersion { mem: mem.clone(), imm: Vec::new(), version: versions.current() };
     let scheduler = Scheduler::new(opts.executor);
     let threads = opts.max_background_jobs;

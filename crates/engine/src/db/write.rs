@@ -220,7 +220,7 @@ impl DbInner {
         wal.writer = Some(LogWriter::new(file));
         wal.number = number;
         let mut st = self.state.lock();
-        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number, self.opts.write_buffer_size)));
         st.imm.push_back(old);
         st.live_wals.push(number);
         self.install_view(&st);

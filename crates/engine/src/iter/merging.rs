@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn merges_and_switches_direction() {
-        let tables: Vec<Arc<MemTable>> = (0..3).map(|_| Arc::new(MemTable::new(0))).collect();
+        let tables: Vec<Arc<MemTable>> = (0..3).map(|_| Arc::new(MemTable::new(0, 1 << 20))).collect();
         let mut expected = Vec::new();
         for i in 0..300u32 {
             let t = &tables[(i * 7 % 3) as usize];

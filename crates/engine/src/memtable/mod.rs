@@ -40,9 +40,10 @@ impl std::fmt::Debug for MemTable {
 }
 
 impl MemTable {
-    pub(crate) fn new(log_number: u64) -> Self {
+    /// An empty memtable for the writes logged in WAL `log_number`, sized for `write_buffer_size`.
+    pub(crate) fn new(log_number: u64, write_buffer_size: usize) -> Self {
         MemTable {
-            list: SkipList::new(),
+            list: SkipList::new(write_buffer_size),
             log_number,
             entries: AtomicU64::new(0),
             deletions: AtomicU64::new(0),
@@ -167,7 +168,7 @@ mod tests {
 
     #[test]
     fn get_respects_snapshots_and_deletes() {
-        let m = MemTable::new(1);
+        let m = MemTable::new(1, 1 << 20);
         m.add(1, ValueKind::Put, b"a", b"a1");
         m.add(2, ValueKind::Put, b"a", b"a2");
         m.add(3, ValueKind::Delete, b"a", b"");
@@ -186,7 +187,7 @@ mod tests {
 
     #[test]
     fn iterates_both_ways() {
-        let m = Arc::new(MemTable::new(1));
+        let m = Arc::new(MemTable::new(1, 1 << 20));
         for i in 0..100u32 {
             m.add(i as u64 + 1, ValueKind::Put, &i.to_be_bytes(), &i.to_le_bytes());
         }

@@ -14,7 +14,9 @@ use crate::key::compare_internal;
 
 pub(crate) const MAX_HEIGHT: usize = 12;
 const BRANCHING: u32 = 4;
-const CHUNK_SIZE: usize = 1 << 20;
+/// Arena chunks are this size at most; smaller memtables use write_buffer_size / 8.
+pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
+const MIN_CHUNK_SIZE: usize = 4 << 10;
 
 #[repr(C)]
 pub(crate) struct Node {
@@ -71,6 +73,7 @@ impl Node {
 /// Bump allocator; chunks are freed only when the list drops.
 struct Arena {
     chunks: Vec<(*mut u8, Layout)>,
+    chunk_size: usize,
     ptr: *mut u8,
     left: usize,
     rng: u32,
@@ -88,7 +91,7 @@ impl Arena {
             return p;
         }
         // Big entries get a chunk of their own so the current chunk's tail is not wasted.
-        let chunk = if size > CHUNK_SIZE / 4 { size } else { CHUNK_SIZE };
+        let chunk = if size > self.chunk_size / 4 { size } else { self.chunk_size };
         let layout = match Layout::from_size_align(chunk.max(1), 16) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -100,10 +103,10 @@ impl Arena {
         }
         self.chunks.push((p, layout));
         used.fetch_add(chunk, Ordering::Relaxed);
-        if chunk == CHUNK_SIZE {
-            // SAFETY: size <= CHUNK_SIZE / 4, inside the new chunk.
+        if chunk == self.chunk_size {
+            // SAFETY: size <= chunk_size / 4, inside the new chunk.
             self.ptr = unsafe { p.add(size) };
-            self.left = CHUNK_SIZE - size;
+            self.left = self.chunk_size - size;
         }
         p
     }
@@ -138,10 +141,13 @@ unsafe impl Send for SkipList {}
 unsafe impl Sync for SkipList {}
 
 impl SkipList {
-    pub(crate) fn new() -> Self {
+    /// A list whose arena grows in chunks of about `budget / 8` bytes, so that memory accounting
+    /// (which counts whole chunks) stays close to what is used.
+    pub(crate) fn new(budget: usize) -> Self {
         let memory = AtomicUsize::new(0);
         let mut arena = Arena {
             chunks: Vec::new(),
+            chunk_size: (budget / 8).clamp(MIN_CHUNK_SIZE, MAX_CHUNK_SIZE),
             ptr: ptr::null_mut(),
             left: 0,
             rng: 0x2545_f491,
@@ -332,7 +338,7 @@ mod tests {
 
     #[test]
     fn ordered_iteration_and_seeks() {
-        let list = SkipList::new();
+        let list = SkipList::new(8 * MAX_CHUNK_SIZE);
         let mut keys: Vec<u32> = (0..2000).map(|i| (i * 7919) % 2000).collect();
         for (seq, k) in keys.iter().enumerate() {
             put(&list, *k, seq as u64, &k.to_le_bytes());
@@ -352,22 +358,30 @@ mod tests {
         let last = list.seek_lt(None);
         assert_eq!(crate::key::user_key(list.node_key(last)), 1999u32.to_be_bytes());
         assert!(list.seek_lt(Some(&ik(0, u64::MAX >> 8))).is_null());
-        assert!(list.memory_usage() >= CHUNK_SIZE);
+        assert!(list.memory_usage() >= MAX_CHUNK_SIZE);
+    }
+
+    #[test]
+    fn small_budgets_use_small_chunks() {
+        let list = SkipList::new(64 << 10);
+        assert_eq!(list.memory_usage(), 8 << 10);
+        put(&list, 1, 1, b"v");
+        assert_eq!(list.memory_usage(), 8 << 10);
     }
 
     #[test]
     fn big_entries_get_their_own_chunk() {
-        let list = SkipList::new();
-        let big = vec![3u8; CHUNK_SIZE * 2];
+        let list = SkipList::new(8 * MAX_CHUNK_SIZE);
+        let big = vec![3u8; MAX_CHUNK_SIZE * 2];
         put(&list, 1, 1, &big);
         put(&list, 2, 2, b"small");
         assert_eq!(list.node_value(list.first()), &big[..]);
-        assert!(list.memory_usage() >= 3 * CHUNK_SIZE);
+        assert!(list.memory_usage() >= 3 * MAX_CHUNK_SIZE);
     }
 
     #[test]
     fn concurrent_readers_see_a_consistent_prefix() {
-        let list = Arc::new(SkipList::new());
+        let list = Arc::new(SkipList::new(8 * MAX_CHUNK_SIZE));
         let writer = {
             let list = list.clone();
             std::thread::spawn(move || {

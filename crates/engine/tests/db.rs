@@ -1,0 +1,346 @@
+//! Behaviour of the public API: reads and writes across flush and reopen, snapshots, iterators,
+//! errors for bad input, the directory lock, and corruption reporting.
+
+use strata_engine::{Db, Error, Executor, Options, ReadOptions, WriteBatch, WriteOptions};
+
+fn small_options() -> Options {
+    Options { write_buffer_size: 64 << 10, cache_size: 1 << 20, ..Options::default() }
+}
+
+fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = db.iter(opts).unwrap();
+    let mut out = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    it.status().unwrap();
+    out
+}
+
+#[test]
+fn put_get_delete_across_flush_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        for i in 0..5000u32 {
+            db.put(format!("key{i:05}"), format!("value{i}")).unwrap();
+        }
+        for i in (0..5000u32).step_by(3) {
+            db.delete(format!("key{i:05}")).unwrap();
+        }
+        assert!(db.properties().levels[0].files > 0, "small buffers flushed tables");
+        assert_eq!(db.get("key00001").unwrap().unwrap(), &b"value1"[..]);
+        assert_eq!(db.get("key00003").unwrap(), None);
+    }
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    for i in 0..5000u32 {
+        let got = db.get(format!("key{i:05}")).unwrap();
+        if i % 3 == 0 {
+            assert_eq!(got, None, "key{i}");
+        } else {
+            assert_eq!(got.unwrap().into_vec(), format!("value{i}").into_bytes());
+        }
+    }
+    assert_eq!(keys(&db, &ReadOptions::default()).len(), 5000 - 1667);
+    let stats = db.statistics();
+    assert!(stats.gets >= 5000);
+    assert!(stats.get_hits >= 3333);
+}
+
+#[test]
+fn values_from_tables_are_pinned_and_outlive_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options { cache_size: 64 << 10, ..small_options() }).unwrap();
+    db.put("pinned", vec![7u8; 1000]).unwrap();
+    db.flush().unwrap();
+    let v = db.get("pinned").unwrap().unwrap();
+    assert!(v.is_pinned());
+    for i in 0..3000u32 {
+        db.put(format!("filler{i:05}"), vec![1u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..3000u32 {
+        db.get(format!("filler{i:05}")).unwrap();
+    }
+    assert!(db.properties().block_cache_usage <= 64 << 10);
+    assert_eq!(&*v, &[7u8; 1000][..], "the block stays alive while the value does");
+}
+
+#[test]
+fn batches_are_atomic_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put("a", "1");
+    b.put("a", "2");
+    b.delete("b");
+    b.put("c", "3");
+    db.put("b", "old").unwrap();
+    db.write(b, &WriteOptions { sync: true, disable_wal: false }).unwrap();
+    assert_eq!(db.get("a").unwrap().unwrap(), &b"2"[..], "later entries in a batch win");
+    assert_eq!(db.get("b").unwrap(), None);
+    assert_eq!(db.get("c").unwrap().unwrap(), &b"3"[..]);
+    db.write(WriteBatch::new(), &WriteOptions::default()).unwrap();
+}
+
+#[test]
+fn snapshots_see_the_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    db.put("k", "v1").unwrap();
+    let snap = db.snapshot();
+    db.put("k", "v2").unwrap();
+    db.delete("gone").unwrap();
+    db.put("new", "x").unwrap();
+    db.flush().unwrap();
+    let at = ReadOptions { snapshot: Some(snap.clone()), ..Default::default() };
+    assert_eq!(db.get_with(&at, "k").unwrap().unwrap(), &b"v1"[..]);
+    assert_eq!(db.get_with(&at, "new").unwrap(), None);
+    assert_eq!(keys(&db, &at), vec![(b"k".to_vec(), b"v1".to_vec())]);
+    assert_eq!(db.get("k").unwrap().unwrap(), &b"v2"[..]);
+    assert_eq!(db.properties().live_snapshots, 1);
+    drop(at);
+    drop(snap);
+    assert_eq!(db.properties().live_snapshots, 0);
+}
+
+#[test]
+fn iterators_are_consistent_bounded_and_bidirectional() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}"), format!("v{i}")).unwrap();
+        if i == 50 {
+            db.flush().unwrap();
+        }
+    }
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    db.put("k999", "written after the iterator").unwrap();
+    db.delete("k010").unwrap();
+    it.seek_to_last();
+    assert_eq!(it.key(), b"k099", "the iterator does not see later writes");
+    it.seek(b"k010");
+    assert_eq!(it.key(), b"k010");
+    it.seek_for_prev(b"k0505");
+    assert_eq!(it.key(), b"k050");
+    it.next();
+    assert_eq!(it.key(), b"k051");
+    it.prev();
+    it.prev();
+    assert_eq!(it.key(), b"k049");
+
+    let bounded = ReadOptions {
+        lower_bound: Some(b"k020".to_vec()),
+        upper_bound: Some(b"k030".to_vec()),
+        ..Default::default()
+    };
+    let got: Vec<_> = keys(&db, &bounded).into_iter().map(|(k, _)| k).collect();
+    let want: Vec<_> = (20..30).map(|i| format!("k{i:03}").into_bytes()).collect();
+    assert_eq!(got, want);
+    let mut it = db.iter(&bounded).unwrap();
+    it.seek_to_last();
+    assert_eq!(it.key(), b"k029");
+    it.seek(b"a");
+    assert_eq!(it.key(), b"k020");
+    it.seek_for_prev(b"z");
+    assert_eq!(it.key(), b"k029");
+    it.seek(b"k030");
+    assert!(!it.valid());
+    it.seek_to_first();
+    it.prev();
+    assert!(!it.valid());
+    it.next(); // no-op on an invalid iterator, never a panic
+    assert!(!it.valid());
+}
+
+#[test]
+fn bad_input_gets_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let big_key = vec![0u8; strata_engine::MAX_KEY_SIZE + 1];
+    assert!(matches!(db.put(&big_key, "v"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
+    let bad = Options { write_buffer_size: 10, ..Options::default() };
+    assert!(matches!(Db::open(dir.path().join("other"), bad), Err(Error::InvalidArgument(_))));
+    let missing = Options { create_if_missing: false, ..Options::default() };
+    assert!(matches!(Db::open(dir.path().join("missing"), missing), Err(Error::InvalidArgument(_))));
+    let exists = Options { error_if_exists: true, ..Options::default() };
+    drop(db);
+    assert!(matches!(Db::open(dir.path(), exists), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn a_second_open_is_busy_and_close_releases_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    db.put("k", "v").unwrap();
+    match Db::open(dir.path(), small_options()) {
+        Err(Error::Busy(msg)) => assert!(msg.contains("LOCK"), "{msg}"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    db.close().unwrap();
+    assert!(matches!(db.put("k", "v"), Err(Error::Closed)));
+    assert!(matches!(db.get("k"), Err(Error::Closed)));
+    assert!(matches!(db.iter(&ReadOptions::default()), Err(Error::Closed)));
+    db.close().unwrap();
+    let again = Db::open(dir.path(), small_options()).unwrap();
+    assert_eq!(again.get("k").unwrap().unwrap(), &b"v"[..]);
+}
+
+#[test]
+fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let no_wal = WriteOptions { sync: false, disable_wal: true };
+        db.put_with(&no_wal, "flushed", "1").unwrap();
+        db.flush().unwrap();
+        db.put_with(&no_wal, "unflushed", "2").unwrap();
+        assert_eq!(db.get("unflushed").unwrap().unwrap(), &b"2"[..]);
+    }
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    assert_eq!(db.get("flushed").unwrap().unwrap(), &b"1"[..]);
+    assert_eq!(db.get("unflushed").unwrap(), None, "no WAL, no flush: gone after reopen");
+}
+
+#[test]
+fn concurrent_writers_share_groups_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = std::sync::Arc::new(Db::open(dir.path(), small_options()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..2000u32 {
+                    let opts = WriteOptions { sync: i % 100 == 0, disable_wal: false };
+                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}")).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = db.statistics();
+    assert_eq!(stats.write_batches, 8000);
+    assert!(stats.write_groups <= 8000);
+    drop(db);
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    assert_eq!(keys(&db, &ReadOptions::default()).len(), 8000);
+    assert_eq!(db.properties().last_sequence, 8000);
+}
+
+#[test]
+fn inline_executor_flushes_without_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options { executor: Executor::Inline, ..small_options() };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..20_000u32 {
+        db.put(format!("key{i:06}"), [3u8; 20]).unwrap();
+    }
+    // Writes that filled every memtable ran the flush themselves; maintenance runs the rest.
+    assert!(db.properties().levels[0].files > 0);
+    db.maintenance().unwrap();
+    assert_eq!(db.properties().immutable_memtables, 0);
+    drop(db);
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert_eq!(keys(&db, &ReadOptions::default()).len(), 20_000);
+}
+
+#[test]
+fn obsolete_wal_files_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    for round in 0..5 {
+        db.put(format!("r{round}"), "v").unwrap();
+        db.flush().unwrap();
+    }
+    let logs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+        .count();
+    assert_eq!(logs, 1, "only the live WAL remains");
+    assert_eq!(db.properties().live_wal_files, 1);
+}
+
+#[test]
+fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options { compression: strata_engine::Compression::None, ..small_options() }).unwrap();
+        for i in 0..500u32 {
+            db.put(format!("key{i:05}"), format!("value{i:05}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let table = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let mut data = std::fs::read(&table).unwrap();
+    let pos = data.windows(10).position(|w| w == b"value00250").unwrap();
+    data[pos + 5] ^= 0x20;
+    std::fs::write(&table, &data).unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    match db.get("key00250") {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, table),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    while it.valid() {
+        it.next();
+    }
+    assert!(it.status().unwrap_err().is_corruption());
+    drop(db);
+    let paranoid = Options { paranoid_checks: true, ..small_options() };
+    assert!(Db::open(dir.path(), paranoid).unwrap_err().is_corruption());
+}
+
+#[test]
+fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options { write_buffer_size: 64 << 20, ..Options::default() }).unwrap();
+        for i in 0..3000u32 {
+            db.put(format!("key{i:05}"), vec![b'v'; 50]).unwrap();
+        }
+    }
+    let wal = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "log") && std::fs::metadata(p).unwrap().len() > 0)
+        .unwrap();
+    let mut data = std::fs::read(&wal).unwrap();
+    data[40_000] ^= 0xff;
+    std::fs::write(&wal, &data).unwrap();
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Corruption { file, detail }) => {
+            assert_eq!(file, wal);
+            assert!(detail.contains("followed by intact records"), "{detail}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    let skip = Options { wal_recovery: strata_engine::WalRecovery::SkipCorrupted, ..Options::default() };
+    let db = Db::open(dir.path(), skip).unwrap();
+    assert!(db.statistics().wal_records_skipped >= 1);
+    assert!(db.get("key02999").unwrap().is_some(), "records after the damage are replayed");
+    assert!(db.get("key00000").unwrap().is_some());
+}
+
+#[test]
+fn properties_and_statistics_serialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    db.put("a", "b").unwrap();
+    db.flush().unwrap();
+    let p = serde_json::to_value(db.properties()).unwrap();
+    assert_eq!(p["levels"][0]["files"], 1);
+    assert_eq!(p["last_sequence"], 1);
+    let s = serde_json::to_value(db.statistics()).unwrap();
+    assert_eq!(s["flushes"], 1);
+    assert_eq!(s["keys_written"], 1);
+}
