@@ -1,0 +1,113 @@
+//! `strata bench`: db_bench's workloads, flag names and output lines, over Strata or (with the
+//! `rocksdb` feature) RocksDB with equivalent options, so both can be compared in one run.
+
+mod engine;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+mod workloads;
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+pub use engine::BenchEngine;
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(format!("expected true, false, 1 or 0, got {other}")),
+    }
+}
+
+/// db_bench's flags (the subset Strata implements), with db_bench's names.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
+    /// readrandom, readmissing, readseq, seekrandom, stats.
+    #[arg(long, default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom")]
+    pub benchmarks: String,
+    /// Number of keys.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub num: u64,
+    /// Reads for read workloads (-1: as many as --num).
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    pub reads: i64,
+    /// Bytes per key.
+    #[arg(long = "key_size", default_value_t = 16)]
+    pub key_size: usize,
+    /// Bytes per value.
+    #[arg(long = "value_size", default_value_t = 100)]
+    pub value_size: usize,
+    /// Threads running each workload (operations are split between them).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Keep the store's existing data instead of starting empty.
+    #[arg(long = "use_existing_db", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub use_existing_db: bool,
+    /// fsync every write.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub sync: bool,
+    /// Skip the WAL.
+    #[arg(long = "disable_wal", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub disable_wal: bool,
+    /// none or zstd.
+    #[arg(long = "compression_type", default_value = "none")]
+    pub compression_type: String,
+    /// Block cache bytes.
+    #[arg(long = "cache_size", default_value_t = 8 << 20)]
+    pub cache_size: usize,
+    /// Bloom filter bits per key (0: no filter).
+    #[arg(long = "bloom_bits", default_value_t = 10)]
+    pub bloom_bits: u32,
+    /// Memtable size in bytes.
+    #[arg(long = "write_buffer_size", default_value_t = 64 << 20)]
+    pub write_buffer_size: usize,
+    /// Background threads.
+    #[arg(long = "max_background_jobs", default_value_t = 2)]
+    pub max_background_jobs: usize,
+    /// Engine: strata, or rocksdb (needs the `rocksdb` cargo feature).
+    #[arg(long, default_value = "strata")]
+    pub engine: String,
+    /// Seed for key and value generation.
+    #[arg(long, default_value_t = 301)]
+    pub seed: u64,
+}
+
+impl BenchArgs {
+    pub fn reads(&self) -> u64 {
+        if self.reads < 0 { self.num } else { self.reads as u64 }
+    }
+}
+
+pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
+    if args.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    if args.key_size < 8 {
+        return Err("--key_size must be at least 8".into());
+    }
+    let dir: PathBuf = default_db.to_path_buf();
+    if !args.use_existing_db && dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    }
+    let engine: Box<dyn BenchEngine> = match args.engine.as_str() {
+        "strata" => Box::new(engine::StrataEngine::open(&dir, &args)?),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(rocks::RocksEngine::open(&dir, &args)?),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => return Err("this strata was built without RocksDB: rebuild with `--features rocksdb`".into()),
+        other => return Err(format!("unknown engine {other}: strata or rocksdb")),
+    };
+    println!("Engine:     {}", engine.name());
+    println!("Keys:       {} bytes each", args.key_size);
+    println!("Values:     {} bytes each", args.value_size);
+    println!("Entries:    {}", args.num);
+    println!("Compression: {}", args.compression_type);
+    println!("------------------------------------------------");
+    for name in args.benchmarks.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let line = workloads::run(name, engine.as_ref(), &args)?;
+        println!("{line}");
+    }
+    engine.close()
+}

@@ -1,0 +1,91 @@
+//! RocksDB under the same workloads, with the options Strata's flags map to.
+
+use std::path::Path;
+
+use rocksdb::{BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions};
+
+use super::{BenchArgs, BenchEngine};
+
+pub struct RocksEngine {
+    db: DB,
+    sync: bool,
+    disable_wal: bool,
+}
+
+impl RocksEngine {
+    pub fn open(dir: &Path, args: &BenchArgs) -> Result<Self, String> {
+        let mut table = BlockBasedOptions::default();
+        let cache = Cache::new_lru_cache(args.cache_size);
+        table.set_block_cache(&cache);
+        if args.bloom_bits > 0 {
+            table.set_bloom_filter(args.bloom_bits as f64, false);
+        }
+        table.set_format_version(5);
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_block_based_table_factory(&table);
+        opts.set_write_buffer_size(args.write_buffer_size);
+        opts.set_max_background_jobs(args.max_background_jobs as i32);
+        opts.set_compression_type(match args.compression_type.as_str() {
+            "none" => DBCompressionType::None,
+            "zstd" => DBCompressionType::Zstd,
+            other => return Err(format!("unknown --compression_type {other}: none or zstd")),
+        });
+        let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
+        Ok(RocksEngine { db, sync: args.sync, disable_wal: args.disable_wal })
+    }
+}
+
+impl BenchEngine for RocksEngine {
+    fn name(&self) -> String {
+        "rocksdb (rust-rocksdb 0.25)".into()
+    }
+
+    fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String> {
+        let mut b = WriteBatch::default();
+        for (k, v) in entries {
+            b.put(k, v);
+        }
+        let mut w = WriteOptions::default();
+        w.set_sync(self.sync);
+        w.disable_wal(self.disable_wal);
+        self.db.write_opt(b, &w).map_err(|e| e.to_string())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {
+        Ok(self.db.get_pinned(key).map_err(|e| e.to_string())?.map(|v| v.len()))
+    }
+
+    fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String> {
+        let mut it = self.db.raw_iterator();
+        let mut found = 0;
+        for _ in 0..n {
+            it.seek(next_key());
+            found += it.valid() as u64;
+        }
+        it.status().map_err(|e| e.to_string())?;
+        Ok(found)
+    }
+
+    fn scan(&self) -> Result<(u64, u64), String> {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for item in self.db.iterator(IteratorMode::Start) {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            n += 1;
+            bytes += (k.len() + v.len()) as u64;
+        }
+        Ok((n, bytes))
+    }
+
+    fn flush(&self) -> Result<(), String> {
+        self.db.flush().map_err(|e| e.to_string())
+    }
+
+    fn stats(&self) -> String {
+        self.db.property_value("rocksdb.levelstats").ok().flatten().unwrap_or_default()
+    }
+
+    fn close(&self) -> Result<(), String> {
+        self.db.flush_wal(true).map_err(|e| e.to_string())
+    }
+}

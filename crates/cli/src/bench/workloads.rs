@@ -1,0 +1,183 @@
+//! The workloads, timed and reported as db_bench prints them:
+//! `name : X micros/op Y ops/sec; Z MB/s`.
+
+use std::time::Instant;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::{BenchArgs, BenchEngine};
+
+/// Keys are zero-padded decimal numbers of `--key_size` bytes, so they sort numerically.
+pub fn make_key(n: u64, size: usize) -> Vec<u8> {
+    format!("{n:0size$}").into_bytes()
+}
+
+/// Values come from a buffer that zstd compresses to about half, like db_bench's generator.
+struct ValueSource {
+    data: Vec<u8>,
+}
+
+impl ValueSource {
+    fn new(seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut data = Vec::with_capacity(1 << 20);
+        while data.len() < 1 << 20 {
+            // 50 random bytes then 50 copies of one byte: compresses to roughly 50%.
+            data.extend((0..50).map(|_| rng.random_range(b' '..=b'~')));
+            let b = rng.random_range(b' '..=b'~');
+            data.extend(std::iter::repeat_n(b, 50));
+        }
+        ValueSource { data }
+    }
+
+    fn value(&self, i: u64, size: usize) -> &[u8] {
+        let start = (i as usize * 97) % (self.data.len() - size.min(self.data.len()));
+        &self.data[start..start + size.min(self.data.len())]
+    }
+}
+
+enum Order {
+    Sequential,
+    Random,
+}
+
+struct Outcome {
+    ops: u64,
+    bytes: u64,
+    found: Option<u64>,
+}
+
+/// Runs `per_thread(thread index, ops for it)` on `--threads` threads; returns the merged outcome
+/// and the wall time.
+fn parallel<F>(args: &BenchArgs, total: u64, per_thread: F) -> Result<(Outcome, f64), String>
+where
+    F: Fn(usize, u64, u64) -> Result<Outcome, String> + Sync,
+{
+    let threads = args.threads as u64;
+    let start = Instant::now();
+    let results: Vec<Result<Outcome, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let f = &per_thread;
+                let begin = total * t / threads;
+                let end = total * (t + 1) / threads;
+                s.spawn(move || f(t as usize, begin, end))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench thread panicked".into()))).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut merged = Outcome { ops: 0, bytes: 0, found: None };
+    for r in results {
+        let r = r?;
+        merged.ops += r.ops;
+        merged.bytes += r.bytes;
+        if let Some(f) = r.found {
+            merged.found = Some(merged.found.unwrap_or(0) + f);
+        }
+    }
+    Ok((merged, elapsed))
+}
+
+fn report(name: &str, out: &Outcome, elapsed: f64, threads: usize) -> String {
+    let ops = out.ops.max(1);
+    let micros = elapsed * 1e6 * threads as f64 / ops as f64;
+    let rate = ops as f64 / elapsed;
+    let mut line = format!("{name:<12} : {micros:11.3} micros/op {:.0} ops/sec;", rate);
+    if out.bytes > 0 {
+        line.push_str(&format!(" {:6.1} MB/s", out.bytes as f64 / 1048576.0 / elapsed));
+    }
+    if let Some(found) = out.found {
+        line.push_str(&format!(" ({found} of {} found)", out.ops));
+    }
+    line
+}
+
+fn fill(engine: &dyn BenchEngine, args: &BenchArgs, order: Order) -> Result<(Outcome, f64), String> {
+    let values = ValueSource::new(args.seed);
+    parallel(args, args.num, |t, begin, end| {
+        let mut rng = StdRng::seed_from_u64(args.seed ^ (t as u64 + 1) * 0x9e37);
+        let mut bytes = 0;
+        for i in begin..end {
+            let k = match order {
+                Order::Sequential => i,
+                Order::Random => rng.random_range(0..args.num),
+            };
+            let key = make_key(k, args.key_size);
+            let value = values.value(i, args.value_size);
+            bytes += (key.len() + value.len()) as u64;
+            engine.write(&[(key, value)])?;
+        }
+        Ok(Outcome { ops: end - begin, bytes, found: None })
+    })
+}
+
+/// Runs one named workload and returns its report line.
+pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<String, String> {
+    let reads = args.reads();
+    let (out, elapsed) = match name {
+        "fillseq" => fill(engine, args, Order::Sequential)?,
+        "fillrandom" | "overwrite" => fill(engine, args, Order::Random)?,
+        "readrandom" | "readmissing" => {
+            let missing = name == "readmissing";
+            parallel(args, reads, |t, begin, end| {
+                let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5151 ^ t as u64);
+                let (mut found, mut bytes) = (0, 0);
+                for _ in begin..end {
+                    let mut key = make_key(rng.random_range(0..args.num), args.key_size);
+                    if missing {
+                        // Sorts right after an existing key, so the filter, not the key range, rejects it.
+                        key.push(b'.');
+                    }
+                    if let Some(len) = engine.get(&key)? {
+                        found += 1;
+                        bytes += (key.len() + len) as u64;
+                    }
+                }
+                Ok(Outcome { ops: end - begin, bytes, found: Some(found) })
+            })?
+        }
+        "seekrandom" => parallel(args, reads, |t, begin, end| {
+            let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7777 ^ t as u64);
+            let mut next = || make_key(rng.random_range(0..args.num), args.key_size);
+            let found = engine.seek_random(end - begin, &mut next)?;
+            Ok(Outcome { ops: end - begin, bytes: 0, found: Some(found) })
+        })?,
+        "readseq" => parallel(args, args.threads as u64, |_, _, _| {
+            let (n, bytes) = engine.scan()?;
+            Ok(Outcome { ops: n, bytes, found: None })
+        })?,
+        "flush" => {
+            let start = Instant::now();
+            engine.flush()?;
+            (Outcome { ops: 1, bytes: 0, found: None }, start.elapsed().as_secs_f64())
+        }
+        "stats" => return Ok(engine.stats()),
+        other => return Err(format!("unknown benchmark {other}")),
+    };
+    Ok(report(name, &out, elapsed, args.threads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_numerically_and_values_have_the_asked_size() {
+        assert_eq!(make_key(42, 16), b"0000000000000042");
+        assert!(make_key(9, 16) < make_key(10, 16));
+        let v = ValueSource::new(1);
+        assert_eq!(v.value(12345, 100).len(), 100);
+        assert_eq!(v.value(0, 4096).len(), 4096);
+    }
+
+    #[test]
+    fn report_line_has_db_bench_shape() {
+        let line = report("fillseq", &Outcome { ops: 1000, bytes: 116_000, found: None }, 0.5, 1);
+        assert!(line.starts_with("fillseq      :     500.000 micros/op 2000 ops/sec;"), "{line}");
+        assert!(line.ends_with("MB/s"));
+        let line = report("readrandom", &Outcome { ops: 10, bytes: 0, found: Some(7) }, 1.0, 1);
+        assert!(line.ends_with("(7 of 10 found)"), "{line}");
+    }
+}

@@ -1,0 +1,64 @@
+//! How keys and values are written on the command line: UTF-8 text, or hex after `0x`.
+
+/// Parses `0x…` as hex, anything else as its UTF-8 bytes.
+pub fn decode(s: &str) -> Result<Vec<u8>, String> {
+    let Some(hex) = s.strip_prefix("0x") else { return Ok(s.as_bytes().to_vec()) };
+    if hex.len() % 2 != 0 {
+        return Err(format!("{s}: hex needs an even number of digits"));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| format!("{s}: not valid hex")))
+        .collect()
+}
+
+/// Prints printable UTF-8 as is, anything else as `0x…` hex.
+pub fn encode(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) if !s.starts_with("0x") && s.chars().all(|c| !c.is_control()) => s.to_string(),
+        _ => {
+            let mut out = String::with_capacity(2 + b.len() * 2);
+            out.push_str("0x");
+            for byte in b {
+                out.push_str(&format!("{byte:02x}"));
+            }
+            out
+        }
+    }
+}
+
+/// The smallest key greater than every key with `prefix`, or `None` when there is none.
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last != 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(decode("abc").unwrap(), b"abc");
+        assert_eq!(decode("0x00ff10").unwrap(), vec![0, 255, 16]);
+        assert!(decode("0x0").is_err());
+        assert!(decode("0xzz").is_err());
+        assert_eq!(encode(b"users/alice"), "users/alice");
+        assert_eq!(encode(&[0, 1]), "0x0001");
+        assert_eq!(encode(b"0xab"), "0x30786162", "text that looks like hex is hex-encoded");
+        assert_eq!(decode(&encode(&[0xff, 0])).unwrap(), vec![0xff, 0]);
+    }
+
+    #[test]
+    fn successors() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+    }
+}
