@@ -2,7 +2,9 @@
 
 /// Parses `0x…` as hex, anything else as its UTF-8 bytes.
 pub fn decode(s: &str) -> Result<Vec<u8>, String> {
-    let Some(hex) = s.strip_prefix("0x") else { return Ok(s.as_bytes().to_vec()) };
+    let Some(hex) = s.strip_prefix("0x") else {
+        return Ok(s.as_bytes().to_vec());
+    };
     if hex.len() % 2 != 0 {
         return Err(format!("{s}: hex needs an even number of digits"));
     }
@@ -51,7 +53,11 @@ mod tests {
         assert!(decode("0xzz").is_err());
         assert_eq!(encode(b"users/alice"), "users/alice");
         assert_eq!(encode(&[0, 1]), "0x0001");
-        assert_eq!(encode(b"0xab"), "0x30786162", "text that looks like hex is hex-encoded");
+        assert_eq!(
+            encode(b"0xab"),
+            "0x30786162",
+            "text that looks like hex is hex-encoded"
+        );
         assert_eq!(decode(&encode(&[0xff, 0])).unwrap(), vec![0xff, 0]);
     }
 

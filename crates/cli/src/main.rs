@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use strata_engine::{Db, Options, ReadOptions, WriteOptions};
 
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about = "Strata: an LSM-tree key-value store")]
+#[command(
+    name = "strata",
+    version,
+    about = "Strata: an LSM-tree key-value store"
+)]
 struct Cli {
     /// The store's directory.
     #[arg(long, global = true, default_value = "./strata-data")]
@@ -81,8 +85,12 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Bench(args) => bench::run(&cli.db, args),
         Command::Put { key, value, sync } => {
             let db = open(&cli.db)?;
-            let opts = WriteOptions { sync, ..Default::default() };
-            db.put_with(&opts, codec::decode(&key)?, codec::decode(&value)?).map_err(err)
+            let opts = WriteOptions {
+                sync,
+                ..Default::default()
+            };
+            db.put_with(&opts, codec::decode(&key)?, codec::decode(&value)?)
+                .map_err(err)
         }
         Command::Get { key } => {
             let db = open(&cli.db)?;
@@ -96,12 +104,23 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Delete { key, sync } => {
             let db = open(&cli.db)?;
-            let opts = WriteOptions { sync, ..Default::default() };
+            let opts = WriteOptions {
+                sync,
+                ..Default::default()
+            };
             db.delete_with(&opts, codec::decode(&key)?).map_err(err)
         }
-        Command::Scan { prefix, from, to, limit } => {
+        Command::Scan {
+            prefix,
+            from,
+            to,
+            limit,
+        } => {
             let db = open(&cli.db)?;
-            let mut opts = ReadOptions { fill_cache: false, ..Default::default() };
+            let mut opts = ReadOptions {
+                fill_cache: false,
+                ..Default::default()
+            };
             if let Some(p) = &prefix {
                 let p = codec::decode(p)?;
                 opts.upper_bound = codec::prefix_successor(&p);
@@ -114,7 +133,11 @@ fn run(cli: Cli) -> Result<(), String> {
             it.seek_to_first();
             let mut n = 0;
             while it.valid() && limit.is_none_or(|l| n < l) {
-                println!("{} => {}", codec::encode(it.key()), codec::encode(it.value()));
+                println!(
+                    "{} => {}",
+                    codec::encode(it.key()),
+                    codec::encode(it.value())
+                );
                 n += 1;
                 it.next();
             }
@@ -126,7 +149,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 "properties": db.properties(),
                 "statistics": db.statistics(),
             });
-            println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         Command::Flush => {

@@ -143,10 +143,7 @@ impl WriteBatch {
 
     /// Decodes the records; a structural error is returned as a message for the caller to attach a
     /// file name to.
-    pub(crate) fn for_each(
-        &self,
-        mut f: impl FnMut(BatchRecord<'_>),
-    ) -> Result<(), String> {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(BatchRecord<'_>)) -> Result<(), String> {
         let mut pos = HEADER_SIZE;
         let mut seen = 0usize;
         while pos < self.rep.len() {
@@ -156,7 +153,9 @@ impl WriteBatch {
             let cf = get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?;
             let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
             let value = match kind {
-                ValueKind::Put => get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?,
+                ValueKind::Put => {
+                    get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
+                }
                 ValueKind::Delete => &[],
             };
             f(BatchRecord {
@@ -213,10 +212,20 @@ mod tests {
         b.put("key", "value");
         let mut bytes = b.data().to_vec();
         bytes.truncate(bytes.len() - 2);
-        assert!(WriteBatch::from_bytes(bytes).unwrap().for_each(|_| {}).is_err());
+        assert!(
+            WriteBatch::from_bytes(bytes)
+                .unwrap()
+                .for_each(|_| {})
+                .is_err()
+        );
         let mut bytes = b.data().to_vec();
         bytes[8] = 2; // count says 2
-        assert!(WriteBatch::from_bytes(bytes).unwrap().for_each(|_| {}).is_err());
+        assert!(
+            WriteBatch::from_bytes(bytes)
+                .unwrap()
+                .for_each(|_| {})
+                .is_err()
+        );
     }
 
     #[test]

@@ -41,15 +41,6 @@ pub(crate) fn put_length_prefixed(dst: &mut Vec<u8>, data: &[u8]) {
     dst.extend_from_slice(data);
 }
 
-pub(crate) fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// Decodes a varint at `*pos`, advancing it. `None` on truncation or overflow.
 #[inline]
 pub(crate) fn get_varint64(src: &[u8], pos: &mut usize) -> Option<u64> {
@@ -113,8 +104,6 @@ mod tests {
             assert_eq!(get_varint64(&buf, &mut pos), Some(v));
         }
         assert_eq!(pos, buf.len());
-        assert_eq!(varint_len(u64::MAX), 10);
-        assert_eq!(varint_len(127), 1);
     }
 
     #[test]

@@ -48,8 +48,14 @@ mod tests {
     #[test]
     fn names_parse_back() {
         let d = Path::new("/d");
-        assert_eq!(parse(table_file(d, 7).file_name().unwrap().to_str().unwrap()), FileKind::Table(7));
-        assert_eq!(parse(wal_file(d, 1234567).file_name().unwrap().to_str().unwrap()), FileKind::Wal(1234567));
+        assert_eq!(
+            parse(table_file(d, 7).file_name().unwrap().to_str().unwrap()),
+            FileKind::Table(7)
+        );
+        assert_eq!(
+            parse(wal_file(d, 1234567).file_name().unwrap().to_str().unwrap()),
+            FileKind::Wal(1234567)
+        );
         assert_eq!(parse(&manifest_name(3)), FileKind::Manifest(3));
         assert_eq!(parse("CURRENT.tmp"), FileKind::Temp);
         assert_eq!(parse("LOCK"), FileKind::Other);

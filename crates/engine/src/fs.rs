@@ -179,10 +179,7 @@ impl FileSystem for StdFileSystem {
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| io_err("open", path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| io_err("stat", path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
         Ok(Arc::new(StdRandomAccessFile {
             path: path.to_path_buf(),
             #[cfg(unix)]
@@ -258,9 +255,7 @@ impl FileSystem for StdFileSystem {
                 path.display()
             ))),
             // Platforms without locking (WASI) still open: the embedder confines the store.
-            Err(std::fs::TryLockError::Error(e))
-                if e.kind() == std::io::ErrorKind::Unsupported =>
-            {
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
                 Ok(Box::new(StdFileLock { _file: file }))
             }
             Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", path, e)),

@@ -36,7 +36,12 @@ pub(crate) fn pack_trailer(seq: SequenceNumber, kind: u8) -> u64 {
 }
 
 /// Appends the internal key for `user_key` at `seq` with `kind` to `dst`.
-pub(crate) fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SequenceNumber, kind: u8) {
+pub(crate) fn append_internal_key(
+    dst: &mut Vec<u8>,
+    user_key: &[u8],
+    seq: SequenceNumber,
+    kind: u8,
+) {
     dst.extend_from_slice(user_key);
     dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
 }

@@ -46,8 +46,74 @@ pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile
 pub use iter::DbIterator;
 pub use key::SequenceNumber;
 pub use options::{
-    Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, ReadOptions, WalRecovery, WriteOptions,
+    Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, ReadOptions, WalRecovery,
+    WriteOptions,
 };
 pub use sst::TableProperties;
 pub use stats::Statistics;
 pub use value::PinnableValue;
+
+/// Thin handles on internals for the criterion benches in `benches/`. Not part of the API.
+#[doc(hidden)]
+pub mod __bench {
+    use std::sync::Arc;
+
+    use crate::iter::InternalIterator;
+    use crate::key::ValueKind;
+    use crate::memtable::{Lookup, MemTable};
+    use crate::sst::{Block, BlockBuilder};
+
+    /// A memtable.
+    #[derive(Debug)]
+    pub struct Memtable(Arc<MemTable>);
+
+    impl Memtable {
+        pub fn new(write_buffer_size: usize) -> Self {
+            Memtable(Arc::new(MemTable::new(0, write_buffer_size)))
+        }
+        pub fn put(&self, seq: u64, key: &[u8], value: &[u8]) {
+            self.0.add(seq, ValueKind::Put, key, value);
+        }
+        pub fn contains(&self, key: &[u8], seq: u64) -> bool {
+            matches!(self.0.get(key, seq), Lookup::Found(_))
+        }
+    }
+
+    /// Encodes sorted (user key, value) pairs as one block with the given restart interval.
+    pub fn encode_block(entries: &[(Vec<u8>, Vec<u8>)], restart_interval: usize) -> Vec<u8> {
+        let mut b = BlockBuilder::new(restart_interval);
+        for (i, (k, v)) in entries.iter().enumerate() {
+            b.add(
+                &crate::key::internal_key(k, i as u64, ValueKind::Put as u8),
+                v,
+            );
+        }
+        b.finish()
+    }
+
+    /// Decodes a block and walks every entry; returns the bytes seen.
+    pub fn scan_block(data: Vec<u8>) -> usize {
+        let Ok(block) = Block::new(data, std::path::Path::new("bench")) else {
+            return 0;
+        };
+        let block = Arc::new(block);
+        let mut it = block.iter();
+        let mut n = 0;
+        it.seek_to_first();
+        while it.valid() {
+            n += it.key().len() + it.value().len();
+            it.next();
+        }
+        n
+    }
+
+    /// Decodes a block and seeks to `user_key`; true when it is there.
+    pub fn seek_block(block_data: &[u8], user_key: &[u8]) -> bool {
+        let Ok(block) = Block::new(block_data.to_vec(), std::path::Path::new("bench")) else {
+            return false;
+        };
+        let mut it = Arc::new(block).iter();
+        it.seek(&crate::key::lookup_key(user_key, crate::key::MAX_SEQUENCE));
+        it.valid() && crate::key::user_key(it.key()) == user_key
+    }
+}

@@ -15,17 +15,25 @@ pub struct PinnableValue {
 
 #[derive(Clone)]
 enum Repr {
-    Pinned { block: Arc<Block>, start: usize, len: usize },
+    Pinned {
+        block: Arc<Block>,
+        start: usize,
+        len: usize,
+    },
     Owned(Vec<u8>),
 }
 
 impl PinnableValue {
     pub(crate) fn pinned(block: Arc<Block>, start: usize, len: usize) -> Self {
-        PinnableValue { repr: Repr::Pinned { block, start, len } }
+        PinnableValue {
+            repr: Repr::Pinned { block, start, len },
+        }
     }
 
     pub(crate) fn owned(v: Vec<u8>) -> Self {
-        PinnableValue { repr: Repr::Owned(v) }
+        PinnableValue {
+            repr: Repr::Owned(v),
+        }
     }
 
     /// True when the value borrows a block instead of owning a copy.

@@ -4,6 +4,8 @@
 //!
 //! The child is this same test binary, re-run with `STRATA_CRASH_CHILD_DIR` set.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,17 +19,27 @@ const KEYS_PER_BATCH: u64 = 3;
 
 fn options() -> Options {
     // Small buffers: the kill often lands during a flush or memtable switch.
-    Options { write_buffer_size: 64 << 10, ..Options::default() }
+    Options {
+        write_buffer_size: 64 << 10,
+        ..Options::default()
+    }
 }
 
 fn batch_keys(i: u64) -> impl Iterator<Item = (String, String)> {
-    (0..KEYS_PER_BATCH).map(move |j| (format!("batch{i:08}-{j}"), format!("value-{i}-{j}-{}", "x".repeat((i % 50) as usize))))
+    (0..KEYS_PER_BATCH).map(move |j| {
+        (
+            format!("batch{i:08}-{j}"),
+            format!("value-{i}-{j}-{}", "x".repeat((i % 50) as usize)),
+        )
+    })
 }
 
 /// The child: writes batches forever, acknowledging each on stdout after `write` returns.
 #[test]
 fn crash_child_writer() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else { return };
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return;
+    };
     let start: u64 = std::env::var(CHILD_START).unwrap().parse().unwrap();
     let db = Db::open(&dir, options()).unwrap();
     let stdout = std::io::stdout();
@@ -37,7 +49,14 @@ fn crash_child_writer() {
             b.put(k, v);
         }
         // Every few batches unsynced, to exercise the rule that a later synced write syncs them too.
-        db.write(b, &WriteOptions { sync: i % 4 != 1, disable_wal: false }).unwrap();
+        db.write(
+            b,
+            &WriteOptions {
+                sync: i % 4 != 1,
+                disable_wal: false,
+            },
+        )
+        .unwrap();
         let mut out = stdout.lock();
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
@@ -57,7 +76,12 @@ fn sigkill_loses_no_acknowledged_write() {
     let mut cycles = 0;
     while cycles < 8 && Instant::now() < deadline {
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child_writer", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child_writer",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_START, next.to_string())
             .stdout(Stdio::piped())
@@ -83,24 +107,39 @@ fn sigkill_loses_no_acknowledged_write() {
         let db = Db::open(dir.path(), options()).unwrap();
         let mut present = 0u64;
         for i in 0.. {
-            let values: Vec<_> = batch_keys(i).map(|(k, _)| db.get(k).unwrap().map(|v| v.into_vec())).collect();
+            let values: Vec<_> = batch_keys(i)
+                .map(|(k, _)| db.get(k).unwrap().map(|v| v.into_vec()))
+                .collect();
             let found = values.iter().filter(|v| v.is_some()).count();
-            assert!(found == 0 || found == KEYS_PER_BATCH as usize, "batch {i} is torn: {found} of {KEYS_PER_BATCH} keys");
+            assert!(
+                found == 0 || found == KEYS_PER_BATCH as usize,
+                "batch {i} is torn: {found} of {KEYS_PER_BATCH} keys"
+            );
             if found == 0 {
                 break;
             }
             for ((_, want), got) in batch_keys(i).zip(values) {
-                assert_eq!(got.unwrap(), want.into_bytes(), "batch {i} holds a wrong value");
+                assert_eq!(
+                    got.unwrap(),
+                    want.into_bytes(),
+                    "batch {i} holds a wrong value"
+                );
             }
             present = i + 1;
         }
         if let Some(a) = acked {
-            assert!(present > a, "cycle {cycles}: batch {a} was acknowledged but only {present} batches survived");
+            assert!(
+                present > a,
+                "cycle {cycles}: batch {a} was acknowledged but only {present} batches survived"
+            );
         }
         // Nothing after the surviving prefix: no holes.
         let mut it = db.iter(&ReadOptions::default()).unwrap();
         it.seek(format!("batch{present:08}").as_bytes());
-        assert!(!it.valid(), "cycle {cycles}: data after the surviving prefix");
+        assert!(
+            !it.valid(),
+            "cycle {cycles}: data after the surviving prefix"
+        );
         drop(it);
         db.close().unwrap();
         next = present;

@@ -1,10 +1,16 @@
 //! Behaviour of the public API: reads and writes across flush and reopen, snapshots, iterators,
 //! errors for bad input, the directory lock, and corruption reporting.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use strata_engine::{Db, Error, Executor, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
-    Options { write_buffer_size: 64 << 10, cache_size: 1 << 20, ..Options::default() }
+    Options {
+        write_buffer_size: 64 << 10,
+        cache_size: 1 << 20,
+        ..Options::default()
+    }
 }
 
 fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -30,7 +36,10 @@ fn put_get_delete_across_flush_and_reopen() {
         for i in (0..5000u32).step_by(3) {
             db.delete(format!("key{i:05}")).unwrap();
         }
-        assert!(db.properties().levels[0].files > 0, "small buffers flushed tables");
+        assert!(
+            db.properties().levels[0].files > 0,
+            "small buffers flushed tables"
+        );
         assert_eq!(db.get("key00001").unwrap().unwrap(), &b"value1"[..]);
         assert_eq!(db.get("key00003").unwrap(), None);
     }
@@ -52,7 +61,14 @@ fn put_get_delete_across_flush_and_reopen() {
 #[test]
 fn values_from_tables_are_pinned_and_outlive_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options { cache_size: 64 << 10, ..small_options() }).unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            cache_size: 64 << 10,
+            ..small_options()
+        },
+    )
+    .unwrap();
     db.put("pinned", vec![7u8; 1000]).unwrap();
     db.flush().unwrap();
     let v = db.get("pinned").unwrap().unwrap();
@@ -65,7 +81,11 @@ fn values_from_tables_are_pinned_and_outlive_the_cache() {
         db.get(format!("filler{i:05}")).unwrap();
     }
     assert!(db.properties().block_cache_usage <= 64 << 10);
-    assert_eq!(&*v, &[7u8; 1000][..], "the block stays alive while the value does");
+    assert_eq!(
+        &*v,
+        &[7u8; 1000][..],
+        "the block stays alive while the value does"
+    );
 }
 
 #[test]
@@ -78,11 +98,23 @@ fn batches_are_atomic_and_ordered() {
     b.delete("b");
     b.put("c", "3");
     db.put("b", "old").unwrap();
-    db.write(b, &WriteOptions { sync: true, disable_wal: false }).unwrap();
-    assert_eq!(db.get("a").unwrap().unwrap(), &b"2"[..], "later entries in a batch win");
+    db.write(
+        b,
+        &WriteOptions {
+            sync: true,
+            disable_wal: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        db.get("a").unwrap().unwrap(),
+        &b"2"[..],
+        "later entries in a batch win"
+    );
     assert_eq!(db.get("b").unwrap(), None);
     assert_eq!(db.get("c").unwrap().unwrap(), &b"3"[..]);
-    db.write(WriteBatch::new(), &WriteOptions::default()).unwrap();
+    db.write(WriteBatch::new(), &WriteOptions::default())
+        .unwrap();
 }
 
 #[test]
@@ -95,7 +127,10 @@ fn snapshots_see_the_past() {
     db.delete("gone").unwrap();
     db.put("new", "x").unwrap();
     db.flush().unwrap();
-    let at = ReadOptions { snapshot: Some(snap.clone()), ..Default::default() };
+    let at = ReadOptions {
+        snapshot: Some(snap.clone()),
+        ..Default::default()
+    };
     assert_eq!(db.get_with(&at, "k").unwrap().unwrap(), &b"v1"[..]);
     assert_eq!(db.get_with(&at, "new").unwrap(), None);
     assert_eq!(keys(&db, &at), vec![(b"k".to_vec(), b"v1".to_vec())]);
@@ -160,15 +195,36 @@ fn bad_input_gets_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let big_key = vec![0u8; strata_engine::MAX_KEY_SIZE + 1];
-    assert!(matches!(db.put(&big_key, "v"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        db.put(&big_key, "v"),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
-    let bad = Options { write_buffer_size: 10, ..Options::default() };
-    assert!(matches!(Db::open(dir.path().join("other"), bad), Err(Error::InvalidArgument(_))));
-    let missing = Options { create_if_missing: false, ..Options::default() };
-    assert!(matches!(Db::open(dir.path().join("missing"), missing), Err(Error::InvalidArgument(_))));
-    let exists = Options { error_if_exists: true, ..Options::default() };
+    let bad = Options {
+        write_buffer_size: 10,
+        ..Options::default()
+    };
+    assert!(matches!(
+        Db::open(dir.path().join("other"), bad),
+        Err(Error::InvalidArgument(_))
+    ));
+    let missing = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    assert!(matches!(
+        Db::open(dir.path().join("missing"), missing),
+        Err(Error::InvalidArgument(_))
+    ));
+    let exists = Options {
+        error_if_exists: true,
+        ..Options::default()
+    };
     drop(db);
-    assert!(matches!(Db::open(dir.path(), exists), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        Db::open(dir.path(), exists),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]
@@ -183,7 +239,10 @@ fn a_second_open_is_busy_and_close_releases_the_lock() {
     db.close().unwrap();
     assert!(matches!(db.put("k", "v"), Err(Error::Closed)));
     assert!(matches!(db.get("k"), Err(Error::Closed)));
-    assert!(matches!(db.iter(&ReadOptions::default()), Err(Error::Closed)));
+    assert!(matches!(
+        db.iter(&ReadOptions::default()),
+        Err(Error::Closed)
+    ));
     db.close().unwrap();
     let again = Db::open(dir.path(), small_options()).unwrap();
     assert_eq!(again.get("k").unwrap().unwrap(), &b"v"[..]);
@@ -194,7 +253,10 @@ fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Db::open(dir.path(), small_options()).unwrap();
-        let no_wal = WriteOptions { sync: false, disable_wal: true };
+        let no_wal = WriteOptions {
+            sync: false,
+            disable_wal: true,
+        };
         db.put_with(&no_wal, "flushed", "1").unwrap();
         db.flush().unwrap();
         db.put_with(&no_wal, "unflushed", "2").unwrap();
@@ -202,7 +264,11 @@ fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
     }
     let db = Db::open(dir.path(), small_options()).unwrap();
     assert_eq!(db.get("flushed").unwrap().unwrap(), &b"1"[..]);
-    assert_eq!(db.get("unflushed").unwrap(), None, "no WAL, no flush: gone after reopen");
+    assert_eq!(
+        db.get("unflushed").unwrap(),
+        None,
+        "no WAL, no flush: gone after reopen"
+    );
 }
 
 #[test]
@@ -214,8 +280,12 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
             let db = db.clone();
             std::thread::spawn(move || {
                 for i in 0..2000u32 {
-                    let opts = WriteOptions { sync: i % 100 == 0, disable_wal: false };
-                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}")).unwrap();
+                    let opts = WriteOptions {
+                        sync: i % 100 == 0,
+                        disable_wal: false,
+                    };
+                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}"))
+                        .unwrap();
                 }
             })
         })
@@ -235,7 +305,10 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
 #[test]
 fn inline_executor_flushes_without_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { executor: Executor::Inline, ..small_options() };
+    let opts = Options {
+        executor: Executor::Inline,
+        ..small_options()
+    };
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     for i in 0..20_000u32 {
         db.put(format!("key{i:06}"), [3u8; 20]).unwrap();
@@ -259,7 +332,13 @@ fn obsolete_wal_files_are_deleted() {
     }
     let logs = std::fs::read_dir(dir.path())
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
         .count();
     assert_eq!(logs, 1, "only the live WAL remains");
     assert_eq!(db.properties().live_wal_files, 1);
@@ -269,9 +348,17 @@ fn obsolete_wal_files_are_deleted() {
 fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = Db::open(dir.path(), Options { compression: strata_engine::Compression::None, ..small_options() }).unwrap();
+        let db = Db::open(
+            dir.path(),
+            Options {
+                compression: strata_engine::Compression::None,
+                ..small_options()
+            },
+        )
+        .unwrap();
         for i in 0..500u32 {
-            db.put(format!("key{i:05}"), format!("value{i:05}")).unwrap();
+            db.put(format!("key{i:05}"), format!("value{i:05}"))
+                .unwrap();
         }
         db.flush().unwrap();
     }
@@ -296,7 +383,10 @@ fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
     }
     assert!(it.status().unwrap_err().is_corruption());
     drop(db);
-    let paranoid = Options { paranoid_checks: true, ..small_options() };
+    let paranoid = Options {
+        paranoid_checks: true,
+        ..small_options()
+    };
     assert!(Db::open(dir.path(), paranoid).unwrap_err().is_corruption());
 }
 
@@ -304,7 +394,14 @@ fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
 fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = Db::open(dir.path(), Options { write_buffer_size: 64 << 20, ..Options::default() }).unwrap();
+        let db = Db::open(
+            dir.path(),
+            Options {
+                write_buffer_size: 64 << 20,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         for i in 0..3000u32 {
             db.put(format!("key{i:05}"), vec![b'v'; 50]).unwrap();
         }
@@ -312,7 +409,9 @@ fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
     let wal = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "log") && std::fs::metadata(p).unwrap().len() > 0)
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "log") && std::fs::metadata(p).unwrap().len() > 0
+        })
         .unwrap();
     let mut data = std::fs::read(&wal).unwrap();
     data[40_000] ^= 0xff;
@@ -324,10 +423,16 @@ fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    let skip = Options { wal_recovery: strata_engine::WalRecovery::SkipCorrupted, ..Options::default() };
+    let skip = Options {
+        wal_recovery: strata_engine::WalRecovery::SkipCorrupted,
+        ..Options::default()
+    };
     let db = Db::open(dir.path(), skip).unwrap();
     assert!(db.statistics().wal_records_skipped >= 1);
-    assert!(db.get("key02999").unwrap().is_some(), "records after the damage are replayed");
+    assert!(
+        db.get("key02999").unwrap().is_some(),
+        "records after the damage are replayed"
+    );
     assert!(db.get("key00000").unwrap().is_some());
 }
 

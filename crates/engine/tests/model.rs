@@ -6,6 +6,8 @@
 //! `STRATA_MODEL_OPS` (default 100000) and `STRATA_MODEL_SEED` (default: random) control a run; the
 //! seed is printed on failure.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -22,7 +24,11 @@ fn key(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn value(rng: &mut StdRng, op: u64) -> Vec<u8> {
-    let len = if rng.random_ratio(1, 50) { rng.random_range(1000..5000) } else { rng.random_range(0..40) };
+    let len = if rng.random_ratio(1, 50) {
+        rng.random_range(1000..5000)
+    } else {
+        rng.random_range(0..40)
+    };
     let mut v = format!("{op}:").into_bytes();
     v.resize(v.len() + len, b'a' + (op % 26) as u8);
     v
@@ -56,14 +62,22 @@ impl Run {
         let k = key(&mut self.rng);
         let (opts, model) = self.view(at);
         let got = self.db().get_with(&opts, &k).unwrap().map(|v| v.into_vec());
-        assert_eq!(got, model.get(&k).cloned(), "get {:?} at snapshot {at:?}", String::from_utf8_lossy(&k));
+        assert_eq!(
+            got,
+            model.get(&k).cloned(),
+            "get {:?} at snapshot {at:?}",
+            String::from_utf8_lossy(&k)
+        );
         self.checks += 1;
     }
 
     fn view(&self, at: Option<usize>) -> (ReadOptions, Model) {
         match at {
             Some(i) => (
-                ReadOptions { snapshot: Some(self.snapshots[i].0.clone()), ..Default::default() },
+                ReadOptions {
+                    snapshot: Some(self.snapshots[i].0.clone()),
+                    ..Default::default()
+                },
                 self.snapshots[i].1.clone(),
             ),
             None => (ReadOptions::default(), self.model.clone()),
@@ -78,8 +92,14 @@ impl Run {
         if self.rng.random_ratio(1, 2) {
             opts.upper_bound = Some(key(&mut self.rng));
         }
-        let lower = opts.lower_bound.clone().map_or(Bound::Unbounded, Bound::Included);
-        let upper = opts.upper_bound.clone().map_or(Bound::Unbounded, Bound::Excluded);
+        let lower = opts
+            .lower_bound
+            .clone()
+            .map_or(Bound::Unbounded, Bound::Included);
+        let upper = opts
+            .upper_bound
+            .clone()
+            .map_or(Bound::Unbounded, Bound::Excluded);
         let in_range: Vec<(&Vec<u8>, &Vec<u8>)> = match (&lower, &upper) {
             (Bound::Included(l), Bound::Excluded(u)) if l >= u => Vec::new(),
             _ => model.range::<Vec<u8>, _>((lower, upper)).collect(),
@@ -104,7 +124,9 @@ impl Run {
             }
             _ => {
                 it.seek_for_prev(&target);
-                in_range.partition_point(|(k, _)| k.as_slice() <= target.as_slice()).checked_sub(1)
+                in_range
+                    .partition_point(|(k, _)| k.as_slice() <= target.as_slice())
+                    .checked_sub(1)
             }
         };
         let steps = self.rng.random_range(0..60);
@@ -146,7 +168,16 @@ impl Run {
             0..=399 => {
                 let (k, v) = (key(&mut self.rng), value(&mut self.rng, op));
                 let sync = self.rng.random_ratio(1, 100);
-                self.db().put_with(&WriteOptions { sync, disable_wal: false }, &k, &v).unwrap();
+                self.db()
+                    .put_with(
+                        &WriteOptions {
+                            sync,
+                            disable_wal: false,
+                        },
+                        &k,
+                        &v,
+                    )
+                    .unwrap();
                 self.model.insert(k, v);
             }
             400..=499 => {
@@ -214,14 +245,24 @@ impl Run {
 
 #[test]
 fn store_agrees_with_a_btreemap_model() {
-    let ops: u64 = std::env::var("STRATA_MODEL_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let ops: u64 = std::env::var("STRATA_MODEL_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
     let seed: u64 = std::env::var("STRATA_MODEL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().next_u64());
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();
-    let mut run = Run { rng: StdRng::seed_from_u64(seed), dir, db: Some(db), model: Model::new(), snapshots: Vec::new(), checks: 0 };
+    let mut run = Run {
+        rng: StdRng::seed_from_u64(seed),
+        dir,
+        db: Some(db),
+        model: Model::new(),
+        snapshots: Vec::new(),
+        checks: 0,
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for op in 0..ops {
             run.step(op);
@@ -238,8 +279,16 @@ fn store_agrees_with_a_btreemap_model() {
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek_to_first();
     for (k, v) in &run.model {
-        assert!(it.valid(), "seed {seed}: store ends before {:?}", String::from_utf8_lossy(k));
-        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()), "seed {seed}");
+        assert!(
+            it.valid(),
+            "seed {seed}: store ends before {:?}",
+            String::from_utf8_lossy(k)
+        );
+        assert_eq!(
+            (it.key(), it.value()),
+            (k.as_slice(), v.as_slice()),
+            "seed {seed}"
+        );
         it.next();
     }
     assert!(!it.valid(), "seed {seed}: store has extra keys");
@@ -248,5 +297,8 @@ fn store_agrees_with_a_btreemap_model() {
         "model test: seed {seed}, {ops} operations, {} reads checked, {} tables at the end",
         run.checks, props.total_files
     );
-    assert!(props.total_files > 10, "the run should have produced many tables");
+    assert!(
+        props.total_files > 10,
+        "the run should have produced many tables"
+    );
 }

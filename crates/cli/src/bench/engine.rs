@@ -42,7 +42,13 @@ impl StrataEngine {
             ..Options::default()
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
-        Ok(StrataEngine { db, write: WriteOptions { sync: args.sync, disable_wal: args.disable_wal } })
+        Ok(StrataEngine {
+            db,
+            write: WriteOptions {
+                sync: args.sync,
+                disable_wal: args.disable_wal,
+            },
+        })
     }
 }
 
@@ -98,8 +104,12 @@ impl BenchEngine for StrataEngine {
     fn stats(&self) -> String {
         let p = self.db.properties();
         let s = self.db.statistics();
-        let levels: Vec<String> =
-            p.levels.iter().filter(|l| l.files > 0).map(|l| format!("L{}: {} files, {} bytes", l.level, l.files, l.bytes)).collect();
+        let levels: Vec<String> = p
+            .levels
+            .iter()
+            .filter(|l| l.files > 0)
+            .map(|l| format!("L{}: {} files, {} bytes", l.level, l.files, l.bytes))
+            .collect();
         format!(
             "{}\nblock cache: {} hits, {} misses; bloom: {} checked, {} useful; write groups: {} for {} batches; stalls: {}",
             levels.join("\n"),

@@ -25,7 +25,10 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
     /// readrandom, readmissing, readseq, seekrandom, stats.
-    #[arg(long, default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom")]
+    #[arg(
+        long,
+        default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
+    )]
     pub benchmarks: String,
     /// Number of keys.
     #[arg(long, default_value_t = 1_000_000)]
@@ -76,7 +79,11 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     pub fn reads(&self) -> u64 {
-        if self.reads < 0 { self.num } else { self.reads as u64 }
+        if self.reads < 0 {
+            self.num
+        } else {
+            self.reads as u64
+        }
     }
 }
 
@@ -89,14 +96,30 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     }
     let dir: PathBuf = default_db.to_path_buf();
     if !args.use_existing_db && dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+        let empty = std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .next()
+            .is_none();
+        // A benchmark starts from an empty store, as db_bench does, but never deletes what is not one.
+        if !empty && !dir.join("CURRENT").exists() && !dir.join("IDENTITY").exists() {
+            return Err(format!(
+                "{} is not empty and holds no store: refusing to delete it (pick another --db)",
+                dir.display()
+            ));
+        }
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
     let engine: Box<dyn BenchEngine> = match args.engine.as_str() {
         "strata" => Box::new(engine::StrataEngine::open(&dir, &args)?),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::RocksEngine::open(&dir, &args)?),
         #[cfg(not(feature = "rocksdb"))]
-        "rocksdb" => return Err("this strata was built without RocksDB: rebuild with `--features rocksdb`".into()),
+        "rocksdb" => {
+            return Err(
+                "this strata was built without RocksDB: rebuild with `--features rocksdb`".into(),
+            );
+        }
         other => return Err(format!("unknown engine {other}: strata or rocksdb")),
     };
     println!("Engine:     {}", engine.name());
@@ -105,7 +128,12 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     println!("Entries:    {}", args.num);
     println!("Compression: {}", args.compression_type);
     println!("------------------------------------------------");
-    for name in args.benchmarks.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for name in args
+        .benchmarks
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let line = workloads::run(name, engine.as_ref(), &args)?;
         println!("{line}");
     }

@@ -2,7 +2,10 @@
 
 use std::path::Path;
 
-use rocksdb::{BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions};
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, Options, WriteBatch,
+    WriteOptions,
+};
 
 use super::{BenchArgs, BenchEngine};
 
@@ -32,7 +35,11 @@ impl RocksEngine {
             other => return Err(format!("unknown --compression_type {other}: none or zstd")),
         });
         let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
-        Ok(RocksEngine { db, sync: args.sync, disable_wal: args.disable_wal })
+        Ok(RocksEngine {
+            db,
+            sync: args.sync,
+            disable_wal: args.disable_wal,
+        })
     }
 }
 
@@ -53,7 +60,11 @@ impl BenchEngine for RocksEngine {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {
-        Ok(self.db.get_pinned(key).map_err(|e| e.to_string())?.map(|v| v.len()))
+        Ok(self
+            .db
+            .get_pinned(key)
+            .map_err(|e| e.to_string())?
+            .map(|v| v.len()))
     }
 
     fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String> {
@@ -82,7 +93,11 @@ impl BenchEngine for RocksEngine {
     }
 
     fn stats(&self) -> String {
-        self.db.property_value("rocksdb.levelstats").ok().flatten().unwrap_or_default()
+        self.db
+            .property_value("rocksdb.levelstats")
+            .ok()
+            .flatten()
+            .unwrap_or_default()
     }
 
     fn close(&self) -> Result<(), String> {

@@ -65,10 +65,20 @@ where
                 s.spawn(move || f(t as usize, begin, end))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a bench thread panicked".into()))).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a bench thread panicked".into()))
+            })
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
-    let mut merged = Outcome { ops: 0, bytes: 0, found: None };
+    let mut merged = Outcome {
+        ops: 0,
+        bytes: 0,
+        found: None,
+    };
     for r in results {
         let r = r?;
         merged.ops += r.ops;
@@ -86,7 +96,10 @@ fn report(name: &str, out: &Outcome, elapsed: f64, threads: usize) -> String {
     let rate = ops as f64 / elapsed;
     let mut line = format!("{name:<12} : {micros:11.3} micros/op {:.0} ops/sec;", rate);
     if out.bytes > 0 {
-        line.push_str(&format!(" {:6.1} MB/s", out.bytes as f64 / 1048576.0 / elapsed));
+        line.push_str(&format!(
+            " {:6.1} MB/s",
+            out.bytes as f64 / 1048576.0 / elapsed
+        ));
     }
     if let Some(found) = out.found {
         line.push_str(&format!(" ({found} of {} found)", out.ops));
@@ -94,10 +107,14 @@ fn report(name: &str, out: &Outcome, elapsed: f64, threads: usize) -> String {
     line
 }
 
-fn fill(engine: &dyn BenchEngine, args: &BenchArgs, order: Order) -> Result<(Outcome, f64), String> {
+fn fill(
+    engine: &dyn BenchEngine,
+    args: &BenchArgs,
+    order: Order,
+) -> Result<(Outcome, f64), String> {
     let values = ValueSource::new(args.seed);
     parallel(args, args.num, |t, begin, end| {
-        let mut rng = StdRng::seed_from_u64(args.seed ^ (t as u64 + 1) * 0x9e37);
+        let mut rng = StdRng::seed_from_u64(args.seed ^ ((t as u64 + 1) * 0x9e37));
         let mut bytes = 0;
         for i in begin..end {
             let k = match order {
@@ -109,7 +126,11 @@ fn fill(engine: &dyn BenchEngine, args: &BenchArgs, order: Order) -> Result<(Out
             bytes += (key.len() + value.len()) as u64;
             engine.write(&[(key, value)])?;
         }
-        Ok(Outcome { ops: end - begin, bytes, found: None })
+        Ok(Outcome {
+            ops: end - begin,
+            bytes,
+            found: None,
+        })
     })
 }
 
@@ -135,23 +156,42 @@ pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<Str
                         bytes += (key.len() + len) as u64;
                     }
                 }
-                Ok(Outcome { ops: end - begin, bytes, found: Some(found) })
+                Ok(Outcome {
+                    ops: end - begin,
+                    bytes,
+                    found: Some(found),
+                })
             })?
         }
         "seekrandom" => parallel(args, reads, |t, begin, end| {
             let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7777 ^ t as u64);
             let mut next = || make_key(rng.random_range(0..args.num), args.key_size);
             let found = engine.seek_random(end - begin, &mut next)?;
-            Ok(Outcome { ops: end - begin, bytes: 0, found: Some(found) })
+            Ok(Outcome {
+                ops: end - begin,
+                bytes: 0,
+                found: Some(found),
+            })
         })?,
         "readseq" => parallel(args, args.threads as u64, |_, _, _| {
             let (n, bytes) = engine.scan()?;
-            Ok(Outcome { ops: n, bytes, found: None })
+            Ok(Outcome {
+                ops: n,
+                bytes,
+                found: None,
+            })
         })?,
         "flush" => {
             let start = Instant::now();
             engine.flush()?;
-            (Outcome { ops: 1, bytes: 0, found: None }, start.elapsed().as_secs_f64())
+            (
+                Outcome {
+                    ops: 1,
+                    bytes: 0,
+                    found: None,
+                },
+                start.elapsed().as_secs_f64(),
+            )
         }
         "stats" => return Ok(engine.stats()),
         other => return Err(format!("unknown benchmark {other}")),
@@ -174,10 +214,31 @@ mod tests {
 
     #[test]
     fn report_line_has_db_bench_shape() {
-        let line = report("fillseq", &Outcome { ops: 1000, bytes: 116_000, found: None }, 0.5, 1);
-        assert!(line.starts_with("fillseq      :     500.000 micros/op 2000 ops/sec;"), "{line}");
+        let line = report(
+            "fillseq",
+            &Outcome {
+                ops: 1000,
+                bytes: 116_000,
+                found: None,
+            },
+            0.5,
+            1,
+        );
+        assert!(
+            line.starts_with("fillseq      :     500.000 micros/op 2000 ops/sec;"),
+            "{line}"
+        );
         assert!(line.ends_with("MB/s"));
-        let line = report("readrandom", &Outcome { ops: 10, bytes: 0, found: Some(7) }, 1.0, 1);
+        let line = report(
+            "readrandom",
+            &Outcome {
+                ops: 10,
+                bytes: 0,
+                found: Some(7),
+            },
+            1.0,
+            1,
+        );
         assert!(line.ends_with("(7 of 10 found)"), "{line}");
     }
 }

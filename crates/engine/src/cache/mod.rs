@@ -61,7 +61,13 @@ impl Shard {
     fn new(capacity: usize) -> Self {
         Shard {
             map: HashMap::default(),
-            slots: vec![Slot { key: (0, 0), block: None, charge: 0, prev: NIL, next: NIL }],
+            slots: vec![Slot {
+                key: (0, 0),
+                block: None,
+                charge: 0,
+                prev: NIL,
+                next: NIL,
+            }],
             free: Vec::new(),
             usage: 0,
             capacity,
@@ -114,7 +120,13 @@ impl Shard {
             }
             self.remove_slot(lru);
         }
-        let slot = Slot { key, block: Some(block), charge, prev: NIL, next: NIL };
+        let slot = Slot {
+            key,
+            block: Some(block),
+            charge,
+            prev: NIL,
+            next: NIL,
+        };
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -160,7 +172,11 @@ impl BlockCache {
     }
 
     fn shard(&self, key: CacheKey) -> &Mutex<Shard> {
-        let idx = if self.shards.len() == 1 { 0 } else { (hash_key(key) >> self.shard_shift) as usize };
+        let idx = if self.shards.len() == 1 {
+            0
+        } else {
+            (hash_key(key) >> self.shard_shift) as usize
+        };
         &self.shards[idx]
     }
 
@@ -218,7 +234,10 @@ mod tests {
         assert_eq!(held.size(), 500);
         assert!(cache.usage() <= 4000);
         cache.insert((8, 0), block(100_000));
-        assert!(cache.lookup((8, 0)).is_none(), "an oversized block is not cached");
+        assert!(
+            cache.lookup((8, 0)).is_none(),
+            "an oversized block is not cached"
+        );
     }
 
     #[test]

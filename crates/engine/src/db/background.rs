@@ -37,7 +37,11 @@ pub(crate) struct Scheduler {
 
 impl Scheduler {
     pub(crate) fn new(mode: Executor) -> Self {
-        Scheduler { mode, shared: Arc::default(), threads: Mutex::new(Vec::new()) }
+        Scheduler {
+            mode,
+            shared: Arc::default(),
+            threads: Mutex::new(Vec::new()),
+        }
     }
 
     pub(crate) fn mode(&self) -> Executor {
@@ -56,7 +60,11 @@ impl Scheduler {
             let handle = std::thread::Builder::new()
                 .name(format!("strata-bg-{i}"))
                 .spawn(move || worker(&shared, work.as_ref()))
-                .map_err(|e| Error::NotSupported(format!("cannot start background threads ({e}); use Executor::Inline")))?;
+                .map_err(|e| {
+                    Error::NotSupported(format!(
+                        "cannot start background threads ({e}); use Executor::Inline"
+                    ))
+                })?;
             handles.push(handle);
         }
         Ok(())

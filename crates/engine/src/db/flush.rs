@@ -66,7 +66,9 @@ impl DbInner {
             if st.flush_running || st.bg_error.is_some() {
                 return Ok(false);
             }
-            let Some(mem) = st.imm.front().cloned() else { return Ok(false) };
+            let Some(mem) = st.imm.front().cloned() else {
+                return Ok(false);
+            };
             st.flush_running = true;
             let next_log = st.imm.get(1).map_or(st.mem.log_number, |m| m.log_number);
             (mem, next_log)
@@ -78,7 +80,12 @@ impl DbInner {
             Ok(()) => {
                 st.imm.pop_front();
                 self.install_view(&st);
-                let obsolete: Vec<u64> = st.live_wals.iter().copied().filter(|n| *n < next_log).collect();
+                let obsolete: Vec<u64> = st
+                    .live_wals
+                    .iter()
+                    .copied()
+                    .filter(|n| *n < next_log)
+                    .collect();
                 st.live_wals.retain(|n| *n >= next_log);
                 drop(st);
                 for n in obsolete {
@@ -102,7 +109,10 @@ impl DbInner {
         let number = self.versions.lock().new_file_number();
         let table_opts = TableOptions::from_options(&self.opts);
         let meta = write_level0_table(self.fs.as_ref(), &self.dir, number, mem, &table_opts)?;
-        let mut edit = VersionEdit { log_number: Some(next_log), ..Default::default() };
+        let mut edit = VersionEdit {
+            log_number: Some(next_log),
+            ..Default::default()
+        };
         if let Some(meta) = meta {
             self.stats.flush_bytes.add(meta.file_size);
             edit.new_files.push((0, meta));

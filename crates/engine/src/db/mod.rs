@@ -110,7 +110,12 @@ impl Db {
     }
 
     /// Sets `key` to `value` with explicit write options.
-    pub fn put_with(&self, opts: &WriteOptions, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+    pub fn put_with(
+        &self,
+        opts: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key, value);
         self.write(b, opts)
@@ -146,14 +151,20 @@ impl Db {
     }
 
     /// The value of `key` as of `opts.snapshot` (or the latest).
-    pub fn get_with(&self, opts: &ReadOptions, key: impl AsRef<[u8]>) -> Result<Option<PinnableValue>> {
+    pub fn get_with(
+        &self,
+        opts: &ReadOptions,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
         self.inner.check_open()?;
         self.inner.get(opts, key.as_ref())
     }
 
     /// A snapshot of the store as it is now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(self.inner.last_sequence.load(Ordering::Acquire))
+        self.inner
+            .snapshots
+            .acquire(self.inner.last_sequence.load(Ordering::Acquire))
     }
 
     /// An iterator over a consistent view: `opts.snapshot`, or an implicit snapshot taken now.
@@ -249,8 +260,14 @@ impl DbInner {
                 }
             }
             let lookup = key::lookup_key(user_key, seq);
-            let read = BlockReadOptions { fill_cache: opts.fill_cache, verify_checksums: opts.verify_checksums };
-            match view.version.get(&self.tables, &lookup, key_hash(user_key), read)? {
+            let read = BlockReadOptions {
+                fill_cache: opts.fill_cache,
+                verify_checksums: opts.verify_checksums,
+            };
+            match view
+                .version
+                .get(&self.tables, &lookup, key_hash(user_key), read)?
+            {
                 Lookup::Found(v) => Some(v),
                 Lookup::Deleted | Lookup::NotFound => None,
             }
@@ -266,9 +283,14 @@ impl DbInner {
         let view = self.current_view();
         let snapshot = match &opts.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(self.last_sequence.load(Ordering::Acquire)),
+            None => self
+                .snapshots
+                .acquire(self.last_sequence.load(Ordering::Acquire)),
         };
-        let read = BlockReadOptions { fill_cache: opts.fill_cache, verify_checksums: opts.verify_checksums };
+        let read = BlockReadOptions {
+            fill_cache: opts.fill_cache,
+            verify_checksums: opts.verify_checksums,
+        };
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         children.push(Box::new(view.mem.iter()));
         for m in &view.imm {

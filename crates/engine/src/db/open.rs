@@ -40,16 +40,28 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let lock = fs.lock(&dir.join(LOCK))?;
     let stats = Arc::new(Stats::default());
     let block_cache = (opts.cache_size > 0).then(|| Arc::new(BlockCache::new(opts.cache_size, 4)));
-    let tables = TableCache::new(dir.to_path_buf(), fs.clone(), opts.max_open_files, block_cache.clone(), stats.clone());
+    let tables = TableCache::new(
+        dir.to_path_buf(),
+        fs.clone(),
+        opts.max_open_files,
+        block_cache.clone(),
+        stats.clone(),
+    );
 
     let mut versions = if fs.exists(&dir.join(CURRENT)) {
         if opts.error_if_exists {
-            return Err(Error::InvalidArgument(format!("{} already holds a store", dir.display())));
+            return Err(Error::InvalidArgument(format!(
+                "{} already holds a store",
+                dir.display()
+            )));
         }
         VersionSet::recover(dir, fs.clone())?
     } else {
         if !opts.create_if_missing {
-            return Err(Error::InvalidArgument(format!("{} holds no store", dir.display())));
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no store",
+                dir.display()
+            )));
         }
         let mut v = VersionSet::new_empty(dir, fs.clone());
         v.write_snapshot(0)?;
@@ -105,8 +117,9 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         let data = fs.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path, mode);
         while let Some(record) = reader.next_record()? {
-            let batch = WriteBatch::from_bytes(record)
-                .ok_or_else(|| Error::corruption(&path, "WAL record shorter than a batch header"))?;
+            let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
+                Error::corruption(&path, "WAL record shorter than a batch header")
+            })?;
             let mut seq = batch.sequence();
             let mut unknown_cf = None;
             batch
@@ -119,7 +132,10 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 })
                 .map_err(|d| Error::corruption(&path, d))?;
             if let Some(cf) = unknown_cf {
-                return Err(Error::corruption(&path, format!("write for unknown column family {cf}")));
+                return Err(Error::corruption(
+                    &path,
+                    format!("write for unknown column family {cf}"),
+                ));
             }
             last_seq = last_seq.max(seq.saturating_sub(1));
             if mem.memory_usage() >= opts.write_buffer_size {
@@ -145,11 +161,27 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     edit.log_number = Some(wal_number);
     versions.apply_recovered(&edit);
     versions.write_snapshot(last_seq)?;
-    let live: HashSet<u64> = versions.current().levels.iter().flatten().map(|f| f.number).collect();
-    remove_obsolete_files(fs.as_ref(), dir, &live, wal_number, versions.manifest_number())?;
+    let live: HashSet<u64> = versions
+        .current()
+        .levels
+        .iter()
+        .flatten()
+        .map(|f| f.number)
+        .collect();
+    remove_obsolete_files(
+        fs.as_ref(),
+        dir,
+        &live,
+        wal_number,
+        versions.manifest_number(),
+    )?;
 
     let mem = Arc::new(MemTable::new(wal_number, opts.write_buffer_size));
-    let view = SuperVersion { mem: mem.clone(), imm: Vec::new(), version: versions.current() };
+    let view = SuperVersion {
+        mem: mem.clone(),
+        imm: Vec::new(),
+        version: versions.current(),
+    };
     let scheduler = Scheduler::new(opts.executor);
     let threads = opts.max_background_jobs;
     let inner = Arc::new(DbInner {
@@ -172,7 +204,10 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         snapshots: Arc::new(SnapshotList::default()),
         queue: Mutex::new(WriteQueue::default()),
         queue_cv: Condvar::new(),
-        wal: Mutex::new(WalState { writer: Some(wal_writer), number: wal_number }),
+        wal: Mutex::new(WalState {
+            writer: Some(wal_writer),
+            number: wal_number,
+        }),
         scheduler,
         closed: AtomicBool::new(false),
         lock: Mutex::new(Some(lock)),

@@ -67,7 +67,10 @@ impl DbInner {
     pub(super) fn properties(&self) -> Properties {
         let (wal_number, wal_bytes) = {
             let wal = self.wal.lock();
-            (wal.number, wal.writer.as_ref().map_or(0, |w| w.bytes_written()))
+            (
+                wal.number,
+                wal.writer.as_ref().map_or(0, |w| w.bytes_written()),
+            )
         };
         let mut p = Properties {
             current_wal_number: wal_number,

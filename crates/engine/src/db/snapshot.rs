@@ -18,7 +18,10 @@ impl SnapshotList {
     pub(crate) fn acquire(self: &Arc<Self>, seq: SequenceNumber) -> Snapshot {
         *self.live.lock().entry(seq).or_insert(0) += 1;
         Snapshot {
-            inner: Arc::new(SnapshotInner { seq, list: self.clone() }),
+            inner: Arc::new(SnapshotInner {
+                seq,
+                list: self.clone(),
+            }),
         }
     }
 

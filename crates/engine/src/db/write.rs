@@ -56,7 +56,11 @@ impl WalState {
 impl DbInner {
     pub(super) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         let mut q = self.queue.lock();
-        q.pending.push(PendingWrite { batch, sync: opts.sync, disable_wal: opts.disable_wal });
+        q.pending.push(PendingWrite {
+            batch,
+            sync: opts.sync,
+            disable_wal: opts.disable_wal,
+        });
         let group = q.group.clone();
         loop {
             if let Some(outcome) = group.outcome.lock().as_ref() {
@@ -203,7 +207,9 @@ impl DbInner {
             break self.switch_memtable(wal);
         };
         if let Some(t) = stall_started {
-            self.stats.write_stall_micros.add(t.elapsed().as_micros() as u64);
+            self.stats
+                .write_stall_micros
+                .add(t.elapsed().as_micros() as u64);
         }
         result
     }
@@ -220,7 +226,10 @@ impl DbInner {
         wal.writer = Some(LogWriter::new(file));
         wal.number = number;
         let mut st = self.state.lock();
-        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number, self.opts.write_buffer_size)));
+        let old = std::mem::replace(
+            &mut st.mem,
+            Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
+        );
         st.imm.push_back(old);
         st.live_wals.push(number);
         self.install_view(&st);

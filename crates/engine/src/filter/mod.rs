@@ -64,7 +64,9 @@ impl FilterBuilder {
             return Vec::new();
         }
         let total_bits = self.hashes.len() as u64 * self.bits_per_key as u64;
-        let lines = total_bits.div_ceil(LINE_BITS as u64).clamp(1, u32::MAX as u64) as u32;
+        let lines = total_bits
+            .div_ceil(LINE_BITS as u64)
+            .clamp(1, u32::MAX as u64) as u32;
         let probes = probes_for(self.bits_per_key);
         let mut data = vec![0u8; lines as usize * LINE_BYTES + TRAILER];
         for &h in &self.hashes {
@@ -96,7 +98,8 @@ pub(crate) fn may_contain(filter: &[u8], hash: u64) -> bool {
     if lines as usize * LINE_BYTES != n - TRAILER || probes == 0 {
         return true;
     }
-    let line = &filter[fastrange32((hash >> 32) as u32, lines) as usize * LINE_BYTES..][..LINE_BYTES];
+    let line =
+        &filter[fastrange32((hash >> 32) as u32, lines) as usize * LINE_BYTES..][..LINE_BYTES];
     let mut p = hash as u32;
     for _ in 0..probes {
         let bit = (p >> 23) as usize;
@@ -138,7 +141,10 @@ mod tests {
             .count();
         let rate = fp as f64 / absent as f64;
         assert!(rate <= 0.010, "false-positive rate {rate}");
-        assert!(rate > 0.001, "a rate of {rate} means the filter is oversized");
+        assert!(
+            rate > 0.001,
+            "a rate of {rate} means the filter is oversized"
+        );
     }
 
     #[test]

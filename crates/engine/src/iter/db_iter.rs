@@ -246,7 +246,8 @@ impl DbIterator {
             }
         } else {
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
             self.inner.next();
         }
         self.find_next_user_entry(true);
@@ -259,7 +260,8 @@ impl DbIterator {
         }
         if self.direction == Direction::Forward {
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
             loop {
                 self.inner.prev();
                 if !self.inner.valid() {

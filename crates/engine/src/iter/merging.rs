@@ -18,14 +18,22 @@ pub(crate) struct MergingIterator {
 
 impl MergingIterator {
     pub(crate) fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIterator { children, heap: Vec::new(), forward: true }
+        MergingIterator {
+            children,
+            heap: Vec::new(),
+            forward: true,
+        }
     }
 
     /// True when child `a` should sit above child `b` in the heap.
     #[inline]
     fn above(&self, a: usize, b: usize) -> bool {
         let o = compare_internal(self.children[a].key(), self.children[b].key());
-        if self.forward { o == Ordering::Less } else { o == Ordering::Greater }
+        if self.forward {
+            o == Ordering::Less
+        } else {
+            o == Ordering::Greater
+        }
     }
 
     fn sift_down(&mut self, mut i: usize) {
@@ -50,7 +58,8 @@ impl MergingIterator {
     fn rebuild(&mut self, forward: bool) {
         self.forward = forward;
         self.heap.clear();
-        self.heap.extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
+        self.heap
+            .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
         for i in (0..self.heap.len() / 2).rev() {
             self.sift_down(i);
         }
@@ -93,12 +102,16 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
-        self.children.iter_mut().for_each(|c| c.seek_for_prev(target));
+        self.children
+            .iter_mut()
+            .for_each(|c| c.seek_for_prev(target));
         self.rebuild(false);
     }
 
     fn next(&mut self) {
-        let Some(&current) = self.heap.first() else { return };
+        let Some(&current) = self.heap.first() else {
+            return;
+        };
         if !self.forward {
             // Every other child is before the current key; move each to its first entry after it.
             let key = self.children[current].key().to_vec();
@@ -119,7 +132,9 @@ impl InternalIterator for MergingIterator {
     }
 
     fn prev(&mut self) {
-        let Some(&current) = self.heap.first() else { return };
+        let Some(&current) = self.heap.first() else {
+            return;
+        };
         if self.forward {
             let key = self.children[current].key().to_vec();
             for (i, c) in self.children.iter_mut().enumerate() {
@@ -163,14 +178,26 @@ mod tests {
 
     #[test]
     fn merges_and_switches_direction() {
-        let tables: Vec<Arc<MemTable>> = (0..3).map(|_| Arc::new(MemTable::new(0, 1 << 20))).collect();
+        let tables: Vec<Arc<MemTable>> = (0..3)
+            .map(|_| Arc::new(MemTable::new(0, 1 << 20)))
+            .collect();
         let mut expected = Vec::new();
         for i in 0..300u32 {
             let t = &tables[(i * 7 % 3) as usize];
             t.add(i as u64 + 1, ValueKind::Put, &i.to_be_bytes(), b"v");
-            expected.push((internal_key(&i.to_be_bytes(), i as u64 + 1, 1), b"v".to_vec()));
+            expected.push((
+                internal_key(&i.to_be_bytes(), i as u64 + 1, 1),
+                b"v".to_vec(),
+            ));
         }
-        let make = || MergingIterator::new(tables.iter().map(|t| Box::new(t.iter()) as Box<dyn InternalIterator>).collect());
+        let make = || {
+            MergingIterator::new(
+                tables
+                    .iter()
+                    .map(|t| Box::new(t.iter()) as Box<dyn InternalIterator>)
+                    .collect(),
+            )
+        };
         assert_eq!(collect_forward(&mut make()), expected);
         assert_eq!(collect_backward(&mut make()), expected);
         let mut it = make();

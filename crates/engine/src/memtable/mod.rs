@@ -23,10 +23,6 @@ pub(crate) struct MemTable {
     /// The WAL file that holds this memtable's writes.
     pub(crate) log_number: u64,
     entries: AtomicU64,
-    deletions: AtomicU64,
-    /// Smallest sequence number inserted, or u64::MAX while empty.
-    first_seq: AtomicU64,
-    largest_seq: AtomicU64,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -46,9 +42,6 @@ impl MemTable {
             list: SkipList::new(write_buffer_size),
             log_number,
             entries: AtomicU64::new(0),
-            deletions: AtomicU64::new(0),
-            first_seq: AtomicU64::new(u64::MAX),
-            largest_seq: AtomicU64::new(0),
         }
     }
 
@@ -56,11 +49,6 @@ impl MemTable {
         self.list
             .insert(user_key, key::pack_trailer(seq, kind as u8), value);
         self.entries.fetch_add(1, Ordering::Relaxed);
-        if kind == ValueKind::Delete {
-            self.deletions.fetch_add(1, Ordering::Relaxed);
-        }
-        self.first_seq.fetch_min(seq, Ordering::Relaxed);
-        self.largest_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
     /// The newest entry for `user_key` visible at `seq`.
@@ -95,21 +83,8 @@ impl MemTable {
         self.entries.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn num_deletions(&self) -> u64 {
-        self.deletions.load(Ordering::Relaxed)
-    }
-
     pub(crate) fn is_empty(&self) -> bool {
         self.num_entries() == 0
-    }
-
-    pub(crate) fn largest_seq(&self) -> SequenceNumber {
-        self.largest_seq.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn first_seq(&self) -> Option<SequenceNumber> {
-        let s = self.first_seq.load(Ordering::Relaxed);
-        (s != u64::MAX).then_some(s)
     }
 
     pub(crate) fn iter(self: &Arc<Self>) -> MemTableIter {
@@ -180,16 +155,18 @@ mod tests {
         assert_eq!(m.get(b"b", 9), Lookup::NotFound);
         assert_eq!(m.get(&[b'x'; 100], 9), Lookup::Found(&b"long key"[..]));
         assert_eq!(m.num_entries(), 4);
-        assert_eq!(m.num_deletions(), 1);
-        assert_eq!(m.first_seq(), Some(1));
-        assert_eq!(m.largest_seq(), 4);
     }
 
     #[test]
     fn iterates_both_ways() {
         let m = Arc::new(MemTable::new(1, 1 << 20));
         for i in 0..100u32 {
-            m.add(i as u64 + 1, ValueKind::Put, &i.to_be_bytes(), &i.to_le_bytes());
+            m.add(
+                i as u64 + 1,
+                ValueKind::Put,
+                &i.to_be_bytes(),
+                &i.to_le_bytes(),
+            );
         }
         let fwd = collect_forward(&mut m.iter());
         assert_eq!(fwd.len(), 100);

@@ -41,7 +41,12 @@ impl Node {
     unsafe fn link_ptr(this: *const Node, level: usize) -> *mut AtomicPtr<Node> {
         // SAFETY: the links are laid out contiguously from `next` within the node's own allocation,
         // and the pointer keeps the provenance of the whole node.
-        unsafe { (&raw const (*this).next).cast::<AtomicPtr<Node>>().add(level).cast_mut() }
+        unsafe {
+            (&raw const (*this).next)
+                .cast::<AtomicPtr<Node>>()
+                .add(level)
+                .cast_mut()
+        }
     }
 
     /// The link at `level` of an initialised node.
@@ -65,7 +70,10 @@ impl Node {
     fn value(&self) -> &[u8] {
         // SAFETY: as in `key`; the value follows the key in the same arena allocation.
         unsafe {
-            std::slice::from_raw_parts(self.entry.add(self.key_len as usize), self.value_len as usize)
+            std::slice::from_raw_parts(
+                self.entry.add(self.key_len as usize),
+                self.value_len as usize,
+            )
         }
     }
 }
@@ -91,7 +99,11 @@ impl Arena {
             return p;
         }
         // Big entries get a chunk of their own so the current chunk's tail is not wasted.
-        let chunk = if size > self.chunk_size / 4 { size } else { self.chunk_size };
+        let chunk = if size > self.chunk_size / 4 {
+            size
+        } else {
+            self.chunk_size
+        };
         let layout = match Layout::from_size_align(chunk.max(1), 16) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -118,7 +130,7 @@ impl Arena {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 17;
             self.rng ^= self.rng << 5;
-            if h < MAX_HEIGHT && self.rng % BRANCHING == 0 {
+            if h < MAX_HEIGHT && self.rng.is_multiple_of(BRANCHING) {
                 h += 1;
             } else {
                 return h;
@@ -172,7 +184,11 @@ impl SkipList {
         let node_size = Node::links_layout(height);
         let key_len = user_key.len() + if trailer.is_some() { 8 } else { 0 };
         let node = arena
-            .alloc(node_size + key_len + value.len(), std::mem::align_of::<Node>(), used)
+            .alloc(
+                node_size + key_len + value.len(),
+                std::mem::align_of::<Node>(),
+                used,
+            )
             .cast::<Node>();
         // SAFETY: `node` is a fresh, aligned allocation of node_size + entry bytes; the entry lives
         // right after the node's links.
@@ -216,7 +232,14 @@ impl SkipList {
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         let mut arena = self.arena.lock();
         let height = arena.random_height();
-        let node = Self::new_node(&mut arena, &self.memory, height, user_key, Some(trailer), value);
+        let node = Self::new_node(
+            &mut arena,
+            &self.memory,
+            height,
+            user_key,
+            Some(trailer),
+            value,
+        );
         // SAFETY: the node is live; its key was written above and is not mutated again.
         let key = unsafe { (*node).key() };
         let mut prev = [self.head; MAX_HEIGHT];
@@ -259,7 +282,8 @@ impl SkipList {
         loop {
             let n = self.next(x, level);
             // SAFETY: n is a live node when non-null.
-            if !n.is_null() && compare_internal(unsafe { (*n).key() }, target) == CmpOrdering::Less {
+            if !n.is_null() && compare_internal(unsafe { (*n).key() }, target) == CmpOrdering::Less
+            {
                 x = n;
             } else if level == 0 {
                 return n;
@@ -301,13 +325,13 @@ impl SkipList {
 
     /// Key of a node returned by this list.
     #[inline]
-    pub(crate) fn node_key<'a>(&'a self, node: *const Node) -> &'a [u8] {
+    pub(crate) fn node_key(&self, node: *const Node) -> &[u8] {
         // SAFETY: nodes returned by this list are live for its lifetime.
         unsafe { (*node).key() }
     }
 
     #[inline]
-    pub(crate) fn node_value<'a>(&'a self, node: *const Node) -> &'a [u8] {
+    pub(crate) fn node_value(&self, node: *const Node) -> &[u8] {
         // SAFETY: nodes returned by this list are live for its lifetime.
         unsafe { (*node).value() }
     }
@@ -356,7 +380,10 @@ mod tests {
         let n = list.seek_lt(Some(&lookup_key(&500u32.to_be_bytes(), u64::MAX >> 8)));
         assert_eq!(crate::key::user_key(list.node_key(n)), 499u32.to_be_bytes());
         let last = list.seek_lt(None);
-        assert_eq!(crate::key::user_key(list.node_key(last)), 1999u32.to_be_bytes());
+        assert_eq!(
+            crate::key::user_key(list.node_key(last)),
+            1999u32.to_be_bytes()
+        );
         assert!(list.seek_lt(Some(&ik(0, u64::MAX >> 8))).is_null());
         assert!(list.memory_usage() >= MAX_CHUNK_SIZE);
     }
@@ -402,7 +429,10 @@ mod tests {
                             if let Some(p) = &prev {
                                 assert_eq!(compare_internal(p, &k), CmpOrdering::Less);
                             }
-                            assert_eq!(list.node_value(n), &k[..4].iter().rev().copied().collect::<Vec<_>>()[..]);
+                            assert_eq!(
+                                list.node_value(n),
+                                &k[..4].iter().rev().copied().collect::<Vec<_>>()[..]
+                            );
                             prev = Some(k);
                             n = list.next_node(n);
                         }

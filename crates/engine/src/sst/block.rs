@@ -65,10 +65,6 @@ impl BlockBuilder {
         self.buf.len() + self.restarts.len() * 4 + 4
     }
 
-    pub(crate) fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
     /// The finished block contents; the builder is reset for reuse.
     pub(crate) fn finish(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
@@ -157,10 +153,6 @@ pub(crate) struct BlockIter {
 }
 
 impl BlockIter {
-    pub(crate) fn block(&self) -> &Arc<Block> {
-        &self.block
-    }
-
     /// Offset and length of the current value inside the block.
     pub(crate) fn value_range(&self) -> (usize, usize) {
         self.value
@@ -319,7 +311,9 @@ mod tests {
     use crate::key::{internal_key, lookup_key, user_key};
     use std::path::Path;
 
-    fn build(n: u32, interval: usize) -> (Arc<Block>, Vec<(Vec<u8>, Vec<u8>)>) {
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn build(n: u32, interval: usize) -> (Arc<Block>, Entries) {
         let mut b = BlockBuilder::new(interval);
         let mut entries = Vec::new();
         for i in 0..n {
@@ -328,7 +322,10 @@ mod tests {
             b.add(&k, &v);
             entries.push((k, v));
         }
-        (Arc::new(Block::new(b.finish(), Path::new("t")).unwrap()), entries)
+        (
+            Arc::new(Block::new(b.finish(), Path::new("t")).unwrap()),
+            entries,
+        )
     }
 
     #[test]
@@ -341,7 +338,10 @@ mod tests {
         }
         let (prefix, _) = build(100, 16);
         let (plain, _) = build(100, 1);
-        assert!(prefix.size() < plain.size(), "shared prefixes are stored once");
+        assert!(
+            prefix.size() < plain.size(),
+            "shared prefixes are stored once"
+        );
     }
 
     #[test]

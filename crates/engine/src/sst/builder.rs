@@ -54,7 +54,8 @@ pub(crate) struct TableBuilder {
 
 impl TableBuilder {
     pub(crate) fn new(file: Box<dyn WritableFile>, path: &Path, opts: TableOptions) -> Self {
-        let filter = (opts.bloom_bits_per_key > 0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
+        let filter =
+            (opts.bloom_bits_per_key > 0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
             file,
             path: path.to_path_buf(),
@@ -78,7 +79,8 @@ impl TableBuilder {
     /// Adds an entry; internal keys must be strictly increasing.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if ikey.len() < 8
-            || (!self.last_key.is_empty() && compare_internal(&self.last_key, ikey) != std::cmp::Ordering::Less)
+            || (!self.last_key.is_empty()
+                && compare_internal(&self.last_key, ikey) != std::cmp::Ordering::Less)
         {
             return Err(Error::InvalidArgument(format!(
                 "table {}: keys added out of order",
@@ -144,15 +146,6 @@ impl TableBuilder {
         Ok(handle)
     }
 
-    pub(crate) fn num_entries(&self) -> u64 {
-        self.props.num_entries
-    }
-
-    /// Bytes written so far (a lower bound on the final size).
-    pub(crate) fn file_size(&self) -> u64 {
-        self.offset
-    }
-
     /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
     pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;
@@ -177,7 +170,10 @@ impl TableBuilder {
         // The index size is known before it is written; record it in the properties first.
         self.props.index_size = index_raw.len() as u64 + BLOCK_TRAILER as u64;
         let props = self.props.encode();
-        meta.push((PROPERTIES_BLOCK_NAME, self.write_block(&props, Compression::None)?));
+        meta.push((
+            PROPERTIES_BLOCK_NAME,
+            self.write_block(&props, Compression::None)?,
+        ));
         let mut metaindex = Vec::new();
         for (name, h) in &meta {
             put_length_prefixed(&mut metaindex, name.as_bytes());

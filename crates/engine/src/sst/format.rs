@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use crate::coding::{fixed32, fixed64, get_varint64, mask, masked_crc_extend, put_fixed32, put_fixed64, put_varint64};
+use crate::coding::{
+    fixed32, fixed64, get_varint64, mask, masked_crc_extend, put_fixed32, put_fixed64, put_varint64,
+};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::options::Compression;
@@ -39,12 +41,17 @@ impl BlockHandle {
 
 /// Compresses (when asked and worthwhile) and frames `raw`; returns the bytes to append and whether
 /// compression was kept.
-pub(crate) fn frame_block(raw: &[u8], compression: Compression, level: i32, out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn frame_block(
+    raw: &[u8],
+    compression: Compression,
+    level: i32,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     out.clear();
     let mut ty = NO_COMPRESSION;
     if compression == Compression::Zstd {
-        let compressed = zstd::bulk::compress(raw, level)
-            .map_err(|e| Error::io("zstd compression", e))?;
+        let compressed =
+            zstd::bulk::compress(raw, level).map_err(|e| Error::io("zstd compression", e))?;
         // Keep compression only when it saves at least 1/8: decompression is not free.
         if compressed.len() < raw.len() - raw.len() / 8 {
             out.extend_from_slice(&compressed);
@@ -73,7 +80,11 @@ pub(crate) fn read_block(
         .and_then(|s| s.checked_add(BLOCK_TRAILER))
         .ok_or_else(|| bad(format!("block size {} is impossible", handle.size)))?;
     let file_len = file.len()?;
-    if handle.offset.checked_add(len as u64).is_none_or(|end| end > file_len) {
+    if handle
+        .offset
+        .checked_add(len as u64)
+        .is_none_or(|end| end > file_len)
+    {
         return Err(bad(format!(
             "block at {} of {} bytes runs past the end of the file ({file_len} bytes)",
             handle.offset, handle.size
@@ -87,14 +98,22 @@ pub(crate) fn read_block(
         let expected = fixed32(&buf, n + 1);
         let actual = mask(masked_crc_extend(crc32c::crc32c(&buf[..n]), &[ty]));
         if expected != actual {
-            return Err(bad(format!("block checksum mismatch at offset {}", handle.offset)));
+            return Err(bad(format!(
+                "block checksum mismatch at offset {}",
+                handle.offset
+            )));
         }
     }
     buf.truncate(n);
     match ty {
         NO_COMPRESSION => Ok(buf),
-        ZSTD_COMPRESSION => decompress(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset))),
-        other => Err(bad(format!("unknown compression type {other} at offset {}", handle.offset))),
+        ZSTD_COMPRESSION => {
+            decompress(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset)))
+        }
+        other => Err(bad(format!(
+            "unknown compression type {other} at offset {}",
+            handle.offset
+        ))),
     }
 }
 
@@ -144,11 +163,20 @@ impl Footer {
         }
         let version = fixed32(data, 32);
         if version != FORMAT_VERSION {
-            return Err(Error::corruption(path, format!("unsupported table format version {version}")));
+            return Err(Error::corruption(
+                path,
+                format!("unsupported table format version {version}"),
+            ));
         }
         Ok(Footer {
-            metaindex: BlockHandle { offset: fixed64(data, 0), size: fixed64(data, 8) },
-            index: BlockHandle { offset: fixed64(data, 16), size: fixed64(data, 24) },
+            metaindex: BlockHandle {
+                offset: fixed64(data, 0),
+                size: fixed64(data, 8),
+            },
+            index: BlockHandle {
+                offset: fixed64(data, 16),
+                size: fixed64(data, 24),
+            },
         })
     }
 }
@@ -170,7 +198,12 @@ mod tests {
         for i in 0..FOOTER_SIZE {
             let mut bad = enc.clone();
             bad[i] ^= 1;
-            assert!(Footer::decode(&bad, Path::new("x")).unwrap_err().is_corruption(), "byte {i}");
+            assert!(
+                Footer::decode(&bad, Path::new("x"))
+                    .unwrap_err()
+                    .is_corruption(),
+                "byte {i}"
+            );
         }
     }
 
@@ -189,7 +222,10 @@ mod tests {
             w.append(&framed).unwrap();
             w.sync().unwrap();
             drop(w);
-            let handle = BlockHandle { offset: 0, size: (framed.len() - BLOCK_TRAILER) as u64 };
+            let handle = BlockHandle {
+                offset: 0,
+                size: (framed.len() - BLOCK_TRAILER) as u64,
+            };
             let file = StdFileSystem.open_random(&path).unwrap();
             assert_eq!(read_block(file.as_ref(), &path, handle, true).unwrap(), raw);
             for flip in [0, framed.len() / 2, framed.len() - 1] {

@@ -64,7 +64,10 @@ impl TableProperties {
             put_length_prefixed(&mut out, name.as_bytes());
             put_varint64(&mut out, v);
         }
-        for (name, k) in [("strata.smallest.key", &self.smallest_key), ("strata.largest.key", &self.largest_key)] {
+        for (name, k) in [
+            ("strata.smallest.key", &self.smallest_key),
+            ("strata.largest.key", &self.largest_key),
+        ] {
             put_length_prefixed(&mut out, name.as_bytes());
             put_length_prefixed(&mut out, k);
         }
@@ -77,8 +80,12 @@ impl TableProperties {
         while pos < data.len() {
             let name = get_length_prefixed(data, &mut pos)?;
             match name {
-                b"strata.smallest.key" => p.smallest_key = get_length_prefixed(data, &mut pos)?.to_vec(),
-                b"strata.largest.key" => p.largest_key = get_length_prefixed(data, &mut pos)?.to_vec(),
+                b"strata.smallest.key" => {
+                    p.smallest_key = get_length_prefixed(data, &mut pos)?.to_vec()
+                }
+                b"strata.largest.key" => {
+                    p.largest_key = get_length_prefixed(data, &mut pos)?.to_vec()
+                }
                 _ => {
                     let v = get_varint64(data, &mut pos)?;
                     match name {

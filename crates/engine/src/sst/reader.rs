@@ -39,7 +39,9 @@ pub(crate) struct TableReader {
 
 impl std::fmt::Debug for TableReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableReader").field("path", &self.path).finish()
+        f.debug_struct("TableReader")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -53,12 +55,18 @@ impl TableReader {
     ) -> Result<Self> {
         let size = file.len()?;
         if size < FOOTER_SIZE as u64 {
-            return Err(Error::corruption(path, format!("file of {size} bytes is too short to be a table")));
+            return Err(Error::corruption(
+                path,
+                format!("file of {size} bytes is too short to be a table"),
+            ));
         }
         let mut footer = [0u8; FOOTER_SIZE];
         file.read_exact_at(&mut footer, size - FOOTER_SIZE as u64)?;
         let footer = Footer::decode(&footer, path)?;
-        let index = Arc::new(Block::new(read_block(file.as_ref(), path, footer.index, true)?, path)?);
+        let index = Arc::new(Block::new(
+            read_block(file.as_ref(), path, footer.index, true)?,
+            path,
+        )?);
         let metaindex = read_block(file.as_ref(), path, footer.metaindex, true)?;
         let (mut filter_handle, mut props_handle) = (None, None);
         let mut pos = 0;
@@ -67,7 +75,9 @@ impl TableReader {
                 .and_then(|name| Some((name, BlockHandle::decode(&metaindex, &mut pos)?)));
             match entry {
                 Some((name, h)) if name == FILTER_BLOCK_NAME.as_bytes() => filter_handle = Some(h),
-                Some((name, h)) if name == PROPERTIES_BLOCK_NAME.as_bytes() => props_handle = Some(h),
+                Some((name, h)) if name == PROPERTIES_BLOCK_NAME.as_bytes() => {
+                    props_handle = Some(h)
+                }
                 Some(_) => {}
                 None => return Err(Error::corruption(path, "metaindex block is damaged")),
             }
@@ -93,12 +103,9 @@ impl TableReader {
         })
     }
 
+    #[cfg(test)]
     pub(crate) fn properties(&self) -> &TableProperties {
         &self.props
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 
     fn corrupt_in(&self, it: &BlockIter) -> Result<()> {
@@ -109,7 +116,11 @@ impl TableReader {
     }
 
     /// Reads a data block through the cache.
-    pub(crate) fn data_block(&self, handle: BlockHandle, opts: BlockReadOptions) -> Result<Arc<Block>> {
+    pub(crate) fn data_block(
+        &self,
+        handle: BlockHandle,
+        opts: BlockReadOptions,
+    ) -> Result<Arc<Block>> {
         let cache_key = (self.file_number, handle.offset);
         if let Some(cache) = &self.cache {
             if let Some(b) = cache.lookup(cache_key) {
@@ -118,7 +129,12 @@ impl TableReader {
             }
             self.stats.block_cache_miss.inc();
         }
-        let raw = read_block(self.file.as_ref(), &self.path, handle, opts.verify_checksums)?;
+        let raw = read_block(
+            self.file.as_ref(),
+            &self.path,
+            handle,
+            opts.verify_checksums,
+        )?;
         self.stats.bytes_read_from_disk.add(handle.size);
         let block = Arc::new(Block::new(raw, &self.path)?);
         if opts.fill_cache
@@ -130,7 +146,9 @@ impl TableReader {
     }
 
     fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
-        BlockHandle::decode(value, &mut 0).ok_or_else(|| Error::corruption(&self.path, "index entry holds a damaged block handle"))
+        BlockHandle::decode(value, &mut 0).ok_or_else(|| {
+            Error::corruption(&self.path, "index entry holds a damaged block handle")
+        })
     }
 
     /// True when the filter says `hash`'s key may be in the table.
@@ -149,7 +167,12 @@ impl TableReader {
     }
 
     /// The newest entry for the lookup key's user key at or below its sequence number.
-    pub(crate) fn get(&self, lookup: &[u8], hash: u64, opts: BlockReadOptions) -> Result<Lookup<PinnableValue>> {
+    pub(crate) fn get(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        opts: BlockReadOptions,
+    ) -> Result<Lookup<PinnableValue>> {
         if !self.may_contain(hash) {
             return Ok(Lookup::NotFound);
         }
@@ -176,7 +199,10 @@ impl TableReader {
                 Ok(Lookup::Found(PinnableValue::pinned(block, start, len)))
             }
             Some(ValueKind::Delete) => Ok(Lookup::Deleted),
-            None => Err(Error::corruption(&self.path, format!("unknown entry kind {}", key::kind_byte(it.key())))),
+            None => Err(Error::corruption(
+                &self.path,
+                format!("unknown entry kind {}", key::kind_byte(it.key())),
+            )),
         }
     }
 
@@ -193,12 +219,17 @@ impl TableReader {
 
     /// Reads and checks every block; used by paranoid open and `strata verify`.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
-        let mut it = self.iter(BlockReadOptions { fill_cache: false, verify_checksums: true });
+        let mut it = self.iter(BlockReadOptions {
+            fill_cache: false,
+            verify_checksums: true,
+        });
         let mut n = 0;
         let mut prev: Vec<u8> = Vec::new();
         it.seek_to_first();
         while it.valid() {
-            if !prev.is_empty() && key::compare_internal(&prev, it.key()) != std::cmp::Ordering::Less {
+            if !prev.is_empty()
+                && key::compare_internal(&prev, it.key()) != std::cmp::Ordering::Less
+            {
                 return Err(Error::corruption(&self.path, "keys out of order"));
             }
             prev.clear();
@@ -210,7 +241,10 @@ impl TableReader {
         if n != self.props.num_entries {
             return Err(Error::corruption(
                 &self.path,
-                format!("holds {n} entries, its properties say {}", self.props.num_entries),
+                format!(
+                    "holds {n} entries, its properties say {}",
+                    self.props.num_entries
+                ),
             ));
         }
         Ok(n)

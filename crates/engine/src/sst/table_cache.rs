@@ -30,7 +30,9 @@ pub(crate) struct TableCache {
 
 impl std::fmt::Debug for TableCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableCache").field("dir", &self.dir).finish()
+        f.debug_struct("TableCache")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -64,7 +66,13 @@ impl TableCache {
         // Open outside the lock: opening reads the footer, index and filter from disk.
         let path = table_file(&self.dir, number);
         let file = self.fs.open_random(&path)?;
-        let reader = Arc::new(TableReader::open(file, &path, number, self.block_cache.clone(), self.stats.clone())?);
+        let reader = Arc::new(TableReader::open(
+            file,
+            &path,
+            number,
+            self.block_cache.clone(),
+            self.stats.clone(),
+        )?);
         self.stats.table_opens.inc();
         let mut map = shard.lock();
         if map.len() >= self.per_shard
@@ -73,10 +81,5 @@ impl TableCache {
             map.remove(&oldest);
         }
         Ok(map.entry(number).or_insert((reader, tick)).0.clone())
-    }
-
-    /// Forgets a table whose file is being deleted.
-    pub(crate) fn evict(&self, number: u64) {
-        self.shards[number as usize % SHARDS].lock().remove(&number);
     }
 }

@@ -1,6 +1,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::reader::TableReader;
 use super::*;
 use crate::cache::BlockCache;
 use crate::error::Error;
@@ -13,18 +14,38 @@ use crate::memtable::Lookup;
 use crate::options::Compression;
 use crate::stats::Stats;
 
-const READ: BlockReadOptions = BlockReadOptions { fill_cache: true, verify_checksums: true };
+const READ: BlockReadOptions = BlockReadOptions {
+    fill_cache: true,
+    verify_checksums: true,
+};
 
 fn opts(compression: Compression) -> TableOptions {
-    TableOptions { block_size: 256, restart_interval: 4, compression, zstd_level: 3, bloom_bits_per_key: 10 }
+    TableOptions {
+        block_size: 256,
+        restart_interval: 4,
+        compression,
+        zstd_level: 3,
+        bloom_bits_per_key: 10,
+    }
 }
 
 fn entries(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..n)
         .map(|i| {
             let kind = if i % 10 == 3 { 0 } else { 1 };
-            let v = if kind == 0 { vec![] } else { format!("value-{i}-{}", "x".repeat((i % 7) as usize)).into_bytes() };
-            (internal_key(format!("user{:06}", i * 2).as_bytes(), 1000 - i as u64, kind), v)
+            let v = if kind == 0 {
+                vec![]
+            } else {
+                format!("value-{i}-{}", "x".repeat((i % 7) as usize)).into_bytes()
+            };
+            (
+                internal_key(
+                    format!("user{:06}", i * 2).as_bytes(),
+                    1000 - i as u64,
+                    kind,
+                ),
+                v,
+            )
         })
         .collect()
 }
@@ -39,7 +60,13 @@ fn build(path: &Path, es: &[(Vec<u8>, Vec<u8>)], o: TableOptions) -> (TablePrope
 
 fn open(path: &Path, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<TableReader>> {
     let file = StdFileSystem.open_random(path)?;
-    Ok(Arc::new(TableReader::open(file, path, 1, cache, Arc::new(Stats::default()))?))
+    Ok(Arc::new(TableReader::open(
+        file,
+        path,
+        1,
+        cache,
+        Arc::new(Stats::default()),
+    )?))
 }
 
 #[test]
@@ -62,7 +89,13 @@ fn build_and_read_back_every_way() {
         assert_eq!(t.verify().unwrap(), 1000);
         for i in [0u32, 3, 500, 999] {
             let uk = format!("user{:06}", i * 2);
-            let got = t.get(&lookup_key(uk.as_bytes(), u64::MAX >> 8), key_hash(uk.as_bytes()), READ).unwrap();
+            let got = t
+                .get(
+                    &lookup_key(uk.as_bytes(), u64::MAX >> 8),
+                    key_hash(uk.as_bytes()),
+                    READ,
+                )
+                .unwrap();
             if i % 10 == 3 {
                 assert_eq!(got, Lookup::Deleted);
             } else {
@@ -75,10 +108,18 @@ fn build_and_read_back_every_way() {
                 }
             }
             // Older than the entry: invisible.
-            let old = t.get(&lookup_key(uk.as_bytes(), 0), key_hash(uk.as_bytes()), READ).unwrap();
+            let old = t
+                .get(&lookup_key(uk.as_bytes(), 0), key_hash(uk.as_bytes()), READ)
+                .unwrap();
             assert_eq!(old, Lookup::NotFound);
             let missing = format!("user{:06}", i * 2 + 1);
-            let got = t.get(&lookup_key(missing.as_bytes(), 5000), key_hash(missing.as_bytes()), READ).unwrap();
+            let got = t
+                .get(
+                    &lookup_key(missing.as_bytes(), 5000),
+                    key_hash(missing.as_bytes()),
+                    READ,
+                )
+                .unwrap();
             assert_eq!(got, Lookup::NotFound);
         }
         let mut it = t.iter(READ);
@@ -97,7 +138,12 @@ fn index_separators_are_shortened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
     let long: Vec<_> = (0..200u32)
-        .map(|i| (internal_key(format!("{:03}-{}", i * 2, "k".repeat(200)).as_bytes(), 1, 1), b"v".to_vec()))
+        .map(|i| {
+            (
+                internal_key(format!("{:03}-{}", i * 2, "k".repeat(200)).as_bytes(), 1, 1),
+                b"v".to_vec(),
+            )
+        })
         .collect();
     let (props, _) = build(&path, &long, opts(Compression::None));
     // Each index key is a 3-4 byte separator instead of a 204-byte user key.
@@ -146,8 +192,11 @@ fn truncated_file_is_corruption() {
 fn out_of_order_add_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
-    let mut b = TableBuilder::new(StdFileSystem.create(&path).unwrap(), &path, opts(Compression::None));
+    let mut b = TableBuilder::new(
+        StdFileSystem.create(&path).unwrap(),
+        &path,
+        opts(Compression::None),
+    );
     b.add(&internal_key(b"b", 1, 1), b"").unwrap();
     assert!(b.add(&internal_key(b"a", 1, 1), b"").is_err());
 }
-

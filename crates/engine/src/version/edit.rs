@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use crate::coding::{get_length_prefixed, get_varint32, get_varint64, put_length_prefixed, put_varint32, put_varint64};
+use crate::coding::{
+    get_length_prefixed, get_varint32, get_varint64, put_length_prefixed, put_varint32,
+    put_varint64,
+};
 use crate::error::{Error, Result};
 
 const TAG_LOG_NUMBER: u32 = 2;
@@ -83,10 +86,12 @@ impl VersionEdit {
         let mut pos = 0;
         while pos < data.len() {
             let tag = get_varint32(data, &mut pos).ok_or_else(|| bad("truncated tag"))?;
-            let v64 = |pos: &mut usize| get_varint64(data, pos).ok_or_else(|| bad("truncated field"));
+            let v64 =
+                |pos: &mut usize| get_varint64(data, pos).ok_or_else(|| bad("truncated field"));
             match tag {
                 TAG_COLUMN_FAMILY => {
-                    e.column_family = get_varint32(data, &mut pos).ok_or_else(|| bad("truncated column family"))?
+                    e.column_family = get_varint32(data, &mut pos)
+                        .ok_or_else(|| bad("truncated column family"))?
                 }
                 TAG_LOG_NUMBER => e.log_number = Some(v64(&mut pos)?),
                 TAG_NEXT_FILE => e.next_file_number = Some(v64(&mut pos)?),
@@ -99,8 +104,12 @@ impl VersionEdit {
                     let level = decode_level(data, &mut pos).ok_or_else(|| bad("bad level"))?;
                     let number = v64(&mut pos)?;
                     let file_size = v64(&mut pos)?;
-                    let smallest = get_length_prefixed(data, &mut pos).ok_or_else(|| bad("truncated key"))?.to_vec();
-                    let largest = get_length_prefixed(data, &mut pos).ok_or_else(|| bad("truncated key"))?.to_vec();
+                    let smallest = get_length_prefixed(data, &mut pos)
+                        .ok_or_else(|| bad("truncated key"))?
+                        .to_vec();
+                    let largest = get_length_prefixed(data, &mut pos)
+                        .ok_or_else(|| bad("truncated key"))?
+                        .to_vec();
                     if smallest.len() < 8 || largest.len() < 8 {
                         return Err(bad("file key shorter than an internal key"));
                     }

@@ -35,7 +35,11 @@ impl Version {
         for (level, f) in &edit.new_files {
             next.levels[*level].push(Arc::new(f.clone()));
         }
-        next.levels[0].sort_by(|a, b| b.largest_seq.cmp(&a.largest_seq).then(b.number.cmp(&a.number)));
+        next.levels[0].sort_by(|a, b| {
+            b.largest_seq
+                .cmp(&a.largest_seq)
+                .then(b.number.cmp(&a.number))
+        });
         for level in next.levels.iter_mut().skip(1) {
             level.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
         }
@@ -66,7 +70,8 @@ impl Version {
         }
         for files in &self.levels[1..] {
             // First file whose largest key is >= the lookup key.
-            let i = files.partition_point(|f| compare_internal(&f.largest, lookup) == Ordering::Less);
+            let i =
+                files.partition_point(|f| compare_internal(&f.largest, lookup) == Ordering::Less);
             let Some(f) = files.get(i) else { continue };
             if user_key < key::user_key(&f.smallest) {
                 continue;

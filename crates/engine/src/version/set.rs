@@ -95,8 +95,17 @@ impl VersionSet {
         if edits == 0 {
             return Err(Error::corruption(&manifest_path, "holds no version edit"));
         }
-        let max_file = version.levels.iter().flatten().map(|f| f.number).max().unwrap_or(0);
-        set.next_file_number = set.next_file_number.max(max_file + 1).max(set.log_number + 1);
+        let max_file = version
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| f.number)
+            .max()
+            .unwrap_or(0);
+        set.next_file_number = set
+            .next_file_number
+            .max(max_file + 1)
+            .max(set.log_number + 1);
         if let filename::FileKind::Manifest(n) = filename::parse(name) {
             set.next_file_number = set.next_file_number.max(n + 1);
         }
@@ -172,16 +181,17 @@ impl VersionSet {
     }
 
     /// Logs `edit` durably, then installs the version it produces.
-    pub(crate) fn log_and_apply(&mut self, mut edit: VersionEdit, last_sequence: u64) -> Result<Arc<Version>> {
+    pub(crate) fn log_and_apply(
+        &mut self,
+        mut edit: VersionEdit,
+        last_sequence: u64,
+    ) -> Result<Arc<Version>> {
         if let Some(n) = edit.log_number {
             debug_assert!(n >= self.log_number);
             self.log_number = n;
         }
         self.last_sequence = self.last_sequence.max(last_sequence);
-        let rolled = match &self.manifest {
-            Some(m) if m.bytes_written() < MANIFEST_ROLL_SIZE => false,
-            _ => true,
-        };
+        let rolled = !matches!(&self.manifest, Some(m) if m.bytes_written() < MANIFEST_ROLL_SIZE);
         let next = Arc::new(self.current.apply(&edit));
         if rolled {
             // The snapshot written by the roll already contains this edit.

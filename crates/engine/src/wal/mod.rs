@@ -33,7 +33,10 @@ impl FragmentType {
 }
 
 fn fragment_crc(ty: u8, payload: &[u8]) -> u32 {
-    crate::coding::mask(crate::coding::masked_crc_extend(crc32c::crc32c(&[ty]), payload))
+    crate::coding::mask(crate::coding::masked_crc_extend(
+        crc32c::crc32c(&[ty]),
+        payload,
+    ))
 }
 
 #[cfg(test)]

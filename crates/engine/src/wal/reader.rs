@@ -46,12 +46,10 @@ impl<'a> LogReader<'a> {
         }
     }
 
-    /// Offset of the next unread byte.
-    pub(crate) fn position(&self) -> usize {
-        self.pos
-    }
-
-    fn parse_at(data: &[u8], pos: usize) -> std::result::Result<(FragmentType, usize), &'static str> {
+    fn parse_at(
+        data: &[u8],
+        pos: usize,
+    ) -> std::result::Result<(FragmentType, usize), &'static str> {
         let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
         if data.len() - pos < HEADER_SIZE {
             return Err("truncated fragment header");

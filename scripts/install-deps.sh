@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and testing Strata needs and is missing: Debian's clang, lld, llvm-ar and
+# wasi-libc (the WASI build of zstd), the wasm32-wasip2 Rust target, rustfmt and clippy.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for pkg in clang lld llvm wasi-libc; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  rustup target add wasm32-wasip2
+fi
+for component in rustfmt clippy; do
+  if ! rustup component list --installed | grep -q "^${component}"; then
+    rustup component add "$component"
+  fi
+done
