@@ -449,3 +449,13 @@ fn properties_and_statistics_serialize() {
     assert_eq!(s["flushes"], 1);
     assert_eq!(s["keys_written"], 1);
 }
+
+#[test]
+fn db_and_its_handles_cross_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<strata_engine::Snapshot>();
+    fn assert_send<T: Send>() {}
+    assert_send::<strata_engine::DbIterator>();
+    assert_send::<strata_engine::PinnableValue>();
+}

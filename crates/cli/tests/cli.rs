@@ -1,0 +1,139 @@
+//! The `strata` binary end to end: data commands, errors on stderr with a non-zero exit, and a
+//! small bench run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn strata(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn put_get_scan_delete_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["put", "users/alice", "1"]));
+    stdout(&strata(&db, &["put", "users/bob", "2", "--sync"]));
+    stdout(&strata(&db, &["put", "logs/1", "x"]));
+    stdout(&strata(&db, &["put", "0x00ff", "0x0102"]));
+    assert_eq!(stdout(&strata(&db, &["get", "users/alice"])), "1\n");
+    assert_eq!(stdout(&strata(&db, &["get", "0x00ff"])), "0x0102\n");
+    assert_eq!(
+        stdout(&strata(&db, &["scan", "--prefix", "users/"])),
+        "users/alice => 1\nusers/bob => 2\n"
+    );
+    assert_eq!(
+        stdout(&strata(
+            &db,
+            &["scan", "--from", "logs", "--to", "users", "--limit", "5"]
+        )),
+        "logs/1 => x\n"
+    );
+    assert_eq!(
+        stdout(&strata(&db, &["scan", "--limit", "1"]))
+            .lines()
+            .count(),
+        1
+    );
+    stdout(&strata(&db, &["delete", "users/alice"]));
+    stdout(&strata(&db, &["flush"]));
+    let missing = strata(&db, &["get", "users/alice"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&strata(&db, &["stats"]))).unwrap();
+    // Every open writes the WAL it recovers into an L0 table, so each command left one.
+    assert!(stats["properties"]["levels"][0]["files"].as_u64().unwrap() >= 1);
+    assert_eq!(stats["properties"]["memtable_entries"], 0);
+}
+
+#[test]
+fn bad_input_is_reported_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let o = strata(&db, &["put", "0xabc", "v"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("even number of digits"));
+    let o = strata(&db, &["bench", "--num", "10", "--compression_type", "lz9"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("compression_type"));
+    std::fs::create_dir_all(dir.path().join("precious")).unwrap();
+    std::fs::write(dir.path().join("precious/file"), "keep me").unwrap();
+    let o = strata(&dir.path().join("precious"), &["bench", "--num", "10"]);
+    assert!(!o.status.success());
+    assert!(
+        dir.path().join("precious/file").exists(),
+        "bench never deletes a directory that is not a store"
+    );
+}
+
+#[test]
+fn bench_prints_db_bench_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench");
+    let out = stdout(&strata(
+        &db,
+        &[
+            "bench",
+            "--num=2000",
+            "--benchmarks",
+            "fillseq,fillrandom,overwrite,readrandom,readmissing,readseq,seekrandom",
+            "--sync=false",
+            "--threads",
+            "2",
+            "--compression_type=zstd",
+        ],
+    ));
+    for name in [
+        "fillseq",
+        "fillrandom",
+        "overwrite",
+        "readrandom",
+        "readmissing",
+        "readseq",
+        "seekrandom",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{name:<12} :")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{out}"));
+        assert!(
+            line.contains("micros/op") && line.contains("ops/sec"),
+            "{line}"
+        );
+    }
+    assert!(
+        out.contains("(2000 of 2000 found)"),
+        "readrandom finds every key:\n{out}"
+    );
+    assert!(
+        out.contains("(0 of 2000 found)"),
+        "readmissing finds none:\n{out}"
+    );
+    // --use_existing_db keeps the data.
+    let out = stdout(&strata(
+        &db,
+        &[
+            "bench",
+            "--num=2000",
+            "--benchmarks=readrandom",
+            "--use_existing_db",
+        ],
+    ));
+    assert!(out.contains("(2000 of 2000 found)"), "{out}");
+}
