@@ -5,8 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::DbInner;
+use parking_lot::MutexGuard;
+
 use super::background::BackgroundWork;
+use super::{DbInner, State};
 use crate::error::Result;
 use crate::filename::{table_file, wal_file};
 use crate::fs::FileSystem;
@@ -146,21 +148,28 @@ impl DbInner {
             }
         };
         loop {
-            let mut st = self.state.lock();
+            let st = self.state.lock();
             if let Some(e) = &st.bg_error {
                 return Err(crate::Error::Background(e.to_string()));
             }
             if st.imm.front().is_none_or(|m| m.log_number > target) {
                 return Ok(());
             }
-            if self.scheduler.mode() == Executor::Inline {
-                drop(st);
-                self.flush_oldest()?;
-            } else {
-                self.scheduler.request_flush();
-                self.state_cv.wait(&mut st);
-            }
+            self.wait_for_flush(st)?;
         }
+    }
+
+    /// Lets one flush happen: runs it here under the inline executor, otherwise asks the pool and
+    /// waits until a flush finishes or fails. Callers re-check their condition afterwards.
+    pub(super) fn wait_for_flush(&self, mut st: MutexGuard<'_, State>) -> Result<()> {
+        if self.scheduler.mode() == Executor::Inline {
+            drop(st);
+            self.flush_oldest()?;
+        } else {
+            self.scheduler.request_flush();
+            self.state_cv.wait(&mut st);
+        }
+        Ok(())
     }
 
     pub(super) fn maintenance(&self) -> Result<bool> {

@@ -13,7 +13,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::wal_file;
 use crate::memtable::MemTable;
-use crate::options::{Executor, WriteOptions};
+use crate::options::WriteOptions;
 use crate::wal::LogWriter;
 
 #[derive(Debug)]
@@ -182,7 +182,7 @@ impl DbInner {
     fn make_room_for_write(&self, wal: &mut WalState) -> Result<()> {
         let mut stall_started: Option<Instant> = None;
         let result = loop {
-            let mut st = self.state.lock();
+            let st = self.state.lock();
             if let Some(e) = &st.bg_error {
                 break Err(Error::Background(e.to_string()));
             }
@@ -194,12 +194,8 @@ impl DbInner {
                     stall_started = Some(Instant::now());
                     self.stats.write_stalls.inc();
                 }
-                if self.scheduler.mode() == Executor::Inline {
-                    drop(st);
-                    self.flush_oldest()?;
-                } else {
-                    self.scheduler.request_flush();
-                    self.state_cv.wait(&mut st);
+                if let Err(e) = self.wait_for_flush(st) {
+                    break Err(e);
                 }
                 continue;
             }

@@ -305,30 +305,25 @@ impl TableIter {
         false
     }
 
-    fn skip_empty_forward(&mut self) {
+    /// Moves past data blocks with nothing left in the direction of travel.
+    fn skip_empty_blocks(&mut self, forward: bool) {
         while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
             if self.check_data_error() || !self.index.valid() {
                 self.data = None;
                 return;
             }
-            self.index.next();
+            if forward {
+                self.index.next();
+            } else {
+                self.index.prev();
+            }
             self.load_data_block();
             if let Some(d) = self.data.as_mut() {
-                d.seek_to_first();
-            }
-        }
-    }
-
-    fn skip_empty_backward(&mut self) {
-        while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
-            if self.check_data_error() || !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            self.index.prev();
-            self.load_data_block();
-            if let Some(d) = self.data.as_mut() {
-                d.seek_to_last();
+                if forward {
+                    d.seek_to_first();
+                } else {
+                    d.seek_to_last();
+                }
             }
         }
     }
@@ -345,7 +340,7 @@ impl InternalIterator for TableIter {
         if let Some(d) = self.data.as_mut() {
             d.seek_to_first();
         }
-        self.skip_empty_forward();
+        self.skip_empty_blocks(true);
     }
 
     fn seek_to_last(&mut self) {
@@ -354,7 +349,7 @@ impl InternalIterator for TableIter {
         if let Some(d) = self.data.as_mut() {
             d.seek_to_last();
         }
-        self.skip_empty_backward();
+        self.skip_empty_blocks(false);
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -363,21 +358,21 @@ impl InternalIterator for TableIter {
         if let Some(d) = self.data.as_mut() {
             d.seek(target);
         }
-        self.skip_empty_forward();
+        self.skip_empty_blocks(true);
     }
 
     fn next(&mut self) {
         if let Some(d) = self.data.as_mut() {
             d.next();
         }
-        self.skip_empty_forward();
+        self.skip_empty_blocks(true);
     }
 
     fn prev(&mut self) {
         if let Some(d) = self.data.as_mut() {
             d.prev();
         }
-        self.skip_empty_backward();
+        self.skip_empty_blocks(false);
     }
 
     fn key(&self) -> &[u8] {
