@@ -24,8 +24,10 @@
 mod batch;
 mod cache;
 mod coding;
+mod compaction;
 mod db;
 mod error;
+mod events;
 mod filename;
 mod filter;
 mod fs;
@@ -40,8 +42,10 @@ mod version;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, LevelProperties, Properties, Snapshot};
 pub use error::{Error, Result};
+pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
 pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
 pub use iter::DbIterator;
 pub use key::SequenceNumber;

@@ -88,6 +88,33 @@ pub struct Options {
     pub max_background_jobs: usize,
     /// The filesystem; tests substitute a fault-injecting one.
     pub filesystem: Arc<dyn FileSystem>,
+    /// L0 files that trigger an L0 compaction (default 4).
+    pub level0_file_num_compaction_trigger: usize,
+    /// L0 files at which writes are slowed to `delayed_write_rate` (default 20).
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 files at which writes stop until compaction catches up (default 36).
+    pub level0_stop_writes_trigger: usize,
+    /// Target bytes of the first level below L0 (default 256 MiB).
+    pub max_bytes_for_level_base: u64,
+    /// Each deeper level's target is this many times the one above (default 10).
+    pub max_bytes_for_level_multiplier: u64,
+    /// Size targets are set from the last level up, so L0 compacts straight into the deepest level
+    /// that is needed (RocksDB's `level_compaction_dynamic_level_bytes`; default true).
+    pub level_compaction_dynamic_level_bytes: bool,
+    /// Compaction outputs are cut at this size (default 64 MiB).
+    pub target_file_size_base: u64,
+    /// Pending compaction bytes above which writes are slowed (default 64 GiB; 0 disables).
+    pub soft_pending_compaction_bytes_limit: u64,
+    /// Pending compaction bytes at which writes stop (default 256 GiB; 0 disables).
+    pub hard_pending_compaction_bytes_limit: u64,
+    /// Bytes per second writes are held to while slowed down (default 16 MiB/s).
+    pub delayed_write_rate: u64,
+    /// Turns automatic compactions off (manual `compact_range` still works).
+    pub disable_auto_compactions: bool,
+    /// Called on every entry a compaction keeps; may remove it or change its value.
+    pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
+    /// Told about flushes, compactions, stalls and background errors.
+    pub listeners: Vec<Arc<dyn crate::EventListener>>,
 }
 
 impl Default for Options {
@@ -109,6 +136,19 @@ impl Default for Options {
             executor: Executor::default(),
             max_background_jobs: 2,
             filesystem: Arc::new(StdFileSystem),
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
+            max_bytes_for_level_base: 256 << 20,
+            max_bytes_for_level_multiplier: 10,
+            level_compaction_dynamic_level_bytes: true,
+            target_file_size_base: 64 << 20,
+            soft_pending_compaction_bytes_limit: 64 << 30,
+            hard_pending_compaction_bytes_limit: 256 << 30,
+            delayed_write_rate: 16 << 20,
+            disable_auto_compactions: false,
+            compaction_filter: None,
+            listeners: Vec::new(),
         }
     }
 }
@@ -136,6 +176,23 @@ impl Options {
         }
         if !(1..=22).contains(&self.zstd_level) {
             return bad("zstd_level must be between 1 and 22");
+        }
+        if self.level0_file_num_compaction_trigger == 0 {
+            return bad("level0_file_num_compaction_trigger must be at least 1");
+        }
+        if self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
+            || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
+        {
+            return bad("L0 triggers must satisfy compaction <= slowdown <= stop");
+        }
+        if self.max_bytes_for_level_multiplier < 2 {
+            return bad("max_bytes_for_level_multiplier must be at least 2");
+        }
+        if self.max_bytes_for_level_base < 4096 || self.target_file_size_base < 4096 {
+            return bad("max_bytes_for_level_base and target_file_size_base must be at least 4096");
+        }
+        if self.delayed_write_rate == 0 {
+            return bad("delayed_write_rate must be positive");
         }
         Ok(())
     }

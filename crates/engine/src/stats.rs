@@ -89,4 +89,20 @@ statistics! {
     write_stall_micros,
     /// WAL records skipped as damaged during recovery (`WalRecovery::SkipCorrupted`).
     wal_records_skipped,
+    /// Compactions that rewrote tables.
+    compactions,
+    /// Compactions that moved a table down a level without rewriting it.
+    trivial_moves,
+    /// Bytes of tables read by compactions.
+    compaction_bytes_read,
+    /// Bytes of tables written by compactions.
+    compaction_bytes_written,
+    /// Entries compactions dropped (shadowed versions and tombstones no one needs).
+    compaction_keys_dropped,
+    /// Obsolete tables deleted.
+    tables_deleted,
+    /// Write groups delayed because L0 or pending compaction bytes passed a slowdown limit.
+    write_slowdowns,
+    /// Times writes stopped until compaction caught up (L0 stop trigger or hard limit).
+    write_stops,
 }

@@ -281,8 +281,12 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
             std::thread::spawn(move || {
                 for i in 0..500u32 {
                     // Synced writes: while a leader waits on fsync, the others queue up behind it.
-                    let opts = WriteOptions { sync: true, disable_wal: false };
-                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}")).unwrap();
+                    let opts = WriteOptions {
+                        sync: true,
+                        disable_wal: false,
+                    };
+                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}"))
+                        .unwrap();
                 }
             })
         })
@@ -292,7 +296,10 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
     }
     let stats = db.statistics();
     assert_eq!(stats.write_batches, 2000);
-    assert!(stats.write_groups < stats.write_batches, "no write was ever grouped: {stats:?}");
+    assert!(
+        stats.write_groups < stats.write_batches,
+        "no write was ever grouped: {stats:?}"
+    );
     assert_eq!(stats.wal_syncs, stats.write_groups, "one fsync per group");
     drop(db);
     let db = Db::open(dir.path(), small_options()).unwrap();

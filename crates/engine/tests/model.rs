@@ -1,6 +1,7 @@
 //! A randomized model test: a seeded stream of operations runs against the store and against a
-//! `BTreeMap`, and every read must agree. Small write buffers make flushes frequent, so reads cross
-//! the active memtable, immutable memtables and hundreds of L0 tables. Snapshots taken along the way keep
+//! `BTreeMap`, and every read must agree. Tiny write buffers and level targets make flushes and
+//! compactions of every kind constant, so reads cross memtables, L0 and several levels while
+//! snapshots and iterators are held across compactions. Snapshots taken along the way keep
 //! a copy of the model and are checked until released; reopen checks recovery.
 //!
 //! `STRATA_MODEL_OPS` (default 100000) and `STRATA_MODEL_SEED` (default: random) control a run; the
@@ -34,12 +35,21 @@ fn value(rng: &mut StdRng, op: u64) -> Vec<u8> {
     v
 }
 
-fn options() -> Options {
+/// Tiny buffers and level targets: flushes, L0 compactions, level compactions and trivial moves
+/// happen all the time. `dynamic` switches RocksDB's dynamic level sizing.
+fn options(dynamic: bool) -> Options {
     Options {
-        write_buffer_size: 64 << 10,
+        write_buffer_size: 32 << 10,
         max_write_buffer_number: 3,
         block_size: 512,
         cache_size: 4 << 20,
+        level0_file_num_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 6,
+        level0_stop_writes_trigger: 10,
+        max_bytes_for_level_base: 64 << 10,
+        max_bytes_for_level_multiplier: 4,
+        target_file_size_base: 16 << 10,
+        level_compaction_dynamic_level_bytes: dynamic,
         ..Options::default()
     }
 }
@@ -51,6 +61,11 @@ struct Run {
     model: Model,
     snapshots: Vec<(Snapshot, Model)>,
     checks: u64,
+    dynamic: bool,
+    /// Statistics of earlier opens, summed.
+    flushes: u64,
+    compactions: u64,
+    trivial_moves: u64,
 }
 
 impl Run {
@@ -220,18 +235,56 @@ impl Run {
                     self.snapshots.swap_remove(i);
                 }
             }
-            965..=996 => {
-                let at = self.pick_snapshot();
-                self.check_iter(at);
+            965..=984 => self.db().flush().unwrap(),
+            985..=988 => {
+                // Manual compaction of a random range, snapshots and iterators notwithstanding.
+                let (a, b) = (key(&mut self.rng), key(&mut self.rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                self.db().compact_range(Some(&lo), Some(&hi)).unwrap();
             }
-            997..=998 => self.db().flush().unwrap(),
+            989..=990 => self.db().compact_range(None, None).unwrap(),
+            991..=996 => {
+                // An iterator held across writes, flushes and compactions still sees its moment.
+                let at = self.pick_snapshot();
+                let (opts, model) = self.view(at);
+                let mut it = self.db().iter(&opts).unwrap();
+                for i in 0..200u32 {
+                    let k = format!("key{:05}", (i * 7919) % KEY_SPACE).into_bytes();
+                    self.db().put(&k, b"later").unwrap();
+                    self.model.insert(k, b"later".to_vec());
+                }
+                self.db().flush().unwrap();
+                self.db().compact_range(None, None).unwrap();
+                it.seek_to_first();
+                for (k, v) in &model {
+                    assert!(it.valid(), "held iterator ended early");
+                    assert_eq!(
+                        (it.key(), it.value()),
+                        (k.as_slice(), v.as_slice()),
+                        "held iterator"
+                    );
+                    it.next();
+                }
+                assert!(!it.valid());
+                it.status().unwrap();
+                self.checks += model.len() as u64;
+            }
             _ => {
                 // Snapshots do not survive a reopen.
                 self.snapshots.clear();
-                self.db.take().unwrap().close().unwrap();
-                self.db = Some(Db::open(self.dir.path(), options()).unwrap());
+                self.reopen();
             }
         }
+    }
+
+    fn reopen(&mut self) {
+        let db = self.db.take().unwrap();
+        let s = db.statistics();
+        self.flushes += s.flushes;
+        self.compactions += s.compactions;
+        self.trivial_moves += s.trivial_moves;
+        db.close().unwrap();
+        self.db = Some(Db::open(self.dir.path(), options(self.dynamic)).unwrap());
     }
 
     fn pick_snapshot(&mut self) -> Option<usize> {
@@ -254,7 +307,8 @@ fn store_agrees_with_a_btreemap_model() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().next_u64());
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let dynamic = seed.is_multiple_of(2);
+    let db = Db::open(dir.path(), options(dynamic)).unwrap();
     let mut run = Run {
         rng: StdRng::seed_from_u64(seed),
         dir,
@@ -262,6 +316,10 @@ fn store_agrees_with_a_btreemap_model() {
         model: Model::new(),
         snapshots: Vec::new(),
         checks: 0,
+        dynamic,
+        flushes: 0,
+        compactions: 0,
+        trivial_moves: 0,
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for op in 0..ops {
@@ -274,8 +332,8 @@ fn store_agrees_with_a_btreemap_model() {
     }
     // A last full comparison after a final reopen.
     run.snapshots.clear();
-    run.db.take().unwrap().close().unwrap();
-    let db = Db::open(run.dir.path(), options()).unwrap();
+    run.reopen();
+    let db = run.db.take().unwrap();
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek_to_first();
     for (k, v) in &run.model {
@@ -293,12 +351,15 @@ fn store_agrees_with_a_btreemap_model() {
     }
     assert!(!it.valid(), "seed {seed}: store has extra keys");
     let props = db.properties();
+    let deepest = props.levels.iter().rposition(|l| l.files > 0).unwrap_or(0);
     println!(
-        "model test: seed {seed}, {ops} operations, {} reads checked, {} tables at the end",
-        run.checks, props.total_files
+        "model test: seed {seed}, {ops} operations, {} reads checked; {} flushes, {} compactions, \
+         {} trivial moves; {} tables at the end, deepest level L{deepest}",
+        run.checks, run.flushes, run.compactions, run.trivial_moves, props.total_files
     );
-    assert!(
-        props.total_files > 10,
-        "the run should have produced many tables"
-    );
+    if ops >= 50_000 {
+        assert!(run.flushes > 500, "the run should flush constantly");
+        assert!(run.compactions > 100, "the run should compact constantly");
+        assert!(deepest >= 2, "data should reach deeper levels");
+    }
 }

@@ -13,6 +13,7 @@ use crate::options::Executor;
 #[derive(Debug, Default)]
 struct Requests {
     flush: bool,
+    compaction: bool,
     shutdown: bool,
 }
 
@@ -26,6 +27,9 @@ struct Shared {
 pub(crate) trait BackgroundWork: Send + Sync + 'static {
     /// Flushes every immutable memtable that is waiting.
     fn run_flushes(&self);
+    /// Runs compactions while some level needs one (one at a time), returning early when a flush
+    /// is requested so that flushes go first.
+    fn run_compactions(&self, flush_requested: &dyn Fn() -> bool);
 }
 
 #[derive(Debug)]
@@ -76,9 +80,19 @@ impl Scheduler {
         self.shared.cv.notify_one();
     }
 
-    /// Takes a pending flush request, for the inline executor.
-    pub(crate) fn take_flush_request(&self) -> bool {
-        std::mem::take(&mut self.shared.requests.lock().flush)
+    /// Asks for compactions to be considered.
+    pub(crate) fn request_compaction(&self) {
+        self.shared.requests.lock().compaction = true;
+        self.shared.cv.notify_one();
+    }
+
+    /// Takes pending requests, for the inline executor: (flush, compaction).
+    pub(crate) fn take_requests(&self) -> (bool, bool) {
+        let mut r = self.shared.requests.lock();
+        (
+            std::mem::take(&mut r.flush),
+            std::mem::take(&mut r.compaction),
+        )
     }
 
     /// Stops the workers after the job they are running, and waits for them.
@@ -94,16 +108,28 @@ impl Scheduler {
 
 fn worker(shared: &Shared, work: &dyn BackgroundWork) {
     loop {
-        {
+        let (flush, compaction) = {
             let mut r = shared.requests.lock();
-            while !r.flush && !r.shutdown {
+            while !r.flush && !r.compaction && !r.shutdown {
                 shared.cv.wait(&mut r);
             }
             if r.shutdown {
                 return;
             }
-            r.flush = false;
+            // Flushes go first: a worker takes a flush request if there is one, else compactions.
+            if r.flush {
+                r.flush = false;
+                (true, false)
+            } else {
+                r.compaction = false;
+                (false, true)
+            }
+        };
+        if flush {
+            work.run_flushes();
         }
-        work.run_flushes();
+        if compaction {
+            work.run_compactions(&|| shared.requests.lock().flush);
+        }
     }
 }

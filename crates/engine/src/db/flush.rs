@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
 use super::background::BackgroundWork;
 use super::{DbInner, State};
 use crate::error::Result;
+use crate::events::FlushInfo;
 use crate::filename::{table_file, wal_file};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
@@ -57,6 +59,10 @@ impl BackgroundWork for DbInner {
         // An error is recorded as the background error by flush_oldest; nothing more to do here.
         while let Ok(true) = self.flush_oldest() {}
     }
+
+    fn run_compactions(&self, flush_requested: &dyn Fn() -> bool) {
+        self.compact_until_done(flush_requested);
+    }
 }
 
 impl DbInner {
@@ -75,11 +81,14 @@ impl DbInner {
             let next_log = st.imm.get(1).map_or(st.mem.log_number, |m| m.log_number);
             (mem, next_log)
         };
+        for l in &self.opts.listeners {
+            l.on_flush_begin();
+        }
         let result = self.flush_memtable(&mem, next_log);
         let mut st = self.state.lock();
         st.flush_running = false;
         match &result {
-            Ok(()) => {
+            Ok(_) => {
                 st.imm.pop_front();
                 self.install_view(&st);
                 let obsolete: Vec<u64> = st
@@ -95,19 +104,23 @@ impl DbInner {
                     // next open deletes.
                     let _ = self.fs.remove(&wal_file(&self.dir, n));
                 }
+                self.scheduler.request_compaction();
             }
             Err(e) => {
-                if st.bg_error.is_none() {
-                    st.bg_error = Some(e.duplicate());
-                }
                 drop(st);
+                self.set_background_error(e);
             }
         }
         self.state_cv.notify_all();
-        result.map(|()| true)
+        let info = result?;
+        for l in &self.opts.listeners {
+            l.on_flush_completed(&info);
+        }
+        Ok(true)
     }
 
-    fn flush_memtable(&self, mem: &Arc<MemTable>, next_log: u64) -> Result<()> {
+    fn flush_memtable(&self, mem: &Arc<MemTable>, next_log: u64) -> Result<FlushInfo> {
+        let started = Instant::now();
         let number = self.versions.lock().new_file_number();
         let table_opts = TableOptions::from_options(&self.opts);
         let meta = write_level0_table(self.fs.as_ref(), &self.dir, number, mem, &table_opts)?;
@@ -115,8 +128,17 @@ impl DbInner {
             log_number: Some(next_log),
             ..Default::default()
         };
+        let mut info = FlushInfo {
+            file_number: None,
+            bytes: 0,
+            entries: mem.num_entries(),
+            duration: Default::default(),
+        };
         if let Some(meta) = meta {
             self.stats.flush_bytes.add(meta.file_size);
+            self.level_stats[0].bytes_written.add(meta.file_size);
+            info.file_number = Some(meta.number);
+            info.bytes = meta.file_size;
             edit.new_files.push((0, meta));
         }
         let last_seq = self.last_sequence.load(Ordering::Acquire);
@@ -125,7 +147,8 @@ impl DbInner {
             return Err(e);
         }
         self.stats.flushes.inc();
-        Ok(())
+        info.duration = started.elapsed();
+        Ok(info)
     }
 
     pub(super) fn flush(&self) -> Result<()> {
@@ -175,9 +198,12 @@ impl DbInner {
     pub(super) fn maintenance(&self) -> Result<bool> {
         let mut did = false;
         if self.scheduler.mode() == Executor::Inline {
-            self.scheduler.take_flush_request();
+            self.scheduler.take_requests();
         }
         while self.flush_oldest()? {
+            did = true;
+        }
+        while self.compact_once()? {
             did = true;
         }
         Ok(did)

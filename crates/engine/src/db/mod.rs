@@ -2,6 +2,7 @@
 //! level) and background flushes together. See doc/architecture.md.
 
 mod background;
+mod compact;
 mod flush;
 mod open;
 mod properties;
@@ -23,15 +24,16 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filter::key_hash;
 use crate::fs::{FileLock, FileSystem};
-use crate::iter::{DbIterator, InternalIterator, MergingIterator};
+use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator};
 use crate::key::{self, SequenceNumber};
 use crate::memtable::{Lookup, MemTable};
 use crate::options::{MAX_KEY_SIZE, Options, ReadOptions, WriteOptions};
 use crate::sst::{BlockReadOptions, TableCache};
 use crate::stats::{Statistics, Stats};
 use crate::value::PinnableValue;
-use crate::version::{Version, VersionSet};
+use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionSet};
 use background::Scheduler;
+use compact::{CompactionState, LevelStats};
 use snapshot::SnapshotList;
 use write::{WalState, WriteQueue};
 
@@ -61,7 +63,7 @@ pub(crate) struct DbInner {
     opts: Options,
     fs: Arc<dyn FileSystem>,
     stats: Arc<Stats>,
-    tables: TableCache,
+    tables: Arc<TableCache>,
     block_cache: Option<Arc<BlockCache>>,
     versions: Mutex<VersionSet>,
     state: Mutex<State>,
@@ -76,6 +78,12 @@ pub(crate) struct DbInner {
     /// Held by the write group's leader (and by anything that switches memtables).
     wal: Mutex<WalState>,
     scheduler: Scheduler,
+    compaction: Mutex<CompactionState>,
+    /// Signalled when a compaction finishes.
+    compaction_cv: Condvar,
+    /// Tables removed from the current version, deleted once no older version holds them.
+    obsolete: Mutex<Vec<Arc<FileMetaData>>>,
+    level_stats: [LevelStats; NUM_LEVELS],
     closed: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
 }
@@ -180,7 +188,15 @@ impl Db {
         self.inner.flush()
     }
 
-    /// Runs pending background work now. With [`crate::Executor::Inline`] (WASI) the embedder calls
+    /// Compacts the tables holding keys in `[start, end]` (`None`: open-ended) down to the deepest
+    /// level with data, dropping overwritten versions and deletions no snapshot needs.
+    pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.compact_range(start, end)
+    }
+
+    /// Runs pending background work (flushes, then compactions) now. With [`crate::Executor::Inline`]
+    /// (WASI) the embedder calls
     /// this between requests; returns true when it did something.
     pub fn maintenance(&self) -> Result<bool> {
         self.inner.check_open()?;
@@ -296,8 +312,15 @@ impl DbInner {
         for m in &view.imm {
             children.push(Box::new(m.iter()));
         }
-        for f in view.version.levels.iter().flatten() {
+        for f in &view.version.levels[0] {
             children.push(Box::new(self.tables.get(f.number)?.iter(read)));
+        }
+        for files in view.version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
+            children.push(Box::new(LevelIter::new(
+                self.tables.clone(),
+                files.clone(),
+                read,
+            )));
         }
         self.stats.iterators_created.inc();
         Ok(DbIterator::new(
@@ -320,12 +343,18 @@ impl DbInner {
         };
         self.scheduler.shutdown();
         {
-            // Wait for a flush an inline caller may still be running.
+            // Wait for a flush or compaction an inline caller may still be running.
             let mut st = self.state.lock();
             while st.flush_running {
                 self.state_cv.wait(&mut st);
             }
+            drop(st);
+            let mut cs = self.compaction.lock();
+            while cs.running {
+                self.compaction_cv.wait(&mut cs);
+            }
         }
+        self.purge_obsolete_files();
         *self.lock.lock() = None;
         result
     }

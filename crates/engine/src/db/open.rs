@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::Scheduler;
+use super::compact::CompactionState;
 use super::flush::write_level0_table;
 use super::snapshot::SnapshotList;
 use super::write::{WalState, WriteQueue};
@@ -40,13 +41,13 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let lock = fs.lock(&dir.join(LOCK))?;
     let stats = Arc::new(Stats::default());
     let block_cache = (opts.cache_size > 0).then(|| Arc::new(BlockCache::new(opts.cache_size, 4)));
-    let tables = TableCache::new(
+    let tables = Arc::new(TableCache::new(
         dir.to_path_buf(),
         fs.clone(),
         opts.max_open_files,
         block_cache.clone(),
         stats.clone(),
-    );
+    ));
 
     let mut versions = if fs.exists(&dir.join(CURRENT)) {
         if opts.error_if_exists {
@@ -209,11 +210,17 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             number: wal_number,
         }),
         scheduler,
+        compaction: Mutex::new(CompactionState::default()),
+        compaction_cv: Condvar::new(),
+        obsolete: Mutex::new(Vec::new()),
+        level_stats: Default::default(),
         closed: AtomicBool::new(false),
         lock: Mutex::new(Some(lock)),
         opts,
     });
     inner.scheduler.start(threads, inner.clone())?;
+    // A store reopened with too many L0 files (or oversized levels) starts compacting at once.
+    inner.scheduler.request_compaction();
     Ok(inner)
 }
 

@@ -29,6 +29,11 @@ impl SnapshotList {
         self.live.lock().values().sum()
     }
 
+    /// The live snapshots' sequence numbers, ascending, without repeats.
+    pub(crate) fn sequences(&self) -> Vec<SequenceNumber> {
+        self.live.lock().keys().copied().collect()
+    }
+
     pub(crate) fn oldest(&self) -> Option<SequenceNumber> {
         self.live.lock().keys().next().copied()
     }

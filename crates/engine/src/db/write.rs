@@ -4,17 +4,26 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::DbInner;
 use crate::batch::WriteBatch;
+use crate::compaction;
 use crate::error::{Error, Result};
+use crate::events::StallCause;
 use crate::filename::wal_file;
 use crate::memtable::MemTable;
-use crate::options::WriteOptions;
+use crate::options::{Executor, WriteOptions};
 use crate::wal::LogWriter;
+
+/// What compaction debt asks of writers.
+#[derive(Debug, Default)]
+struct Pressure {
+    stop: Option<StallCause>,
+    slowdown: Option<StallCause>,
+}
 
 #[derive(Debug)]
 struct PendingWrite {
@@ -94,7 +103,8 @@ impl DbInner {
     /// Commits one group as the leader.
     fn commit_group(&self, writes: &mut [PendingWrite]) -> Result<()> {
         let mut wal = self.wal.lock();
-        self.make_room_for_write(&mut wal)?;
+        let group_bytes: u64 = writes.iter().map(|w| w.batch.size_in_bytes() as u64).sum();
+        self.make_room_for_write(&mut wal, group_bytes)?;
         let mem = self.state.lock().mem.clone();
         let first_seq = self.last_sequence.load(Ordering::Relaxed) + 1;
 
@@ -170,30 +180,63 @@ impl DbInner {
 
     pub(super) fn set_background_error(&self, e: &Error) {
         let mut st = self.state.lock();
-        if st.bg_error.is_none() {
+        let first = st.bg_error.is_none();
+        if first {
             st.bg_error = Some(e.duplicate());
         }
         drop(st);
         self.state_cv.notify_all();
+        if first {
+            let msg = e.to_string();
+            for l in &self.opts.listeners {
+                l.on_background_error(&msg);
+            }
+        }
     }
 
-    /// Makes sure the memtable has room, switching to a new one (and waiting for a flush when every
-    /// memtable is full).
-    fn make_room_for_write(&self, wal: &mut WalState) -> Result<()> {
-        let mut stall_started: Option<Instant> = None;
+    /// Holds writes back while background work is behind: slows a group down once (to
+    /// `delayed_write_rate`) past the slowdown limits, waits while a stop limit holds or every
+    /// memtable is full, then switches to a new memtable when this one is full.
+    fn make_room_for_write(&self, wal: &mut WalState, group_bytes: u64) -> Result<()> {
+        let mut stall: Option<(Instant, StallCause)> = None;
+        let mut delayed = false;
         let result = loop {
             let st = self.state.lock();
             if let Some(e) = &st.bg_error {
                 break Err(Error::Background(e.to_string()));
             }
+            let pressure = self.compaction_pressure();
+            if let Some(cause) = pressure.stop {
+                self.note_stall(&mut stall, cause);
+                if self.scheduler.mode() == Executor::Inline {
+                    drop(st);
+                    match self.compact_once() {
+                        Ok(true) => continue,
+                        // Nothing can be compacted now: let the write through rather than hang.
+                        Ok(false) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                }
+                self.scheduler.request_compaction();
+                let mut st = st;
+                self.state_cv.wait_for(&mut st, Duration::from_millis(100));
+                continue;
+            }
+            if let Some(cause) = pressure.slowdown.filter(|_| !delayed) {
+                drop(st);
+                delayed = true;
+                self.stats.write_slowdowns.inc();
+                self.note_stall(&mut stall, cause);
+                let micros = (group_bytes.saturating_mul(1_000_000) / self.opts.delayed_write_rate)
+                    .clamp(1_000, 1_000_000);
+                std::thread::sleep(Duration::from_micros(micros));
+                continue;
+            }
             if st.mem.memory_usage() < self.opts.write_buffer_size {
                 break Ok(());
             }
             if st.imm.len() + 1 >= self.opts.max_write_buffer_number {
-                if stall_started.is_none() {
-                    stall_started = Some(Instant::now());
-                    self.stats.write_stalls.inc();
-                }
+                self.note_stall(&mut stall, StallCause::MemtableLimit);
                 if let Err(e) = self.wait_for_flush(st) {
                     break Err(e);
                 }
@@ -202,12 +245,58 @@ impl DbInner {
             drop(st);
             break self.switch_memtable(wal);
         };
-        if let Some(t) = stall_started {
-            self.stats
-                .write_stall_micros
-                .add(t.elapsed().as_micros() as u64);
+        if let Some((started, cause)) = stall {
+            let waited = started.elapsed();
+            self.stats.write_stall_micros.add(waited.as_micros() as u64);
+            for l in &self.opts.listeners {
+                l.on_stall_end(cause, waited);
+            }
         }
         result
+    }
+
+    /// Records the start of a stall (once per write group).
+    fn note_stall(&self, stall: &mut Option<(Instant, StallCause)>, cause: StallCause) {
+        if stall.is_some() {
+            return;
+        }
+        *stall = Some((Instant::now(), cause));
+        self.stats.write_stalls.inc();
+        if matches!(
+            cause,
+            StallCause::Level0Stop | StallCause::PendingCompactionHard
+        ) {
+            self.stats.write_stops.inc();
+        }
+        for l in &self.opts.listeners {
+            l.on_stall_begin(cause);
+        }
+    }
+
+    /// Whether L0 or pending compaction bytes call for slowing or stopping writes.
+    fn compaction_pressure(&self) -> Pressure {
+        let mut p = Pressure::default();
+        if self.opts.disable_auto_compactions {
+            return p;
+        }
+        let version = self.current_view().version.clone();
+        let o = &self.opts;
+        let l0 = version.levels[0].len();
+        let pending = compaction::pending_compaction_bytes(&version, o);
+        if l0 >= o.level0_stop_writes_trigger {
+            p.stop = Some(StallCause::Level0Stop);
+        } else if o.hard_pending_compaction_bytes_limit > 0
+            && pending >= o.hard_pending_compaction_bytes_limit
+        {
+            p.stop = Some(StallCause::PendingCompactionHard);
+        } else if l0 >= o.level0_slowdown_writes_trigger {
+            p.slowdown = Some(StallCause::Level0Slowdown);
+        } else if o.soft_pending_compaction_bytes_limit > 0
+            && pending >= o.soft_pending_compaction_bytes_limit
+        {
+            p.slowdown = Some(StallCause::PendingCompactionSoft);
+        }
+        p
     }
 
     /// Makes the memtable immutable, starts a new WAL for its successor and asks for a flush.

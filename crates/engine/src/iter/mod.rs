@@ -2,9 +2,11 @@
 //! level), the merging iterator over all sources, and the user-facing `DbIterator`.
 
 mod db_iter;
+mod level;
 mod merging;
 
 pub use db_iter::DbIterator;
+pub(crate) use level::LevelIter;
 pub(crate) use merging::MergingIterator;
 
 use crate::error::Result;

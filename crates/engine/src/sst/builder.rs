@@ -146,6 +146,11 @@ impl TableBuilder {
         Ok(handle)
     }
 
+    /// Bytes written so far: what the file holds before its last block and meta blocks.
+    pub(crate) fn file_size(&self) -> u64 {
+        self.offset
+    }
+
     /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
     pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;

@@ -82,4 +82,9 @@ impl TableCache {
         }
         Ok(map.entry(number).or_insert((reader, tick)).0.clone())
     }
+
+    /// Forgets a table whose file is being deleted.
+    pub(crate) fn evict(&self, number: u64) {
+        self.shards[number as usize % SHARDS].lock().remove(&number);
+    }
 }

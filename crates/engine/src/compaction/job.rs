@@ -1,0 +1,270 @@
+//! Running one compaction: merge the inputs, keep what some reader can still see, write outputs.
+//!
+//! Snapshots split each key's history into stripes: all versions newer than the newest snapshot,
+//! then those between consecutive snapshots. A reader at any snapshot sees only the newest version
+//! in its stripe, so every older version in the same stripe is dropped. A deletion in the oldest
+//! stripe is dropped too when no level below the output holds the key: nothing is left for it to
+//! hide.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::filter::{CompactionFilter, FilterDecision};
+use super::picker::CompactionSpec;
+use crate::error::Result;
+use crate::filename::table_file;
+use crate::fs::FileSystem;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{self, ValueKind};
+use crate::sst::{BlockReadOptions, TableBuilder, TableCache, TableOptions};
+use crate::version::{FileMetaData, NUM_LEVELS, Version};
+
+/// What a compaction needs from the database.
+pub(crate) struct JobContext<'a> {
+    pub fs: &'a dyn FileSystem,
+    pub dir: &'a Path,
+    pub tables: &'a TableCache,
+    pub table_opts: TableOptions,
+    pub target_file_size: u64,
+    /// Live snapshots' sequence numbers, ascending.
+    pub snapshots: Vec<u64>,
+    pub filter: Option<&'a dyn CompactionFilter>,
+    /// The version the inputs were picked from (for what lies below the output level).
+    pub version: &'a Version,
+    pub new_file_number: &'a dyn Fn() -> u64,
+}
+
+/// What a compaction produced.
+#[derive(Debug, Default)]
+pub(crate) struct JobOutput {
+    pub files: Vec<FileMetaData>,
+    pub bytes_written: u64,
+    pub entries_in: u64,
+    pub entries_dropped: u64,
+}
+
+/// Tracks, as keys increase, whether any level below the output holds a key.
+struct BelowOutput<'a> {
+    version: &'a Version,
+    first_level: usize,
+    cursor: [usize; NUM_LEVELS],
+}
+
+impl BelowOutput<'_> {
+    fn holds(&mut self, user_key: &[u8]) -> bool {
+        for level in self.first_level..NUM_LEVELS {
+            let files = &self.version.levels[level];
+            let c = &mut self.cursor[level];
+            while *c < files.len() && key::user_key(&files[*c].largest) < user_key {
+                *c += 1;
+            }
+            if *c < files.len() && key::user_key(&files[*c].smallest) <= user_key {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+struct Outputs<'a, 'b> {
+    ctx: &'a JobContext<'b>,
+    current: Option<(u64, TableBuilder)>,
+    done: JobOutput,
+}
+
+impl Outputs<'_, '_> {
+    fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.current.is_none() {
+            let number = (self.ctx.new_file_number)();
+            let path = table_file(self.ctx.dir, number);
+            let file = self.ctx.fs.create(&path)?;
+            self.current = Some((
+                number,
+                TableBuilder::new(file, &path, self.ctx.table_opts.clone()),
+            ));
+        }
+        match self.current.as_mut() {
+            Some((_, b)) => b.add(ikey, value),
+            None => Ok(()),
+        }
+    }
+
+    fn current_size(&self) -> u64 {
+        self.current.as_ref().map_or(0, |(_, b)| b.file_size())
+    }
+
+    fn finish_current(&mut self) -> Result<()> {
+        if let Some((number, builder)) = self.current.take() {
+            let (props, file_size) = builder.finish()?;
+            self.done.bytes_written += file_size;
+            self.done.files.push(FileMetaData {
+                number,
+                file_size,
+                smallest: props.smallest_key,
+                largest: props.largest_key,
+                smallest_seq: props.smallest_seq,
+                largest_seq: props.largest_seq,
+                num_entries: props.num_entries,
+                num_deletions: props.num_deletions,
+            });
+        }
+        Ok(())
+    }
+
+    /// Removes every file this job created (it failed).
+    fn abandon(&mut self) {
+        let numbers = self
+            .done
+            .files
+            .iter()
+            .map(|f| f.number)
+            .chain(self.current.take().map(|(n, _)| n));
+        for n in numbers.collect::<Vec<_>>() {
+            let _ = self.ctx.fs.remove(&table_file(self.ctx.dir, n));
+        }
+    }
+}
+
+/// Cuts outputs where they would overlap too many grandparent bytes.
+struct GrandparentLimit<'a> {
+    files: &'a [Arc<FileMetaData>],
+    index: usize,
+    overlapped: u64,
+    seen_key: bool,
+    limit: u64,
+}
+
+impl GrandparentLimit<'_> {
+    fn should_cut_before(&mut self, user_key: &[u8]) -> bool {
+        while self.index < self.files.len()
+            && key::user_key(&self.files[self.index].largest) < user_key
+        {
+            if self.seen_key {
+                self.overlapped += self.files[self.index].file_size;
+            }
+            self.index += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped > self.limit {
+            self.overlapped = 0;
+            return true;
+        }
+        false
+    }
+}
+
+pub(crate) fn run(spec: &CompactionSpec, ctx: &JobContext<'_>) -> Result<JobOutput> {
+    let mut outputs = Outputs {
+        ctx,
+        current: None,
+        done: JobOutput::default(),
+    };
+    match merge(spec, ctx, &mut outputs) {
+        Ok(()) => Ok(outputs.done),
+        Err(e) => {
+            outputs.abandon();
+            Err(e)
+        }
+    }
+}
+
+fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>) -> Result<()> {
+    let read = BlockReadOptions {
+        fill_cache: false,
+        verify_checksums: true,
+    };
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in spec.input_files() {
+        children.push(Box::new(ctx.tables.get(f.number)?.iter(read)));
+    }
+    let mut it = MergingIterator::new(children);
+    let mut below = BelowOutput {
+        version: ctx.version,
+        first_level: spec.output_level + 1,
+        cursor: [0; NUM_LEVELS],
+    };
+    let mut grandparents = GrandparentLimit {
+        files: &spec.grandparents,
+        index: 0,
+        overlapped: 0,
+        seen_key: false,
+        limit: 10 * ctx.target_file_size,
+    };
+    let top_stripe = ctx.snapshots.len();
+    let mut current_key: Vec<u8> = Vec::new();
+    let mut have_key = false;
+    let mut last_stripe: Option<usize> = None;
+    let mut rewritten_key: Vec<u8> = Vec::new();
+
+    it.seek_to_first();
+    while it.valid() {
+        out.done.entries_in += 1;
+        let ikey = it.key();
+        let user_key = key::user_key(ikey);
+        let seq = key::sequence(ikey);
+        if !have_key || user_key != current_key.as_slice() {
+            // Outputs are cut only between user keys, so no key spans two files of one level.
+            if out.current.is_some()
+                && (out.current_size() >= ctx.target_file_size
+                    || grandparents.should_cut_before(user_key))
+            {
+                out.finish_current()?;
+            }
+            current_key.clear();
+            current_key.extend_from_slice(user_key);
+            have_key = true;
+            last_stripe = None;
+        }
+        let stripe = ctx.snapshots.partition_point(|s| *s < seq);
+        let newest_in_stripe = last_stripe != Some(stripe);
+        let first_of_key = last_stripe.is_none();
+        last_stripe = Some(stripe);
+        if !newest_in_stripe {
+            out.done.entries_dropped += 1;
+            it.next();
+            continue;
+        }
+        let kind = ValueKind::from_u8(key::kind_byte(ikey));
+        let droppable_tombstone =
+            |below: &mut BelowOutput<'_>| stripe == 0 && !below.holds(&current_key);
+        match kind {
+            Some(ValueKind::Delete) if droppable_tombstone(&mut below) => {
+                out.done.entries_dropped += 1;
+            }
+            Some(ValueKind::Put)
+                if first_of_key && stripe == top_stripe && ctx.filter.is_some() =>
+            {
+                let decision = ctx.filter.map_or(FilterDecision::Keep, |f| {
+                    f.filter(spec.output_level, user_key, it.value())
+                });
+                match decision {
+                    FilterDecision::Keep => out.add(ikey, it.value())?,
+                    FilterDecision::ChangeValue(v) => out.add(ikey, &v)?,
+                    FilterDecision::Remove => {
+                        if droppable_tombstone(&mut below) {
+                            out.done.entries_dropped += 1;
+                        } else {
+                            // Older versions below must stay hidden: leave a deletion in its place.
+                            rewritten_key.clear();
+                            key::append_internal_key(
+                                &mut rewritten_key,
+                                &current_key,
+                                seq,
+                                ValueKind::Delete as u8,
+                            );
+                            out.add(&rewritten_key, &[])?;
+                        }
+                    }
+                }
+            }
+            _ => out.add(ikey, it.value())?,
+        }
+        it.next();
+    }
+    it.status()?;
+    out.finish_current()?;
+    if !out.done.files.is_empty() {
+        ctx.fs.sync_dir(ctx.dir)?;
+    }
+    Ok(())
+}

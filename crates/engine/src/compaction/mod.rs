@@ -1,0 +1,11 @@
+//! Leveled compaction: the picker chooses what to merge, the job merges it.
+
+mod filter;
+mod job;
+mod picker;
+
+pub use filter::{CompactionFilter, FilterDecision};
+pub(crate) use job::{JobContext, run};
+pub(crate) use picker::{
+    CompactionSpec, build, level_targets, pending_compaction_bytes, pick, scores,
+};

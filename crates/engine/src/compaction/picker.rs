@@ -1,0 +1,361 @@
+//! Choosing what to compact: level size targets, a score per level, and the inputs of the most
+//! urgent compaction.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::events::CompactionReason;
+use crate::key;
+use crate::options::Options;
+use crate::version::{FileMetaData, NUM_LEVELS, Version};
+
+/// A compaction's inputs and where it writes.
+#[derive(Debug, Clone)]
+pub(crate) struct CompactionSpec {
+    pub reason: CompactionReason,
+    pub level: usize,
+    pub output_level: usize,
+    /// Files at `level`, then the overlapping files at `output_level`.
+    pub inputs: [Vec<Arc<FileMetaData>>; 2],
+    /// Files at `output_level + 1` overlapping the inputs: outputs are cut so no output overlaps
+    /// too many of them (which would make its own later compaction expensive).
+    pub grandparents: Vec<Arc<FileMetaData>>,
+}
+
+impl CompactionSpec {
+    pub(crate) fn input_files(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
+        self.inputs.iter().flatten()
+    }
+
+    pub(crate) fn input_bytes(&self) -> u64 {
+        self.input_files().map(|f| f.file_size).sum()
+    }
+
+    /// One file that overlaps nothing below it and not too much two levels down: it can be moved
+    /// to the output level by a MANIFEST edit alone.
+    pub(crate) fn is_trivial_move(&self, target_file_size: u64) -> bool {
+        self.reason != CompactionReason::Manual
+            && self.inputs[0].len() == 1
+            && self.inputs[1].is_empty()
+            && self.grandparents.iter().map(|f| f.file_size).sum::<u64>() <= 10 * target_file_size
+    }
+}
+
+/// Size targets per level, and the level L0 compacts into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LevelTargets {
+    pub base_level: usize,
+    /// Bytes; 0 for levels above the base level (they should hold nothing).
+    pub bytes: [u64; NUM_LEVELS],
+}
+
+pub(crate) fn level_bytes(files: &[Arc<FileMetaData>]) -> u64 {
+    files.iter().map(|f| f.file_size).sum()
+}
+
+pub(crate) fn level_targets(v: &Version, o: &Options) -> LevelTargets {
+    let bottom = NUM_LEVELS - 1;
+    let mut bytes = [0u64; NUM_LEVELS];
+    let mult = o.max_bytes_for_level_multiplier;
+    if !o.level_compaction_dynamic_level_bytes {
+        bytes[1] = o.max_bytes_for_level_base;
+        for l in 2..NUM_LEVELS {
+            bytes[l] = bytes[l - 1].saturating_mul(mult);
+        }
+        return LevelTargets {
+            base_level: 1,
+            bytes,
+        };
+    }
+    // From the bottom up: the last level's target is its size, each level above a multiplier
+    // smaller, until a target would drop to the base size: that level is where L0 goes.
+    let max_size = (1..NUM_LEVELS)
+        .map(|l| level_bytes(&v.levels[l]))
+        .max()
+        .unwrap_or(0);
+    bytes[bottom] = max_size.max(o.max_bytes_for_level_base);
+    let mut base_level = bottom;
+    while base_level > 1 && bytes[base_level] > o.max_bytes_for_level_base {
+        bytes[base_level - 1] = bytes[base_level] / mult;
+        base_level -= 1;
+    }
+    LevelTargets { base_level, bytes }
+}
+
+/// How urgently each level needs compaction; >= 1 means it should run. The last level scores 0.
+pub(crate) fn scores(v: &Version, o: &Options, busy: &HashSet<u64>) -> [f64; NUM_LEVELS] {
+    let targets = level_targets(v, o);
+    let mut s = [0.0; NUM_LEVELS];
+    if !v.levels[0].iter().any(|f| busy.contains(&f.number)) {
+        s[0] = v.levels[0].len() as f64 / o.level0_file_num_compaction_trigger as f64;
+    }
+    for (l, score) in s.iter_mut().enumerate().take(NUM_LEVELS - 1).skip(1) {
+        let idle: u64 = v.levels[l]
+            .iter()
+            .filter(|f| !busy.contains(&f.number))
+            .map(|f| f.file_size)
+            .sum();
+        *score = if idle == 0 {
+            0.0
+        } else if l < targets.base_level {
+            // Data above the base level is left from when the store was smaller: push it down.
+            f64::MAX / 2.0
+        } else {
+            idle as f64 / targets.bytes[l].max(1) as f64
+        };
+    }
+    s
+}
+
+/// Bytes compaction must rewrite before every level is within its target (an estimate, as
+/// RocksDB's: each level's excess, times the fan-out it is merged into).
+pub(crate) fn pending_compaction_bytes(v: &Version, o: &Options) -> u64 {
+    let targets = level_targets(v, o);
+    let mut pending = 0u64;
+    if v.levels[0].len() >= o.level0_file_num_compaction_trigger {
+        pending += level_bytes(&v.levels[0]);
+    }
+    for l in targets.base_level..NUM_LEVELS - 1 {
+        let size = level_bytes(&v.levels[l]);
+        if size > targets.bytes[l] {
+            let excess = size - targets.bytes[l];
+            pending =
+                pending.saturating_add(excess.saturating_mul(o.max_bytes_for_level_multiplier + 1));
+        }
+    }
+    pending
+}
+
+/// Smallest and largest user keys of some files.
+pub(crate) fn user_range(files: &[Arc<FileMetaData>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let smallest = files.iter().map(|f| key::user_key(&f.smallest)).min()?;
+    let largest = files.iter().map(|f| key::user_key(&f.largest)).max()?;
+    Some((smallest.to_vec(), largest.to_vec()))
+}
+
+/// Files of `level` whose user-key range meets `[lo, hi]`.
+pub(crate) fn overlapping(
+    v: &Version,
+    level: usize,
+    lo: &[u8],
+    hi: &[u8],
+) -> Vec<Arc<FileMetaData>> {
+    v.levels[level]
+        .iter()
+        .filter(|f| key::user_key(&f.largest) >= lo && key::user_key(&f.smallest) <= hi)
+        .cloned()
+        .collect()
+}
+
+/// Builds a compaction of `inputs` (from `level`) into `output_level`; `None` if a file it needs is
+/// already being compacted.
+pub(crate) fn build(
+    v: &Version,
+    reason: CompactionReason,
+    level: usize,
+    output_level: usize,
+    inputs: Vec<Arc<FileMetaData>>,
+    busy: &HashSet<u64>,
+) -> Option<CompactionSpec> {
+    let (lo, hi) = user_range(&inputs)?;
+    let below = if output_level == level {
+        Vec::new()
+    } else {
+        overlapping(v, output_level, &lo, &hi)
+    };
+    if inputs
+        .iter()
+        .chain(&below)
+        .any(|f| busy.contains(&f.number))
+    {
+        return None;
+    }
+    let all: Vec<_> = inputs.iter().chain(&below).cloned().collect();
+    let (lo, hi) = user_range(&all)?;
+    let grandparents = if output_level + 1 < NUM_LEVELS {
+        overlapping(v, output_level + 1, &lo, &hi)
+    } else {
+        Vec::new()
+    };
+    Some(CompactionSpec {
+        reason,
+        level,
+        output_level,
+        inputs: [inputs, below],
+        grandparents,
+    })
+}
+
+/// The level L0 (or a level above the base) should write to: the base level, unless a level in
+/// between holds overlapping data, which must stay below the newer data being moved.
+fn output_level_for(
+    v: &Version,
+    level: usize,
+    targets: &LevelTargets,
+    lo: &[u8],
+    hi: &[u8],
+) -> usize {
+    let wanted = if level == 0 {
+        targets.base_level.max(1)
+    } else {
+        level + 1
+    };
+    (level + 1..wanted)
+        .find(|&l| !overlapping(v, l, lo, hi).is_empty())
+        .unwrap_or(wanted)
+}
+
+/// The most urgent compaction, if any level scores >= 1. `cursors` remembers, per level, where the
+/// last compaction ended so that a level is compacted round-robin.
+pub(crate) fn pick(
+    v: &Version,
+    o: &Options,
+    busy: &HashSet<u64>,
+    cursors: &mut [Vec<u8>; NUM_LEVELS],
+) -> Option<CompactionSpec> {
+    let s = scores(v, o, busy);
+    let targets = level_targets(v, o);
+    let mut order: Vec<usize> = (0..NUM_LEVELS - 1).filter(|&l| s[l] >= 1.0).collect();
+    order.sort_by(|a, b| s[*b].total_cmp(&s[*a]));
+    for level in order {
+        if level == 0 {
+            let inputs = v.levels[0].clone();
+            let (lo, hi) = user_range(&inputs)?;
+            let out = output_level_for(v, 0, &targets, &lo, &hi);
+            if let Some(c) = build(v, CompactionReason::Level0FileCount, 0, out, inputs, busy) {
+                return Some(c);
+            }
+            continue;
+        }
+        let files = &v.levels[level];
+        // Start after the cursor, wrapping around, at the first file that can be compacted now.
+        let start =
+            files.partition_point(|f| key::user_key(&f.smallest) <= cursors[level].as_slice());
+        for i in (start..files.len()).chain(0..start) {
+            let f = &files[i];
+            if busy.contains(&f.number) {
+                continue;
+            }
+            let (lo, hi) = (key::user_key(&f.smallest), key::user_key(&f.largest));
+            let out = output_level_for(v, level, &targets, lo, hi);
+            if let Some(c) = build(
+                v,
+                CompactionReason::LevelSize,
+                level,
+                out,
+                vec![f.clone()],
+                busy,
+            ) {
+                cursors[level] = key::user_key(&f.largest).to_vec();
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::internal_key;
+
+    fn file(number: u64, lo: &str, hi: &str, size: u64) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData {
+            number,
+            file_size: size,
+            smallest: internal_key(lo.as_bytes(), 1, 1),
+            largest: internal_key(hi.as_bytes(), 1, 1),
+            smallest_seq: 1,
+            largest_seq: 1,
+            num_entries: 1,
+            num_deletions: 0,
+        })
+    }
+
+    fn opts() -> Options {
+        Options {
+            max_bytes_for_level_base: 1000,
+            max_bytes_for_level_multiplier: 10,
+            level0_file_num_compaction_trigger: 2,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn dynamic_targets_grow_from_the_bottom() {
+        let mut v = Version::default();
+        let t = level_targets(&v, &opts());
+        assert_eq!(
+            t.base_level, 6,
+            "an empty store compacts L0 straight to the last level"
+        );
+        v.levels[6] = vec![file(1, "a", "z", 200_000)];
+        let t = level_targets(&v, &opts());
+        assert_eq!(t.bytes[6], 200_000);
+        assert_eq!(t.bytes[5], 20_000);
+        assert_eq!(t.bytes[4], 2_000);
+        assert_eq!(t.bytes[3], 200);
+        assert_eq!(t.base_level, 3);
+        let fixed = Options {
+            level_compaction_dynamic_level_bytes: false,
+            ..opts()
+        };
+        let t = level_targets(&v, &fixed);
+        assert_eq!((t.base_level, t.bytes[1], t.bytes[3]), (1, 1000, 100_000));
+    }
+
+    #[test]
+    fn l0_goes_to_the_base_level_unless_data_sits_in_between() {
+        let mut v = Version::default();
+        v.levels[0] = vec![file(3, "c", "f", 10), file(2, "a", "d", 10)];
+        let mut cursors: [Vec<u8>; NUM_LEVELS] = Default::default();
+        let c = pick(&v, &opts(), &HashSet::new(), &mut cursors).unwrap();
+        assert_eq!((c.level, c.output_level), (0, 6));
+        assert_eq!(c.inputs[0].len(), 2);
+        v.levels[2] = vec![file(1, "e", "g", 10)];
+        let c = pick(&v, &opts(), &HashSet::new(), &mut cursors).unwrap();
+        assert_eq!(
+            (c.level, c.output_level),
+            (2, 3),
+            "data above the base level is pushed down first"
+        );
+        let targets = level_targets(&v, &opts());
+        assert_eq!(
+            output_level_for(&v, 0, &targets, b"a", b"f"),
+            2,
+            "older data at L2 must stay below the newer L0 data"
+        );
+        assert_eq!(
+            output_level_for(&v, 0, &targets, b"a", b"b"),
+            6,
+            "no overlap in between: straight to the base"
+        );
+        let busy: HashSet<u64> = [1].into();
+        assert!(
+            pick(&v, &opts(), &busy, &mut cursors).is_none(),
+            "every candidate needs the busy file"
+        );
+    }
+
+    #[test]
+    fn oversized_levels_compact_round_robin() {
+        let mut v = Version::default();
+        v.levels[6] = vec![file(9, "a", "z", 100_000)];
+        v.levels[5] = vec![
+            file(1, "a", "b", 6000),
+            file(2, "c", "d", 6000),
+            file(3, "e", "f", 6000),
+        ];
+        let o = opts();
+        assert!(scores(&v, &o, &HashSet::new())[5] > 1.0);
+        let mut cursors: [Vec<u8>; NUM_LEVELS] = Default::default();
+        let picked: Vec<u64> = (0..4)
+            .map(|_| pick(&v, &o, &HashSet::new(), &mut cursors).unwrap().inputs[0][0].number)
+            .collect();
+        assert_eq!(picked, vec![1, 2, 3, 1]);
+        let c = pick(&v, &o, &HashSet::new(), &mut cursors).unwrap();
+        assert_eq!(c.output_level, 6);
+        assert_eq!(c.inputs[1][0].number, 9);
+        assert!(pending_compaction_bytes(&v, &o) > 0);
+    }
+}

@@ -1,0 +1,317 @@
+//! Compactions in the database: picking under the compaction lock, running the job, installing the
+//! result, and deleting input tables once no version (held by a read view or an iterator) uses them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::DbInner;
+use crate::compaction::{self, CompactionSpec, JobContext};
+use crate::error::{Error, Result};
+use crate::events::{CompactionInfo, CompactionReason};
+use crate::filename::table_file;
+use crate::key;
+use crate::options::Executor;
+use crate::sst::TableOptions;
+use crate::stats::Counter;
+use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionEdit};
+
+/// Compaction bookkeeping, under one lock.
+#[derive(Debug, Default)]
+pub(crate) struct CompactionState {
+    /// A compaction is running (they run one at a time).
+    pub(crate) running: bool,
+    /// Files that compaction is reading.
+    pub(crate) busy: HashSet<u64>,
+    /// Where the last compaction of each level ended.
+    pub(crate) cursors: [Vec<u8>; NUM_LEVELS],
+}
+
+/// Counters per output level.
+#[derive(Debug, Default)]
+pub(crate) struct LevelStats {
+    pub(crate) compactions: Counter,
+    /// Bytes read from the level above (the input level).
+    pub(crate) bytes_read_upper: Counter,
+    /// Bytes read from this level (the overlapping files).
+    pub(crate) bytes_read_lower: Counter,
+    pub(crate) bytes_written: Counter,
+    pub(crate) micros: Counter,
+}
+
+impl DbInner {
+    /// Runs compactions until none is needed, yielding to flushes.
+    pub(super) fn compact_until_done(&self, flush_requested: &dyn Fn() -> bool) {
+        loop {
+            if flush_requested() {
+                // Let the worker flush first; ask to come back.
+                self.scheduler.request_compaction();
+                return;
+            }
+            match self.compact_once() {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return,
+            }
+        }
+    }
+
+    /// Picks and runs one automatic compaction. `Ok(false)` when none is needed or one is running.
+    pub(super) fn compact_once(&self) -> Result<bool> {
+        if self.opts.disable_auto_compactions || self.state.lock().bg_error.is_some() {
+            return Ok(false);
+        }
+        let (spec, version) = {
+            let mut cs = self.compaction.lock();
+            if cs.running {
+                return Ok(false);
+            }
+            let version = self.versions.lock().current();
+            let cs = &mut *cs;
+            let Some(spec) = compaction::pick(&version, &self.opts, &cs.busy, &mut cs.cursors)
+            else {
+                return Ok(false);
+            };
+            cs.running = true;
+            cs.busy.extend(spec.input_files().map(|f| f.number));
+            (spec, version)
+        };
+        self.run_claimed(spec, version).map(|()| true)
+    }
+
+    /// Runs a compaction whose inputs this caller has marked busy, then releases them.
+    fn run_claimed(&self, spec: CompactionSpec, version: Arc<Version>) -> Result<()> {
+        let result = self.execute(&spec, &version);
+        {
+            let mut cs = self.compaction.lock();
+            cs.running = false;
+            for f in spec.input_files() {
+                cs.busy.remove(&f.number);
+            }
+        }
+        drop(spec);
+        drop(version);
+        self.compaction_cv.notify_all();
+        // Stalled writers wait on the state condition.
+        self.state_cv.notify_all();
+        match result {
+            Ok(()) => {
+                self.purge_obsolete_files();
+                self.scheduler.request_compaction();
+                Ok(())
+            }
+            Err(e) => {
+                self.set_background_error(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn execute(&self, spec: &CompactionSpec, version: &Version) -> Result<()> {
+        let started = Instant::now();
+        let mut info = CompactionInfo {
+            reason: spec.reason,
+            input_level: spec.level,
+            output_level: spec.output_level,
+            input_files: spec.input_files().map(|f| f.number).collect(),
+            output_files: Vec::new(),
+            bytes_read: spec.input_bytes(),
+            bytes_written: 0,
+            trivial_move: spec.is_trivial_move(self.opts.target_file_size_base),
+            duration: Default::default(),
+        };
+        for l in &self.opts.listeners {
+            l.on_compaction_begin(&info);
+        }
+        let mut edit = VersionEdit::default();
+        for (i, files) in spec.inputs.iter().enumerate() {
+            let level = if i == 0 {
+                spec.level
+            } else {
+                spec.output_level
+            };
+            for f in files {
+                edit.deleted_files.push((level, f.number));
+            }
+        }
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        if info.trivial_move {
+            let f = &spec.inputs[0][0];
+            edit.new_files.push((spec.output_level, (**f).clone()));
+            self.versions.lock().log_and_apply(edit, last_seq)?;
+            self.stats.trivial_moves.inc();
+        } else {
+            let snapshots = self.snapshots.sequences();
+            let new_file_number = || self.versions.lock().new_file_number();
+            let ctx = JobContext {
+                fs: self.fs.as_ref(),
+                dir: &self.dir,
+                tables: &self.tables,
+                table_opts: TableOptions::from_options(&self.opts),
+                target_file_size: self.opts.target_file_size_base,
+                snapshots,
+                filter: self.opts.compaction_filter.as_deref(),
+                version,
+                new_file_number: &new_file_number,
+            };
+            let out = compaction::run(spec, &ctx)?;
+            info.output_files = out.files.iter().map(|f| f.number).collect();
+            info.bytes_written = out.bytes_written;
+            for f in &out.files {
+                edit.new_files.push((spec.output_level, f.clone()));
+            }
+            if let Err(e) = self.versions.lock().log_and_apply(edit, last_seq) {
+                for f in &out.files {
+                    let _ = self.fs.remove(&table_file(&self.dir, f.number));
+                }
+                return Err(e);
+            }
+            // The inputs are now obsolete; they are deleted once no version holds them.
+            self.obsolete.lock().extend(spec.input_files().cloned());
+            self.stats.compactions.inc();
+            self.stats.compaction_bytes_read.add(info.bytes_read);
+            self.stats.compaction_bytes_written.add(out.bytes_written);
+            self.stats.compaction_keys_dropped.add(out.entries_dropped);
+            let ls = &self.level_stats[spec.output_level];
+            ls.compactions.inc();
+            ls.bytes_read_upper
+                .add(spec.inputs[0].iter().map(|f| f.file_size).sum());
+            ls.bytes_read_lower
+                .add(spec.inputs[1].iter().map(|f| f.file_size).sum());
+            ls.bytes_written.add(out.bytes_written);
+            ls.micros.add(started.elapsed().as_micros() as u64);
+        }
+        {
+            let st = self.state.lock();
+            self.install_view(&st);
+        }
+        info.duration = started.elapsed();
+        for l in &self.opts.listeners {
+            l.on_compaction_completed(&info);
+        }
+        Ok(())
+    }
+
+    /// Deletes tables no version uses any more. A table read by a live iterator (through the
+    /// version its view holds) stays until that iterator is gone.
+    pub(super) fn purge_obsolete_files(&self) {
+        let doomed: Vec<Arc<FileMetaData>> = {
+            let mut obsolete = self.obsolete.lock();
+            let (dead, alive): (Vec<_>, Vec<_>) =
+                obsolete.drain(..).partition(|f| Arc::strong_count(f) == 1);
+            *obsolete = alive;
+            dead
+        };
+        for f in doomed {
+            self.tables.evict(f.number);
+            // Failing to remove leaves an orphan that the next open deletes.
+            if self.fs.remove(&table_file(&self.dir, f.number)).is_ok() {
+                self.stats.tables_deleted.inc();
+            }
+        }
+    }
+
+    /// Compacts every table holding keys in `[start, end]` (open-ended where `None`) down to the
+    /// deepest level that holds data, dropping what no snapshot needs.
+    pub(super) fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        if let (Some(s), Some(e)) = (start, end)
+            && s > e
+        {
+            return Err(Error::InvalidArgument(
+                "compact_range: start is after end".into(),
+            ));
+        }
+        // Data in memtables is part of the range too.
+        self.flush()?;
+        let lo = start.unwrap_or(&[]).to_vec();
+        let mut level = 0;
+        // Whether a step of this call wrote into the deepest level; if none did, that level's files
+        // in the range are rewritten in place once, so that versions and deletions no snapshot
+        // needs any more are dropped there too.
+        let mut wrote_bottom = false;
+        loop {
+            let spec = {
+                let mut cs = self.compaction.lock();
+                while cs.running {
+                    if self.scheduler.mode() == Executor::Inline {
+                        return Err(Error::Busy("a compaction is running".into()));
+                    }
+                    self.compaction_cv.wait(&mut cs);
+                }
+                let version = self.versions.lock().current();
+                let last = (1..NUM_LEVELS)
+                    .rev()
+                    .find(|&l| !version.levels[l].is_empty())
+                    .unwrap_or(0);
+                let target = last.max(compaction::level_targets(&version, &self.opts).base_level);
+                if level > target || (level == target && wrote_bottom) {
+                    return Ok(());
+                }
+                let files: Vec<_> = version.levels[level]
+                    .iter()
+                    .filter(|f| {
+                        key::user_key(&f.largest) >= lo.as_slice()
+                            && end.is_none_or(|e| key::user_key(&f.smallest) <= e)
+                    })
+                    .cloned()
+                    .collect();
+                if files.is_empty() {
+                    if level == target {
+                        return Ok(());
+                    }
+                    level += 1;
+                    continue;
+                }
+                // L0 files overlap each other in any pattern: moving some of them down could put
+                // newer data below older data left in L0, so L0 always goes down whole.
+                let files = if level == 0 {
+                    version.levels[0].clone()
+                } else {
+                    files
+                };
+                let output = if level == 0 {
+                    target.min(next_nonempty(&version, 0).unwrap_or(target))
+                } else if level == target {
+                    target
+                } else {
+                    level + 1
+                };
+                let Some(spec) = compaction::build(
+                    &version,
+                    CompactionReason::Manual,
+                    level,
+                    output,
+                    files,
+                    &cs.busy,
+                ) else {
+                    return Err(Error::Busy("the range's tables are being compacted".into()));
+                };
+                cs.running = true;
+                cs.busy.extend(spec.input_files().map(|f| f.number));
+                (spec, version)
+            };
+            let (input, output) = (spec.0.level, spec.0.output_level);
+            let bottom = {
+                let v = &spec.1;
+                (1..NUM_LEVELS)
+                    .rev()
+                    .find(|&l| !v.levels[l].is_empty())
+                    .unwrap_or(0)
+                    .max(output)
+            };
+            self.run_claimed(spec.0, spec.1)?;
+            if output >= bottom {
+                wrote_bottom = true;
+            }
+            if input == output {
+                return Ok(());
+            }
+            level = output;
+        }
+    }
+}
+
+/// The first level below `level` that holds any file.
+fn next_nonempty(v: &Version, level: usize) -> Option<usize> {
+    (level + 1..NUM_LEVELS).find(|&l| !v.levels[l].is_empty())
+}
