@@ -60,6 +60,15 @@ enum Command {
     Stats,
     /// Flushes the memtable to a table.
     Flush,
+    /// Compacts the store (or `--from`/`--to`) down to its deepest level.
+    Compact {
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// Last key (inclusive).
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// Runs db_bench-style workloads (flags as db_bench names them).
     Bench(bench::BenchArgs),
 }
@@ -158,6 +167,18 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Flush => {
             let db = open(&cli.db)?;
             db.flush().map_err(err)
+        }
+        Command::Compact { from, to } => {
+            let db = open(&cli.db)?;
+            let from = from.as_deref().map(codec::decode).transpose()?;
+            let to = to.as_deref().map(codec::decode).transpose()?;
+            db.compact_range(from.as_deref(), to.as_deref())
+                .map_err(err)?;
+            let p = db.properties();
+            for l in p.levels.iter().filter(|l| l.files > 0) {
+                println!("L{}: {} files, {} bytes", l.level, l.files, l.bytes);
+            }
+            Ok(())
         }
     }
 }

@@ -17,6 +17,10 @@ pub trait BenchEngine: Send + Sync {
     /// Reads every entry in order; (entries, bytes).
     fn scan(&self) -> Result<(u64, u64), String>;
     fn flush(&self) -> Result<(), String>;
+    /// Compacts the whole key space.
+    fn compact(&self) -> Result<(), String>;
+    /// Bytes written to disk (WAL, flushes, compactions) per byte written by the user.
+    fn write_amplification(&self) -> Option<f64>;
     fn stats(&self) -> String;
     fn close(&self) -> Result<(), String>;
 }
@@ -39,6 +43,14 @@ impl StrataEngine {
             bloom_bits_per_key: args.bloom_bits,
             write_buffer_size: args.write_buffer_size,
             max_background_jobs: args.max_background_jobs,
+            level0_file_num_compaction_trigger: args.level0_file_num_compaction_trigger,
+            level0_slowdown_writes_trigger: args.level0_slowdown_writes_trigger,
+            level0_stop_writes_trigger: args.level0_stop_writes_trigger,
+            max_bytes_for_level_base: args.max_bytes_for_level_base,
+            max_bytes_for_level_multiplier: args.max_bytes_for_level_multiplier,
+            target_file_size_base: args.target_file_size_base,
+            level_compaction_dynamic_level_bytes: args.level_compaction_dynamic_level_bytes,
+            disable_auto_compactions: args.disable_auto_compactions,
             ..Options::default()
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
@@ -101,6 +113,14 @@ impl BenchEngine for StrataEngine {
         self.db.flush().map_err(err)
     }
 
+    fn compact(&self) -> Result<(), String> {
+        self.db.compact_range(None, None).map_err(err)
+    }
+
+    fn write_amplification(&self) -> Option<f64> {
+        Some(self.db.properties().write_amplification)
+    }
+
     fn stats(&self) -> String {
         let p = self.db.properties();
         let s = self.db.statistics();
@@ -108,10 +128,16 @@ impl BenchEngine for StrataEngine {
             .levels
             .iter()
             .filter(|l| l.files > 0)
-            .map(|l| format!("L{}: {} files, {} bytes", l.level, l.files, l.bytes))
+            .map(|l| {
+                format!(
+                    "L{}: {} files, {} bytes, score {:.2}, {} compactions",
+                    l.level, l.files, l.bytes, l.score, l.compactions
+                )
+            })
             .collect();
         format!(
-            "{}\nblock cache: {} hits, {} misses; bloom: {} checked, {} useful; write groups: {} for {} batches; stalls: {}",
+            "{}\nblock cache: {} hits, {} misses; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
+             compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)",
             levels.join("\n"),
             s.block_cache_hit,
             s.block_cache_miss,
@@ -119,7 +145,14 @@ impl BenchEngine for StrataEngine {
             s.bloom_useful,
             s.write_groups,
             s.write_batches,
-            s.write_stalls
+            s.compactions,
+            s.trivial_moves,
+            s.compaction_bytes_read,
+            s.compaction_bytes_written,
+            s.write_stalls,
+            s.write_slowdowns,
+            s.write_stops,
+            s.write_stall_micros
         )
     }
 

@@ -24,7 +24,7 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
-    /// readrandom, readmissing, readseq, seekrandom, stats.
+    /// readrandom, readmissing, readseq, seekrandom, readwhilewriting, compact, flush, stats.
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
@@ -69,6 +69,33 @@ pub struct BenchArgs {
     /// Background threads.
     #[arg(long = "max_background_jobs", default_value_t = 2)]
     pub max_background_jobs: usize,
+    /// L0 files that trigger a compaction.
+    #[arg(long = "level0_file_num_compaction_trigger", default_value_t = 4)]
+    pub level0_file_num_compaction_trigger: usize,
+    /// L0 files at which writes slow down.
+    #[arg(long = "level0_slowdown_writes_trigger", default_value_t = 20)]
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 files at which writes stop.
+    #[arg(long = "level0_stop_writes_trigger", default_value_t = 36)]
+    pub level0_stop_writes_trigger: usize,
+    /// Target bytes of the first level below L0.
+    #[arg(long = "max_bytes_for_level_base", default_value_t = 256 << 20)]
+    pub max_bytes_for_level_base: u64,
+    /// Growth factor between levels.
+    #[arg(long = "max_bytes_for_level_multiplier", default_value_t = 10)]
+    pub max_bytes_for_level_multiplier: u64,
+    /// Compaction output file size.
+    #[arg(long = "target_file_size_base", default_value_t = 64 << 20)]
+    pub target_file_size_base: u64,
+    /// Size levels from the bottom up.
+    #[arg(long = "level_compaction_dynamic_level_bytes", num_args = 0..=1, default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub level_compaction_dynamic_level_bytes: bool,
+    /// Turn automatic compactions off.
+    #[arg(long = "disable_auto_compactions", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub disable_auto_compactions: bool,
+    /// readwhilewriting: writes per second for the writer thread (0: as fast as it can).
+    #[arg(long = "benchmark_write_rate_limit", default_value_t = 0)]
+    pub benchmark_write_rate_limit: u64,
     /// Engine: strata, or rocksdb (needs the `rocksdb` cargo feature).
     #[arg(long, default_value = "strata")]
     pub engine: String,

@@ -11,6 +11,7 @@ use super::{BenchArgs, BenchEngine};
 
 pub struct RocksEngine {
     db: DB,
+    opts: Options,
     sync: bool,
     disable_wal: bool,
 }
@@ -26,6 +27,17 @@ impl RocksEngine {
         table.set_format_version(5);
         let mut opts = Options::default();
         opts.create_if_missing(true);
+        opts.enable_statistics();
+        opts.set_level_zero_file_num_compaction_trigger(
+            args.level0_file_num_compaction_trigger as i32,
+        );
+        opts.set_level_zero_slowdown_writes_trigger(args.level0_slowdown_writes_trigger as i32);
+        opts.set_level_zero_stop_writes_trigger(args.level0_stop_writes_trigger as i32);
+        opts.set_max_bytes_for_level_base(args.max_bytes_for_level_base);
+        opts.set_max_bytes_for_level_multiplier(args.max_bytes_for_level_multiplier as f64);
+        opts.set_target_file_size_base(args.target_file_size_base);
+        opts.set_level_compaction_dynamic_level_bytes(args.level_compaction_dynamic_level_bytes);
+        opts.set_disable_auto_compactions(args.disable_auto_compactions);
         opts.set_block_based_table_factory(&table);
         opts.set_write_buffer_size(args.write_buffer_size);
         opts.set_max_background_jobs(args.max_background_jobs as i32);
@@ -37,6 +49,7 @@ impl RocksEngine {
         let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
         Ok(RocksEngine {
             db,
+            opts,
             sync: args.sync,
             disable_wal: args.disable_wal,
         })
@@ -90,6 +103,27 @@ impl BenchEngine for RocksEngine {
 
     fn flush(&self) -> Result<(), String> {
         self.db.flush().map_err(|e| e.to_string())
+    }
+
+    fn compact(&self) -> Result<(), String> {
+        self.db.compact_range::<&[u8], &[u8]>(None, None);
+        Ok(())
+    }
+
+    fn write_amplification(&self) -> Option<f64> {
+        // Tickers from RocksDB's statistics dump: "rocksdb.<name> COUNT : <n>".
+        let dump = self.opts.get_statistics()?;
+        let ticker = |name: &str| -> u64 {
+            dump.lines()
+                .find(|l| l.starts_with(&format!("rocksdb.{name} COUNT")))
+                .and_then(|l| l.rsplit(':').next())
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let user = ticker("bytes.written");
+        let disk =
+            ticker("wal.bytes") + ticker("flush.write.bytes") + ticker("compact.write.bytes");
+        (user > 0).then(|| disk as f64 / user as f64)
     }
 
     fn stats(&self) -> String {

@@ -1,6 +1,7 @@
 //! The workloads, timed and reported as db_bench prints them:
 //! `name : X micros/op Y ops/sec; Z MB/s`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rand::rngs::StdRng;
@@ -134,35 +135,78 @@ fn fill(
     })
 }
 
+/// `--threads` readers run readrandom while one more thread overwrites random keys until they
+/// finish, as db_bench's readwhilewriting does; only the reads are reported.
+fn read_while_writing(
+    engine: &dyn BenchEngine,
+    args: &BenchArgs,
+) -> Result<(Outcome, f64), String> {
+    let done = AtomicBool::new(false);
+    let values = ValueSource::new(args.seed ^ 0xabc);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| -> Result<u64, String> {
+            let mut rng = StdRng::seed_from_u64(args.seed ^ 0xdead);
+            let started = Instant::now();
+            let mut written = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let key = make_key(rng.random_range(0..args.num), args.key_size);
+                engine.write(&[(key, values.value(written, args.value_size))])?;
+                written += 1;
+                if args.benchmark_write_rate_limit > 0 {
+                    let due = std::time::Duration::from_secs_f64(
+                        written as f64 / args.benchmark_write_rate_limit as f64,
+                    );
+                    if let Some(wait) = due.checked_sub(started.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+            Ok(written)
+        });
+        let reads = run_reads(engine, args, false);
+        done.store(true, Ordering::Relaxed);
+        writer
+            .join()
+            .map_err(|_| "the writer thread panicked".to_string())??;
+        reads
+    })
+}
+
+/// readrandom (or, with `missing`, readmissing) on `--threads` threads.
+fn run_reads(
+    engine: &dyn BenchEngine,
+    args: &BenchArgs,
+    missing: bool,
+) -> Result<(Outcome, f64), String> {
+    parallel(args, args.reads(), |t, begin, end| {
+        let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5151 ^ t as u64);
+        let (mut found, mut bytes) = (0, 0);
+        for _ in begin..end {
+            let mut key = make_key(rng.random_range(0..args.num), args.key_size);
+            if missing {
+                // Sorts right after an existing key, so the filter, not the key range, rejects it.
+                key.push(b'.');
+            }
+            if let Some(len) = engine.get(&key)? {
+                found += 1;
+                bytes += (key.len() + len) as u64;
+            }
+        }
+        Ok(Outcome {
+            ops: end - begin,
+            bytes,
+            found: Some(found),
+        })
+    })
+}
+
 /// Runs one named workload and returns its report line.
 pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<String, String> {
     let reads = args.reads();
     let (out, elapsed) = match name {
         "fillseq" => fill(engine, args, Order::Sequential)?,
         "fillrandom" | "overwrite" => fill(engine, args, Order::Random)?,
-        "readrandom" | "readmissing" => {
-            let missing = name == "readmissing";
-            parallel(args, reads, |t, begin, end| {
-                let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5151 ^ t as u64);
-                let (mut found, mut bytes) = (0, 0);
-                for _ in begin..end {
-                    let mut key = make_key(rng.random_range(0..args.num), args.key_size);
-                    if missing {
-                        // Sorts right after an existing key, so the filter, not the key range, rejects it.
-                        key.push(b'.');
-                    }
-                    if let Some(len) = engine.get(&key)? {
-                        found += 1;
-                        bytes += (key.len() + len) as u64;
-                    }
-                }
-                Ok(Outcome {
-                    ops: end - begin,
-                    bytes,
-                    found: Some(found),
-                })
-            })?
-        }
+        "readrandom" | "readmissing" => run_reads(engine, args, name == "readmissing")?,
         "seekrandom" => parallel(args, reads, |t, begin, end| {
             let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7777 ^ t as u64);
             let mut next = || make_key(rng.random_range(0..args.num), args.key_size);
@@ -193,7 +237,25 @@ pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<Str
                 start.elapsed().as_secs_f64(),
             )
         }
-        "stats" => return Ok(engine.stats()),
+        "compact" => {
+            let start = Instant::now();
+            engine.compact()?;
+            (
+                Outcome {
+                    ops: 1,
+                    bytes: 0,
+                    found: None,
+                },
+                start.elapsed().as_secs_f64(),
+            )
+        }
+        "readwhilewriting" => read_while_writing(engine, args)?,
+        "stats" => {
+            let wamp = engine
+                .write_amplification()
+                .map_or("n/a".into(), |w| format!("{w:.2}"));
+            return Ok(format!("{}\nwrite amplification: {wamp}", engine.stats()));
+        }
         other => return Err(format!("unknown benchmark {other}")),
     };
     Ok(report(name, &out, elapsed, args.threads))
