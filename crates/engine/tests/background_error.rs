@@ -1,0 +1,118 @@
+//! A background failure (here: the disk refuses new tables) stops writes with that error instead of
+//! hanging them, while reads keep working; a reopen on a healthy disk recovers everything.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata_engine::{
+    Db, Error, FileLock, FileSystem, Options, RandomAccessFile, StdFileSystem, WritableFile,
+};
+
+/// The real filesystem, except that creating `.sst` files fails with ENOSPC while `full` is set.
+#[derive(Debug, Default)]
+struct FullDisk {
+    full: AtomicBool,
+}
+
+impl FileSystem for FullDisk {
+    fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn WritableFile>> {
+        if self.full.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
+            return Err(Error::Io {
+                context: format!("create {}", path.display()),
+                source: std::io::Error::from_raw_os_error(28), // ENOSPC
+            });
+        }
+        StdFileSystem.create(path)
+    }
+    fn open_random(&self, path: &Path) -> strata_engine::Result<Arc<dyn RandomAccessFile>> {
+        StdFileSystem.open_random(path)
+    }
+    fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
+        StdFileSystem.read_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata_engine::Result<()> {
+        StdFileSystem.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> strata_engine::Result<()> {
+        StdFileSystem.remove(path)
+    }
+    fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
+        StdFileSystem.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> strata_engine::Result<()> {
+        StdFileSystem.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> strata_engine::Result<()> {
+        StdFileSystem.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        StdFileSystem.exists(path)
+    }
+    fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn FileLock>> {
+        StdFileSystem.lock(path)
+    }
+}
+
+#[test]
+fn a_failed_flush_fails_writes_promptly_and_reads_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FullDisk::default());
+    let opts = Options {
+        write_buffer_size: 16 << 10,
+        filesystem: disk.clone(),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("before{i:03}"), "v").unwrap();
+    }
+    db.flush().unwrap();
+    disk.full.store(true, Ordering::SeqCst);
+
+    db.put("unflushed", "still readable").unwrap();
+    let flush = db.flush();
+    assert!(
+        matches!(flush, Err(Error::Background(_)) | Err(Error::Io { .. })),
+        "{flush:?}"
+    );
+    // Every later write fails with the background error instead of waiting for a flush that
+    // cannot happen (a hang here would hang the test).
+    let mut failures = 0;
+    for i in 0..10_000u32 {
+        match db.put(format!("after{i:05}"), [0u8; 100]) {
+            Ok(()) => {}
+            Err(Error::Background(msg)) => {
+                assert!(
+                    msg.contains("No space left") || msg.contains("os error 28"),
+                    "{msg}"
+                );
+                failures += 1;
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert_eq!(
+        failures, 10_000,
+        "no write is accepted after the background error"
+    );
+    assert!(db.properties().background_error.is_some());
+    assert_eq!(db.get("before050").unwrap().unwrap(), &b"v"[..]);
+    assert_eq!(
+        db.get("unflushed").unwrap().unwrap(),
+        &b"still readable"[..]
+    );
+    drop(db);
+
+    // The disk has room again: a reopen replays the WAL and loses nothing acknowledged.
+    disk.full.store(false, Ordering::SeqCst);
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert_eq!(
+        db.get("unflushed").unwrap().unwrap(),
+        &b"still readable"[..]
+    );
+    assert_eq!(db.get("before099").unwrap().unwrap(), &b"v"[..]);
+    db.put("healthy", "again").unwrap();
+}
