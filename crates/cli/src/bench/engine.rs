@@ -19,8 +19,8 @@ pub trait BenchEngine: Send + Sync {
     fn flush(&self) -> Result<(), String>;
     /// Compacts the whole key space.
     fn compact(&self) -> Result<(), String>;
-    /// Bytes written to disk (WAL, flushes, compactions) per byte written by the user.
-    fn write_amplification(&self) -> Option<f64>;
+    /// Bytes written to disk so far: WAL, flushes and compactions.
+    fn disk_bytes_written(&self) -> Option<u64>;
     fn stats(&self) -> String;
     fn close(&self) -> Result<(), String>;
 }
@@ -117,8 +117,9 @@ impl BenchEngine for StrataEngine {
         self.db.compact_range(None, None).map_err(err)
     }
 
-    fn write_amplification(&self) -> Option<f64> {
-        Some(self.db.properties().write_amplification)
+    fn disk_bytes_written(&self) -> Option<u64> {
+        let s = self.db.statistics();
+        Some(s.wal_bytes + s.flush_bytes + s.compaction_bytes_written)
     }
 
     fn stats(&self) -> String {

@@ -155,13 +155,14 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     println!("Entries:    {}", args.num);
     println!("Compression: {}", args.compression_type);
     println!("------------------------------------------------");
+    let user_bytes = std::sync::atomic::AtomicU64::new(0);
     for name in args
         .benchmarks
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let line = workloads::run(name, engine.as_ref(), &args)?;
+        let line = workloads::run(name, engine.as_ref(), &args, &user_bytes)?;
         println!("{line}");
     }
     engine.close()

@@ -110,7 +110,7 @@ impl BenchEngine for RocksEngine {
         Ok(())
     }
 
-    fn write_amplification(&self) -> Option<f64> {
+    fn disk_bytes_written(&self) -> Option<u64> {
         // Tickers from RocksDB's statistics dump: "rocksdb.<name> COUNT : <n>".
         let dump = self.opts.get_statistics()?;
         let ticker = |name: &str| -> u64 {
@@ -120,10 +120,7 @@ impl BenchEngine for RocksEngine {
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0)
         };
-        let user = ticker("bytes.written");
-        let disk =
-            ticker("wal.bytes") + ticker("flush.write.bytes") + ticker("compact.write.bytes");
-        (user > 0).then(|| disk as f64 / user as f64)
+        Some(ticker("wal.bytes") + ticker("flush.write.bytes") + ticker("compact.write.bytes"))
     }
 
     fn stats(&self) -> String {

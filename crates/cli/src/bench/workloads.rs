@@ -1,7 +1,7 @@
 //! The workloads, timed and reported as db_bench prints them:
 //! `name : X micros/op Y ops/sec; Z MB/s`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use rand::rngs::StdRng;
@@ -140,6 +140,7 @@ fn fill(
 fn read_while_writing(
     engine: &dyn BenchEngine,
     args: &BenchArgs,
+    user_bytes: &AtomicU64,
 ) -> Result<(Outcome, f64), String> {
     let done = AtomicBool::new(false);
     let values = ValueSource::new(args.seed ^ 0xabc);
@@ -150,6 +151,7 @@ fn read_while_writing(
             let mut written = 0u64;
             while !done.load(Ordering::Relaxed) {
                 let key = make_key(rng.random_range(0..args.num), args.key_size);
+                user_bytes.fetch_add((key.len() + args.value_size) as u64, Ordering::Relaxed);
                 engine.write(&[(key, values.value(written, args.value_size))])?;
                 written += 1;
                 if args.benchmark_write_rate_limit > 0 {
@@ -201,11 +203,25 @@ fn run_reads(
 }
 
 /// Runs one named workload and returns its report line.
-pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<String, String> {
+/// `user_bytes` counts the key and value bytes every workload wrote, for write amplification.
+pub fn run(
+    name: &str,
+    engine: &dyn BenchEngine,
+    args: &BenchArgs,
+    user_bytes: &AtomicU64,
+) -> Result<String, String> {
     let reads = args.reads();
     let (out, elapsed) = match name {
-        "fillseq" => fill(engine, args, Order::Sequential)?,
-        "fillrandom" | "overwrite" => fill(engine, args, Order::Random)?,
+        "fillseq" | "fillrandom" | "overwrite" => {
+            let order = if name == "fillseq" {
+                Order::Sequential
+            } else {
+                Order::Random
+            };
+            let (out, elapsed) = fill(engine, args, order)?;
+            user_bytes.fetch_add(out.bytes, Ordering::Relaxed);
+            (out, elapsed)
+        }
         "readrandom" | "readmissing" => run_reads(engine, args, name == "readmissing")?,
         "seekrandom" => parallel(args, reads, |t, begin, end| {
             let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7777 ^ t as u64);
@@ -249,11 +265,18 @@ pub fn run(name: &str, engine: &dyn BenchEngine, args: &BenchArgs) -> Result<Str
                 start.elapsed().as_secs_f64(),
             )
         }
-        "readwhilewriting" => read_while_writing(engine, args)?,
+        "readwhilewriting" => read_while_writing(engine, args, user_bytes)?,
         "stats" => {
-            let wamp = engine
-                .write_amplification()
-                .map_or("n/a".into(), |w| format!("{w:.2}"));
+            let user = user_bytes.load(Ordering::Relaxed);
+            let wamp = match engine.disk_bytes_written() {
+                Some(disk) if user > 0 => {
+                    format!(
+                        "{:.2} ({disk} bytes to disk for {user} bytes of keys and values)",
+                        disk as f64 / user as f64
+                    )
+                }
+                _ => "n/a".into(),
+            };
             return Ok(format!("{}\nwrite amplification: {wamp}", engine.stats()));
         }
         other => return Err(format!("unknown benchmark {other}")),
