@@ -205,14 +205,20 @@ fn output_level_for(
         .unwrap_or(wanted)
 }
 
-/// The most urgent compaction, if any level scores >= 1. `cursors` remembers, per level, where the
-/// last compaction ended so that a level is compacted round-robin.
-pub(crate) fn pick(
-    v: &Version,
-    o: &Options,
-    busy: &HashSet<u64>,
-    cursors: &mut [Vec<u8>; NUM_LEVELS],
-) -> Option<CompactionSpec> {
+/// Bytes of the files in `next` (sorted, non-overlapping) that overlap `[lo, hi]`.
+fn overlap_bytes(next: &[Arc<FileMetaData>], lo: &[u8], hi: &[u8]) -> u64 {
+    let start = next.partition_point(|g| key::user_key(&g.largest) < lo);
+    let end = next.partition_point(|g| key::user_key(&g.smallest) <= hi);
+    next[start..end.max(start)]
+        .iter()
+        .map(|g| g.file_size)
+        .sum()
+}
+
+/// The most urgent compaction, if any level scores >= 1. Within a level below L0 it takes the file
+/// that overlaps the fewest bytes below it for its size (RocksDB's min-overlapping-ratio priority):
+/// the cheapest file to push down, which keeps write amplification low.
+pub(crate) fn pick(v: &Version, o: &Options, busy: &HashSet<u64>) -> Option<CompactionSpec> {
     let s = scores(v, o, busy);
     let targets = level_targets(v, o);
     let mut order: Vec<usize> = (0..NUM_LEVELS - 1).filter(|&l| s[l] >= 1.0).collect();
@@ -227,15 +233,18 @@ pub(crate) fn pick(
             }
             continue;
         }
-        let files = &v.levels[level];
-        // Start after the cursor, wrapping around, at the first file that can be compacted now.
-        let start =
-            files.partition_point(|f| key::user_key(&f.smallest) <= cursors[level].as_slice());
-        for i in (start..files.len()).chain(0..start) {
-            let f = &files[i];
-            if busy.contains(&f.number) {
-                continue;
-            }
+        let next = &v.levels[level + 1];
+        let mut candidates: Vec<(u128, &Arc<FileMetaData>)> = v.levels[level]
+            .iter()
+            .filter(|f| !busy.contains(&f.number))
+            .map(|f| {
+                let overlap =
+                    overlap_bytes(next, key::user_key(&f.smallest), key::user_key(&f.largest));
+                ((overlap as u128) * 1024 / f.file_size.max(1) as u128, f)
+            })
+            .collect();
+        candidates.sort_by_key(|(ratio, _)| *ratio);
+        for (_, f) in candidates {
             let (lo, hi) = (key::user_key(&f.smallest), key::user_key(&f.largest));
             let out = output_level_for(v, level, &targets, lo, hi);
             if let Some(c) = build(
@@ -246,7 +255,6 @@ pub(crate) fn pick(
                 vec![f.clone()],
                 busy,
             ) {
-                cursors[level] = key::user_key(&f.largest).to_vec();
                 return Some(c);
             }
         }
@@ -308,12 +316,11 @@ mod tests {
     fn l0_goes_to_the_base_level_unless_data_sits_in_between() {
         let mut v = Version::default();
         v.levels[0] = vec![file(3, "c", "f", 10), file(2, "a", "d", 10)];
-        let mut cursors: [Vec<u8>; NUM_LEVELS] = Default::default();
-        let c = pick(&v, &opts(), &HashSet::new(), &mut cursors).unwrap();
+        let c = pick(&v, &opts(), &HashSet::new()).unwrap();
         assert_eq!((c.level, c.output_level), (0, 6));
         assert_eq!(c.inputs[0].len(), 2);
         v.levels[2] = vec![file(1, "e", "g", 10)];
-        let c = pick(&v, &opts(), &HashSet::new(), &mut cursors).unwrap();
+        let c = pick(&v, &opts(), &HashSet::new()).unwrap();
         assert_eq!(
             (c.level, c.output_level),
             (2, 3),
@@ -332,15 +339,19 @@ mod tests {
         );
         let busy: HashSet<u64> = [1].into();
         assert!(
-            pick(&v, &opts(), &busy, &mut cursors).is_none(),
+            pick(&v, &opts(), &busy).is_none(),
             "every candidate needs the busy file"
         );
     }
 
     #[test]
-    fn oversized_levels_compact_round_robin() {
+    fn oversized_levels_push_down_the_file_that_overlaps_least() {
         let mut v = Version::default();
-        v.levels[6] = vec![file(9, "a", "z", 100_000)];
+        v.levels[6] = vec![
+            file(7, "a", "b", 50_000),
+            file(8, "c", "d", 40_000),
+            file(9, "e", "z", 10_000),
+        ];
         v.levels[5] = vec![
             file(1, "a", "b", 6000),
             file(2, "c", "d", 6000),
@@ -348,14 +359,18 @@ mod tests {
         ];
         let o = opts();
         assert!(scores(&v, &o, &HashSet::new())[5] > 1.0);
-        let mut cursors: [Vec<u8>; NUM_LEVELS] = Default::default();
-        let picked: Vec<u64> = (0..4)
-            .map(|_| pick(&v, &o, &HashSet::new(), &mut cursors).unwrap().inputs[0][0].number)
-            .collect();
-        assert_eq!(picked, vec![1, 2, 3, 1]);
-        let c = pick(&v, &o, &HashSet::new(), &mut cursors).unwrap();
-        assert_eq!(c.output_level, 6);
-        assert_eq!(c.inputs[1][0].number, 9);
+        let c = pick(&v, &o, &HashSet::new()).unwrap();
+        assert_eq!(
+            c.inputs[0][0].number, 3,
+            "file 3 overlaps 10k below, the others 40k and 50k"
+        );
+        assert_eq!((c.output_level, c.inputs[1][0].number), (6, 9));
+        let busy: HashSet<u64> = [3].into();
+        assert_eq!(
+            pick(&v, &o, &busy).unwrap().inputs[0][0].number,
+            2,
+            "next cheapest while 3 is busy"
+        );
         assert!(pending_compaction_bytes(&v, &o) > 0);
     }
 }

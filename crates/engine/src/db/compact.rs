@@ -24,8 +24,6 @@ pub(crate) struct CompactionState {
     pub(crate) running: bool,
     /// Files that compaction is reading.
     pub(crate) busy: HashSet<u64>,
-    /// Where the last compaction of each level ended.
-    pub(crate) cursors: [Vec<u8>; NUM_LEVELS],
 }
 
 /// Counters per output level.
@@ -67,9 +65,7 @@ impl DbInner {
                 return Ok(false);
             }
             let version = self.versions.lock().current();
-            let cs = &mut *cs;
-            let Some(spec) = compaction::pick(&version, &self.opts, &cs.busy, &mut cs.cursors)
-            else {
+            let Some(spec) = compaction::pick(&version, &self.opts, &cs.busy) else {
                 return Ok(false);
             };
             cs.running = true;
