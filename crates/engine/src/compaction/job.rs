@@ -97,16 +97,9 @@ impl Outputs<'_, '_> {
         if let Some((number, builder)) = self.current.take() {
             let (props, file_size) = builder.finish()?;
             self.done.bytes_written += file_size;
-            self.done.files.push(FileMetaData {
-                number,
-                file_size,
-                smallest: props.smallest_key,
-                largest: props.largest_key,
-                smallest_seq: props.smallest_seq,
-                largest_seq: props.largest_seq,
-                num_entries: props.num_entries,
-                num_deletions: props.num_deletions,
-            });
+            self.done
+                .files
+                .push(FileMetaData::from_table(number, file_size, props));
         }
         Ok(())
     }

@@ -42,16 +42,7 @@ pub(crate) fn write_level0_table(
     let (props, file_size) = builder.finish()?;
     // The table's directory entry must be durable before the MANIFEST names it.
     fs.sync_dir(dir)?;
-    Ok(Some(FileMetaData {
-        number,
-        file_size,
-        smallest: props.smallest_key,
-        largest: props.largest_key,
-        smallest_seq: props.smallest_seq,
-        largest_seq: props.largest_seq,
-        num_entries: props.num_entries,
-        num_deletions: props.num_deletions,
-    }))
+    Ok(Some(FileMetaData::from_table(number, file_size, props)))
 }
 
 impl BackgroundWork for DbInner {

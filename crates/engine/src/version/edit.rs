@@ -30,6 +30,26 @@ pub(crate) struct FileMetaData {
     pub num_deletions: u64,
 }
 
+impl FileMetaData {
+    /// The MANIFEST's record of a table just written.
+    pub(crate) fn from_table(
+        number: u64,
+        file_size: u64,
+        props: crate::sst::TableProperties,
+    ) -> Self {
+        FileMetaData {
+            number,
+            file_size,
+            smallest: props.smallest_key,
+            largest: props.largest_key,
+            smallest_seq: props.smallest_seq,
+            largest_seq: props.largest_seq,
+            num_entries: props.num_entries,
+            num_deletions: props.num_deletions,
+        }
+    }
+}
+
 /// A change to the set of live files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct VersionEdit {
