@@ -331,3 +331,35 @@ fn reopened_stores_keep_their_levels() {
         Err(strata_engine::Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn the_inline_executor_compacts_in_writes_that_hit_the_stop_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small(dir.path(), |o| {
+        o.executor = strata_engine::Executor::Inline;
+        o.write_buffer_size = 8 << 10;
+        o.level0_file_num_compaction_trigger = 2;
+        o.level0_slowdown_writes_trigger = 3;
+        o.level0_stop_writes_trigger = 4;
+        o.delayed_write_rate = 64 << 20;
+    });
+    // No thread ever runs background work: writes must flush and compact themselves.
+    for i in 0..30_000u32 {
+        db.put(format!("k{:06}", (i * 7919) % 40_000), [b'y'; 30])
+            .unwrap();
+        assert!(
+            db.properties().levels[0].files <= 4,
+            "L0 grew past the stop trigger at write {i}"
+        );
+    }
+    let s = db.statistics();
+    assert!(s.compactions > 0 && s.write_stops > 0, "{s:?}");
+    db.maintenance().unwrap();
+    assert!(db.properties().levels.iter().all(|l| l.score < 1.0));
+    assert_eq!(
+        db.get(format!("k{:06}", (29_999u32 * 7919) % 40_000))
+            .unwrap()
+            .unwrap(),
+        &[b'y'; 30][..]
+    );
+}

@@ -208,6 +208,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         wal: Mutex::new(WalState {
             writer: Some(wal_writer),
             number: wal_number,
+            delayed_until: None,
         }),
         scheduler,
         compaction: Mutex::new(CompactionState::default()),

@@ -51,6 +51,9 @@ pub(crate) struct WriteQueue {
 pub(crate) struct WalState {
     pub(crate) writer: Option<LogWriter>,
     pub(crate) number: u64,
+    /// While writes are slowed: when the next group may go, so that slowed writes average
+    /// `delayed_write_rate` bytes per second.
+    pub(crate) delayed_until: Option<Instant>,
 }
 
 impl WalState {
@@ -200,6 +203,7 @@ impl DbInner {
     fn make_room_for_write(&self, wal: &mut WalState, group_bytes: u64) -> Result<()> {
         let mut stall: Option<(Instant, StallCause)> = None;
         let mut delayed = false;
+        let mut stopped = false;
         let result = loop {
             let st = self.state.lock();
             if let Some(e) = &st.bg_error {
@@ -207,6 +211,10 @@ impl DbInner {
             }
             let pressure = self.compaction_pressure();
             if let Some(cause) = pressure.stop {
+                if !stopped {
+                    stopped = true;
+                    self.stats.write_stops.inc();
+                }
                 self.note_stall(&mut stall, cause);
                 if self.scheduler.mode() == Executor::Inline {
                     drop(st);
@@ -222,15 +230,28 @@ impl DbInner {
                 self.state_cv.wait_for(&mut st, Duration::from_millis(100));
                 continue;
             }
-            if let Some(cause) = pressure.slowdown.filter(|_| !delayed) {
-                drop(st);
-                delayed = true;
-                self.stats.write_slowdowns.inc();
-                self.note_stall(&mut stall, cause);
-                let micros = (group_bytes.saturating_mul(1_000_000) / self.opts.delayed_write_rate)
-                    .clamp(1_000, 1_000_000);
-                std::thread::sleep(Duration::from_micros(micros));
-                continue;
+            match pressure.slowdown {
+                Some(cause) if !delayed => {
+                    drop(st);
+                    delayed = true;
+                    self.stats.write_slowdowns.inc();
+                    // Each group is scheduled after the previous one by its size over the rate;
+                    // a group sleeps only once the schedule runs ahead of the clock.
+                    let now = Instant::now();
+                    let start = wal.delayed_until.filter(|t| *t > now).unwrap_or(now);
+                    let due = start
+                        + Duration::from_micros(
+                            group_bytes.saturating_mul(1_000_000) / self.opts.delayed_write_rate,
+                        );
+                    wal.delayed_until = Some(due);
+                    if due > now + Duration::from_millis(1) {
+                        self.note_stall(&mut stall, cause);
+                        std::thread::sleep((due - now).min(Duration::from_secs(1)));
+                    }
+                    continue;
+                }
+                Some(_) => {}
+                None => wal.delayed_until = None,
             }
             if st.mem.memory_usage() < self.opts.write_buffer_size {
                 break Ok(());
@@ -255,19 +276,13 @@ impl DbInner {
         result
     }
 
-    /// Records the start of a stall (once per write group).
+    /// Records the start of a stall (once per write group, under its first cause).
     fn note_stall(&self, stall: &mut Option<(Instant, StallCause)>, cause: StallCause) {
         if stall.is_some() {
             return;
         }
         *stall = Some((Instant::now(), cause));
         self.stats.write_stalls.inc();
-        if matches!(
-            cause,
-            StallCause::Level0Stop | StallCause::PendingCompactionHard
-        ) {
-            self.stats.write_stops.inc();
-        }
         for l in &self.opts.listeners {
             l.on_stall_begin(cause);
         }
