@@ -73,13 +73,43 @@ pub mod __bench {
 
     impl Memtable {
         pub fn new(write_buffer_size: usize) -> Self {
-            Memtable(Arc::new(MemTable::new(0, write_buffer_size)))
+            Memtable(Arc::new(MemTable::new(0, write_buffer_size, 0.0)))
         }
         pub fn put(&self, seq: u64, key: &[u8], value: &[u8]) {
             self.0.add(seq, ValueKind::Put, key, value);
         }
         pub fn contains(&self, key: &[u8], seq: u64) -> bool {
             matches!(self.0.get(key, seq), Lookup::Found(_))
+        }
+    }
+
+    /// A table filter over `keys` at `bits_per_key`.
+    pub fn build_table_filter(keys: &[Vec<u8>], bits_per_key: u32) -> Vec<u8> {
+        let mut b = crate::filter::FilterBuilder::new(bits_per_key);
+        for k in keys {
+            b.add_key(k);
+        }
+        b.finish()
+    }
+
+    /// Queries a table filter.
+    pub fn table_filter_may_contain(filter: &[u8], key: &[u8]) -> bool {
+        crate::filter::may_contain(filter, crate::filter::key_hash(key))
+    }
+
+    /// A memtable filter of `bytes` bytes.
+    #[derive(Debug)]
+    pub struct MemtableFilter(crate::filter::MemtableBloom);
+
+    impl MemtableFilter {
+        pub fn new(bytes: usize) -> Self {
+            MemtableFilter(crate::filter::MemtableBloom::new(bytes, 6))
+        }
+        pub fn add(&self, key: &[u8]) {
+            self.0.add(crate::filter::key_hash(key));
+        }
+        pub fn may_contain(&self, key: &[u8]) -> bool {
+            self.0.may_contain(crate::filter::key_hash(key))
         }
     }
 

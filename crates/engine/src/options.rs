@@ -80,6 +80,11 @@ pub struct Options {
     pub zstd_level: i32,
     /// Bloom filter bits per key in tables; 0 writes no filter (default 10).
     pub bloom_bits_per_key: u32,
+    /// Size of each memtable's Bloom filter as a fraction of `write_buffer_size` (RocksDB's
+    /// `memtable_prefix_bloom_size_ratio`; at most 0.25; default 0: no filter).
+    pub memtable_bloom_size_ratio: f64,
+    /// Put whole keys into the memtable filter (needed for it to be built; default false).
+    pub memtable_whole_key_filtering: bool,
     /// What recovery does with a damaged WAL.
     pub wal_recovery: WalRecovery,
     /// Background execution model.
@@ -132,6 +137,8 @@ impl Default for Options {
             compression: Compression::default(),
             zstd_level: 3,
             bloom_bits_per_key: 10,
+            memtable_bloom_size_ratio: 0.0,
+            memtable_whole_key_filtering: false,
             wal_recovery: WalRecovery::default(),
             executor: Executor::default(),
             max_background_jobs: 2,
@@ -154,6 +161,15 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The memtable filter's size ratio, or 0 when whole-key filtering is off.
+    pub(crate) fn memtable_bloom_ratio(&self) -> f64 {
+        if self.memtable_whole_key_filtering {
+            self.memtable_bloom_size_ratio
+        } else {
+            0.0
+        }
+    }
+
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |what: &str| Err(crate::Error::InvalidArgument(what.to_string()));
         if self.write_buffer_size < 4096 {
@@ -190,6 +206,9 @@ impl Options {
         }
         if self.max_bytes_for_level_base < 4096 || self.target_file_size_base < 4096 {
             return bad("max_bytes_for_level_base and target_file_size_base must be at least 4096");
+        }
+        if !(0.0..=0.25).contains(&self.memtable_bloom_size_ratio) {
+            return bad("memtable_bloom_size_ratio must be between 0 and 0.25");
         }
         if self.delayed_write_rate == 0 {
             return bad("delayed_write_rate must be positive");

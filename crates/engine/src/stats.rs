@@ -75,6 +75,10 @@ statistics! {
     block_cache_miss,
     /// Bytes of blocks read from disk.
     bytes_read_from_disk,
+    /// Memtable filters consulted (`memtable_bloom_size_ratio` > 0).
+    memtable_bloom_checked,
+    /// Memtable filter checks that ruled the memtable out.
+    memtable_bloom_useful,
     /// Table filters consulted.
     bloom_checked,
     /// Filter checks that ruled a table out.

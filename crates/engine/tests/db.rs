@@ -464,3 +464,56 @@ fn db_and_its_handles_cross_threads() {
     assert_send::<strata_engine::DbIterator>();
     assert_send::<strata_engine::PinnableValue>();
 }
+
+#[test]
+fn memtable_filters_answer_misses_without_changing_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        memtable_bloom_size_ratio: 0.1,
+        memtable_whole_key_filtering: true,
+        ..small_options()
+    };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..2000u32 {
+        db.put(format!("key{i:05}"), format!("v{i}")).unwrap();
+    }
+    db.delete("key00007").unwrap();
+    for i in 0..2000u32 {
+        let got = db.get(format!("key{i:05}")).unwrap();
+        assert_eq!(
+            got.map(|v| v.into_vec()),
+            (i != 7).then(|| format!("v{i}").into_bytes())
+        );
+    }
+    for i in 0..2000u32 {
+        assert_eq!(db.get(format!("absent{i:05}")).unwrap(), None);
+    }
+    let s = db.statistics();
+    assert!(s.memtable_bloom_checked >= 4000);
+    assert!(
+        s.memtable_bloom_useful > 1500,
+        "most absent keys are ruled out by the filter: {s:?}"
+    );
+    drop(db);
+    // Without whole-key filtering the ratio alone builds no filter.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            memtable_whole_key_filtering: false,
+            ..opts
+        },
+    )
+    .unwrap();
+    db.get("absent").unwrap();
+    assert_eq!(db.statistics().memtable_bloom_checked, 0);
+    assert!(matches!(
+        Db::open(
+            dir.path().join("x"),
+            Options {
+                memtable_bloom_size_ratio: 0.5,
+                ..Options::default()
+            }
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -41,6 +41,8 @@ impl StrataEngine {
             compression,
             cache_size: args.cache_size,
             bloom_bits_per_key: args.bloom_bits,
+            memtable_bloom_size_ratio: args.memtable_bloom_size_ratio,
+            memtable_whole_key_filtering: args.memtable_whole_key_filtering,
             write_buffer_size: args.write_buffer_size,
             max_background_jobs: args.max_background_jobs,
             level0_file_num_compaction_trigger: args.level0_file_num_compaction_trigger,

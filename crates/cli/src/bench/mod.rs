@@ -63,6 +63,12 @@ pub struct BenchArgs {
     /// Bloom filter bits per key (0: no filter).
     #[arg(long = "bloom_bits", default_value_t = 10)]
     pub bloom_bits: u32,
+    /// Memtable Bloom filter size as a fraction of the write buffer (0: none).
+    #[arg(long = "memtable_bloom_size_ratio", default_value_t = 0.0)]
+    pub memtable_bloom_size_ratio: f64,
+    /// Put whole keys in the memtable Bloom filter.
+    #[arg(long = "memtable_whole_key_filtering", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub memtable_whole_key_filtering: bool,
     /// Memtable size in bytes.
     #[arg(long = "write_buffer_size", default_value_t = 64 << 20)]
     pub write_buffer_size: usize,

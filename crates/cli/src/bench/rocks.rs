@@ -28,6 +28,8 @@ impl RocksEngine {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.enable_statistics();
+        opts.set_memtable_prefix_bloom_ratio(args.memtable_bloom_size_ratio);
+        opts.set_memtable_whole_key_filtering(args.memtable_whole_key_filtering);
         opts.set_level_zero_file_num_compaction_trigger(
             args.level0_file_num_compaction_trigger as i32,
         );

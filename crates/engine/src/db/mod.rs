@@ -267,8 +267,18 @@ impl DbInner {
         self.stats.gets.inc();
         let seq = self.read_sequence(opts);
         let view = self.current_view();
+        let hash = key_hash(user_key);
         let found = 'search: {
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+                match mem.may_contain(hash) {
+                    Some(false) => {
+                        self.stats.memtable_bloom_checked.inc();
+                        self.stats.memtable_bloom_useful.inc();
+                        continue;
+                    }
+                    Some(true) => self.stats.memtable_bloom_checked.inc(),
+                    None => {}
+                }
                 match mem.get(user_key, seq) {
                     Lookup::Found(v) => break 'search Some(PinnableValue::owned(v.to_vec())),
                     Lookup::Deleted => break 'search None,
@@ -280,10 +290,7 @@ impl DbInner {
                 fill_cache: opts.fill_cache,
                 verify_checksums: opts.verify_checksums,
             };
-            match view
-                .version
-                .get(&self.tables, &lookup, key_hash(user_key), read)?
-            {
+            match view.version.get(&self.tables, &lookup, hash, read)? {
                 Lookup::Found(v) => Some(v),
                 Lookup::Deleted | Lookup::NotFound => None,
             }

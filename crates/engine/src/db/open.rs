@@ -108,7 +108,11 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let table_opts = TableOptions::from_options(&opts);
     let mut last_seq = versions.last_sequence();
     let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(0, opts.write_buffer_size));
+    let mut mem = Arc::new(MemTable::new(
+        0,
+        opts.write_buffer_size,
+        opts.memtable_bloom_ratio(),
+    ));
     let mode = match opts.wal_recovery {
         WalRecovery::TolerateTornTail => ReadOutcome::FailOnMidLogDamage,
         WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
@@ -144,7 +148,11 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 if let Some(meta) = write_level0_table(fs.as_ref(), dir, n, &mem, &table_opts)? {
                     edit.new_files.push((0, meta));
                 }
-                mem = Arc::new(MemTable::new(0, opts.write_buffer_size));
+                mem = Arc::new(MemTable::new(
+                    0,
+                    opts.write_buffer_size,
+                    opts.memtable_bloom_ratio(),
+                ));
             }
         }
         stats.wal_records_skipped.add(reader.skipped_regions as u64);
@@ -177,7 +185,11 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         versions.manifest_number(),
     )?;
 
-    let mem = Arc::new(MemTable::new(wal_number, opts.write_buffer_size));
+    let mem = Arc::new(MemTable::new(
+        wal_number,
+        opts.write_buffer_size,
+        opts.memtable_bloom_ratio(),
+    ));
     let view = SuperVersion {
         mem: mem.clone(),
         imm: Vec::new(),

@@ -328,7 +328,11 @@ impl DbInner {
         let mut st = self.state.lock();
         let old = std::mem::replace(
             &mut st.mem,
-            Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
+            Arc::new(MemTable::new(
+                number,
+                self.opts.write_buffer_size,
+                self.opts.memtable_bloom_ratio(),
+            )),
         );
         st.imm.push_back(old);
         st.live_wals.push(number);

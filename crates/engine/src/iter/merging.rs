@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn merges_and_switches_direction() {
         let tables: Vec<Arc<MemTable>> = (0..3)
-            .map(|_| Arc::new(MemTable::new(0, 1 << 20)))
+            .map(|_| Arc::new(MemTable::new(0, 1 << 20, 0.0)))
             .collect();
         let mut expected = Vec::new();
         for i in 0..300u32 {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Result;
+use crate::filter::{MemtableBloom, key_hash};
 use crate::iter::InternalIterator;
 use crate::key::{self, KIND_FOR_SEEK, SequenceNumber, ValueKind};
 use skiplist::{Node, SkipList};
@@ -23,6 +24,7 @@ pub(crate) struct MemTable {
     /// The WAL file that holds this memtable's writes.
     pub(crate) log_number: u64,
     entries: AtomicU64,
+    bloom: Option<MemtableBloom>,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -36,16 +38,29 @@ impl std::fmt::Debug for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable for the writes logged in WAL `log_number`, sized for `write_buffer_size`.
-    pub(crate) fn new(log_number: u64, write_buffer_size: usize) -> Self {
+    /// An empty memtable for the writes logged in WAL `log_number`, sized for `write_buffer_size`,
+    /// with a whole-key Bloom filter of `bloom_ratio * write_buffer_size` bytes when the ratio is
+    /// positive.
+    pub(crate) fn new(log_number: u64, write_buffer_size: usize, bloom_ratio: f64) -> Self {
         MemTable {
             list: SkipList::new(write_buffer_size),
             log_number,
             entries: AtomicU64::new(0),
+            bloom: (bloom_ratio > 0.0)
+                .then(|| MemtableBloom::for_memtable(write_buffer_size, bloom_ratio)),
         }
     }
 
+    /// What the filter says of the key with `hash`; `None` when the memtable has no filter.
+    #[inline]
+    pub(crate) fn may_contain(&self, hash: u64) -> Option<bool> {
+        self.bloom.as_ref().map(|b| b.may_contain(hash))
+    }
+
     pub(crate) fn add(&self, seq: SequenceNumber, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if let Some(b) = &self.bloom {
+            b.add(key_hash(user_key));
+        }
         self.list
             .insert(user_key, key::pack_trailer(seq, kind as u8), value);
         self.entries.fetch_add(1, Ordering::Relaxed);
@@ -75,8 +90,9 @@ impl MemTable {
         }
     }
 
+    /// Bytes held: the skiplist's arena plus the filter, which counts toward `write_buffer_size`.
     pub(crate) fn memory_usage(&self) -> usize {
-        self.list.memory_usage()
+        self.list.memory_usage() + self.bloom.as_ref().map_or(0, |b| b.bytes())
     }
 
     pub(crate) fn num_entries(&self) -> u64 {
@@ -143,7 +159,7 @@ mod tests {
 
     #[test]
     fn get_respects_snapshots_and_deletes() {
-        let m = MemTable::new(1, 1 << 20);
+        let m = MemTable::new(1, 1 << 20, 0.0);
         m.add(1, ValueKind::Put, b"a", b"a1");
         m.add(2, ValueKind::Put, b"a", b"a2");
         m.add(3, ValueKind::Delete, b"a", b"");
@@ -158,8 +174,31 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_never_hides_a_key() {
+        let m = MemTable::new(1, 1 << 20, 0.1);
+        for i in 0..5000u32 {
+            m.add(i as u64 + 1, ValueKind::Put, &i.to_be_bytes(), b"v");
+        }
+        for i in 0..5000u32 {
+            assert_eq!(m.may_contain(key_hash(&i.to_be_bytes())), Some(true));
+            assert_eq!(
+                m.get(&i.to_be_bytes(), u64::MAX >> 8),
+                Lookup::Found(&b"v"[..])
+            );
+        }
+        let rejected = (5000..105_000u32)
+            .filter(|i| m.may_contain(key_hash(&i.to_be_bytes())) == Some(false))
+            .count();
+        assert!(
+            rejected > 95_000,
+            "the filter rules out most absent keys: {rejected}"
+        );
+        assert_eq!(MemTable::new(1, 1 << 20, 0.0).may_contain(1), None);
+    }
+
+    #[test]
     fn iterates_both_ways() {
-        let m = Arc::new(MemTable::new(1, 1 << 20));
+        let m = Arc::new(MemTable::new(1, 1 << 20, 0.0));
         for i in 0..100u32 {
             m.add(
                 i as u64 + 1,
