@@ -35,7 +35,7 @@ use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionSet};
 use background::Scheduler;
 use compact::{CompactionState, LevelStats};
 use snapshot::SnapshotList;
-use write::{WalState, WriteQueue};
+use write::{Pressure, WalState, WriteQueue};
 
 /// What a read sees: the memtables and the table version, captured together.
 #[derive(Debug)]
@@ -44,6 +44,8 @@ pub(crate) struct SuperVersion {
     /// Newest first.
     pub(crate) imm: Vec<Arc<MemTable>>,
     pub(crate) version: Arc<Version>,
+    /// Whether writes should slow down or stop for this version's compaction debt.
+    pub(crate) pressure: Pressure,
 }
 
 /// Memtables and the conditions writers and flushes wait on.
@@ -245,6 +247,7 @@ impl DbInner {
         let view = SuperVersion {
             mem: st.mem.clone(),
             imm: st.imm.iter().rev().cloned().collect(),
+            pressure: Pressure::of(&version, &self.opts),
             version,
         };
         *self.view.write() = Arc::new(view);

@@ -12,7 +12,7 @@ use super::background::Scheduler;
 use super::compact::CompactionState;
 use super::flush::write_level0_table;
 use super::snapshot::SnapshotList;
-use super::write::{WalState, WriteQueue};
+use super::write::{Pressure, WalState, WriteQueue};
 use super::{DbInner, State, SuperVersion};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -190,10 +190,12 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         opts.write_buffer_size,
         opts.memtable_bloom_ratio(),
     ));
+    let version = versions.current();
     let view = SuperVersion {
         mem: mem.clone(),
         imm: Vec::new(),
-        version: versions.current(),
+        pressure: Pressure::of(&version, &opts),
+        version,
     };
     let scheduler = Scheduler::new(opts.executor);
     let threads = opts.max_background_jobs;

@@ -15,14 +15,41 @@ use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::filename::wal_file;
 use crate::memtable::MemTable;
-use crate::options::{Executor, WriteOptions};
+use crate::options::{Executor, Options, WriteOptions};
+use crate::version::Version;
 use crate::wal::LogWriter;
 
-/// What compaction debt asks of writers.
-#[derive(Debug, Default)]
-struct Pressure {
+/// What compaction debt asks of writers; computed once per installed version.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Pressure {
     stop: Option<StallCause>,
     slowdown: Option<StallCause>,
+}
+
+impl Pressure {
+    /// Whether L0 or pending compaction bytes in `version` call for slowing or stopping writes.
+    pub(crate) fn of(version: &Version, o: &Options) -> Pressure {
+        let mut p = Pressure::default();
+        if o.disable_auto_compactions {
+            return p;
+        }
+        let l0 = version.levels[0].len();
+        let pending = compaction::pending_compaction_bytes(version, o);
+        if l0 >= o.level0_stop_writes_trigger {
+            p.stop = Some(StallCause::Level0Stop);
+        } else if o.hard_pending_compaction_bytes_limit > 0
+            && pending >= o.hard_pending_compaction_bytes_limit
+        {
+            p.stop = Some(StallCause::PendingCompactionHard);
+        } else if l0 >= o.level0_slowdown_writes_trigger {
+            p.slowdown = Some(StallCause::Level0Slowdown);
+        } else if o.soft_pending_compaction_bytes_limit > 0
+            && pending >= o.soft_pending_compaction_bytes_limit
+        {
+            p.slowdown = Some(StallCause::PendingCompactionSoft);
+        }
+        p
+    }
 }
 
 #[derive(Debug)]
@@ -209,7 +236,7 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 break Err(Error::Background(e.to_string()));
             }
-            let pressure = self.compaction_pressure();
+            let pressure = self.current_view().pressure;
             if let Some(cause) = pressure.stop {
                 if !stopped {
                     stopped = true;
@@ -286,32 +313,6 @@ impl DbInner {
         for l in &self.opts.listeners {
             l.on_stall_begin(cause);
         }
-    }
-
-    /// Whether L0 or pending compaction bytes call for slowing or stopping writes.
-    fn compaction_pressure(&self) -> Pressure {
-        let mut p = Pressure::default();
-        if self.opts.disable_auto_compactions {
-            return p;
-        }
-        let version = self.current_view().version.clone();
-        let o = &self.opts;
-        let l0 = version.levels[0].len();
-        let pending = compaction::pending_compaction_bytes(&version, o);
-        if l0 >= o.level0_stop_writes_trigger {
-            p.stop = Some(StallCause::Level0Stop);
-        } else if o.hard_pending_compaction_bytes_limit > 0
-            && pending >= o.hard_pending_compaction_bytes_limit
-        {
-            p.stop = Some(StallCause::PendingCompactionHard);
-        } else if l0 >= o.level0_slowdown_writes_trigger {
-            p.slowdown = Some(StallCause::Level0Slowdown);
-        } else if o.soft_pending_compaction_bytes_limit > 0
-            && pending >= o.soft_pending_compaction_bytes_limit
-        {
-            p.slowdown = Some(StallCause::PendingCompactionSoft);
-        }
-        p
     }
 
     /// Makes the memtable immutable, starts a new WAL for its successor and asks for a flush.

@@ -19,3 +19,19 @@ pub(crate) fn key_hash(user_key: &[u8]) -> u64 {
 pub(crate) fn fastrange32(hash: u32, n: u32) -> u32 {
     ((hash as u64 * n as u64) >> 32) as u32
 }
+
+/// Counts how many of 1,000,000 keys absent from a filter it claims to hold; prints and returns
+/// the rate.
+#[cfg(test)]
+pub(crate) fn measured_false_positive_rate(name: &str, may_contain: impl Fn(u64) -> bool) -> f64 {
+    let absent = 1_000_000u32;
+    let fp = (0..absent)
+        .filter(|i| may_contain(key_hash(format!("absent{i:010}").as_bytes())))
+        .count();
+    let rate = fp as f64 / absent as f64;
+    eprintln!(
+        "{name}: {fp} false positives in {absent} absent keys ({:.3}%)",
+        rate * 100.0
+    );
+    rate
+}

@@ -125,15 +125,8 @@ mod tests {
             b.add_key(format!("key{i:010}").as_bytes());
         }
         let f = b.finish();
-        let absent = 1_000_000u32;
-        let fp = (0..absent)
-            .filter(|i| may_contain(&f, key_hash(format!("absent{i:010}").as_bytes())))
-            .count();
-        let rate = fp as f64 / absent as f64;
-        eprintln!(
-            "table filter: {fp} false positives in {absent} absent keys ({:.3}%)",
-            rate * 100.0
-        );
+        let rate =
+            crate::filter::measured_false_positive_rate("table filter", |h| may_contain(&f, h));
         assert!(rate <= 0.010, "false-positive rate {rate}");
         assert!(
             rate > 0.001,
