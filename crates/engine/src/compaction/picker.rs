@@ -83,8 +83,12 @@ pub(crate) fn level_targets(v: &Version, o: &Options) -> LevelTargets {
 }
 
 /// How urgently each level needs compaction; >= 1 means it should run. The last level scores 0.
-pub(crate) fn scores(v: &Version, o: &Options, busy: &HashSet<u64>) -> [f64; NUM_LEVELS] {
-    let targets = level_targets(v, o);
+pub(crate) fn scores(
+    v: &Version,
+    o: &Options,
+    busy: &HashSet<u64>,
+    targets: &LevelTargets,
+) -> [f64; NUM_LEVELS] {
     let mut s = [0.0; NUM_LEVELS];
     if !v.levels[0].iter().any(|f| busy.contains(&f.number)) {
         s[0] = v.levels[0].len() as f64 / o.level0_file_num_compaction_trigger as f64;
@@ -219,8 +223,8 @@ fn overlap_bytes(next: &[Arc<FileMetaData>], lo: &[u8], hi: &[u8]) -> u64 {
 /// that overlaps the fewest bytes below it for its size (RocksDB's min-overlapping-ratio priority):
 /// the cheapest file to push down, which keeps write amplification low.
 pub(crate) fn pick(v: &Version, o: &Options, busy: &HashSet<u64>) -> Option<CompactionSpec> {
-    let s = scores(v, o, busy);
     let targets = level_targets(v, o);
+    let s = scores(v, o, busy, &targets);
     let mut order: Vec<usize> = (0..NUM_LEVELS - 1).filter(|&l| s[l] >= 1.0).collect();
     order.sort_by(|a, b| s[*b].total_cmp(&s[*a]));
     for level in order {
@@ -358,7 +362,7 @@ mod tests {
             file(3, "e", "f", 6000),
         ];
         let o = opts();
-        assert!(scores(&v, &o, &HashSet::new())[5] > 1.0);
+        assert!(scores(&v, &o, &HashSet::new(), &level_targets(&v, &o))[5] > 1.0);
         let c = pick(&v, &o, &HashSet::new()).unwrap();
         assert_eq!(
             c.inputs[0][0].number, 3,

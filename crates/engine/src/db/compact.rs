@@ -226,7 +226,7 @@ impl DbInner {
         // needs any more are dropped there too.
         let mut wrote_bottom = false;
         loop {
-            let spec = {
+            let (spec, version, deepest) = {
                 let mut cs = self.compaction.lock();
                 while cs.running {
                     if self.scheduler.mode() == Executor::Inline {
@@ -235,11 +235,12 @@ impl DbInner {
                     self.compaction_cv.wait(&mut cs);
                 }
                 let version = self.versions.lock().current();
-                let last = (1..NUM_LEVELS)
+                let deepest = (1..NUM_LEVELS)
                     .rev()
                     .find(|&l| !version.levels[l].is_empty())
                     .unwrap_or(0);
-                let target = last.max(compaction::level_targets(&version, &self.opts).base_level);
+                let target =
+                    deepest.max(compaction::level_targets(&version, &self.opts).base_level);
                 if level > target || (level == target && wrote_bottom) {
                     return Ok(());
                 }
@@ -284,21 +285,12 @@ impl DbInner {
                 };
                 cs.running = true;
                 cs.busy.extend(spec.input_files().map(|f| f.number));
-                (spec, version)
+                (spec, version, deepest)
             };
-            let (input, output) = (spec.0.level, spec.0.output_level);
-            let bottom = {
-                let v = &spec.1;
-                (1..NUM_LEVELS)
-                    .rev()
-                    .find(|&l| !v.levels[l].is_empty())
-                    .unwrap_or(0)
-                    .max(output)
-            };
-            self.run_claimed(spec.0, spec.1)?;
-            if output >= bottom {
-                wrote_bottom = true;
-            }
+            let (input, output) = (spec.level, spec.output_level);
+            self.run_claimed(spec, version)?;
+            // Writing at or below the deepest level holding data rewrote the bottom of the range.
+            wrote_bottom |= output >= deepest;
             if input == output {
                 return Ok(());
             }

@@ -118,14 +118,14 @@ impl DbInner {
             (v.current(), v.manifest_number())
         };
         p.manifest_number = manifest;
+        let targets = compaction::level_targets(&version, &self.opts);
         let (scores, running) = {
             let cs = self.compaction.lock();
             (
-                compaction::scores(&version, &self.opts, &cs.busy),
+                compaction::scores(&version, &self.opts, &cs.busy, &targets),
                 cs.running,
             )
         };
-        let targets = compaction::level_targets(&version, &self.opts);
         for (level, (files, ls)) in version.levels.iter().zip(&self.level_stats).enumerate() {
             let read_upper = ls.bytes_read_upper.get();
             let written = ls.bytes_written.get();

@@ -121,9 +121,8 @@ impl DbInner {
 
         let result = self.commit_group(&mut writes);
 
-        let q = self.queue.lock();
+        let mut q = self.queue.lock();
         *taken.outcome.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
-        let mut q = q;
         q.leader_active = false;
         drop(q);
         self.queue_cv.notify_all();
