@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata_engine::{Db, Options, ReadOptions, WriteOptions};
+use strata_engine::{
+    ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -19,6 +21,9 @@ struct Cli {
     /// The store's directory.
     #[arg(long, global = true, default_value = "./strata-data")]
     db: PathBuf,
+    /// The column family the data commands, `flush` and `compact` work on.
+    #[arg(long, global = true, default_value = "default")]
+    cf: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,8 +74,21 @@ enum Command {
         #[arg(long)]
         to: Option<String>,
     },
+    /// Creates, drops or lists column families.
+    #[command(subcommand)]
+    Cf(CfCommand),
     /// Runs db_bench-style workloads (flags as db_bench names them).
     Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum CfCommand {
+    /// Creates a column family (with the default column family options).
+    Create { name: String },
+    /// Drops a column family and its data.
+    Drop { name: String },
+    /// Prints the column families, one per line.
+    List,
 }
 
 fn main() -> ExitCode {
@@ -88,22 +106,46 @@ fn open(dir: &PathBuf) -> Result<Db, String> {
     Db::open(dir, Options::default()).map_err(|e| format!("cannot open {}: {e}", dir.display()))
 }
 
+/// Opens the store and looks up the column family `--cf` names.
+fn open_cf(dir: &PathBuf, name: &str) -> Result<(Db, ColumnFamily), String> {
+    let db = open(dir)?;
+    let cf = db.cf(name).map_err(|e| e.to_string())?;
+    Ok((db, cf))
+}
+
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
     match cli.command {
         Command::Bench(args) => bench::run(&cli.db, args),
-        Command::Put { key, value, sync } => {
+        Command::Cf(command) => {
             let db = open(&cli.db)?;
+            match command {
+                CfCommand::Create { name } => db
+                    .create_cf(&name, ColumnFamilyOptions::default())
+                    .map(|_| ())
+                    .map_err(err),
+                CfCommand::Drop { name } => db.drop_cf(&db.cf(&name).map_err(err)?).map_err(err),
+                CfCommand::List => {
+                    for name in db.list_cf() {
+                        println!("{name}");
+                    }
+                    Ok(())
+                }
+            }
+        }
+        Command::Put { key, value, sync } => {
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             let opts = WriteOptions {
                 sync,
                 ..Default::default()
             };
-            db.put_with(&opts, codec::decode(&key)?, codec::decode(&value)?)
-                .map_err(err)
+            let mut batch = WriteBatch::new();
+            batch.put_cf(&cf, codec::decode(&key)?, codec::decode(&value)?);
+            db.write(batch, &opts).map_err(err)
         }
         Command::Get { key } => {
-            let db = open(&cli.db)?;
-            match db.get(codec::decode(&key)?).map_err(err)? {
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
                 Some(v) => {
                     println!("{}", codec::encode(&v));
                     Ok(())
@@ -112,12 +154,14 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
         Command::Delete { key, sync } => {
-            let db = open(&cli.db)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             let opts = WriteOptions {
                 sync,
                 ..Default::default()
             };
-            db.delete_with(&opts, codec::decode(&key)?).map_err(err)
+            let mut batch = WriteBatch::new();
+            batch.delete_cf(&cf, codec::decode(&key)?);
+            db.write(batch, &opts).map_err(err)
         }
         Command::Scan {
             prefix,
@@ -125,7 +169,7 @@ fn run(cli: Cli) -> Result<(), String> {
             to,
             limit,
         } => {
-            let db = open(&cli.db)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             let mut opts = ReadOptions {
                 fill_cache: false,
                 ..Default::default()
@@ -138,7 +182,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 opts.lower_bound = from.as_deref().map(codec::decode).transpose()?;
                 opts.upper_bound = to.as_deref().map(codec::decode).transpose()?;
             }
-            let mut it = db.iter(&opts).map_err(err)?;
+            let mut it = db.iter_cf(&opts, &cf).map_err(err)?;
             it.seek_to_first();
             let mut n = 0;
             while it.valid() && limit.is_none_or(|l| n < l) {
@@ -165,16 +209,16 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Flush => {
-            let db = open(&cli.db)?;
-            db.flush().map_err(err)
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            db.flush_cf(&cf).map_err(err)
         }
         Command::Compact { from, to } => {
-            let db = open(&cli.db)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             let from = from.as_deref().map(codec::decode).transpose()?;
             let to = to.as_deref().map(codec::decode).transpose()?;
-            db.compact_range(from.as_deref(), to.as_deref())
+            db.compact_range_cf(&cf, from.as_deref(), to.as_deref())
                 .map_err(err)?;
-            let p = db.properties();
+            let p = db.properties_cf(&cf).map_err(err)?;
             for l in p.levels.iter().filter(|l| l.files > 0) {
                 println!("L{}: {} files, {} bytes", l.level, l.files, l.bytes);
             }

@@ -63,9 +63,40 @@ fn put_get_scan_delete_stats() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
     let stats: serde_json::Value = serde_json::from_str(&stdout(&strata(&db, &["stats"]))).unwrap();
     // `compact` moved everything out of L0.
-    assert_eq!(stats["properties"]["levels"][0]["files"], 0);
+    let default_cf = &stats["properties"]["column_families"][0];
+    assert_eq!(default_cf["levels"][0]["files"], 0);
     assert!(stats["properties"]["total_files"].as_u64().unwrap() >= 1);
-    assert_eq!(stats["properties"]["memtable_entries"], 0);
+    assert_eq!(default_cf["memtable_entries"], 0);
+}
+
+#[test]
+fn column_families_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["cf", "create", "logs"]));
+    assert_eq!(stdout(&strata(&db, &["cf", "list"])), "default\nlogs\n");
+    stdout(&strata(&db, &["--cf", "logs", "put", "k", "in-logs"]));
+    stdout(&strata(&db, &["put", "k", "in-default"]));
+    assert_eq!(
+        stdout(&strata(&db, &["--cf", "logs", "get", "k"])),
+        "in-logs\n"
+    );
+    assert_eq!(stdout(&strata(&db, &["get", "k"])), "in-default\n");
+    stdout(&strata(&db, &["--cf", "logs", "compact"]));
+    assert_eq!(
+        stdout(&strata(&db, &["--cf", "logs", "scan"])),
+        "k => in-logs\n"
+    );
+    let dup = strata(&db, &["cf", "create", "logs"]);
+    assert!(!dup.status.success());
+    assert!(String::from_utf8_lossy(&dup.stderr).contains("already exists"));
+    stdout(&strata(&db, &["cf", "drop", "logs"]));
+    assert_eq!(stdout(&strata(&db, &["cf", "list"])), "default\n");
+    let gone = strata(&db, &["--cf", "logs", "get", "k"]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no column family named logs"));
+    let default_drop = strata(&db, &["cf", "drop", "default"]);
+    assert!(!default_drop.status.success());
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use crate::coding::{
     fixed32, fixed64, get_length_prefixed, get_varint32, put_length_prefixed, put_varint32,
 };
+use crate::db::ColumnFamily;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::options::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 
@@ -16,6 +17,8 @@ pub(crate) const HEADER_SIZE: usize = 12;
 pub struct WriteBatch {
     rep: Vec<u8>,
     invalid: Option<String>,
+    /// The column families the records touch, each once.
+    cfs: Vec<u32>,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -48,6 +51,7 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; HEADER_SIZE],
             invalid: None,
+            cfs: Vec::new(),
         }
     }
 
@@ -59,6 +63,16 @@ impl WriteBatch {
     /// Deletes `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         self.add(ValueKind::Delete, 0, key.as_ref(), None);
+    }
+
+    /// Sets `key` to `value` in column family `cf`.
+    pub fn put_cf(&mut self, cf: &ColumnFamily, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.add(ValueKind::Put, cf.id(), key.as_ref(), Some(value.as_ref()));
+    }
+
+    /// Deletes `key` from column family `cf`.
+    pub fn delete_cf(&mut self, cf: &ColumnFamily, key: impl AsRef<[u8]>) {
+        self.add(ValueKind::Delete, cf.id(), key.as_ref(), None);
     }
 
     /// Number of updates.
@@ -81,6 +95,19 @@ impl WriteBatch {
         self.rep.truncate(HEADER_SIZE);
         self.rep[..HEADER_SIZE].fill(0);
         self.invalid = None;
+        self.cfs.clear();
+    }
+
+    /// The column families this batch writes to.
+    pub(crate) fn column_families(&self) -> &[u32] {
+        &self.cfs
+    }
+
+    fn note_cf(&mut self, cf: u32) {
+        // Batches touch a handful of column families: a scan beats a set.
+        if !self.cfs.contains(&cf) {
+            self.cfs.push(cf);
+        }
     }
 
     fn add(&mut self, kind: ValueKind, cf: u32, key: &[u8], value: Option<&[u8]>) {
@@ -99,6 +126,7 @@ impl WriteBatch {
                 v.len()
             ));
         }
+        self.note_cf(cf);
         self.rep.push(kind as u8);
         put_varint32(&mut self.rep, cf);
         put_length_prefixed(&mut self.rep, key);
@@ -131,6 +159,9 @@ impl WriteBatch {
         self.rep.extend_from_slice(&other.rep[HEADER_SIZE..]);
         let count = fixed32(&self.rep, 8) + fixed32(&other.rep, 8);
         self.rep[8..12].copy_from_slice(&count.to_le_bytes());
+        for &cf in &other.cfs {
+            self.note_cf(cf);
+        }
     }
 
     /// Rebuilds a batch from WAL bytes; `None` when it is too short to hold a header.
@@ -138,6 +169,7 @@ impl WriteBatch {
         (data.len() >= HEADER_SIZE).then_some(WriteBatch {
             rep: data,
             invalid: None,
+            cfs: Vec::new(),
         })
     }
 

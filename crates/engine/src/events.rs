@@ -18,6 +18,8 @@ pub enum CompactionReason {
 /// A finished (or failed) flush.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlushInfo {
+    /// The column family flushed.
+    pub column_family: String,
     /// The table written, if the memtable held anything.
     pub file_number: Option<u64>,
     /// Bytes of that table.
@@ -31,6 +33,8 @@ pub struct FlushInfo {
 /// A compaction about to run or finished.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactionInfo {
+    /// The column family compacted.
+    pub column_family: String,
     /// Why it ran.
     pub reason: CompactionReason,
     /// Level read from (its overlapping files at `output_level` are read too).
@@ -68,8 +72,8 @@ pub enum StallCause {
 
 /// Receives engine events, on the thread that caused them: keep the methods quick.
 pub trait EventListener: Send + Sync + std::fmt::Debug {
-    /// A flush starts.
-    fn on_flush_begin(&self) {}
+    /// A flush of `column_family` starts.
+    fn on_flush_begin(&self, _column_family: &str) {}
     /// A flush finished.
     fn on_flush_completed(&self, _info: &FlushInfo) {}
     /// A compaction starts.

@@ -1,5 +1,7 @@
 //! Knobs for opening a store, reading and writing.
 
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -17,7 +19,7 @@ pub const MAX_VALUE_SIZE: u64 = 3 << 30;
 pub enum Compression {
     /// Blocks are stored as built.
     None,
-    /// zstd at [`Options::zstd_level`]; a block that does not shrink by 1/8 is stored raw.
+    /// zstd at [`ColumnFamilyOptions::zstd_level`]; a block that does not shrink by 1/8 is stored raw.
     #[default]
     Zstd,
 }
@@ -53,23 +55,15 @@ impl Default for Executor {
     }
 }
 
-/// Options for [`crate::Db::open`].
+/// Options of one column family: its memtables, its tables and how it compacts. The default column
+/// family takes them from [`Options::cf`]; [`crate::Db::create_cf`] takes its own. Every field
+/// but the compaction filter is recorded in the MANIFEST and restored on open.
 #[derive(Debug, Clone)]
-pub struct Options {
-    /// Create the directory and an empty store when none exists (default true).
-    pub create_if_missing: bool,
-    /// Fail when a store already exists.
-    pub error_if_exists: bool,
-    /// Verify every table's blocks at open, and fail open on any corruption.
-    pub paranoid_checks: bool,
+pub struct ColumnFamilyOptions {
     /// A memtable becomes immutable once it holds this many bytes (default 64 MiB).
     pub write_buffer_size: usize,
     /// Memtables (active plus immutable) before writes wait for a flush (default 2).
     pub max_write_buffer_number: usize,
-    /// Open table readers kept in the table cache (default 1000).
-    pub max_open_files: usize,
-    /// Bytes of uncompressed blocks kept in the block cache (default 32 MiB; 0 disables it).
-    pub cache_size: usize,
     /// Target uncompressed size of a data block (default 4 KiB).
     pub block_size: usize,
     /// Keys between restart points in a block (default 16).
@@ -85,14 +79,6 @@ pub struct Options {
     pub memtable_bloom_size_ratio: f64,
     /// Put whole keys into the memtable filter (needed for it to be built; default false).
     pub memtable_whole_key_filtering: bool,
-    /// What recovery does with a damaged WAL.
-    pub wal_recovery: WalRecovery,
-    /// Background execution model.
-    pub executor: Executor,
-    /// Threads in the background pool (default 2).
-    pub max_background_jobs: usize,
-    /// The filesystem; tests substitute a fault-injecting one.
-    pub filesystem: Arc<dyn FileSystem>,
     /// L0 files that trigger an L0 compaction (default 4).
     pub level0_file_num_compaction_trigger: usize,
     /// L0 files at which writes are slowed to `delayed_write_rate` (default 20).
@@ -112,26 +98,18 @@ pub struct Options {
     pub soft_pending_compaction_bytes_limit: u64,
     /// Pending compaction bytes at which writes stop (default 256 GiB; 0 disables).
     pub hard_pending_compaction_bytes_limit: u64,
-    /// Bytes per second writes are held to while slowed down (default 16 MiB/s).
-    pub delayed_write_rate: u64,
     /// Turns automatic compactions off (manual `compact_range` still works).
     pub disable_auto_compactions: bool,
-    /// Called on every entry a compaction keeps; may remove it or change its value.
+    /// Called on every entry a compaction keeps; may remove it or change its value. Not recorded:
+    /// pass it again on open through [`Options::column_families`] (or [`Options::cf`]).
     pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
-    /// Told about flushes, compactions, stalls and background errors.
-    pub listeners: Vec<Arc<dyn crate::EventListener>>,
 }
 
-impl Default for Options {
+impl Default for ColumnFamilyOptions {
     fn default() -> Self {
-        Options {
-            create_if_missing: true,
-            error_if_exists: false,
-            paranoid_checks: false,
+        ColumnFamilyOptions {
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 2,
-            max_open_files: 1000,
-            cache_size: 32 << 20,
             block_size: 4096,
             block_restart_interval: 16,
             compression: Compression::default(),
@@ -139,10 +117,6 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             memtable_bloom_size_ratio: 0.0,
             memtable_whole_key_filtering: false,
-            wal_recovery: WalRecovery::default(),
-            executor: Executor::default(),
-            max_background_jobs: 2,
-            filesystem: Arc::new(StdFileSystem),
             level0_file_num_compaction_trigger: 4,
             level0_slowdown_writes_trigger: 20,
             level0_stop_writes_trigger: 36,
@@ -152,15 +126,13 @@ impl Default for Options {
             target_file_size_base: 64 << 20,
             soft_pending_compaction_bytes_limit: 64 << 30,
             hard_pending_compaction_bytes_limit: 256 << 30,
-            delayed_write_rate: 16 << 20,
             disable_auto_compactions: false,
             compaction_filter: None,
-            listeners: Vec::new(),
         }
     }
 }
 
-impl Options {
+impl ColumnFamilyOptions {
     /// The memtable filter's size ratio, or 0 when whole-key filtering is off.
     pub(crate) fn memtable_bloom_ratio(&self) -> f64 {
         if self.memtable_whole_key_filtering {
@@ -184,12 +156,6 @@ impl Options {
         if self.block_restart_interval == 0 {
             return bad("block_restart_interval must be at least 1");
         }
-        if self.max_open_files < 16 {
-            return bad("max_open_files must be at least 16");
-        }
-        if self.max_background_jobs == 0 {
-            return bad("max_background_jobs must be at least 1");
-        }
         if !(1..=22).contains(&self.zstd_level) {
             return bad("zstd_level must be between 1 and 22");
         }
@@ -210,10 +176,113 @@ impl Options {
         if !(0.0..=0.25).contains(&self.memtable_bloom_size_ratio) {
             return bad("memtable_bloom_size_ratio must be between 0 and 0.25");
         }
+        Ok(())
+    }
+}
+
+/// Options for [`crate::Db::open`]: the store's own, plus the default column family's in `cf`
+/// (reachable directly: `opts.write_buffer_size` is `opts.cf.write_buffer_size`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Create the directory and an empty store when none exists (default true).
+    pub create_if_missing: bool,
+    /// Fail when a store already exists.
+    pub error_if_exists: bool,
+    /// Verify every table's blocks at open, and fail open on any corruption.
+    pub paranoid_checks: bool,
+    /// Open table readers kept in the table cache (default 1000).
+    pub max_open_files: usize,
+    /// Bytes of uncompressed blocks kept in the block cache, shared by every column family
+    /// (default 32 MiB; 0 disables it).
+    pub cache_size: usize,
+    /// What recovery does with a damaged WAL.
+    pub wal_recovery: WalRecovery,
+    /// Background execution model.
+    pub executor: Executor,
+    /// Threads in the background pool (default 2). A quarter of them (at least one) is kept for
+    /// flushes; the rest run compactions, several at once when there is work for them.
+    pub max_background_jobs: usize,
+    /// The filesystem; tests substitute a fault-injecting one.
+    pub filesystem: Arc<dyn FileSystem>,
+    /// Bytes per second writes are held to while slowed down (default 16 MiB/s).
+    pub delayed_write_rate: u64,
+    /// Once the live WAL files pass this many bytes, the column families holding the oldest one
+    /// are flushed so that it can be deleted (an idle column family must not keep every log
+    /// alive). 0: four times the default column family's total memtable budget.
+    pub max_total_wal_size: u64,
+    /// Create the column families named in `column_families` that the store does not have yet.
+    pub create_missing_column_families: bool,
+    /// Options for named column families at open, replacing what the MANIFEST recorded (for
+    /// example to install a compaction filter again).
+    pub column_families: HashMap<String, ColumnFamilyOptions>,
+    /// Told about flushes, compactions, stalls and background errors.
+    pub listeners: Vec<Arc<dyn crate::EventListener>>,
+    /// The default column family's options.
+    pub cf: ColumnFamilyOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            paranoid_checks: false,
+            max_open_files: 1000,
+            cache_size: 32 << 20,
+            wal_recovery: WalRecovery::default(),
+            executor: Executor::default(),
+            max_background_jobs: 2,
+            filesystem: Arc::new(StdFileSystem),
+            delayed_write_rate: 16 << 20,
+            max_total_wal_size: 0,
+            create_missing_column_families: false,
+            column_families: HashMap::new(),
+            listeners: Vec::new(),
+            cf: ColumnFamilyOptions::default(),
+        }
+    }
+}
+
+impl Deref for Options {
+    type Target = ColumnFamilyOptions;
+    fn deref(&self) -> &ColumnFamilyOptions {
+        &self.cf
+    }
+}
+
+impl DerefMut for Options {
+    fn deref_mut(&mut self) -> &mut ColumnFamilyOptions {
+        &mut self.cf
+    }
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str| Err(crate::Error::InvalidArgument(what.to_string()));
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
+        }
+        if self.max_background_jobs == 0 {
+            return bad("max_background_jobs must be at least 1");
+        }
         if self.delayed_write_rate == 0 {
             return bad("delayed_write_rate must be positive");
         }
+        self.cf.validate()?;
+        for (name, cf) in &self.column_families {
+            cf.validate()
+                .map_err(|e| crate::Error::InvalidArgument(format!("column family {name}: {e}")))?;
+        }
         Ok(())
+    }
+
+    /// The WAL budget `max_total_wal_size` stands for.
+    pub(crate) fn wal_size_limit(&self) -> u64 {
+        if self.max_total_wal_size > 0 {
+            self.max_total_wal_size
+        } else {
+            4 * (self.cf.write_buffer_size as u64) * self.cf.max_write_buffer_number as u64
+        }
     }
 }
 

@@ -1,7 +1,11 @@
 //! A background failure (here: the disk refuses new tables) stops writes with that error instead of
 //! hanging them, while reads keep working; a reopen on a healthy disk recovers everything.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,10 +64,11 @@ impl FileSystem for FullDisk {
 fn a_failed_flush_fails_writes_promptly_and_reads_keep_working() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FullDisk::default());
-    let opts = Options {
-        write_buffer_size: 16 << 10,
-        filesystem: disk.clone(),
-        ..Options::default()
+    let opts = {
+        let mut o = Options::default();
+        o.write_buffer_size = 16 << 10;
+        o.filesystem = disk.clone();
+        o
     };
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     for i in 0..100u32 {

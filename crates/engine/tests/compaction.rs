@@ -1,7 +1,11 @@
 //! Compaction as users see it: the shape holds under writes, old versions and tombstones go, what a
 //! snapshot or a live iterator needs stays, the filter hook, trivial moves, stalls and events.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
 
 use std::sync::{Arc, Mutex};
 
@@ -11,35 +15,30 @@ use strata_engine::{
 };
 
 fn small(dir: &std::path::Path, tweak: impl FnOnce(&mut Options)) -> Db {
-    let mut o = Options {
-        write_buffer_size: 32 << 10,
-        level0_file_num_compaction_trigger: 2,
-        max_bytes_for_level_base: 128 << 10,
-        max_bytes_for_level_multiplier: 4,
-        target_file_size_base: 32 << 10,
-        ..Options::default()
+    let mut o = {
+        let mut o = Options::default();
+        o.write_buffer_size = 32 << 10;
+        o.level0_file_num_compaction_trigger = 2;
+        o.max_bytes_for_level_base = 128 << 10;
+        o.max_bytes_for_level_multiplier = 4;
+        o.target_file_size_base = 32 << 10;
+        o
     };
     tweak(&mut o);
     Db::open(dir, o).unwrap()
 }
 
-fn tables_on_disk(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "sst")
-        })
-        .count()
+mod common;
+use common::tables_on_disk;
+
+fn cf_props(db: &Db) -> strata_engine::ColumnFamilyProperties {
+    db.properties_cf(&db.default_cf()).unwrap()
 }
 
 fn wait_for_compactions(db: &Db) {
     for _ in 0..2000 {
-        let p = db.properties();
-        if !p.compaction_running
+        let p = cf_props(db);
+        if p.compactions_running == 0
             && p.levels.iter().all(|l| l.score < 1.0)
             && p.immutable_memtables == 0
         {
@@ -47,7 +46,7 @@ fn wait_for_compactions(db: &Db) {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    panic!("compactions did not settle: {:?}", db.properties());
+    panic!("compactions did not settle: {:?}", cf_props(db));
 }
 
 #[test]
@@ -65,7 +64,7 @@ fn the_tree_keeps_its_shape_under_writes() {
     }
     db.flush().unwrap();
     wait_for_compactions(&db);
-    let p = db.properties();
+    let p = cf_props(&db);
     assert!(p.levels[0].files < 2, "L0 compacted: {:?}", p.levels[0]);
     assert!(db.statistics().compactions > 5);
     assert!(p.levels.iter().skip(1).any(|l| l.files > 0));
@@ -79,7 +78,7 @@ fn the_tree_keeps_its_shape_under_writes() {
         p.total_files,
         "obsolete tables were deleted"
     );
-    assert!(p.write_amplification > 1.0);
+    assert!(db.properties().write_amplification > 1.0);
     for i in 0..5000u32 {
         let k = format!("key{:06}", (i * 7919) % 20000);
         assert_eq!(
@@ -106,7 +105,7 @@ fn full_compaction_drops_old_versions_and_tombstones_but_not_what_snapshots_see(
     }
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
-    let p = db.properties();
+    let p = cf_props(&db);
     assert_eq!(p.levels[0].files, 0);
     // The snapshot still needs every v1, and the v2 or tombstone above it.
     let entries: u64 = p.levels.iter().map(|l| l.entries).sum();
@@ -125,7 +124,7 @@ fn full_compaction_drops_old_versions_and_tombstones_but_not_what_snapshots_see(
     drop(at);
     drop(snap);
     db.compact_range(None, None).unwrap();
-    let p = db.properties();
+    let p = cf_props(&db);
     let entries: u64 = p.levels.iter().map(|l| l.entries).sum();
     let deletions: u64 = p.levels.iter().map(|l| l.deletions).sum();
     assert_eq!(
@@ -169,7 +168,7 @@ fn a_live_iterator_keeps_its_tables_until_it_is_dropped() {
         db.statistics().tables_deleted > before,
         "released tables are deleted at the next purge"
     );
-    assert_eq!(tables_on_disk(dir.path()), db.properties().total_files);
+    assert_eq!(tables_on_disk(dir.path()), cf_props(&db).total_files);
 }
 
 #[derive(Debug)]
@@ -322,7 +321,7 @@ fn reopened_stores_keep_their_levels() {
         db.compact_range(None, None).unwrap();
     }
     let db = small(dir.path(), |_| {});
-    let p = db.properties();
+    let p = cf_props(&db);
     assert_eq!(p.levels[0].files, 0);
     assert!(p.total_files > 0);
     assert_eq!(db.get("k004321").unwrap().unwrap(), &b"4321"[..]);
@@ -348,14 +347,14 @@ fn the_inline_executor_compacts_in_writes_that_hit_the_stop_trigger() {
         db.put(format!("k{:06}", (i * 7919) % 40_000), [b'y'; 30])
             .unwrap();
         assert!(
-            db.properties().levels[0].files <= 4,
+            cf_props(&db).levels[0].files <= 4,
             "L0 grew past the stop trigger at write {i}"
         );
     }
     let s = db.statistics();
     assert!(s.compactions > 0 && s.write_stops > 0, "{s:?}");
     db.maintenance().unwrap();
-    assert!(db.properties().levels.iter().all(|l| l.score < 1.0));
+    assert!(cf_props(&db).levels.iter().all(|l| l.score < 1.0));
     assert_eq!(
         db.get(format!("k{:06}", (29_999u32 * 7919) % 40_000))
             .unwrap()

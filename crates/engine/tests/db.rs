@@ -1,28 +1,27 @@
 //! Behaviour of the public API: reads and writes across flush and reopen, snapshots, iterators,
 //! errors for bad input, the directory lock, and corruption reporting.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
 
 use strata_engine::{Db, Error, Executor, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
-    Options {
-        write_buffer_size: 64 << 10,
-        cache_size: 1 << 20,
-        ..Options::default()
+    {
+        let mut o = Options::default();
+        o.write_buffer_size = 64 << 10;
+        o.cache_size = 1 << 20;
+        o
     }
 }
 
+mod common;
+
 fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut it = db.iter(opts).unwrap();
-    let mut out = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    it.status().unwrap();
-    out
+    common::collect(db.iter(opts).unwrap())
 }
 
 #[test]
@@ -37,7 +36,7 @@ fn put_get_delete_across_flush_and_reopen() {
             db.delete(format!("key{i:05}")).unwrap();
         }
         assert!(
-            db.properties().levels[0].files > 0,
+            db.properties_cf(&db.default_cf()).unwrap().levels[0].files > 0,
             "small buffers flushed tables"
         );
         assert_eq!(db.get("key00001").unwrap().unwrap(), &b"value1"[..]);
@@ -61,13 +60,11 @@ fn put_get_delete_across_flush_and_reopen() {
 #[test]
 fn values_from_tables_are_pinned_and_outlive_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            cache_size: 64 << 10,
-            ..small_options()
-        },
-    )
+    let db = Db::open(dir.path(), {
+        let mut o = small_options();
+        o.cache_size = 64 << 10;
+        o
+    })
     .unwrap();
     db.put("pinned", vec![7u8; 1000]).unwrap();
     db.flush().unwrap();
@@ -200,25 +197,28 @@ fn bad_input_gets_typed_errors() {
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
-    let bad = Options {
-        write_buffer_size: 10,
-        ..Options::default()
+    let bad = {
+        let mut o = Options::default();
+        o.write_buffer_size = 10;
+        o
     };
     assert!(matches!(
         Db::open(dir.path().join("other"), bad),
         Err(Error::InvalidArgument(_))
     ));
-    let missing = Options {
-        create_if_missing: false,
-        ..Options::default()
+    let missing = {
+        let mut o = Options::default();
+        o.create_if_missing = false;
+        o
     };
     assert!(matches!(
         Db::open(dir.path().join("missing"), missing),
         Err(Error::InvalidArgument(_))
     ));
-    let exists = Options {
-        error_if_exists: true,
-        ..Options::default()
+    let exists = {
+        let mut o = Options::default();
+        o.error_if_exists = true;
+        o
     };
     drop(db);
     assert!(matches!(
@@ -310,18 +310,24 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
 #[test]
 fn inline_executor_flushes_without_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        executor: Executor::Inline,
-        ..small_options()
+    let opts = {
+        let mut o = small_options();
+        o.executor = Executor::Inline;
+        o
     };
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     for i in 0..20_000u32 {
         db.put(format!("key{i:06}"), [3u8; 20]).unwrap();
     }
     // Writes that filled every memtable ran the flush themselves; maintenance runs the rest.
-    assert!(db.properties().levels[0].files > 0);
+    assert!(db.properties_cf(&db.default_cf()).unwrap().levels[0].files > 0);
     db.maintenance().unwrap();
-    assert_eq!(db.properties().immutable_memtables, 0);
+    assert_eq!(
+        db.properties_cf(&db.default_cf())
+            .unwrap()
+            .immutable_memtables,
+        0
+    );
     drop(db);
     let db = Db::open(dir.path(), opts).unwrap();
     assert_eq!(keys(&db, &ReadOptions::default()).len(), 20_000);
@@ -353,13 +359,11 @@ fn obsolete_wal_files_are_deleted() {
 fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = Db::open(
-            dir.path(),
-            Options {
-                compression: strata_engine::Compression::None,
-                ..small_options()
-            },
-        )
+        let db = Db::open(dir.path(), {
+            let mut o = small_options();
+            o.compression = strata_engine::Compression::None;
+            o
+        })
         .unwrap();
         for i in 0..500u32 {
             db.put(format!("key{i:05}"), format!("value{i:05}"))
@@ -388,9 +392,10 @@ fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
     }
     assert!(it.status().unwrap_err().is_corruption());
     drop(db);
-    let paranoid = Options {
-        paranoid_checks: true,
-        ..small_options()
+    let paranoid = {
+        let mut o = small_options();
+        o.paranoid_checks = true;
+        o
     };
     assert!(Db::open(dir.path(), paranoid).unwrap_err().is_corruption());
 }
@@ -399,13 +404,11 @@ fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
 fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = Db::open(
-            dir.path(),
-            Options {
-                write_buffer_size: 64 << 20,
-                ..Options::default()
-            },
-        )
+        let db = Db::open(dir.path(), {
+            let mut o = Options::default();
+            o.write_buffer_size = 64 << 20;
+            o
+        })
         .unwrap();
         for i in 0..3000u32 {
             db.put(format!("key{i:05}"), vec![b'v'; 50]).unwrap();
@@ -428,9 +431,10 @@ fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    let skip = Options {
-        wal_recovery: strata_engine::WalRecovery::SkipCorrupted,
-        ..Options::default()
+    let skip = {
+        let mut o = Options::default();
+        o.wal_recovery = strata_engine::WalRecovery::SkipCorrupted;
+        o
     };
     let db = Db::open(dir.path(), skip).unwrap();
     assert!(db.statistics().wal_records_skipped >= 1);
@@ -448,7 +452,8 @@ fn properties_and_statistics_serialize() {
     db.put("a", "b").unwrap();
     db.flush().unwrap();
     let p = serde_json::to_value(db.properties()).unwrap();
-    assert_eq!(p["levels"][0]["files"], 1);
+    assert_eq!(p["column_families"][0]["levels"][0]["files"], 1);
+    assert_eq!(p["column_families"][0]["name"], "default");
     assert_eq!(p["last_sequence"], 1);
     let s = serde_json::to_value(db.statistics()).unwrap();
     assert_eq!(s["flushes"], 1);
@@ -468,10 +473,11 @@ fn db_and_its_handles_cross_threads() {
 #[test]
 fn memtable_filters_answer_misses_without_changing_results() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        memtable_bloom_size_ratio: 0.1,
-        memtable_whole_key_filtering: true,
-        ..small_options()
+    let opts = {
+        let mut o = small_options();
+        o.memtable_bloom_size_ratio = 0.1;
+        o.memtable_whole_key_filtering = true;
+        o
     };
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     for i in 0..2000u32 {
@@ -496,24 +502,20 @@ fn memtable_filters_answer_misses_without_changing_results() {
     );
     drop(db);
     // Without whole-key filtering the ratio alone builds no filter.
-    let db = Db::open(
-        dir.path(),
-        Options {
-            memtable_whole_key_filtering: false,
-            ..opts
-        },
-    )
+    let db = Db::open(dir.path(), {
+        let mut o = opts;
+        o.memtable_whole_key_filtering = false;
+        o
+    })
     .unwrap();
     db.get("absent").unwrap();
     assert_eq!(db.statistics().memtable_bloom_checked, 0);
     assert!(matches!(
-        Db::open(
-            dir.path().join("x"),
-            Options {
-                memtable_bloom_size_ratio: 0.5,
-                ..Options::default()
-            }
-        ),
+        Db::open(dir.path().join("x"), {
+            let mut o = Options::default();
+            o.memtable_bloom_size_ratio = 0.5;
+            o
+        }),
         Err(Error::InvalidArgument(_))
     ));
 }

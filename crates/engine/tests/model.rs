@@ -7,7 +7,11 @@
 //! `STRATA_MODEL_OPS` (default 100000) and `STRATA_MODEL_SEED` (default: random) control a run; the
 //! seed is printed on failure.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -38,19 +42,20 @@ fn value(rng: &mut StdRng, op: u64) -> Vec<u8> {
 /// Tiny buffers and level targets: flushes, L0 compactions, level compactions and trivial moves
 /// happen all the time. `dynamic` switches RocksDB's dynamic level sizing.
 fn options(dynamic: bool) -> Options {
-    Options {
-        write_buffer_size: 32 << 10,
-        max_write_buffer_number: 3,
-        block_size: 512,
-        cache_size: 4 << 20,
-        level0_file_num_compaction_trigger: 2,
-        level0_slowdown_writes_trigger: 6,
-        level0_stop_writes_trigger: 10,
-        max_bytes_for_level_base: 64 << 10,
-        max_bytes_for_level_multiplier: 4,
-        target_file_size_base: 16 << 10,
-        level_compaction_dynamic_level_bytes: dynamic,
-        ..Options::default()
+    {
+        let mut o = Options::default();
+        o.write_buffer_size = 32 << 10;
+        o.max_write_buffer_number = 3;
+        o.block_size = 512;
+        o.cache_size = 4 << 20;
+        o.level0_file_num_compaction_trigger = 2;
+        o.level0_slowdown_writes_trigger = 6;
+        o.level0_stop_writes_trigger = 10;
+        o.max_bytes_for_level_base = 64 << 10;
+        o.max_bytes_for_level_multiplier = 4;
+        o.target_file_size_base = 16 << 10;
+        o.level_compaction_dynamic_level_bytes = dynamic;
+        o
     }
 }
 
@@ -350,7 +355,7 @@ fn store_agrees_with_a_btreemap_model() {
         it.next();
     }
     assert!(!it.valid(), "seed {seed}: store has extra keys");
-    let props = db.properties();
+    let props = db.properties_cf(&db.default_cf()).unwrap();
     let deepest = props.levels.iter().rposition(|l| l.files > 0).unwrap_or(0);
     println!(
         "model test: seed {seed}, {ops} operations, {} reads checked; {} flushes, {} compactions, \

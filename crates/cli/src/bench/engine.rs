@@ -2,7 +2,10 @@
 
 use std::path::Path;
 
-use strata_engine::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{
+    ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options, ReadOptions,
+    WriteBatch, WriteOptions,
+};
 
 use super::BenchArgs;
 
@@ -27,7 +30,18 @@ pub trait BenchEngine: Send + Sync {
 
 pub struct StrataEngine {
     db: Db,
+    /// Key number `n` lives in `cfs[n % cfs.len()]` (db_bench's layout).
+    cfs: Vec<ColumnFamily>,
     write: WriteOptions,
+}
+
+/// The numeric value of a bench key (zero-padded decimal), as db_bench picks column families by it.
+fn key_number(key: &[u8]) -> u64 {
+    key.iter()
+        .filter(|b| b.is_ascii_digit())
+        .fold(0u64, |n, b| {
+            n.wrapping_mul(10).wrapping_add((b - b'0') as u64)
+        })
 }
 
 impl StrataEngine {
@@ -37,14 +51,12 @@ impl StrataEngine {
             "zstd" => Compression::Zstd,
             other => return Err(format!("unknown --compression_type {other}: none or zstd")),
         };
-        let opts = Options {
+        let cf = ColumnFamilyOptions {
             compression,
-            cache_size: args.cache_size,
             bloom_bits_per_key: args.bloom_bits,
             memtable_bloom_size_ratio: args.memtable_bloom_size_ratio,
             memtable_whole_key_filtering: args.memtable_whole_key_filtering,
             write_buffer_size: args.write_buffer_size,
-            max_background_jobs: args.max_background_jobs,
             level0_file_num_compaction_trigger: args.level0_file_num_compaction_trigger,
             level0_slowdown_writes_trigger: args.level0_slowdown_writes_trigger,
             level0_stop_writes_trigger: args.level0_stop_writes_trigger,
@@ -53,11 +65,27 @@ impl StrataEngine {
             target_file_size_base: args.target_file_size_base,
             level_compaction_dynamic_level_bytes: args.level_compaction_dynamic_level_bytes,
             disable_auto_compactions: args.disable_auto_compactions,
-            ..Options::default()
+            ..Default::default()
+        };
+        let names: Vec<String> = (1..args.num_column_families)
+            .map(|i| format!("column_family_name_{i:06}"))
+            .collect();
+        let opts = Options {
+            cache_size: args.cache_size,
+            max_background_jobs: args.max_background_jobs,
+            column_families: names.iter().map(|n| (n.clone(), cf.clone())).collect(),
+            create_missing_column_families: true,
+            cf,
+            ..Default::default()
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
+        let mut cfs = vec![db.default_cf()];
+        for name in &names {
+            cfs.push(db.cf(name).map_err(err)?);
+        }
         Ok(StrataEngine {
             db,
+            cfs,
             write: WriteOptions {
                 sync: args.sync,
                 disable_wal: args.disable_wal,
@@ -70,6 +98,12 @@ fn err(e: strata_engine::Error) -> String {
     e.to_string()
 }
 
+impl StrataEngine {
+    fn cf_of(&self, key: &[u8]) -> &ColumnFamily {
+        &self.cfs[(key_number(key) % self.cfs.len() as u64) as usize]
+    }
+}
+
 impl BenchEngine for StrataEngine {
     fn name(&self) -> String {
         format!("strata {}", env!("CARGO_PKG_VERSION"))
@@ -78,45 +112,75 @@ impl BenchEngine for StrataEngine {
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String> {
         let mut b = WriteBatch::new();
         for (k, v) in entries {
-            b.put(k, v);
+            if self.cfs.len() == 1 {
+                b.put(k, v);
+            } else {
+                b.put_cf(self.cf_of(k), k, v);
+            }
         }
         self.db.write(b, &self.write).map_err(err)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {
-        Ok(self.db.get(key).map_err(err)?.map(|v| v.len()))
+        let v = if self.cfs.len() == 1 {
+            self.db.get(key)
+        } else {
+            self.db.get_cf(self.cf_of(key), key)
+        };
+        Ok(v.map_err(err)?.map(|v| v.len()))
     }
 
     fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String> {
-        let mut it = self.db.iter(&ReadOptions::default()).map_err(err)?;
+        // One iterator per column family, made on first use.
+        let mut iters: Vec<Option<DbIterator>> = (0..self.cfs.len()).map(|_| None).collect();
         let mut found = 0;
         for _ in 0..n {
-            it.seek(&next_key());
+            let key = next_key();
+            let i = (key_number(&key) % self.cfs.len() as u64) as usize;
+            let it = match &mut iters[i] {
+                Some(it) => it,
+                slot => slot.insert(
+                    self.db
+                        .iter_cf(&ReadOptions::default(), &self.cfs[i])
+                        .map_err(err)?,
+                ),
+            };
+            it.seek(&key);
             found += it.valid() as u64;
         }
-        it.status().map_err(err)?;
+        for it in iters.iter().flatten() {
+            it.status().map_err(err)?;
+        }
         Ok(found)
     }
 
     fn scan(&self) -> Result<(u64, u64), String> {
-        let mut it = self.db.iter(&ReadOptions::default()).map_err(err)?;
         let (mut n, mut bytes) = (0u64, 0u64);
-        it.seek_to_first();
-        while it.valid() {
-            n += 1;
-            bytes += (it.key().len() + it.value().len()) as u64;
-            it.next();
+        for cf in &self.cfs {
+            let mut it = self.db.iter_cf(&ReadOptions::default(), cf).map_err(err)?;
+            it.seek_to_first();
+            while it.valid() {
+                n += 1;
+                bytes += (it.key().len() + it.value().len()) as u64;
+                it.next();
+            }
+            it.status().map_err(err)?;
         }
-        it.status().map_err(err)?;
         Ok((n, bytes))
     }
 
     fn flush(&self) -> Result<(), String> {
-        self.db.flush().map_err(err)
+        for cf in &self.cfs {
+            self.db.flush_cf(cf).map_err(err)?;
+        }
+        Ok(())
     }
 
     fn compact(&self) -> Result<(), String> {
-        self.db.compact_range(None, None).map_err(err)
+        for cf in &self.cfs {
+            self.db.compact_range_cf(cf, None, None).map_err(err)?;
+        }
+        Ok(())
     }
 
     fn disk_bytes_written(&self) -> Option<u64> {
@@ -127,17 +191,32 @@ impl BenchEngine for StrataEngine {
     fn stats(&self) -> String {
         let p = self.db.properties();
         let s = self.db.statistics();
-        let levels: Vec<String> = p
-            .levels
+        // Levels summed over the column families.
+        let mut sums = [(0usize, 0u64, 0u64); 7];
+        for cf in &p.column_families {
+            for l in &cf.levels {
+                let e = &mut sums[l.level.min(6)];
+                e.0 += l.files;
+                e.1 += l.bytes;
+                e.2 += l.compactions;
+            }
+        }
+        let mut levels: Vec<String> = sums
             .iter()
-            .filter(|l| l.files > 0)
-            .map(|l| {
-                format!(
-                    "L{}: {} files, {} bytes, score {:.2}, {} compactions",
-                    l.level, l.files, l.bytes, l.score, l.compactions
-                )
+            .enumerate()
+            .filter(|(_, (files, _, _))| *files > 0)
+            .map(|(level, (files, bytes, compactions))| {
+                format!("L{level}: {files} files, {bytes} bytes, {compactions} compactions")
             })
             .collect();
+        if p.column_families.len() > 1 {
+            levels.push(format!(
+                "{} column families; {} live WAL files, {} bytes",
+                p.column_families.len(),
+                p.live_wal_files,
+                p.live_wal_bytes
+            ));
+        }
         format!(
             "{}\nblock cache: {} hits, {} misses; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
              compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)",

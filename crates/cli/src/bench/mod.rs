@@ -72,6 +72,10 @@ pub struct BenchArgs {
     /// Memtable size in bytes.
     #[arg(long = "write_buffer_size", default_value_t = 64 << 20)]
     pub write_buffer_size: usize,
+    /// Column families the keys are spread over (key number modulo this), the default one
+    /// included, as db_bench does.
+    #[arg(long = "num_column_families", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_column_families: u32,
     /// Background threads.
     #[arg(long = "max_background_jobs", default_value_t = 2)]
     pub max_background_jobs: usize,

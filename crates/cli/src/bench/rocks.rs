@@ -18,6 +18,9 @@ pub struct RocksEngine {
 
 impl RocksEngine {
     pub fn open(dir: &Path, args: &BenchArgs) -> Result<Self, String> {
+        if args.num_column_families > 1 {
+            return Err("--num_column_families above 1 is measured with --engine strata".into());
+        }
         let mut table = BlockBasedOptions::default();
         let cache = Cache::new_lru_cache(args.cache_size);
         table.set_block_cache(&cache);

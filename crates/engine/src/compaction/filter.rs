@@ -11,7 +11,7 @@ pub enum FilterDecision {
     ChangeValue(Vec<u8>),
 }
 
-/// Installed in [`crate::Options::compaction_filter`]. It is called for the newest version of each
+/// Installed in [`crate::ColumnFamilyOptions::compaction_filter`]. It is called for the newest version of each
 /// key that no snapshot protects (a snapshot's reads are never changed by a filter), from background
 /// threads: it must be cheap and must not call back into the store.
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::events::CompactionReason;
 use crate::key;
-use crate::options::Options;
+use crate::options::ColumnFamilyOptions;
 use crate::version::{FileMetaData, NUM_LEVELS, Version};
 
 /// A compaction's inputs and where it writes.
@@ -53,7 +53,7 @@ pub(crate) fn level_bytes(files: &[Arc<FileMetaData>]) -> u64 {
     files.iter().map(|f| f.file_size).sum()
 }
 
-pub(crate) fn level_targets(v: &Version, o: &Options) -> LevelTargets {
+pub(crate) fn level_targets(v: &Version, o: &ColumnFamilyOptions) -> LevelTargets {
     let bottom = NUM_LEVELS - 1;
     let mut bytes = [0u64; NUM_LEVELS];
     let mult = o.max_bytes_for_level_multiplier;
@@ -85,7 +85,7 @@ pub(crate) fn level_targets(v: &Version, o: &Options) -> LevelTargets {
 /// How urgently each level needs compaction; >= 1 means it should run. The last level scores 0.
 pub(crate) fn scores(
     v: &Version,
-    o: &Options,
+    o: &ColumnFamilyOptions,
     busy: &HashSet<u64>,
     targets: &LevelTargets,
 ) -> [f64; NUM_LEVELS] {
@@ -113,7 +113,7 @@ pub(crate) fn scores(
 
 /// Bytes compaction must rewrite before every level is within its target (an estimate, as
 /// RocksDB's: each level's excess, times the fan-out it is merged into).
-pub(crate) fn pending_compaction_bytes(v: &Version, o: &Options) -> u64 {
+pub(crate) fn pending_compaction_bytes(v: &Version, o: &ColumnFamilyOptions) -> u64 {
     let targets = level_targets(v, o);
     let mut pending = 0u64;
     if v.levels[0].len() >= o.level0_file_num_compaction_trigger {
@@ -222,7 +222,11 @@ fn overlap_bytes(next: &[Arc<FileMetaData>], lo: &[u8], hi: &[u8]) -> u64 {
 /// The most urgent compaction, if any level scores >= 1. Within a level below L0 it takes the file
 /// that overlaps the fewest bytes below it for its size (RocksDB's min-overlapping-ratio priority):
 /// the cheapest file to push down, which keeps write amplification low.
-pub(crate) fn pick(v: &Version, o: &Options, busy: &HashSet<u64>) -> Option<CompactionSpec> {
+pub(crate) fn pick(
+    v: &Version,
+    o: &ColumnFamilyOptions,
+    busy: &HashSet<u64>,
+) -> Option<CompactionSpec> {
     let targets = level_targets(v, o);
     let s = scores(v, o, busy, &targets);
     let mut order: Vec<usize> = (0..NUM_LEVELS - 1).filter(|&l| s[l] >= 1.0).collect();
@@ -284,12 +288,12 @@ mod tests {
         })
     }
 
-    fn opts() -> Options {
-        Options {
+    fn opts() -> ColumnFamilyOptions {
+        ColumnFamilyOptions {
             max_bytes_for_level_base: 1000,
             max_bytes_for_level_multiplier: 10,
             level0_file_num_compaction_trigger: 2,
-            ..Options::default()
+            ..ColumnFamilyOptions::default()
         }
     }
 
@@ -308,7 +312,7 @@ mod tests {
         assert_eq!(t.bytes[4], 2_000);
         assert_eq!(t.bytes[3], 200);
         assert_eq!(t.base_level, 3);
-        let fixed = Options {
+        let fixed = ColumnFamilyOptions {
             level_compaction_dynamic_level_bytes: false,
             ..opts()
         };

@@ -1,35 +1,41 @@
-//! Who runs background work. Natively a pool of threads waits on a push-based request flag; under
-//! WASI (no threads) the same work runs when the embedder calls `maintenance()`, or inline in a write
-//! that cannot proceed without it.
+//! Who runs background work. Column families that need a flush or a compaction are pushed onto a
+//! queue (each at most once), so scheduling never looks at the column families that need nothing.
+//! Natively a pool of threads takes from the queues, flushes first; under WASI (no threads) the
+//! same queues are drained when the embedder calls `maintenance()`, or inline in a write that
+//! cannot proceed without it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::column_family::ColumnFamilyData;
 use crate::error::{Error, Result};
 use crate::options::Executor;
 
 #[derive(Debug, Default)]
-struct Requests {
-    flush: bool,
-    compaction: bool,
+struct Queues {
+    flush: VecDeque<Arc<ColumnFamilyData>>,
+    compaction: VecDeque<Arc<ColumnFamilyData>>,
+    /// Compactions the pool is running.
+    compacting: usize,
     shutdown: bool,
 }
 
 #[derive(Debug, Default)]
 struct Shared {
-    requests: Mutex<Requests>,
+    queues: Mutex<Queues>,
     cv: Condvar,
 }
 
 /// The work a scheduler runs: implemented by the database.
 pub(crate) trait BackgroundWork: Send + Sync + 'static {
-    /// Flushes every immutable memtable that is waiting.
-    fn run_flushes(&self);
-    /// Runs compactions while some level needs one (one at a time), returning early when a flush
-    /// is requested so that flushes go first.
-    fn run_compactions(&self, flush_requested: &dyn Fn() -> bool);
+    /// Flushes every immutable memtable `cf` has waiting.
+    fn flush(&self, cf: &Arc<ColumnFamilyData>);
+    /// Runs one compaction of `cf` if it needs one; one that ran queues `cf` again.
+    fn compact(&self, cf: &Arc<ColumnFamilyData>);
 }
 
 #[derive(Debug)]
@@ -52,18 +58,21 @@ impl Scheduler {
         self.mode
     }
 
-    /// Starts the pool (a no-op for the inline executor).
+    /// Starts `threads` workers (a no-op for the inline executor). A quarter of them, at least
+    /// one, never takes a compaction, so a flush never waits behind compactions.
     pub(crate) fn start(&self, threads: usize, work: Arc<dyn BackgroundWork>) -> Result<()> {
         if self.mode == Executor::Inline {
             return Ok(());
         }
+        let flush_only = (threads / 4).max(1);
+        let max_compactions = threads.saturating_sub(flush_only).max(1);
         let mut handles = self.threads.lock();
         for i in 0..threads {
             let shared = self.shared.clone();
             let work = work.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("strata-bg-{i}"))
-                .spawn(move || worker(&shared, work.as_ref()))
+                .spawn(move || worker(&shared, work.as_ref(), max_compactions))
                 .map_err(|e| {
                     Error::NotSupported(format!(
                         "cannot start background threads ({e}); use Executor::Inline"
@@ -74,30 +83,51 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Asks for a flush; a worker picks it up (or the next `maintenance()` call does).
-    pub(crate) fn request_flush(&self) {
-        self.shared.requests.lock().flush = true;
+    /// Queues a flush of `cf` (unless it is queued already).
+    pub(crate) fn schedule_flush(&self, cf: &Arc<ColumnFamilyData>) {
+        self.push(cf, &cf.queued_for_flush, |q| &mut q.flush);
+    }
+
+    /// Queues `cf` to be considered for compaction (unless it is queued already).
+    pub(crate) fn schedule_compaction(&self, cf: &Arc<ColumnFamilyData>) {
+        self.push(cf, &cf.queued_for_compaction, |q| &mut q.compaction);
+    }
+
+    fn push(
+        &self,
+        cf: &Arc<ColumnFamilyData>,
+        queued: &AtomicBool,
+        queue: impl FnOnce(&mut Queues) -> &mut VecDeque<Arc<ColumnFamilyData>>,
+    ) {
+        // The flag changes only under the queue lock, so it always says whether `cf` is queued.
+        let mut q = self.shared.queues.lock();
+        if queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        queue(&mut q).push_back(cf.clone());
+        drop(q);
         self.shared.cv.notify_one();
     }
 
-    /// Asks for compactions to be considered.
-    pub(crate) fn request_compaction(&self) {
-        self.shared.requests.lock().compaction = true;
-        self.shared.cv.notify_one();
+    /// Takes the next column family waiting for a flush (for `maintenance`).
+    pub(crate) fn pop_flush(&self) -> Option<Arc<ColumnFamilyData>> {
+        let mut q = self.shared.queues.lock();
+        let cf = q.flush.pop_front()?;
+        cf.queued_for_flush.store(false, Ordering::Release);
+        Some(cf)
     }
 
-    /// Takes pending requests, for the inline executor: (flush, compaction).
-    pub(crate) fn take_requests(&self) -> (bool, bool) {
-        let mut r = self.shared.requests.lock();
-        (
-            std::mem::take(&mut r.flush),
-            std::mem::take(&mut r.compaction),
-        )
+    /// Takes the next column family waiting for compaction (for `maintenance`).
+    pub(crate) fn pop_compaction(&self) -> Option<Arc<ColumnFamilyData>> {
+        let mut q = self.shared.queues.lock();
+        let cf = q.compaction.pop_front()?;
+        cf.queued_for_compaction.store(false, Ordering::Release);
+        Some(cf)
     }
 
     /// Stops the workers after the job they are running, and waits for them.
     pub(crate) fn shutdown(&self) {
-        self.shared.requests.lock().shutdown = true;
+        self.shared.queues.lock().shutdown = true;
         self.shared.cv.notify_all();
         let handles = std::mem::take(&mut *self.threads.lock());
         for h in handles {
@@ -106,30 +136,41 @@ impl Scheduler {
     }
 }
 
-fn worker(shared: &Shared, work: &dyn BackgroundWork) {
+enum Job {
+    Flush(Arc<ColumnFamilyData>),
+    Compact(Arc<ColumnFamilyData>),
+}
+
+fn worker(shared: &Shared, work: &dyn BackgroundWork, max_compactions: usize) {
     loop {
-        let (flush, compaction) = {
-            let mut r = shared.requests.lock();
-            while !r.flush && !r.compaction && !r.shutdown {
-                shared.cv.wait(&mut r);
-            }
-            if r.shutdown {
-                return;
-            }
-            // Flushes go first: a worker takes a flush request if there is one, else compactions.
-            if r.flush {
-                r.flush = false;
-                (true, false)
-            } else {
-                r.compaction = false;
-                (false, true)
+        let job = {
+            let mut q = shared.queues.lock();
+            loop {
+                if q.shutdown {
+                    return;
+                }
+                if let Some(cf) = q.flush.pop_front() {
+                    cf.queued_for_flush.store(false, Ordering::Release);
+                    break Job::Flush(cf);
+                }
+                if q.compacting < max_compactions
+                    && let Some(cf) = q.compaction.pop_front()
+                {
+                    cf.queued_for_compaction.store(false, Ordering::Release);
+                    q.compacting += 1;
+                    break Job::Compact(cf);
+                }
+                shared.cv.wait(&mut q);
             }
         };
-        if flush {
-            work.run_flushes();
-        }
-        if compaction {
-            work.run_compactions(&|| shared.requests.lock().flush);
+        match job {
+            Job::Flush(cf) => work.flush(&cf),
+            Job::Compact(cf) => {
+                work.compact(&cf);
+                shared.queues.lock().compacting -= 1;
+                // A worker may be waiting for a compaction slot.
+                shared.cv.notify_one();
+            }
         }
     }
 }

@@ -7,22 +7,24 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::DbInner;
+use super::column_family::ColumnFamilyData;
 use crate::compaction::{self, CompactionSpec, JobContext};
 use crate::error::{Error, Result};
 use crate::events::{CompactionInfo, CompactionReason};
 use crate::filename::table_file;
 use crate::key;
 use crate::options::Executor;
-use crate::sst::TableOptions;
 use crate::stats::Counter;
 use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionEdit};
 
-/// Compaction bookkeeping, under one lock.
+/// One column family's compaction bookkeeping, under one lock.
 #[derive(Debug, Default)]
 pub(crate) struct CompactionState {
-    /// A compaction is running (they run one at a time).
-    pub(crate) running: bool,
-    /// Files that compaction is reading.
+    /// Compactions running now. Several may run at once on disjoint files.
+    pub(crate) running: usize,
+    /// `compact_range` is at work: automatic compactions wait.
+    pub(crate) manual: bool,
+    /// Files that compactions are reading.
     pub(crate) busy: HashSet<u64>,
 }
 
@@ -39,63 +41,69 @@ pub(crate) struct LevelStats {
 }
 
 impl DbInner {
-    /// Runs compactions until none is needed, yielding to flushes.
-    pub(super) fn compact_until_done(&self, flush_requested: &dyn Fn() -> bool) {
-        loop {
-            if flush_requested() {
-                // Let the worker flush first; ask to come back.
-                self.scheduler.request_compaction();
-                return;
-            }
-            match self.compact_once() {
-                Ok(true) => {}
-                Ok(false) | Err(_) => return,
-            }
-        }
-    }
-
-    /// Picks and runs one automatic compaction. `Ok(false)` when none is needed or one is running.
-    pub(super) fn compact_once(&self) -> Result<bool> {
-        if self.opts.disable_auto_compactions || self.state.lock().bg_error.is_some() {
+    /// Picks and runs one automatic compaction of `cf`. `Ok(false)` when none is needed (or its
+    /// candidates are all being compacted).
+    pub(super) fn compact_once(&self, cf: &Arc<ColumnFamilyData>) -> Result<bool> {
+        if cf.opts.disable_auto_compactions
+            || cf.is_dropped()
+            || self.state.lock().bg_error.is_some()
+        {
             return Ok(false);
         }
         let (spec, version) = {
-            let mut cs = self.compaction.lock();
-            if cs.running {
+            let mut cs = cf.compaction.lock();
+            if cs.manual {
                 return Ok(false);
             }
-            let version = self.versions.lock().current();
-            let Some(spec) = compaction::pick(&version, &self.opts, &cs.busy) else {
+            let Some(version) = self.versions.lock().current(cf.id) else {
                 return Ok(false);
             };
-            cs.running = true;
-            cs.busy.extend(spec.input_files().map(|f| f.number));
+            let Some(spec) = compaction::pick(&version, &cf.opts, &cs.busy) else {
+                return Ok(false);
+            };
+            self.claim(&mut cs, &spec);
             (spec, version)
         };
-        self.run_claimed(spec, version).map(|()| true)
+        self.run_claimed(cf, spec, version).map(|()| true)
     }
 
-    /// Runs a compaction whose inputs this caller has marked busy, then releases them.
-    fn run_claimed(&self, spec: CompactionSpec, version: Arc<Version>) -> Result<()> {
-        let result = self.execute(&spec, &version);
+    /// Marks a compaction's inputs busy and counts it as running.
+    fn claim(&self, cs: &mut CompactionState, spec: &CompactionSpec) {
+        cs.running += 1;
+        cs.busy.extend(spec.input_files().map(|f| f.number));
+        *self.compactions_running.lock() += 1;
+    }
+
+    /// Runs a compaction claimed by [`DbInner::claim`], then releases its inputs.
+    fn run_claimed(
+        &self,
+        cf: &Arc<ColumnFamilyData>,
+        spec: CompactionSpec,
+        version: Arc<Version>,
+    ) -> Result<()> {
+        let result = self.execute(cf, &spec, &version);
         {
-            let mut cs = self.compaction.lock();
-            cs.running = false;
+            let mut cs = cf.compaction.lock();
+            cs.running -= 1;
             for f in spec.input_files() {
                 cs.busy.remove(&f.number);
             }
         }
+        cf.compaction_done.notify_all();
         drop(spec);
         drop(version);
+        *self.compactions_running.lock() -= 1;
         self.compaction_cv.notify_all();
         // Stalled writers wait on the state condition.
         self.state_cv.notify_all();
         match result {
             Ok(()) => {
                 self.purge_obsolete_files();
-                self.scheduler.request_compaction();
+                self.scheduler.schedule_compaction(cf);
                 Ok(())
             }
+            // Dropped meanwhile: the outputs were never installed and are gone.
+            Err(_) if cf.is_dropped() => Ok(()),
             Err(e) => {
                 self.set_background_error(&e);
                 Err(e)
@@ -103,9 +111,15 @@ impl DbInner {
         }
     }
 
-    fn execute(&self, spec: &CompactionSpec, version: &Version) -> Result<()> {
+    fn execute(
+        &self,
+        cf: &ColumnFamilyData,
+        spec: &CompactionSpec,
+        version: &Version,
+    ) -> Result<()> {
         let started = Instant::now();
         let mut info = CompactionInfo {
+            column_family: cf.name.clone(),
             reason: spec.reason,
             input_level: spec.level,
             output_level: spec.output_level,
@@ -113,13 +127,16 @@ impl DbInner {
             output_files: Vec::new(),
             bytes_read: spec.input_bytes(),
             bytes_written: 0,
-            trivial_move: spec.is_trivial_move(self.opts.target_file_size_base),
+            trivial_move: spec.is_trivial_move(cf.opts.target_file_size_base),
             duration: Default::default(),
         };
         for l in &self.opts.listeners {
             l.on_compaction_begin(&info);
         }
-        let mut edit = VersionEdit::default();
+        let mut edit = VersionEdit {
+            column_family: cf.id,
+            ..Default::default()
+        };
         for (i, files) in spec.inputs.iter().enumerate() {
             let level = if i == 0 {
                 spec.level
@@ -143,10 +160,10 @@ impl DbInner {
                 fs: self.fs.as_ref(),
                 dir: &self.dir,
                 tables: &self.tables,
-                table_opts: TableOptions::from_options(&self.opts),
-                target_file_size: self.opts.target_file_size_base,
+                table_opts: cf.table_opts.clone(),
+                target_file_size: cf.opts.target_file_size_base,
                 snapshots,
-                filter: self.opts.compaction_filter.as_deref(),
+                filter: cf.opts.compaction_filter.as_deref(),
                 version,
                 new_file_number: &new_file_number,
             };
@@ -168,7 +185,7 @@ impl DbInner {
             self.stats.compaction_bytes_read.add(info.bytes_read);
             self.stats.compaction_bytes_written.add(out.bytes_written);
             self.stats.compaction_keys_dropped.add(out.entries_dropped);
-            let ls = &self.level_stats[spec.output_level];
+            let ls = &cf.level_stats[spec.output_level];
             ls.compactions.inc();
             ls.bytes_read_upper
                 .add(spec.inputs[0].iter().map(|f| f.file_size).sum());
@@ -178,8 +195,8 @@ impl DbInner {
             ls.micros.add(started.elapsed().as_micros() as u64);
         }
         {
-            let st = self.state.lock();
-            self.install_view(&st);
+            let mut st = self.state.lock();
+            self.install_view(&mut st, cf.id);
         }
         info.duration = started.elapsed();
         for l in &self.opts.listeners {
@@ -207,9 +224,14 @@ impl DbInner {
         }
     }
 
-    /// Compacts every table holding keys in `[start, end]` (open-ended where `None`) down to the
-    /// deepest level that holds data, dropping what no snapshot needs.
-    pub(super) fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    /// Compacts every table of `cf` holding keys in `[start, end]` (open-ended where `None`) down
+    /// to the deepest level that holds data, dropping what no snapshot needs.
+    pub(super) fn compact_range(
+        &self,
+        cf: &Arc<ColumnFamilyData>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         if let (Some(s), Some(e)) = (start, end)
             && s > e
         {
@@ -217,8 +239,22 @@ impl DbInner {
                 "compact_range: start is after end".into(),
             ));
         }
+        let _one_at_a_time = cf.manual_compaction.lock();
         // Data in memtables is part of the range too.
-        self.flush()?;
+        self.flush(cf)?;
+        cf.compaction.lock().manual = true;
+        let result = self.compact_range_steps(cf, start, end);
+        cf.compaction.lock().manual = false;
+        self.scheduler.schedule_compaction(cf);
+        result
+    }
+
+    fn compact_range_steps(
+        &self,
+        cf: &Arc<ColumnFamilyData>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         let lo = start.unwrap_or(&[]).to_vec();
         let mut level = 0;
         // Whether a step of this call wrote into the deepest level; if none did, that level's files
@@ -227,20 +263,25 @@ impl DbInner {
         let mut wrote_bottom = false;
         loop {
             let (spec, version, deepest) = {
-                let mut cs = self.compaction.lock();
-                while cs.running {
+                let mut cs = cf.compaction.lock();
+                while cs.running > 0 {
                     if self.scheduler.mode() == Executor::Inline {
                         return Err(Error::Busy("a compaction is running".into()));
                     }
-                    self.compaction_cv.wait(&mut cs);
+                    // Automatic compactions that started before this call finish first.
+                    cf.compaction_done.wait(&mut cs);
                 }
-                let version = self.versions.lock().current();
+                let Some(version) = self.versions.lock().current(cf.id) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "column family {} was dropped",
+                        cf.name
+                    )));
+                };
                 let deepest = (1..NUM_LEVELS)
                     .rev()
                     .find(|&l| !version.levels[l].is_empty())
                     .unwrap_or(0);
-                let target =
-                    deepest.max(compaction::level_targets(&version, &self.opts).base_level);
+                let target = deepest.max(compaction::level_targets(&version, &cf.opts).base_level);
                 if level > target || (level == target && wrote_bottom) {
                     return Ok(());
                 }
@@ -283,12 +324,11 @@ impl DbInner {
                 ) else {
                     return Err(Error::Busy("the range's tables are being compacted".into()));
                 };
-                cs.running = true;
-                cs.busy.extend(spec.input_files().map(|f| f.number));
+                self.claim(&mut cs, &spec);
                 (spec, version, deepest)
             };
             let (input, output) = (spec.level, spec.output_level);
-            self.run_claimed(spec, version)?;
+            self.run_claimed(cf, spec, version)?;
             // Writing at or below the deepest level holding data rewrote the bottom of the range.
             wrote_bottom |= output >= deepest;
             if input == output {

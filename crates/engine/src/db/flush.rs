@@ -9,10 +9,11 @@ use std::time::Instant;
 use parking_lot::MutexGuard;
 
 use super::background::BackgroundWork;
+use super::column_family::ColumnFamilyData;
 use super::{DbInner, State};
 use crate::error::Result;
 use crate::events::FlushInfo;
-use crate::filename::{table_file, wal_file};
+use crate::filename::table_file;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::memtable::MemTable;
@@ -46,80 +47,107 @@ pub(crate) fn write_level0_table(
 }
 
 impl BackgroundWork for DbInner {
-    fn run_flushes(&self) {
+    fn flush(&self, cf: &Arc<ColumnFamilyData>) {
         // An error is recorded as the background error by flush_oldest; nothing more to do here.
-        while let Ok(true) = self.flush_oldest() {}
+        while let Ok(true) = self.flush_oldest(cf) {}
     }
 
-    fn run_compactions(&self, flush_requested: &dyn Fn() -> bool) {
-        self.compact_until_done(flush_requested);
+    fn compact(&self, cf: &Arc<ColumnFamilyData>) {
+        // Likewise; success queues the column family again, so one job runs one compaction.
+        let _ = self.compact_once(cf);
     }
 }
 
 impl DbInner {
-    /// Flushes the oldest immutable memtable. `Ok(false)` when there is none, or another flush is
-    /// running (flushes finish in memtable order, which WAL deletion relies on).
-    pub(super) fn flush_oldest(&self) -> Result<bool> {
+    /// Flushes column family `cf`'s oldest immutable memtable. `Ok(false)` when there is none, or
+    /// another flush of it is running (a column family's flushes finish in memtable order, which
+    /// WAL deletion relies on).
+    pub(super) fn flush_oldest(&self, cf: &Arc<ColumnFamilyData>) -> Result<bool> {
         let (mem, next_log) = {
             let mut st = self.state.lock();
-            if st.flush_running || st.bg_error.is_some() {
+            if st.bg_error.is_some() {
                 return Ok(false);
             }
-            let Some(mem) = st.imm.front().cloned() else {
+            let current_wal = st.current_wal;
+            let Some(cs) = st.cf_mut(cf.id) else {
                 return Ok(false);
             };
-            st.flush_running = true;
-            let next_log = st.imm.get(1).map_or(st.mem.log_number, |m| m.log_number);
+            if cs.flush_running {
+                return Ok(false);
+            }
+            let Some((mem, _)) = cs.imm.front().cloned() else {
+                return Ok(false);
+            };
+            cs.flush_running = true;
+            // Where this column family's unflushed data will begin once `mem` is in a table.
+            let next_log = cs
+                .imm
+                .get(1)
+                .map(|(_, l)| *l)
+                .or(cs.mem_first_log)
+                .unwrap_or(current_wal);
+            st.flushes_running += 1;
             (mem, next_log)
         };
         for l in &self.opts.listeners {
-            l.on_flush_begin();
+            l.on_flush_begin(&cf.name);
         }
-        let result = self.flush_memtable(&mem, next_log);
+        let result = self.flush_memtable(cf, &mem, next_log);
         let mut st = self.state.lock();
-        st.flush_running = false;
-        match &result {
-            Ok(_) => {
-                st.imm.pop_front();
-                self.install_view(&st);
-                let obsolete: Vec<u64> = st
-                    .live_wals
-                    .iter()
-                    .copied()
-                    .filter(|n| *n < next_log)
-                    .collect();
-                st.live_wals.retain(|n| *n >= next_log);
-                drop(st);
-                for n in obsolete {
-                    // Already superseded by the MANIFEST: a failed removal only leaves a file that the
-                    // next open deletes.
-                    let _ = self.fs.remove(&wal_file(&self.dir, n));
+        st.flushes_running -= 1;
+        let outcome = match result {
+            Ok(info) => {
+                if let Some(cs) = st.cf_mut(cf.id) {
+                    cs.flush_running = false;
+                    let before = cs.oldest_log();
+                    cs.imm.pop_front();
+                    let after = cs.oldest_log();
+                    st.tracker.repin(cf.id, before, after);
+                    self.install_view(&mut st, cf.id);
                 }
-                self.scheduler.request_compaction();
-            }
-            Err(e) => {
+                let obsolete = st.take_obsolete_wals();
                 drop(st);
-                self.set_background_error(e);
+                self.remove_wals(obsolete);
+                self.scheduler.schedule_compaction(cf);
+                Ok(Some(info))
             }
-        }
+            // Dropped meanwhile: the table was never installed and is gone.
+            Err(_) if cf.is_dropped() => Ok(None),
+            Err(e) => {
+                if let Some(cs) = st.cf_mut(cf.id) {
+                    cs.flush_running = false;
+                }
+                drop(st);
+                self.set_background_error(&e);
+                Err(e)
+            }
+        };
         self.state_cv.notify_all();
-        let info = result?;
+        let Some(info) = outcome? else {
+            return Ok(false);
+        };
         for l in &self.opts.listeners {
             l.on_flush_completed(&info);
         }
         Ok(true)
     }
 
-    fn flush_memtable(&self, mem: &Arc<MemTable>, next_log: u64) -> Result<FlushInfo> {
+    fn flush_memtable(
+        &self,
+        cf: &ColumnFamilyData,
+        mem: &Arc<MemTable>,
+        next_log: u64,
+    ) -> Result<FlushInfo> {
         let started = Instant::now();
         let number = self.versions.lock().new_file_number();
-        let table_opts = TableOptions::from_options(&self.opts);
-        let meta = write_level0_table(self.fs.as_ref(), &self.dir, number, mem, &table_opts)?;
+        let meta = write_level0_table(self.fs.as_ref(), &self.dir, number, mem, &cf.table_opts)?;
         let mut edit = VersionEdit {
+            column_family: cf.id,
             log_number: Some(next_log),
             ..Default::default()
         };
         let mut info = FlushInfo {
+            column_family: cf.name.clone(),
             file_number: None,
             bytes: 0,
             entries: mem.num_entries(),
@@ -127,7 +155,7 @@ impl DbInner {
         };
         if let Some(meta) = meta {
             self.stats.flush_bytes.add(meta.file_size);
-            self.level_stats[0].bytes_written.add(meta.file_size);
+            cf.level_stats[0].bytes_written.add(meta.file_size);
             info.file_number = Some(meta.number);
             info.bytes = meta.file_size;
             edit.new_files.push((0, meta));
@@ -142,22 +170,26 @@ impl DbInner {
         Ok(info)
     }
 
-    pub(super) fn flush(&self) -> Result<()> {
+    /// Flushes column family `cf` and waits until every memtable it had is in a table.
+    pub(super) fn flush(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
         let target = {
             let mut wal = self.wal.lock();
             let st = self.state.lock();
             if let Some(e) = &st.bg_error {
                 return Err(crate::Error::Background(e.to_string()));
             }
-            if st.mem.is_empty() {
-                match st.imm.back() {
-                    Some(m) => m.log_number,
+            let Some(cs) = st.cf(cf.id) else {
+                return Ok(());
+            };
+            if cs.mem.is_empty() {
+                match cs.imm.back() {
+                    Some((m, _)) => m.id,
                     None => return Ok(()),
                 }
             } else {
-                let n = st.mem.log_number;
+                let n = cs.mem.id;
                 drop(st);
-                self.switch_memtable(&mut wal)?;
+                self.switch_memtables(&mut wal, &[cf.id])?;
                 n
             }
         };
@@ -166,36 +198,46 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(crate::Error::Background(e.to_string()));
             }
-            if st.imm.front().is_none_or(|m| m.log_number > target) {
+            let Some(cs) = st.cf(cf.id) else {
+                return Ok(());
+            };
+            if cs.imm.front().is_none_or(|(m, _)| m.id > target) {
                 return Ok(());
             }
-            self.wait_for_flush(st)?;
+            self.wait_for_flush(st, cf)?;
         }
     }
 
-    /// Lets one flush happen: runs it here under the inline executor, otherwise asks the pool and
-    /// waits until a flush finishes or fails. Callers re-check their condition afterwards.
-    pub(super) fn wait_for_flush(&self, mut st: MutexGuard<'_, State>) -> Result<()> {
+    /// Lets one flush of `cf` happen: runs it here under the inline executor, otherwise queues it
+    /// and waits until some flush finishes or fails. Callers re-check their condition afterwards.
+    pub(super) fn wait_for_flush(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        cf: &Arc<ColumnFamilyData>,
+    ) -> Result<()> {
         if self.scheduler.mode() == Executor::Inline {
             drop(st);
-            self.flush_oldest()?;
+            self.flush_oldest(cf)?;
         } else {
-            self.scheduler.request_flush();
+            self.scheduler.schedule_flush(cf);
             self.state_cv.wait(&mut st);
         }
         Ok(())
     }
 
+    /// Runs what the scheduler's queues hold: flushes first, then compactions.
     pub(super) fn maintenance(&self) -> Result<bool> {
         let mut did = false;
-        if self.scheduler.mode() == Executor::Inline {
-            self.scheduler.take_requests();
+        while let Some(cf) = self.scheduler.pop_flush() {
+            while self.flush_oldest(&cf)? {
+                did = true;
+            }
         }
-        while self.flush_oldest()? {
-            did = true;
-        }
-        while self.compact_once()? {
-            did = true;
+        while let Some(cf) = self.scheduler.pop_compaction() {
+            // A compaction that ran queues its column family again.
+            if self.compact_once(&cf)? {
+                did = true;
+            }
         }
         Ok(did)
     }

@@ -2,6 +2,7 @@
 //! level) and background flushes together. See doc/architecture.md.
 
 mod background;
+mod column_family;
 mod compact;
 mod flush;
 mod open;
@@ -9,14 +10,14 @@ mod properties;
 mod snapshot;
 mod write;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-pub use properties::{LevelProperties, Properties};
+pub use column_family::ColumnFamily;
+pub use properties::{ColumnFamilyProperties, LevelProperties, Properties};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -27,17 +28,17 @@ use crate::fs::{FileLock, FileSystem};
 use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator};
 use crate::key::{self, SequenceNumber};
 use crate::memtable::{Lookup, MemTable};
-use crate::options::{MAX_KEY_SIZE, Options, ReadOptions, WriteOptions};
+use crate::options::{ColumnFamilyOptions, MAX_KEY_SIZE, Options, ReadOptions, WriteOptions};
 use crate::sst::{BlockReadOptions, TableCache};
 use crate::stats::{Statistics, Stats};
 use crate::value::PinnableValue;
-use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionSet};
+use crate::version::{FileMetaData, Version, VersionSet};
 use background::Scheduler;
-use compact::{CompactionState, LevelStats};
+use column_family::{CfState, CfTracker, ColumnFamilyData, Registry};
 use snapshot::SnapshotList;
 use write::{Pressure, WalState, WriteQueue};
 
-/// What a read sees: the memtables and the table version, captured together.
+/// What a read of one column family sees: its memtables and table version, captured together.
 #[derive(Debug)]
 pub(crate) struct SuperVersion {
     pub(crate) mem: Arc<MemTable>,
@@ -48,19 +49,56 @@ pub(crate) struct SuperVersion {
     pub(crate) pressure: Pressure,
 }
 
-/// Memtables and the conditions writers and flushes wait on.
+/// Memtables of every column family and the conditions writers and flushes wait on.
 #[derive(Debug)]
 pub(crate) struct State {
-    mem: Arc<MemTable>,
-    /// Oldest first.
-    imm: VecDeque<Arc<MemTable>>,
-    /// WAL files that may hold unflushed data, oldest first.
-    live_wals: Vec<u64>,
+    /// By column family id; `None` once dropped.
+    cfs: Vec<Option<CfState>>,
+    tracker: CfTracker,
+    /// WAL files that may hold unflushed data, oldest first, with their sizes once closed (the
+    /// last one is being appended to).
+    live_wals: Vec<(u64, u64)>,
+    current_wal: u64,
     bg_error: Option<Error>,
-    flush_running: bool,
+    flushes_running: usize,
+}
+
+impl State {
+    fn cf(&self, id: u32) -> Option<&CfState> {
+        self.cfs.get(id as usize)?.as_ref()
+    }
+
+    fn cf_mut(&mut self, id: u32) -> Option<&mut CfState> {
+        self.cfs.get_mut(id as usize)?.as_mut()
+    }
+
+    /// The active memtable of column family `id` for a write going to WAL `wal`, pinning that WAL
+    /// if the column family had nothing unflushed.
+    fn memtable_for_write(&mut self, id: u32, wal: u64) -> Option<Arc<MemTable>> {
+        let cs = self.cfs.get_mut(id as usize)?.as_mut()?;
+        if cs.mem_first_log.is_none() {
+            let before = cs.oldest_log();
+            cs.mem_first_log = Some(wal);
+            self.tracker.repin(id, before, cs.oldest_log());
+        }
+        Some(cs.mem.clone())
+    }
+
+    /// Closed WALs no column family needs any more; removed from the live list.
+    fn take_obsolete_wals(&mut self) -> Vec<u64> {
+        let keep_from = self
+            .tracker
+            .oldest_pinned_wal()
+            .unwrap_or(self.current_wal)
+            .min(self.current_wal);
+        let split = self.live_wals.partition_point(|(n, _)| *n < keep_from);
+        self.live_wals.drain(..split).map(|(n, _)| n).collect()
+    }
 }
 
 pub(crate) struct DbInner {
+    /// Distinguishes this open store from others, so handles cannot be mixed up.
+    id: u64,
     dir: PathBuf,
     opts: Options,
     fs: Arc<dyn FileSystem>,
@@ -68,10 +106,13 @@ pub(crate) struct DbInner {
     tables: Arc<TableCache>,
     block_cache: Option<Arc<BlockCache>>,
     versions: Mutex<VersionSet>,
+    registry: RwLock<Registry>,
+    /// Serialises creating and dropping column families.
+    cf_admin: Mutex<()>,
+    default_cf: ColumnFamily,
     state: Mutex<State>,
-    /// Signalled when a flush finishes or fails.
+    /// Signalled when a flush or compaction finishes or fails, and when a stall may have cleared.
     state_cv: Condvar,
-    view: RwLock<Arc<SuperVersion>>,
     /// The newest sequence number visible to reads.
     last_sequence: AtomicU64,
     snapshots: Arc<SnapshotList>,
@@ -80,12 +121,12 @@ pub(crate) struct DbInner {
     /// Held by the write group's leader (and by anything that switches memtables).
     wal: Mutex<WalState>,
     scheduler: Scheduler,
-    compaction: Mutex<CompactionState>,
+    /// Compactions running now, in every column family.
+    compactions_running: Mutex<usize>,
     /// Signalled when a compaction finishes.
     compaction_cv: Condvar,
     /// Tables removed from the current version, deleted once no older version holds them.
     obsolete: Mutex<Vec<Arc<FileMetaData>>>,
-    level_stats: [LevelStats; NUM_LEVELS],
     closed: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
 }
@@ -97,13 +138,18 @@ impl std::fmt::Debug for DbInner {
 }
 
 /// An open store. `Send + Sync`: share it between threads with an `Arc`. Dropping it closes it.
+///
+/// Every method that takes a key has a `_cf` form taking a [`ColumnFamily`]; the plain form uses
+/// the default column family.
 #[derive(Debug)]
 pub struct Db {
     inner: Arc<DbInner>,
 }
 
 impl Db {
-    /// Opens (or with `create_if_missing`, creates) the store in `path`, replaying its WAL.
+    /// Opens (or with `create_if_missing`, creates) the store in `path`, replaying its WAL. Every
+    /// column family it holds is opened, with the options recorded for it unless
+    /// [`Options::column_families`] names it.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts)?;
         Ok(Db { inner })
@@ -112,6 +158,41 @@ impl Db {
     /// The directory the store lives in.
     pub fn path(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// The default column family.
+    pub fn default_cf(&self) -> ColumnFamily {
+        self.inner.default_cf.clone()
+    }
+
+    /// The column family called `name`.
+    pub fn cf(&self, name: &str) -> Result<ColumnFamily> {
+        let reg = self.inner.registry.read();
+        reg.by_name
+            .get(name)
+            .and_then(|id| reg.get(*id))
+            .map(|data| ColumnFamily { data: data.clone() })
+            .ok_or_else(|| Error::InvalidArgument(format!("no column family named {name}")))
+    }
+
+    /// Creates a column family; its creation and options are durable when this returns.
+    pub fn create_cf(&self, name: &str, opts: ColumnFamilyOptions) -> Result<ColumnFamily> {
+        self.inner.check_open()?;
+        self.inner.create_cf(name, opts)
+    }
+
+    /// Drops a column family: its data becomes unreachable at once and its files are deleted once
+    /// no iterator reads them. The default column family cannot be dropped.
+    pub fn drop_cf(&self, cf: &ColumnFamily) -> Result<()> {
+        self.inner.check_open()?;
+        let data = cf.resolve(self.inner.id)?.clone();
+        self.inner.drop_cf(&data)
+    }
+
+    /// The names of the column families, in creation order (`"default"` first).
+    pub fn list_cf(&self) -> Vec<String> {
+        let reg = self.inner.registry.read();
+        reg.by_id.iter().flatten().map(|d| d.name.clone()).collect()
     }
 
     /// Sets `key` to `value` (not synced; see [`Db::put_with`]).
@@ -131,6 +212,19 @@ impl Db {
         self.write(b, opts)
     }
 
+    /// Sets `key` to `value` in column family `cf` (not synced; use a [`WriteBatch`] and
+    /// [`Db::write`] for options).
+    pub fn put_cf(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_cf(cf, key, value);
+        self.write_checked(b, &WriteOptions::default(), cf)
+    }
+
     /// Deletes `key` (not synced; see [`Db::delete_with`]).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_with(&WriteOptions::default(), key)
@@ -143,7 +237,20 @@ impl Db {
         self.write(b, opts)
     }
 
-    /// Applies a batch atomically. With `sync` the write survives power loss once this returns.
+    /// Deletes `key` from column family `cf` (not synced).
+    pub fn delete_cf(&self, cf: &ColumnFamily, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_cf(cf, key);
+        self.write_checked(b, &WriteOptions::default(), cf)
+    }
+
+    fn write_checked(&self, b: WriteBatch, opts: &WriteOptions, cf: &ColumnFamily) -> Result<()> {
+        cf.resolve(self.inner.id)?;
+        self.write(b, opts)
+    }
+
+    /// Applies a batch atomically, across column families too. With `sync` the write survives
+    /// power loss once this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_open()?;
         if let Some(why) = batch.validation_error() {
@@ -151,6 +258,18 @@ impl Db {
         }
         if batch.is_empty() {
             return Ok(());
+        }
+        if batch.column_families().iter().any(|&id| id != 0) {
+            let reg = self.inner.registry.read();
+            if let Some(id) = batch
+                .column_families()
+                .iter()
+                .find(|&&id| reg.get(id).is_none())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "write batch names column family {id}, which does not exist"
+                )));
+            }
         }
         self.inner.write(batch, opts)
     }
@@ -167,10 +286,32 @@ impl Db {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<PinnableValue>> {
         self.inner.check_open()?;
-        self.inner.get(opts, key.as_ref())
+        self.inner
+            .get(opts, &self.inner.default_cf.data, key.as_ref())
     }
 
-    /// A snapshot of the store as it is now.
+    /// The latest value of `key` in column family `cf`.
+    pub fn get_cf(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
+        self.get_cf_with(&ReadOptions::default(), cf, key)
+    }
+
+    /// The value of `key` in column family `cf` as of `opts.snapshot` (or the latest).
+    pub fn get_cf_with(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
+        self.inner.check_open()?;
+        self.inner
+            .get(opts, cf.resolve(self.inner.id)?, key.as_ref())
+    }
+
+    /// A snapshot of the store (every column family) as it is now.
     pub fn snapshot(&self) -> Snapshot {
         self.inner
             .snapshots
@@ -181,33 +322,68 @@ impl Db {
     /// Bounds in `opts` limit it to `[lower_bound, upper_bound)`.
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         self.inner.check_open()?;
-        self.inner.iter(opts)
+        self.inner.iter(opts, &self.inner.default_cf.data)
     }
 
-    /// Flushes the memtable to a table and waits for it (and every older memtable) to be written.
+    /// An iterator over column family `cf`.
+    pub fn iter_cf(&self, opts: &ReadOptions, cf: &ColumnFamily) -> Result<DbIterator> {
+        self.inner.check_open()?;
+        self.inner.iter(opts, cf.resolve(self.inner.id)?)
+    }
+
+    /// Flushes the default column family's memtable to a table and waits for it (and every older
+    /// memtable) to be written.
     pub fn flush(&self) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.flush()
+        self.inner.flush(&self.inner.default_cf.data)
     }
 
-    /// Compacts the tables holding keys in `[start, end]` (`None`: open-ended) down to the deepest
-    /// level with data, dropping overwritten versions and deletions no snapshot needs.
+    /// Flushes column family `cf`.
+    pub fn flush_cf(&self, cf: &ColumnFamily) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.flush(cf.resolve(self.inner.id)?)
+    }
+
+    /// Compacts the default column family's tables holding keys in `[start, end]` (`None`:
+    /// open-ended) down to the deepest level with data, dropping overwritten versions and
+    /// deletions no snapshot needs.
     pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.compact_range(start, end)
+        self.inner
+            .compact_range(&self.inner.default_cf.data, start, end)
+    }
+
+    /// [`Db::compact_range`] on column family `cf`.
+    pub fn compact_range_cf(
+        &self,
+        cf: &ColumnFamily,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner
+            .compact_range(cf.resolve(self.inner.id)?, start, end)
     }
 
     /// Runs pending background work (flushes, then compactions) now. With [`crate::Executor::Inline`]
-    /// (WASI) the embedder calls
-    /// this between requests; returns true when it did something.
+    /// (WASI) the embedder calls this between requests; returns true when it did something.
     pub fn maintenance(&self) -> Result<bool> {
         self.inner.check_open()?;
         self.inner.maintenance()
     }
 
-    /// The store's shape now: memtables, files and bytes per level, sequence numbers, WAL, cache.
+    /// The store's shape now: WAL, cache, sequence numbers, and per column family its memtables
+    /// and files and bytes per level.
     pub fn properties(&self) -> Properties {
         self.inner.properties()
+    }
+
+    /// One column family's shape.
+    pub fn properties_cf(&self, cf: &ColumnFamily) -> Result<ColumnFamilyProperties> {
+        let data = cf.resolve(self.inner.id)?;
+        self.inner.cf_properties(data).ok_or_else(|| {
+            Error::InvalidArgument(format!("column family {} was dropped", data.name))
+        })
     }
 
     /// Counters since open.
@@ -237,20 +413,22 @@ impl DbInner {
         }
     }
 
-    fn current_view(&self) -> Arc<SuperVersion> {
-        self.view.read().clone()
-    }
-
-    /// Publishes a new read view; the caller holds the state lock so views are installed in order.
-    fn install_view(&self, st: &State) {
-        let version = self.versions.lock().current();
+    /// Publishes column family `id`'s new read view; the caller holds the state lock so views are
+    /// installed in order.
+    fn install_view(&self, st: &mut State, id: u32) {
+        let Some(cs) = st.cf(id) else { return };
+        let Some(version) = self.versions.lock().current(id) else {
+            return;
+        };
+        let pressure = Pressure::of(&version, &cs.data.opts);
         let view = SuperVersion {
-            mem: st.mem.clone(),
-            imm: st.imm.iter().rev().cloned().collect(),
-            pressure: Pressure::of(&version, &self.opts),
+            mem: cs.mem.clone(),
+            imm: cs.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
+            pressure,
             version,
         };
-        *self.view.write() = Arc::new(view);
+        *cs.data.view.write() = Arc::new(view);
+        st.tracker.set_pressure(id, pressure);
     }
 
     fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
@@ -260,7 +438,12 @@ impl DbInner {
         }
     }
 
-    fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<PinnableValue>> {
+    fn get(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<PinnableValue>> {
         if user_key.len() > MAX_KEY_SIZE {
             return Err(Error::InvalidArgument(format!(
                 "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
@@ -269,7 +452,7 @@ impl DbInner {
         }
         self.stats.gets.inc();
         let seq = self.read_sequence(opts);
-        let view = self.current_view();
+        let view = cf.current_view();
         let hash = key_hash(user_key);
         let found = 'search: {
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
@@ -305,8 +488,8 @@ impl DbInner {
         Ok(found)
     }
 
-    fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
-        let view = self.current_view();
+    fn iter(&self, opts: &ReadOptions, cf: &ColumnFamilyData) -> Result<DbIterator> {
+        let view = cf.current_view();
         let snapshot = match &opts.snapshot {
             Some(s) => s.clone(),
             None => self
@@ -342,6 +525,121 @@ impl DbInner {
         ))
     }
 
+    fn create_cf(&self, name: &str, opts: ColumnFamilyOptions) -> Result<ColumnFamily> {
+        column_family::validate_name(name)?;
+        opts.validate()?;
+        let _admin = self.cf_admin.lock();
+        if self.registry.read().by_name.contains_key(name) {
+            return Err(Error::InvalidArgument(format!(
+                "column family {name} already exists"
+            )));
+        }
+        // Records for the new column family can only go to this WAL or later ones.
+        let current_wal = self.state.lock().current_wal;
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        let (id, version) = {
+            let mut vs = self.versions.lock();
+            let id = vs.next_column_family_id();
+            let edit = crate::version::VersionEdit {
+                column_family: id,
+                add_column_family: Some(name.to_string()),
+                cf_options: Some(crate::version::encode_cf_options(&opts)),
+                log_number: Some(current_wal),
+                ..Default::default()
+            };
+            vs.log_and_apply(edit, last_seq)?;
+            let version = vs.current(id).unwrap_or_default();
+            (id, version)
+        };
+        let mem = Arc::new(MemTable::new(
+            0,
+            opts.write_buffer_size,
+            opts.memtable_bloom_ratio(),
+        ));
+        let data = Arc::new(ColumnFamilyData::new(
+            self.id,
+            id,
+            name.to_string(),
+            opts,
+            mem,
+            version,
+        ));
+        {
+            let mut st = self.state.lock();
+            let i = id as usize;
+            if st.cfs.len() <= i {
+                st.cfs.resize_with(i + 1, || None);
+            }
+            st.cfs[i] = Some(CfState::new(data.clone()));
+        }
+        self.registry.write().insert(data.clone());
+        Ok(ColumnFamily { data })
+    }
+
+    fn drop_cf(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
+        if cf.id == 0 {
+            return Err(Error::InvalidArgument(
+                "the default column family cannot be dropped".into(),
+            ));
+        }
+        let _admin = self.cf_admin.lock();
+        if cf.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "column family {} was dropped",
+                cf.name
+            )));
+        }
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        let last_version = {
+            let mut vs = self.versions.lock();
+            let last = vs.current(cf.id);
+            vs.log_and_apply(
+                crate::version::VersionEdit {
+                    column_family: cf.id,
+                    drop_column_family: true,
+                    ..Default::default()
+                },
+                last_seq,
+            )?;
+            last
+        };
+        cf.dropped.store(true, Ordering::Release);
+        self.registry.write().remove(cf.id);
+        let wals = {
+            let mut st = self.state.lock();
+            if let Some(cs) = st.cfs.get_mut(cf.id as usize).and_then(Option::take) {
+                st.tracker.forget(cf.id, cs.oldest_log());
+            }
+            st.take_obsolete_wals()
+        };
+        // Writers stalled on this column family's compaction debt may go on.
+        self.state_cv.notify_all();
+        // Free the memtables now; the tables go once no iterator reads them.
+        let empty = cf.new_memtable(0);
+        *cf.view.write() = Arc::new(SuperVersion {
+            mem: empty,
+            imm: Vec::new(),
+            version: Arc::default(),
+            pressure: Pressure::default(),
+        });
+        if let Some(v) = last_version {
+            self.obsolete
+                .lock()
+                .extend(v.levels.iter().flatten().cloned());
+        }
+        self.purge_obsolete_files();
+        self.remove_wals(wals);
+        Ok(())
+    }
+
+    /// Deletes WAL files the MANIFEST no longer needs. A failed removal only leaves a file that
+    /// the next open deletes.
+    fn remove_wals(&self, numbers: Vec<u64>) {
+        for n in numbers {
+            let _ = self.fs.remove(&crate::filename::wal_file(&self.dir, n));
+        }
+    }
+
     fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -355,13 +653,13 @@ impl DbInner {
         {
             // Wait for a flush or compaction an inline caller may still be running.
             let mut st = self.state.lock();
-            while st.flush_running {
+            while st.flushes_running > 0 {
                 self.state_cv.wait(&mut st);
             }
             drop(st);
-            let mut cs = self.compaction.lock();
-            while cs.running {
-                self.compaction_cv.wait(&mut cs);
+            let mut running = self.compactions_running.lock();
+            while *running > 0 {
+                self.compaction_cv.wait(&mut running);
             }
         }
         self.purge_obsolete_files();

@@ -1,30 +1,34 @@
 //! Opening a store: lock the directory, replay the MANIFEST, replay WAL files newer than the last
 //! flush into L0 tables, write a fresh MANIFEST and WAL, delete what is obsolete.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::Scheduler;
-use super::compact::CompactionState;
+use super::column_family::{CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry};
 use super::flush::write_level0_table;
 use super::snapshot::SnapshotList;
-use super::write::{Pressure, WalState, WriteQueue};
-use super::{DbInner, State, SuperVersion};
+use super::write::{WalState, WriteQueue};
+use super::{DbInner, State};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, wal_file};
 use crate::fs::FileSystem;
 use crate::memtable::MemTable;
-use crate::options::{Options, WalRecovery};
+use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
 use crate::sst::{TableCache, TableOptions};
 use crate::stats::Stats;
-use crate::version::{VersionEdit, VersionSet};
+use crate::version::{VersionEdit, VersionSet, decode_cf_options, encode_cf_options};
 use crate::wal::{LogReader, LogWriter, ReadOutcome};
+
+/// Distinguishes stores open in this process, so a column family handle cannot be used on the
+/// wrong one.
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
 pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     opts.validate()?;
@@ -68,15 +72,55 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         v.write_snapshot(0)?;
         v
     };
+    let manifest_path = dir.join(filename::manifest_name(versions.manifest_number()));
+
+    // Each column family's options: the default one's from `opts`, a named one's from
+    // `opts.column_families` if given there, else as recorded.
+    let mut cf_opts: BTreeMap<u32, ColumnFamilyOptions> = BTreeMap::new();
+    for (&id, cf) in versions.column_families() {
+        let o = if id == 0 {
+            opts.cf.clone()
+        } else if let Some(o) = opts.column_families.get(&cf.name) {
+            o.clone()
+        } else {
+            decode_cf_options(&cf.options, &manifest_path)?
+        };
+        cf_opts.insert(id, o);
+    }
+    let existing: HashSet<&str> = versions
+        .column_families()
+        .values()
+        .map(|cf| cf.name.as_str())
+        .collect();
+    let mut missing: Vec<String> = opts
+        .column_families
+        .keys()
+        .filter(|n| !existing.contains(n.as_str()))
+        .cloned()
+        .collect();
+    missing.sort();
+    if let Some(name) = missing.first()
+        && !opts.create_missing_column_families
+    {
+        return Err(Error::InvalidArgument(format!(
+            "column family {name} does not exist (create_missing_column_families is false)"
+        )));
+    }
+    for (&id, o) in &cf_opts {
+        if id != 0 {
+            versions.set_recorded_options(id, encode_cf_options(o));
+        }
+    }
 
     let names = fs.list(dir)?;
+    let min_log = versions.min_log_number();
     let mut wals = Vec::new();
     let mut on_disk_tables = HashSet::new();
     for name in &names {
         match filename::parse(name) {
             FileKind::Wal(n) => {
                 versions.mark_file_number_used(n);
-                if n >= versions.log_number() {
+                if n >= min_log {
                     wals.push(n);
                 }
             }
@@ -88,95 +132,39 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             _ => {}
         }
     }
-    let current = versions.current();
-    for f in current.levels.iter().flatten() {
-        if !on_disk_tables.contains(&f.number) {
+    let live_files: Vec<u64> = versions.live_tables().collect();
+    for &n in &live_files {
+        if !on_disk_tables.contains(&n) {
             return Err(Error::corruption(
-                filename::table_file(dir, f.number),
+                filename::table_file(dir, n),
                 "table named by the MANIFEST is missing",
             ));
         }
     }
     if opts.paranoid_checks {
-        for f in current.levels.iter().flatten() {
-            tables.get(f.number)?.verify()?;
+        for &n in &live_files {
+            tables.get(n)?.verify()?;
         }
     }
 
-    // Replay the WAL files, newest data last, flushing to L0 whenever a memtable fills.
-    wals.sort_unstable();
-    let table_opts = TableOptions::from_options(&opts);
-    let mut last_seq = versions.last_sequence();
-    let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(
-        0,
-        opts.write_buffer_size,
-        opts.memtable_bloom_ratio(),
-    ));
-    let mode = match opts.wal_recovery {
-        WalRecovery::TolerateTornTail => ReadOutcome::FailOnMidLogDamage,
-        WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
-    };
-    for &number in &wals {
-        let path = wal_file(dir, number);
-        let data = fs.read_all(&path)?;
-        let mut reader = LogReader::new(&data, &path, mode);
-        while let Some(record) = reader.next_record()? {
-            let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
-                Error::corruption(&path, "WAL record shorter than a batch header")
-            })?;
-            let mut seq = batch.sequence();
-            let mut unknown_cf = None;
-            batch
-                .for_each(|r| {
-                    if r.cf != 0 {
-                        unknown_cf = Some(r.cf);
-                    }
-                    mem.add(seq, r.kind, r.key, r.value);
-                    seq += 1;
-                })
-                .map_err(|d| Error::corruption(&path, d))?;
-            if let Some(cf) = unknown_cf {
-                return Err(Error::corruption(
-                    &path,
-                    format!("write for unknown column family {cf}"),
-                ));
-            }
-            last_seq = last_seq.max(seq.saturating_sub(1));
-            if mem.memory_usage() >= opts.write_buffer_size {
-                let n = versions.new_file_number();
-                if let Some(meta) = write_level0_table(fs.as_ref(), dir, n, &mem, &table_opts)? {
-                    edit.new_files.push((0, meta));
-                }
-                mem = Arc::new(MemTable::new(
-                    0,
-                    opts.write_buffer_size,
-                    opts.memtable_bloom_ratio(),
-                ));
-            }
-        }
-        stats.wal_records_skipped.add(reader.skipped_regions as u64);
-    }
-    let n = versions.new_file_number();
-    if let Some(meta) = write_level0_table(fs.as_ref(), dir, n, &mem, &table_opts)? {
-        edit.new_files.push((0, meta));
-    }
+    let (last_seq, skipped) = replay_wals(dir, &opts, &mut versions, &cf_opts, &mut wals)?;
+    stats.wal_records_skipped.add(skipped);
 
     // A fresh WAL, then a fresh MANIFEST recording the recovered tables and that every older WAL is
     // obsolete. Until CURRENT names the new MANIFEST, a crash replays the old WALs again.
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     let wal_writer = LogWriter::new(fs.create(&wal_path)?);
-    edit.log_number = Some(wal_number);
-    versions.apply_recovered(&edit);
+    let ids: Vec<u32> = versions.column_families().keys().copied().collect();
+    for id in ids {
+        versions.apply_recovered(&VersionEdit {
+            column_family: id,
+            log_number: Some(wal_number),
+            ..Default::default()
+        })?;
+    }
     versions.write_snapshot(last_seq)?;
-    let live: HashSet<u64> = versions
-        .current()
-        .levels
-        .iter()
-        .flatten()
-        .map(|f| f.number)
-        .collect();
+    let live: HashSet<u64> = versions.live_tables().collect();
     remove_obsolete_files(
         fs.as_ref(),
         dir,
@@ -185,36 +173,62 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         versions.manifest_number(),
     )?;
 
-    let mem = Arc::new(MemTable::new(
-        wal_number,
-        opts.write_buffer_size,
-        opts.memtable_bloom_ratio(),
-    ));
-    let version = versions.current();
-    let view = SuperVersion {
-        mem: mem.clone(),
-        imm: Vec::new(),
-        pressure: Pressure::of(&version, &opts),
-        version,
-    };
+    let db_id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
+    let mut registry = Registry::default();
+    let mut cf_states = Vec::new();
+    for (&id, cf) in versions.column_families() {
+        let o = cf_opts.remove(&id).unwrap_or_default();
+        let mem = Arc::new(MemTable::new(
+            0,
+            o.write_buffer_size,
+            o.memtable_bloom_ratio(),
+        ));
+        let data = Arc::new(ColumnFamilyData::new(
+            db_id,
+            id,
+            cf.name.clone(),
+            o,
+            mem,
+            cf.current.clone(),
+        ));
+        registry.insert(data.clone());
+        let i = id as usize;
+        if cf_states.len() <= i {
+            cf_states.resize_with(i + 1, || None);
+        }
+        cf_states[i] = Some(CfState::new(data));
+    }
+    let default_cf = registry
+        .get(0)
+        .cloned()
+        .map(|data| ColumnFamily { data })
+        .ok_or_else(|| Error::corruption(&manifest_path, "no default column family"))?;
+    let mut tracker = CfTracker::default();
+    for cs in cf_states.iter().flatten() {
+        tracker.set_pressure(cs.data.id, cs.data.current_view().pressure);
+    }
     let scheduler = Scheduler::new(opts.executor);
     let threads = opts.max_background_jobs;
     let inner = Arc::new(DbInner {
+        id: db_id,
         dir: dir.to_path_buf(),
         fs,
         stats,
         tables,
         block_cache,
         versions: Mutex::new(versions),
+        registry: RwLock::new(registry),
+        cf_admin: Mutex::new(()),
+        default_cf,
         state: Mutex::new(State {
-            mem,
-            imm: VecDeque::new(),
-            live_wals: vec![wal_number],
+            cfs: cf_states,
+            tracker,
+            live_wals: vec![(wal_number, 0)],
+            current_wal: wal_number,
             bg_error: None,
-            flush_running: false,
+            flushes_running: 0,
         }),
         state_cv: Condvar::new(),
-        view: RwLock::new(Arc::new(view)),
         last_sequence: AtomicU64::new(last_seq),
         snapshots: Arc::new(SnapshotList::default()),
         queue: Mutex::new(WriteQueue::default()),
@@ -225,18 +239,135 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             delayed_until: None,
         }),
         scheduler,
-        compaction: Mutex::new(CompactionState::default()),
+        compactions_running: Mutex::new(0),
         compaction_cv: Condvar::new(),
         obsolete: Mutex::new(Vec::new()),
-        level_stats: Default::default(),
         closed: AtomicBool::new(false),
         lock: Mutex::new(Some(lock)),
         opts,
     });
     inner.scheduler.start(threads, inner.clone())?;
+    for name in missing {
+        let o = inner
+            .opts
+            .column_families
+            .get(&name)
+            .cloned()
+            .unwrap_or_default();
+        inner.create_cf(&name, o)?;
+    }
     // A store reopened with too many L0 files (or oversized levels) starts compacting at once.
-    inner.scheduler.request_compaction();
+    for data in inner.registry.read().by_id.iter().flatten() {
+        inner.scheduler.schedule_compaction(data);
+    }
     Ok(inner)
+}
+
+/// Replays the WAL files, newest data last, into one memtable per column family, flushing each to
+/// L0 whenever it fills and at the end. A record is skipped when its column family was dropped or
+/// had already flushed that WAL. Returns the last sequence number seen and the damaged regions
+/// skipped.
+fn replay_wals(
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    cf_opts: &BTreeMap<u32, ColumnFamilyOptions>,
+    wals: &mut [u64],
+) -> Result<(u64, u64)> {
+    let fs = opts.filesystem.as_ref();
+    wals.sort_unstable();
+    let mut last_seq = versions.last_sequence();
+    let log_numbers: BTreeMap<u32, u64> = versions
+        .column_families()
+        .iter()
+        .map(|(&id, cf)| (id, cf.log_number))
+        .collect();
+    let highest_id = versions.next_column_family_id() - 1;
+    let new_mem = |o: &ColumnFamilyOptions| {
+        Arc::new(MemTable::new(
+            0,
+            o.write_buffer_size,
+            o.memtable_bloom_ratio(),
+        ))
+    };
+    let mut mems: BTreeMap<u32, Arc<MemTable>> =
+        cf_opts.iter().map(|(&id, o)| (id, new_mem(o))).collect();
+    let mut edits: BTreeMap<u32, VersionEdit> = BTreeMap::new();
+    let flush = |versions: &mut VersionSet,
+                 edits: &mut BTreeMap<u32, VersionEdit>,
+                 id: u32,
+                 mem: &Arc<MemTable>|
+     -> Result<()> {
+        let o = &cf_opts[&id];
+        let n = versions.new_file_number();
+        let table_opts = TableOptions::from_options(o);
+        if let Some(meta) = write_level0_table(fs, dir, n, mem, &table_opts)? {
+            let edit = edits.entry(id).or_insert_with(|| VersionEdit {
+                column_family: id,
+                ..Default::default()
+            });
+            edit.new_files.push((0, meta));
+        }
+        Ok(())
+    };
+    let mode = match opts.wal_recovery {
+        WalRecovery::TolerateTornTail => ReadOutcome::FailOnMidLogDamage,
+        WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
+    };
+    let mut skipped = 0u64;
+    for &number in wals.iter() {
+        let path = wal_file(dir, number);
+        let data = fs.read_all(&path)?;
+        let mut reader = LogReader::new(&data, &path, mode);
+        while let Some(record) = reader.next_record()? {
+            let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
+                Error::corruption(&path, "WAL record shorter than a batch header")
+            })?;
+            let mut seq = batch.sequence();
+            let mut unknown_cf = None;
+            let mut touched: Vec<u32> = Vec::new();
+            batch
+                .for_each(|r| {
+                    if !touched.contains(&r.cf) {
+                        touched.push(r.cf);
+                    }
+                    match (mems.get(&r.cf), log_numbers.get(&r.cf)) {
+                        (Some(mem), Some(&log)) if number >= log => {
+                            mem.add(seq, r.kind, r.key, r.value)
+                        }
+                        // Flushed before the crash, or dropped.
+                        (Some(_), Some(_)) => {}
+                        _ if r.cf <= highest_id => {}
+                        _ => unknown_cf = Some(r.cf),
+                    }
+                    seq += 1;
+                })
+                .map_err(|d| Error::corruption(&path, d))?;
+            if let Some(cf) = unknown_cf {
+                return Err(Error::corruption(
+                    &path,
+                    format!("write for unknown column family {cf}"),
+                ));
+            }
+            last_seq = last_seq.max(seq.saturating_sub(1));
+            for cf in touched {
+                let Some(mem) = mems.get(&cf) else { continue };
+                if mem.memory_usage() >= cf_opts[&cf].write_buffer_size {
+                    let full = mem.clone();
+                    flush(versions, &mut edits, cf, &full)?;
+                    mems.insert(cf, new_mem(&cf_opts[&cf]));
+                }
+            }
+        }
+        skipped += reader.skipped_regions as u64;
+    }
+    for (&id, mem) in &mems {
+        flush(versions, &mut edits, id, mem)?;
+    }
+    for edit in edits.values() {
+        versions.apply_recovered(edit)?;
+    }
+    Ok((last_seq, skipped))
 }
 
 /// Deletes WALs older than `wal_number`, superseded MANIFESTs, temp files, and tables no version

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use serde::Serialize;
 
 use super::DbInner;
+use super::column_family::ColumnFamilyData;
 use crate::compaction;
 
 /// Files and bytes at one level.
@@ -36,9 +37,13 @@ pub struct LevelProperties {
     pub write_amplification: f64,
 }
 
-/// The store's shape at one moment.
+/// One column family's shape at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Properties {
+pub struct ColumnFamilyProperties {
+    /// Its id (0 for the default column family).
+    pub id: u32,
+    /// Its name.
+    pub name: String,
     /// Bytes allocated by the active memtable.
     pub memtable_bytes: u64,
     /// Entries in the active memtable.
@@ -55,6 +60,33 @@ pub struct Properties {
     pub total_files: usize,
     /// Bytes of table files in all levels.
     pub total_sst_bytes: u64,
+    /// The level L0 compacts into.
+    pub base_level: usize,
+    /// Estimated bytes compaction must rewrite to bring every level within its target.
+    pub pending_compaction_bytes: u64,
+    /// Compactions running now.
+    pub compactions_running: usize,
+    /// Estimated live keys: entries in memtables and tables, less twice the deletions.
+    pub estimate_num_keys: u64,
+    /// The oldest WAL holding data of this column family not yet in its tables.
+    pub oldest_wal_needed: Option<u64>,
+}
+
+/// The store's shape at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Properties {
+    /// Every column family, by id (the default one first).
+    pub column_families: Vec<ColumnFamilyProperties>,
+    /// Table files in all column families.
+    pub total_files: usize,
+    /// Bytes of table files in all column families.
+    pub total_sst_bytes: u64,
+    /// Pending compaction bytes summed over the column families.
+    pub pending_compaction_bytes: u64,
+    /// Flushes running now.
+    pub flushes_running: usize,
+    /// Compactions running now.
+    pub compactions_running: usize,
     /// Newest sequence number visible to reads.
     pub last_sequence: u64,
     /// Snapshots (explicit, and implicit ones held by iterators) alive now.
@@ -63,6 +95,8 @@ pub struct Properties {
     pub oldest_snapshot: Option<u64>,
     /// WAL files that may hold unflushed data.
     pub live_wal_files: usize,
+    /// Bytes in those files.
+    pub live_wal_bytes: u64,
     /// Number of the WAL being appended to.
     pub current_wal_number: u64,
     /// Bytes appended to it.
@@ -75,14 +109,10 @@ pub struct Properties {
     pub block_cache_usage: u64,
     /// The error that stopped writes, if one did.
     pub background_error: Option<String>,
-    /// The level L0 compacts into.
-    pub base_level: usize,
-    /// Estimated bytes compaction must rewrite to bring every level within its target.
-    pub pending_compaction_bytes: u64,
-    /// A compaction is running now.
-    pub compaction_running: bool,
-    /// Estimated live keys: entries in memtables and tables, less twice the deletions.
-    pub estimate_num_keys: u64,
+    /// Column families asking writers to stop, and to slow down, for compaction debt.
+    pub stopping_column_families: usize,
+    /// See `stopping_column_families`.
+    pub slowing_column_families: usize,
     /// Bytes written to disk (WAL, flushes, compactions) per byte the user wrote.
     pub write_amplification: f64,
 }
@@ -101,32 +131,74 @@ impl DbInner {
             current_wal_bytes: wal_bytes,
             ..Default::default()
         };
+        let cfs: Vec<_> = {
+            let st = self.state.lock();
+            p.flushes_running = st.flushes_running;
+            p.live_wal_files = st.live_wals.len();
+            p.live_wal_bytes = st.live_wals.iter().map(|(_, b)| b).sum::<u64>() + wal_bytes;
+            p.background_error = st.bg_error.as_ref().map(|e| e.to_string());
+            p.stopping_column_families = st.tracker.stopping.len();
+            p.slowing_column_families = st.tracker.slowing.len();
+            st.cfs.iter().flatten().map(|cs| cs.data.clone()).collect()
+        };
+        for cf in cfs {
+            if let Some(c) = self.cf_properties(&cf) {
+                p.total_files += c.total_files;
+                p.total_sst_bytes += c.total_sst_bytes;
+                p.pending_compaction_bytes += c.pending_compaction_bytes;
+                p.column_families.push(c);
+            }
+        }
+        p.compactions_running = *self.compactions_running.lock();
+        p.manifest_number = self.versions.lock().manifest_number();
+        let stats = &self.stats;
+        let user = stats.bytes_written.get();
+        let disk =
+            stats.wal_bytes.get() + stats.flush_bytes.get() + stats.compaction_bytes_written.get();
+        p.write_amplification = if user > 0 {
+            disk as f64 / user as f64
+        } else {
+            0.0
+        };
+        p.last_sequence = self.last_sequence.load(Ordering::Acquire);
+        p.live_snapshots = self.snapshots.count();
+        p.oldest_snapshot = self.snapshots.oldest();
+        if let Some(c) = &self.block_cache {
+            p.block_cache_capacity = c.capacity() as u64;
+            p.block_cache_usage = c.usage() as u64;
+        }
+        p
+    }
+
+    /// `cf`'s shape; `None` once it is dropped.
+    pub(super) fn cf_properties(&self, cf: &ColumnFamilyData) -> Option<ColumnFamilyProperties> {
+        let mut p = ColumnFamilyProperties {
+            id: cf.id,
+            name: cf.name.clone(),
+            ..Default::default()
+        };
         let imm_entries: u64;
         {
             let st = self.state.lock();
-            p.memtable_bytes = st.mem.memory_usage() as u64;
-            p.memtable_entries = st.mem.num_entries();
-            p.immutable_memtables = st.imm.len();
-            p.immutable_memtable_bytes = st.imm.iter().map(|m| m.memory_usage() as u64).sum();
-            imm_entries = st.imm.iter().map(|m| m.num_entries()).sum();
-            p.flush_running = st.flush_running;
-            p.live_wal_files = st.live_wals.len();
-            p.background_error = st.bg_error.as_ref().map(|e| e.to_string());
+            let cs = st.cf(cf.id)?;
+            p.memtable_bytes = cs.mem.memory_usage() as u64;
+            p.memtable_entries = cs.mem.num_entries();
+            p.immutable_memtables = cs.imm.len();
+            p.immutable_memtable_bytes = cs.imm.iter().map(|(m, _)| m.memory_usage() as u64).sum();
+            imm_entries = cs.imm.iter().map(|(m, _)| m.num_entries()).sum();
+            p.flush_running = cs.flush_running;
+            p.oldest_wal_needed = cs.oldest_log();
         }
-        let (version, manifest) = {
-            let v = self.versions.lock();
-            (v.current(), v.manifest_number())
-        };
-        p.manifest_number = manifest;
-        let targets = compaction::level_targets(&version, &self.opts);
+        let version = self.versions.lock().current(cf.id)?;
+        let targets = compaction::level_targets(&version, &cf.opts);
         let (scores, running) = {
-            let cs = self.compaction.lock();
+            let cs = cf.compaction.lock();
             (
-                compaction::scores(&version, &self.opts, &cs.busy, &targets),
+                compaction::scores(&version, &cf.opts, &cs.busy, &targets),
                 cs.running,
             )
         };
-        for (level, (files, ls)) in version.levels.iter().zip(&self.level_stats).enumerate() {
+        for (level, (files, ls)) in version.levels.iter().zip(&cf.level_stats).enumerate() {
             let read_upper = ls.bytes_read_upper.get();
             let written = ls.bytes_written.get();
             p.levels.push(LevelProperties {
@@ -149,30 +221,14 @@ impl DbInner {
             });
         }
         p.base_level = targets.base_level;
-        p.pending_compaction_bytes = compaction::pending_compaction_bytes(&version, &self.opts);
-        p.compaction_running = running;
-        let stats = &self.stats;
-        let user = stats.bytes_written.get();
-        let disk =
-            stats.wal_bytes.get() + stats.flush_bytes.get() + stats.compaction_bytes_written.get();
-        p.write_amplification = if user > 0 {
-            disk as f64 / user as f64
-        } else {
-            0.0
-        };
+        p.pending_compaction_bytes = compaction::pending_compaction_bytes(&version, &cf.opts);
+        p.compactions_running = running;
         let entries: u64 =
             p.levels.iter().map(|l| l.entries).sum::<u64>() + p.memtable_entries + imm_entries;
         let deletions: u64 = p.levels.iter().map(|l| l.deletions).sum();
         p.estimate_num_keys = entries.saturating_sub(2 * deletions);
         p.total_files = version.num_files();
         p.total_sst_bytes = p.levels.iter().map(|l| l.bytes).sum();
-        p.last_sequence = self.last_sequence.load(Ordering::Acquire);
-        p.live_snapshots = self.snapshots.count();
-        p.oldest_snapshot = self.snapshots.oldest();
-        if let Some(c) = &self.block_cache {
-            p.block_cache_capacity = c.capacity() as u64;
-            p.block_cache_usage = c.usage() as u64;
-        }
-        p
+        Some(p)
     }
 }

@@ -15,20 +15,20 @@ use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::filename::wal_file;
 use crate::memtable::MemTable;
-use crate::options::{Executor, Options, WriteOptions};
+use crate::options::{ColumnFamilyOptions, Executor, WriteOptions};
 use crate::version::Version;
 use crate::wal::LogWriter;
 
 /// What compaction debt asks of writers; computed once per installed version.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Pressure {
-    stop: Option<StallCause>,
-    slowdown: Option<StallCause>,
+    pub(crate) stop: Option<StallCause>,
+    pub(crate) slowdown: Option<StallCause>,
 }
 
 impl Pressure {
     /// Whether L0 or pending compaction bytes in `version` call for slowing or stopping writes.
-    pub(crate) fn of(version: &Version, o: &Options) -> Pressure {
+    pub(crate) fn of(version: &Version, o: &ColumnFamilyOptions) -> Pressure {
         let mut p = Pressure::default();
         if o.disable_auto_compactions {
             return p;
@@ -133,8 +133,24 @@ impl DbInner {
     fn commit_group(&self, writes: &mut [PendingWrite]) -> Result<()> {
         let mut wal = self.wal.lock();
         let group_bytes: u64 = writes.iter().map(|w| w.batch.size_in_bytes() as u64).sum();
-        self.make_room_for_write(&mut wal, group_bytes)?;
-        let mem = self.state.lock().mem.clone();
+        let mut touched: Vec<u32> = Vec::new();
+        for w in writes.iter() {
+            for &cf in w.batch.column_families() {
+                if !touched.contains(&cf) {
+                    touched.push(cf);
+                }
+            }
+        }
+        self.make_room_for_write(&mut wal, group_bytes, &touched)?;
+        // A column family dropped since its writer checked it is skipped: its records are in the
+        // WAL, and recovery skips them too.
+        let mems: Vec<(u32, Arc<MemTable>)> = {
+            let mut st = self.state.lock();
+            touched
+                .iter()
+                .filter_map(|&id| Some((id, st.memtable_for_write(id, wal.number)?)))
+                .collect()
+        };
         let first_seq = self.last_sequence.load(Ordering::Relaxed) + 1;
 
         // WAL-logged batches take the first sequence numbers so that their merged record is contiguous.
@@ -188,7 +204,9 @@ impl DbInner {
             let mut s = w.batch.sequence();
             w.batch
                 .for_each(|r| {
-                    mem.add(s, r.kind, r.key, r.value);
+                    if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == r.cf) {
+                        mem.add(s, r.kind, r.key, r.value);
+                    }
                     s += 1;
                     keys += 1;
                     if r.kind == crate::key::ValueKind::Delete {
@@ -224,39 +242,48 @@ impl DbInner {
     }
 
     /// Holds writes back while background work is behind: slows a group down once (to
-    /// `delayed_write_rate`) past the slowdown limits, waits while a stop limit holds or every
-    /// memtable is full, then switches to a new memtable when this one is full.
-    fn make_room_for_write(&self, wal: &mut WalState, group_bytes: u64) -> Result<()> {
+    /// `delayed_write_rate`) while some column family is past a slowdown limit, waits while one is
+    /// past a stop limit or while a memtable the group writes to is full and every memtable of its
+    /// column family is waiting for a flush; then switches full memtables (and those pinning the
+    /// oldest WAL once the WALs pass `max_total_wal_size`).
+    fn make_room_for_write(
+        &self,
+        wal: &mut WalState,
+        group_bytes: u64,
+        touched: &[u32],
+    ) -> Result<()> {
         let mut stall: Option<(Instant, StallCause)> = None;
         let mut delayed = false;
         let mut stopped = false;
-        let result = loop {
-            let st = self.state.lock();
+        let result = 'wait: loop {
+            let mut st = self.state.lock();
             if let Some(e) = &st.bg_error {
                 break Err(Error::Background(e.to_string()));
             }
-            let pressure = self.current_view().pressure;
-            if let Some(cause) = pressure.stop {
+            if let Some((&id, &cause)) = st.tracker.stopping.iter().next() {
                 if !stopped {
                     stopped = true;
                     self.stats.write_stops.inc();
                 }
                 self.note_stall(&mut stall, cause);
+                let Some(cf) = st.cf(id).map(|cs| cs.data.clone()) else {
+                    st.tracker.stopping.remove(&id);
+                    continue;
+                };
                 if self.scheduler.mode() == Executor::Inline {
                     drop(st);
-                    match self.compact_once() {
+                    match self.compact_once(&cf) {
                         Ok(true) => continue,
                         // Nothing can be compacted now: let the write through rather than hang.
                         Ok(false) => break Ok(()),
                         Err(e) => break Err(e),
                     }
                 }
-                self.scheduler.request_compaction();
-                let mut st = st;
+                self.scheduler.schedule_compaction(&cf);
                 self.state_cv.wait_for(&mut st, Duration::from_millis(100));
                 continue;
             }
-            match pressure.slowdown {
+            match st.tracker.slowing.values().next().copied() {
                 Some(cause) if !delayed => {
                     drop(st);
                     delayed = true;
@@ -279,18 +306,33 @@ impl DbInner {
                 Some(_) => {}
                 None => wal.delayed_until = None,
             }
-            if st.mem.memory_usage() < self.opts.write_buffer_size {
-                break Ok(());
+            let mut switch: Vec<u32> = touched
+                .iter()
+                .copied()
+                .filter(|&id| {
+                    st.cf(id)
+                        .is_some_and(|cs| cs.mem.memory_usage() >= cs.data.opts.write_buffer_size)
+                })
+                .collect();
+            if switch.is_empty() {
+                switch = self.cfs_holding_wals_back(&st, wal);
             }
-            if st.imm.len() + 1 >= self.opts.max_write_buffer_number {
-                self.note_stall(&mut stall, StallCause::MemtableLimit);
-                if let Err(e) = self.wait_for_flush(st) {
-                    break Err(e);
+            for &id in &switch {
+                let Some(cs) = st.cf(id) else { continue };
+                if cs.imm.len() + 1 >= cs.data.opts.max_write_buffer_number {
+                    let cf = cs.data.clone();
+                    self.note_stall(&mut stall, StallCause::MemtableLimit);
+                    if let Err(e) = self.wait_for_flush(st, &cf) {
+                        break 'wait Err(e);
+                    }
+                    continue 'wait;
                 }
-                continue;
             }
             drop(st);
-            break self.switch_memtable(wal);
+            if switch.is_empty() {
+                break Ok(());
+            }
+            break self.switch_memtables(wal, &switch);
         };
         if let Some((started, cause)) = stall {
             let waited = started.elapsed();
@@ -300,6 +342,27 @@ impl DbInner {
             }
         }
         result
+    }
+
+    /// Once the live WALs pass `max_total_wal_size`: the column families whose active memtable
+    /// holds data in the oldest WAL, which must flush for it to be deleted.
+    fn cfs_holding_wals_back(&self, st: &super::State, wal: &WalState) -> Vec<u32> {
+        if st.live_wals.len() < 2 {
+            return Vec::new();
+        }
+        let current = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
+        let total: u64 = st.live_wals.iter().map(|(_, b)| b).sum::<u64>() + current;
+        if total <= self.opts.wal_size_limit() {
+            return Vec::new();
+        }
+        let oldest = st.live_wals[0].0;
+        st.tracker
+            .pinning(oldest)
+            .filter(|&id| {
+                st.cf(id)
+                    .is_some_and(|cs| cs.mem_first_log.is_some_and(|l| l <= oldest))
+            })
+            .collect()
     }
 
     /// Records the start of a stall (once per write group, under its first cause).
@@ -314,31 +377,51 @@ impl DbInner {
         }
     }
 
-    /// Makes the memtable immutable, starts a new WAL for its successor and asks for a flush.
-    pub(super) fn switch_memtable(&self, wal: &mut WalState) -> Result<()> {
-        let number = self.versions.lock().new_file_number();
-        let path = wal_file(&self.dir, number);
-        let file = self.fs.create(&path)?;
-        self.fs.sync_dir(&self.dir)?;
-        // Sync the old log so that nothing acknowledged in it can be lost while a synced write in the
-        // new log survives: recovery must never see a hole.
-        wal.sync()?;
-        wal.writer = Some(LogWriter::new(file));
-        wal.number = number;
+    /// Makes the memtables of column families `ids` immutable and queues their flushes, moving to
+    /// a new WAL first (unless the current one is still empty) so that their flushes can release
+    /// the old one.
+    pub(super) fn switch_memtables(&self, wal: &mut WalState, ids: &[u32]) -> Result<()> {
+        let closed = match wal.writer.as_ref().map(|w| w.bytes_written()) {
+            Some(0) => None,
+            _ => {
+                let number = self.versions.lock().new_file_number();
+                let path = wal_file(&self.dir, number);
+                let file = self.fs.create(&path)?;
+                self.fs.sync_dir(&self.dir)?;
+                // Sync the old log so that nothing acknowledged in it can be lost while a synced
+                // write in the new log survives: recovery must never see a hole.
+                wal.sync()?;
+                let old_bytes = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
+                wal.writer = Some(LogWriter::new(file));
+                wal.number = number;
+                Some(old_bytes)
+            }
+        };
         let mut st = self.state.lock();
-        let old = std::mem::replace(
-            &mut st.mem,
-            Arc::new(MemTable::new(
-                number,
-                self.opts.write_buffer_size,
-                self.opts.memtable_bloom_ratio(),
-            )),
-        );
-        st.imm.push_back(old);
-        st.live_wals.push(number);
-        self.install_view(&st);
+        if let Some(bytes) = closed {
+            if let Some(last) = st.live_wals.last_mut() {
+                last.1 = bytes;
+            }
+            st.live_wals.push((wal.number, 0));
+            st.current_wal = wal.number;
+        }
+        for &id in ids {
+            let Some(cs) = st.cf_mut(id) else { continue };
+            if cs.mem.is_empty() {
+                continue;
+            }
+            let fresh = cs.data.new_memtable(cs.next_memtable_id);
+            cs.next_memtable_id += 1;
+            let old = std::mem::replace(&mut cs.mem, fresh);
+            let first_log = cs.mem_first_log.take().unwrap_or(wal.number);
+            cs.imm.push_back((old, first_log));
+            let cf = cs.data.clone();
+            self.install_view(&mut st, id);
+            self.scheduler.schedule_flush(&cf);
+        }
+        let obsolete = st.take_obsolete_wals();
         drop(st);
-        self.scheduler.request_flush();
+        self.remove_wals(obsolete);
         Ok(())
     }
 }

@@ -21,8 +21,8 @@ pub(crate) enum Lookup<T> {
 
 pub(crate) struct MemTable {
     list: SkipList,
-    /// The WAL file that holds this memtable's writes.
-    pub(crate) log_number: u64,
+    /// Increasing per column family: tells `flush` which memtables are older than the one it waits for.
+    pub(crate) id: u64,
     entries: AtomicU64,
     bloom: Option<MemtableBloom>,
 }
@@ -30,7 +30,7 @@ pub(crate) struct MemTable {
 impl std::fmt::Debug for MemTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemTable")
-            .field("log_number", &self.log_number)
+            .field("id", &self.id)
             .field("entries", &self.num_entries())
             .field("bytes", &self.memory_usage())
             .finish()
@@ -38,13 +38,13 @@ impl std::fmt::Debug for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable for the writes logged in WAL `log_number`, sized for `write_buffer_size`,
+    /// An empty memtable numbered `id`, sized for `write_buffer_size`,
     /// with a whole-key Bloom filter of `bloom_ratio * write_buffer_size` bytes when the ratio is
     /// positive.
-    pub(crate) fn new(log_number: u64, write_buffer_size: usize, bloom_ratio: f64) -> Self {
+    pub(crate) fn new(id: u64, write_buffer_size: usize, bloom_ratio: f64) -> Self {
         MemTable {
             list: SkipList::new(write_buffer_size),
-            log_number,
+            id,
             entries: AtomicU64::new(0),
             bloom: (bloom_ratio > 0.0)
                 .then(|| MemtableBloom::for_memtable(write_buffer_size, bloom_ratio)),

@@ -82,6 +82,9 @@ impl Node {
 struct Arena {
     chunks: Vec<(*mut u8, Layout)>,
     chunk_size: usize,
+    /// The next shared chunk's size: chunks start small and double up to `chunk_size`, so that
+    /// an idle memtable (one per column family) costs a few KiB, not a full chunk.
+    next_chunk: usize,
     ptr: *mut u8,
     left: usize,
     rng: u32,
@@ -99,11 +102,8 @@ impl Arena {
             return p;
         }
         // Big entries get a chunk of their own so the current chunk's tail is not wasted.
-        let chunk = if size > self.chunk_size / 4 {
-            size
-        } else {
-            self.chunk_size
-        };
+        let dedicated = size > self.next_chunk / 4;
+        let chunk = if dedicated { size } else { self.next_chunk };
         let layout = match Layout::from_size_align(chunk.max(1), 16) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -115,10 +115,11 @@ impl Arena {
         }
         self.chunks.push((p, layout));
         used.fetch_add(chunk, Ordering::Relaxed);
-        if chunk == self.chunk_size {
-            // SAFETY: size <= chunk_size / 4, inside the new chunk.
+        if !dedicated {
+            // SAFETY: size <= chunk / 4, inside the new chunk.
             self.ptr = unsafe { p.add(size) };
-            self.left = self.chunk_size - size;
+            self.left = chunk - size;
+            self.next_chunk = (self.next_chunk * 2).min(self.chunk_size);
         }
         p
     }
@@ -160,6 +161,7 @@ impl SkipList {
         let mut arena = Arena {
             chunks: Vec::new(),
             chunk_size: (budget / 8).clamp(MIN_CHUNK_SIZE, MAX_CHUNK_SIZE),
+            next_chunk: MIN_CHUNK_SIZE,
             ptr: ptr::null_mut(),
             left: 0,
             rng: 0x2545_f491,
@@ -385,15 +387,25 @@ mod tests {
             1999u32.to_be_bytes()
         );
         assert!(list.seek_lt(Some(&ik(0, u64::MAX >> 8))).is_null());
-        assert!(list.memory_usage() >= MAX_CHUNK_SIZE);
+        // At least the keys and values themselves are accounted for.
+        assert!(list.memory_usage() >= 2000 * 20);
     }
 
     #[test]
-    fn small_budgets_use_small_chunks() {
-        let list = SkipList::new(64 << 10);
-        assert_eq!(list.memory_usage(), 8 << 10);
+    fn chunks_start_small_and_grow_to_the_budget() {
+        // An idle memtable (one per column family) costs one small chunk.
+        let list = SkipList::new(64 << 20);
+        assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
         put(&list, 1, 1, b"v");
-        assert_eq!(list.memory_usage(), 8 << 10);
+        assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
+        // A 64 KiB budget caps chunks at 8 KiB: 4 + 8 + 8 + ... KiB.
+        let list = SkipList::new(64 << 10);
+        for i in 0..1000 {
+            put(&list, i, i as u64, &[0u8; 20]);
+        }
+        let usage = list.memory_usage();
+        assert_eq!((usage - MIN_CHUNK_SIZE) % (8 << 10), 0, "{usage}");
+        assert!(usage < 1000 * 100, "{usage}");
     }
 
     #[test]
@@ -403,7 +415,9 @@ mod tests {
         put(&list, 1, 1, &big);
         put(&list, 2, 2, b"small");
         assert_eq!(list.node_value(list.first()), &big[..]);
-        assert!(list.memory_usage() >= 3 * MAX_CHUNK_SIZE);
+        // The small entry still went to the first, small chunk.
+        let node_overhead = list.memory_usage() - MIN_CHUNK_SIZE - big.len();
+        assert!(node_overhead < 256, "{node_overhead}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) struct TableOptions {
 }
 
 impl TableOptions {
-    pub(crate) fn from_options(o: &crate::Options) -> Self {
+    pub(crate) fn from_options(o: &crate::ColumnFamilyOptions) -> Self {
         TableOptions {
             block_size: o.block_size,
             restart_interval: o.block_restart_interval,

@@ -8,6 +8,7 @@ use crate::coding::{
     put_varint64,
 };
 use crate::error::{Error, Result};
+use crate::options::{ColumnFamilyOptions, Compression};
 
 const TAG_LOG_NUMBER: u32 = 2;
 const TAG_NEXT_FILE: u32 = 3;
@@ -15,6 +16,10 @@ const TAG_LAST_SEQUENCE: u32 = 4;
 const TAG_NEW_FILE: u32 = 5;
 const TAG_DELETED_FILE: u32 = 6;
 const TAG_COLUMN_FAMILY: u32 = 7;
+const TAG_ADD_COLUMN_FAMILY: u32 = 8;
+const TAG_DROP_COLUMN_FAMILY: u32 = 9;
+const TAG_MAX_COLUMN_FAMILY: u32 = 10;
+const TAG_COLUMN_FAMILY_OPTIONS: u32 = 11;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,9 +58,17 @@ impl FileMetaData {
 /// A change to the set of live files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct VersionEdit {
-    /// The column family the file changes apply to (0 is the default one).
+    /// The column family the edit applies to (0 is the default one).
     pub column_family: u32,
-    /// WAL files below this number hold nothing unflushed.
+    /// Creates `column_family` with this name.
+    pub add_column_family: Option<String>,
+    /// Drops `column_family`.
+    pub drop_column_family: bool,
+    /// `column_family`'s options, encoded by [`encode_cf_options`].
+    pub cf_options: Option<Vec<u8>>,
+    /// The largest column family id ever handed out (ids are never reused).
+    pub max_column_family: Option<u32>,
+    /// WAL files below this number hold nothing of `column_family` that is not in its tables.
     pub log_number: Option<u64>,
     pub next_file_number: Option<u64>,
     pub last_sequence: Option<u64>,
@@ -69,6 +82,21 @@ impl VersionEdit {
         if self.column_family != 0 {
             put_varint32(&mut out, TAG_COLUMN_FAMILY);
             put_varint32(&mut out, self.column_family);
+        }
+        if let Some(name) = &self.add_column_family {
+            put_varint32(&mut out, TAG_ADD_COLUMN_FAMILY);
+            put_length_prefixed(&mut out, name.as_bytes());
+        }
+        if self.drop_column_family {
+            put_varint32(&mut out, TAG_DROP_COLUMN_FAMILY);
+        }
+        if let Some(o) = &self.cf_options {
+            put_varint32(&mut out, TAG_COLUMN_FAMILY_OPTIONS);
+            put_length_prefixed(&mut out, o);
+        }
+        if let Some(m) = self.max_column_family {
+            put_varint32(&mut out, TAG_MAX_COLUMN_FAMILY);
+            put_varint32(&mut out, m);
         }
         for (tag, v) in [
             (TAG_LOG_NUMBER, self.log_number),
@@ -113,6 +141,25 @@ impl VersionEdit {
                     e.column_family = get_varint32(data, &mut pos)
                         .ok_or_else(|| bad("truncated column family"))?
                 }
+                TAG_ADD_COLUMN_FAMILY => {
+                    let name = get_length_prefixed(data, &mut pos)
+                        .ok_or_else(|| bad("truncated column family name"))?;
+                    let name = std::str::from_utf8(name)
+                        .map_err(|_| bad("column family name is not UTF-8"))?;
+                    e.add_column_family = Some(name.to_string());
+                }
+                TAG_DROP_COLUMN_FAMILY => e.drop_column_family = true,
+                TAG_COLUMN_FAMILY_OPTIONS => {
+                    let o = get_length_prefixed(data, &mut pos)
+                        .ok_or_else(|| bad("truncated column family options"))?;
+                    e.cf_options = Some(o.to_vec());
+                }
+                TAG_MAX_COLUMN_FAMILY => {
+                    e.max_column_family = Some(
+                        get_varint32(data, &mut pos)
+                            .ok_or_else(|| bad("truncated max column family"))?,
+                    )
+                }
                 TAG_LOG_NUMBER => e.log_number = Some(v64(&mut pos)?),
                 TAG_NEXT_FILE => e.next_file_number = Some(v64(&mut pos)?),
                 TAG_LAST_SEQUENCE => e.last_sequence = Some(v64(&mut pos)?),
@@ -154,6 +201,141 @@ impl VersionEdit {
     }
 }
 
+// Column family options as (field id, value) pairs, so that fields can be added (and unknown ones
+// skipped) without breaking old stores. Floats are stored as their IEEE bits.
+const OPT_WRITE_BUFFER_SIZE: u32 = 1;
+const OPT_MAX_WRITE_BUFFER_NUMBER: u32 = 2;
+const OPT_BLOCK_SIZE: u32 = 3;
+const OPT_BLOCK_RESTART_INTERVAL: u32 = 4;
+const OPT_COMPRESSION: u32 = 5;
+const OPT_ZSTD_LEVEL: u32 = 6;
+const OPT_BLOOM_BITS_PER_KEY: u32 = 7;
+const OPT_MEMTABLE_BLOOM_SIZE_RATIO: u32 = 8;
+const OPT_MEMTABLE_WHOLE_KEY_FILTERING: u32 = 9;
+const OPT_L0_COMPACTION_TRIGGER: u32 = 10;
+const OPT_L0_SLOWDOWN_TRIGGER: u32 = 11;
+const OPT_L0_STOP_TRIGGER: u32 = 12;
+const OPT_MAX_BYTES_FOR_LEVEL_BASE: u32 = 13;
+const OPT_LEVEL_MULTIPLIER: u32 = 14;
+const OPT_DYNAMIC_LEVEL_BYTES: u32 = 15;
+const OPT_TARGET_FILE_SIZE_BASE: u32 = 16;
+const OPT_SOFT_PENDING_LIMIT: u32 = 17;
+const OPT_HARD_PENDING_LIMIT: u32 = 18;
+const OPT_DISABLE_AUTO_COMPACTIONS: u32 = 19;
+
+/// Encodes every recorded field of `o` (all but the compaction filter).
+pub(crate) fn encode_cf_options(o: &ColumnFamilyOptions) -> Vec<u8> {
+    let fields = [
+        (OPT_WRITE_BUFFER_SIZE, o.write_buffer_size as u64),
+        (
+            OPT_MAX_WRITE_BUFFER_NUMBER,
+            o.max_write_buffer_number as u64,
+        ),
+        (OPT_BLOCK_SIZE, o.block_size as u64),
+        (OPT_BLOCK_RESTART_INTERVAL, o.block_restart_interval as u64),
+        (
+            OPT_COMPRESSION,
+            match o.compression {
+                Compression::None => 0,
+                Compression::Zstd => 1,
+            },
+        ),
+        (OPT_ZSTD_LEVEL, o.zstd_level as u64),
+        (OPT_BLOOM_BITS_PER_KEY, o.bloom_bits_per_key as u64),
+        (
+            OPT_MEMTABLE_BLOOM_SIZE_RATIO,
+            o.memtable_bloom_size_ratio.to_bits(),
+        ),
+        (
+            OPT_MEMTABLE_WHOLE_KEY_FILTERING,
+            o.memtable_whole_key_filtering as u64,
+        ),
+        (
+            OPT_L0_COMPACTION_TRIGGER,
+            o.level0_file_num_compaction_trigger as u64,
+        ),
+        (
+            OPT_L0_SLOWDOWN_TRIGGER,
+            o.level0_slowdown_writes_trigger as u64,
+        ),
+        (OPT_L0_STOP_TRIGGER, o.level0_stop_writes_trigger as u64),
+        (OPT_MAX_BYTES_FOR_LEVEL_BASE, o.max_bytes_for_level_base),
+        (OPT_LEVEL_MULTIPLIER, o.max_bytes_for_level_multiplier),
+        (
+            OPT_DYNAMIC_LEVEL_BYTES,
+            o.level_compaction_dynamic_level_bytes as u64,
+        ),
+        (OPT_TARGET_FILE_SIZE_BASE, o.target_file_size_base),
+        (
+            OPT_SOFT_PENDING_LIMIT,
+            o.soft_pending_compaction_bytes_limit,
+        ),
+        (
+            OPT_HARD_PENDING_LIMIT,
+            o.hard_pending_compaction_bytes_limit,
+        ),
+        (
+            OPT_DISABLE_AUTO_COMPACTIONS,
+            o.disable_auto_compactions as u64,
+        ),
+    ];
+    let mut out = Vec::new();
+    for (id, v) in fields {
+        put_varint32(&mut out, id);
+        put_varint64(&mut out, v);
+    }
+    out
+}
+
+/// Decodes options written by [`encode_cf_options`]; fields it does not name keep their defaults
+/// and unknown fields are skipped. The result is validated like options passed to `create_cf`.
+pub(crate) fn decode_cf_options(data: &[u8], file: &Path) -> Result<ColumnFamilyOptions> {
+    let bad = |what: &str| Error::corruption(file, format!("column family options: {what}"));
+    let mut o = ColumnFamilyOptions::default();
+    let mut pos = 0;
+    while pos < data.len() {
+        let id = get_varint32(data, &mut pos).ok_or_else(|| bad("truncated field id"))?;
+        let v = get_varint64(data, &mut pos).ok_or_else(|| bad("truncated value"))?;
+        let size = || usize::try_from(v).map_err(|_| bad("value out of range"));
+        match id {
+            OPT_WRITE_BUFFER_SIZE => o.write_buffer_size = size()?,
+            OPT_MAX_WRITE_BUFFER_NUMBER => o.max_write_buffer_number = size()?,
+            OPT_BLOCK_SIZE => o.block_size = size()?,
+            OPT_BLOCK_RESTART_INTERVAL => o.block_restart_interval = size()?,
+            OPT_COMPRESSION => {
+                o.compression = match v {
+                    0 => Compression::None,
+                    1 => Compression::Zstd,
+                    _ => return Err(bad("unknown compression")),
+                }
+            }
+            OPT_ZSTD_LEVEL => {
+                o.zstd_level = i32::try_from(v).map_err(|_| bad("zstd level out of range"))?
+            }
+            OPT_BLOOM_BITS_PER_KEY => {
+                o.bloom_bits_per_key =
+                    u32::try_from(v).map_err(|_| bad("bloom bits out of range"))?
+            }
+            OPT_MEMTABLE_BLOOM_SIZE_RATIO => o.memtable_bloom_size_ratio = f64::from_bits(v),
+            OPT_MEMTABLE_WHOLE_KEY_FILTERING => o.memtable_whole_key_filtering = v != 0,
+            OPT_L0_COMPACTION_TRIGGER => o.level0_file_num_compaction_trigger = size()?,
+            OPT_L0_SLOWDOWN_TRIGGER => o.level0_slowdown_writes_trigger = size()?,
+            OPT_L0_STOP_TRIGGER => o.level0_stop_writes_trigger = size()?,
+            OPT_MAX_BYTES_FOR_LEVEL_BASE => o.max_bytes_for_level_base = v,
+            OPT_LEVEL_MULTIPLIER => o.max_bytes_for_level_multiplier = v,
+            OPT_DYNAMIC_LEVEL_BYTES => o.level_compaction_dynamic_level_bytes = v != 0,
+            OPT_TARGET_FILE_SIZE_BASE => o.target_file_size_base = v,
+            OPT_SOFT_PENDING_LIMIT => o.soft_pending_compaction_bytes_limit = v,
+            OPT_HARD_PENDING_LIMIT => o.hard_pending_compaction_bytes_limit = v,
+            OPT_DISABLE_AUTO_COMPACTIONS => o.disable_auto_compactions = v != 0,
+            _ => {}
+        }
+    }
+    o.validate()
+        .map_err(|e| bad(&format!("recorded options are invalid: {e}")))?;
+    Ok(o)
+}
+
 fn decode_level(data: &[u8], pos: &mut usize) -> Option<usize> {
     let level = get_varint32(data, pos)? as usize;
     (level < super::NUM_LEVELS).then_some(level)
@@ -168,6 +350,10 @@ mod tests {
     fn round_trip() {
         let e = VersionEdit {
             column_family: 3,
+            add_column_family: Some("users".into()),
+            drop_column_family: true,
+            cf_options: Some(vec![1, 2, 3]),
+            max_column_family: Some(7),
             log_number: Some(9),
             next_file_number: Some(12),
             last_sequence: Some(1000),
@@ -194,5 +380,28 @@ mod tests {
             let _ = VersionEdit::decode(&enc[..cut], p);
         }
         assert!(VersionEdit::decode(&[99], p).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn cf_options_round_trip() {
+        let o = ColumnFamilyOptions {
+            write_buffer_size: 1 << 20,
+            compression: Compression::None,
+            memtable_bloom_size_ratio: 0.1,
+            level_compaction_dynamic_level_bytes: false,
+            target_file_size_base: 12345,
+            ..Default::default()
+        };
+        let p = Path::new("MANIFEST-000001");
+        let back = decode_cf_options(&encode_cf_options(&o), p).unwrap();
+        assert_eq!(encode_cf_options(&back), encode_cf_options(&o));
+        assert_eq!(back.write_buffer_size, 1 << 20);
+        assert_eq!(back.memtable_bloom_size_ratio, 0.1);
+        // An unknown field is skipped; invalid recorded values are corruption, not a panic.
+        let mut unknown = encode_cf_options(&o);
+        unknown.extend_from_slice(&[99, 5]);
+        assert!(decode_cf_options(&unknown, p).is_ok());
+        assert!(decode_cf_options(&[1, 0], p).unwrap_err().is_corruption());
+        assert!(decode_cf_options(&[1], p).unwrap_err().is_corruption());
     }
 }

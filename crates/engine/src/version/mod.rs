@@ -7,7 +7,7 @@ mod set;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-pub(crate) use edit::{FileMetaData, VersionEdit};
+pub(crate) use edit::{FileMetaData, VersionEdit, decode_cf_options, encode_cf_options};
 pub(crate) use set::VersionSet;
 
 use crate::error::Result;

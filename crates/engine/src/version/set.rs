@@ -2,6 +2,7 @@
 //! durable. `CURRENT` names the live MANIFEST and is replaced atomically (temp, fsync, rename,
 //! directory fsync).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,12 +15,37 @@ use crate::wal::{LogReader, LogWriter, ReadOutcome};
 /// A MANIFEST larger than this is rewritten as one snapshot edit on the next change.
 const MANIFEST_ROLL_SIZE: u64 = 64 << 20;
 
+/// What the version set knows of one column family.
+#[derive(Debug, Clone)]
+pub(crate) struct CfVersions {
+    pub name: String,
+    /// Options as recorded (encoded); empty for the default column family, whose options come from
+    /// `Options` at every open.
+    pub options: Vec<u8>,
+    pub current: Arc<Version>,
+    /// WAL files below this number hold nothing of this column family that is not in its tables.
+    pub log_number: u64,
+}
+
+impl CfVersions {
+    fn new(name: String, options: Vec<u8>, log_number: u64) -> Self {
+        CfVersions {
+            name,
+            options,
+            current: Arc::new(Version::default()),
+            log_number,
+        }
+    }
+}
+
+pub(crate) const DEFAULT_CF_NAME: &str = "default";
+
 pub(crate) struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
-    current: Arc<Version>,
+    cfs: BTreeMap<u32, CfVersions>,
+    max_column_family: u32,
     next_file_number: u64,
-    log_number: u64,
     last_sequence: u64,
     manifest: Option<LogWriter>,
     manifest_number: u64,
@@ -30,19 +56,23 @@ impl std::fmt::Debug for VersionSet {
         f.debug_struct("VersionSet")
             .field("manifest_number", &self.manifest_number)
             .field("next_file_number", &self.next_file_number)
+            .field("column_families", &self.cfs.len())
             .finish()
     }
 }
 
 impl VersionSet {
-    /// An empty set for a store being created; call `write_snapshot` to make it durable.
+    /// A set holding only the default column family, for a store being created; call
+    /// `write_snapshot` to make it durable.
     pub(crate) fn new_empty(dir: &Path, fs: Arc<dyn FileSystem>) -> Self {
+        let mut cfs = BTreeMap::new();
+        cfs.insert(0, CfVersions::new(DEFAULT_CF_NAME.into(), Vec::new(), 0));
         VersionSet {
             dir: dir.to_path_buf(),
             fs,
-            current: Arc::new(Version::default()),
+            cfs,
+            max_column_family: 0,
             next_file_number: 1,
-            log_number: 0,
             last_sequence: 0,
             manifest: None,
             manifest_number: 0,
@@ -62,59 +92,97 @@ impl VersionSet {
         let data = fs.read_all(&manifest_path)?;
         let mut reader = LogReader::new(&data, &manifest_path, ReadOutcome::FailOnMidLogDamage);
         let mut set = Self::new_empty(dir, fs);
-        let mut version = Version::default();
         let mut edits = 0;
         while let Some(record) = reader.next_record()? {
             let edit = VersionEdit::decode(&record, &manifest_path)?;
-            if edit.column_family != 0 {
-                return Err(Error::corruption(
-                    &manifest_path,
-                    format!("edit for unknown column family {}", edit.column_family),
-                ));
-            }
-            for (level, number) in &edit.deleted_files {
-                if !version.levels[*level].iter().any(|f| f.number == *number) {
-                    return Err(Error::corruption(
-                        &manifest_path,
-                        format!("deletes table {number} which is not at level {level}"),
-                    ));
-                }
-            }
-            version = version.apply(&edit);
-            if let Some(n) = edit.log_number {
-                set.log_number = n;
-            }
-            if let Some(n) = edit.next_file_number {
-                set.next_file_number = n;
-            }
-            if let Some(n) = edit.last_sequence {
-                set.last_sequence = n;
-            }
+            set.replay(&edit)
+                .map_err(|why| Error::corruption(&manifest_path, why))?;
             edits += 1;
         }
         if edits == 0 {
             return Err(Error::corruption(&manifest_path, "holds no version edit"));
         }
-        let max_file = version
-            .levels
-            .iter()
-            .flatten()
-            .map(|f| f.number)
-            .max()
-            .unwrap_or(0);
-        set.next_file_number = set
-            .next_file_number
-            .max(max_file + 1)
-            .max(set.log_number + 1);
+        let max_file = set.live_tables().max().unwrap_or(0);
+        let max_log = set.cfs.values().map(|cf| cf.log_number).max().unwrap_or(0);
+        set.next_file_number = set.next_file_number.max(max_file + 1).max(max_log + 1);
         if let filename::FileKind::Manifest(n) = filename::parse(name) {
             set.next_file_number = set.next_file_number.max(n + 1);
         }
-        set.current = Arc::new(version);
         Ok(set)
     }
 
-    pub(crate) fn current(&self) -> Arc<Version> {
-        self.current.clone()
+    /// Applies one recovered edit; the error says what is inconsistent.
+    fn replay(&mut self, edit: &VersionEdit) -> std::result::Result<(), String> {
+        let id = edit.column_family;
+        if let Some(n) = edit.max_column_family {
+            self.max_column_family = self.max_column_family.max(n);
+        }
+        if let Some(n) = edit.next_file_number {
+            self.next_file_number = n;
+        }
+        if let Some(n) = edit.last_sequence {
+            self.last_sequence = n;
+        }
+        if let Some(name) = &edit.add_column_family {
+            if self.cfs.contains_key(&id) {
+                return Err(format!("creates column family {id} ({name}) twice"));
+            }
+            self.cfs.insert(
+                id,
+                CfVersions::new(name.clone(), Vec::new(), edit.log_number.unwrap_or(0)),
+            );
+            self.max_column_family = self.max_column_family.max(id);
+        }
+        if edit.drop_column_family {
+            if id == 0 || self.cfs.remove(&id).is_none() {
+                return Err(format!("drops column family {id}, which does not exist"));
+            }
+            return Ok(());
+        }
+        let Some(cf) = self.cfs.get_mut(&id) else {
+            return Err(format!("edit for unknown column family {id}"));
+        };
+        if let Some(o) = &edit.cf_options {
+            cf.options = o.clone();
+        }
+        for (level, number) in &edit.deleted_files {
+            if !cf.current.levels[*level]
+                .iter()
+                .any(|f| f.number == *number)
+            {
+                return Err(format!(
+                    "deletes table {number} which is not at level {level} of column family {id}"
+                ));
+            }
+        }
+        cf.current = Arc::new(cf.current.apply(edit));
+        if let Some(n) = edit.log_number {
+            cf.log_number = n;
+        }
+        Ok(())
+    }
+
+    /// The column families, by id.
+    pub(crate) fn column_families(&self) -> &BTreeMap<u32, CfVersions> {
+        &self.cfs
+    }
+
+    /// Every table some column family's current version holds.
+    pub(crate) fn live_tables(&self) -> impl Iterator<Item = u64> + '_ {
+        self.cfs
+            .values()
+            .flat_map(|cf| cf.current.levels.iter().flatten())
+            .map(|f| f.number)
+    }
+
+    /// The current version of column family `id`, `None` once it is dropped.
+    pub(crate) fn current(&self, id: u32) -> Option<Arc<Version>> {
+        self.cfs.get(&id).map(|cf| cf.current.clone())
+    }
+
+    /// The oldest WAL that may hold data some column family has not flushed.
+    pub(crate) fn min_log_number(&self) -> u64 {
+        self.cfs.values().map(|cf| cf.log_number).min().unwrap_or(0)
     }
 
     pub(crate) fn new_file_number(&mut self) -> u64 {
@@ -128,10 +196,6 @@ impl VersionSet {
         self.next_file_number = self.next_file_number.max(number + 1);
     }
 
-    pub(crate) fn log_number(&self) -> u64 {
-        self.log_number
-    }
-
     pub(crate) fn last_sequence(&self) -> u64 {
         self.last_sequence
     }
@@ -141,24 +205,34 @@ impl VersionSet {
     }
 
     /// Writes a fresh MANIFEST holding the whole current state and points CURRENT at it. Called at
-    /// open, so a MANIFEST with a torn tail is never appended to.
+    /// open, so a MANIFEST with a torn tail is never appended to, and when the MANIFEST grows large.
     pub(crate) fn write_snapshot(&mut self, last_sequence: u64) -> Result<()> {
         let number = self.new_file_number();
         let path = self.dir.join(filename::manifest_name(number));
         let mut writer = LogWriter::new(self.fs.create(&path)?);
         self.last_sequence = self.last_sequence.max(last_sequence);
-        let mut snapshot = VersionEdit {
-            log_number: Some(self.log_number),
+        let header = VersionEdit {
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
+            max_column_family: Some(self.max_column_family),
             ..Default::default()
         };
-        for (level, files) in self.current.levels.iter().enumerate() {
-            for f in files {
-                snapshot.new_files.push((level, (**f).clone()));
+        writer.add_record(&header.encode())?;
+        for (&id, cf) in &self.cfs {
+            let mut edit = VersionEdit {
+                column_family: id,
+                add_column_family: (id != 0).then(|| cf.name.clone()),
+                cf_options: (!cf.options.is_empty()).then(|| cf.options.clone()),
+                log_number: Some(cf.log_number),
+                ..Default::default()
+            };
+            for (level, files) in cf.current.levels.iter().enumerate() {
+                for f in files {
+                    edit.new_files.push((level, (**f).clone()));
+                }
             }
+            writer.add_record(&edit.encode())?;
         }
-        writer.add_record(&snapshot.encode())?;
         writer.sync()?;
         self.set_current(number)?;
         let old = std::mem::replace(&mut self.manifest_number, number);
@@ -180,47 +254,71 @@ impl VersionSet {
         self.fs.sync_dir(&self.dir)
     }
 
-    /// Logs `edit` durably, then installs the version it produces.
+    /// Logs `edit` durably, then installs what it changes. Creating, dropping and changing column
+    /// families all go through here; an edit for a column family that was dropped meanwhile is
+    /// refused with `InvalidArgument`.
     pub(crate) fn log_and_apply(
         &mut self,
         mut edit: VersionEdit,
         last_sequence: u64,
-    ) -> Result<Arc<Version>> {
-        if let Some(n) = edit.log_number {
-            debug_assert!(n >= self.log_number);
-            self.log_number = n;
+    ) -> Result<()> {
+        let id = edit.column_family;
+        if edit.add_column_family.is_some() {
+            if self.cfs.contains_key(&id) || id <= self.max_column_family {
+                return Err(Error::InvalidArgument(format!(
+                    "column family id {id} is already taken"
+                )));
+            }
+            edit.max_column_family = Some(id);
+        } else if !self.cfs.contains_key(&id) {
+            return Err(Error::InvalidArgument(format!(
+                "column family {id} was dropped"
+            )));
         }
         self.last_sequence = self.last_sequence.max(last_sequence);
+        // Only this column family changes: keep its old state to restore should logging fail.
+        let before = (self.cfs.get(&id).cloned(), self.max_column_family);
+        self.replay(&edit).map_err(Error::InvalidArgument)?;
         let rolled = !matches!(&self.manifest, Some(m) if m.bytes_written() < MANIFEST_ROLL_SIZE);
-        let next = Arc::new(self.current.apply(&edit));
-        if rolled {
+        let logged = if rolled {
             // The snapshot written by the roll already contains this edit.
-            let previous = std::mem::replace(&mut self.current, next.clone());
-            if let Err(e) = self.write_snapshot(last_sequence) {
-                self.current = previous;
-                return Err(e);
+            self.write_snapshot(last_sequence)
+        } else {
+            edit.next_file_number = Some(self.next_file_number);
+            edit.last_sequence = Some(self.last_sequence);
+            let record = edit.encode();
+            match self.manifest.as_mut() {
+                None => Err(Error::Closed),
+                Some(m) => m.add_record(&record).and_then(|_| m.sync()),
             }
-            return Ok(next);
-        }
-        edit.next_file_number = Some(self.next_file_number);
-        edit.last_sequence = Some(self.last_sequence);
-        let record = edit.encode();
-        let Some(manifest) = self.manifest.as_mut() else {
-            return Err(Error::Closed);
         };
-        manifest.add_record(&record)?;
-        manifest.sync()?;
-        self.current = next.clone();
-        Ok(next)
+        if logged.is_err() {
+            match before.0 {
+                Some(cf) => self.cfs.insert(id, cf),
+                None => self.cfs.remove(&id),
+            };
+            self.max_column_family = before.1;
+        }
+        logged
+    }
+
+    /// The next column family id to hand out.
+    pub(crate) fn next_column_family_id(&self) -> u32 {
+        self.max_column_family + 1
     }
 }
 
 impl VersionSet {
     /// Applies an edit built during recovery without logging it; `write_snapshot` makes it durable.
-    pub(crate) fn apply_recovered(&mut self, edit: &VersionEdit) {
-        if let Some(n) = edit.log_number {
-            self.log_number = n;
+    pub(crate) fn apply_recovered(&mut self, edit: &VersionEdit) -> Result<()> {
+        self.replay(edit).map_err(Error::InvalidArgument)
+    }
+
+    /// Replaces a column family's recorded options (at open, from `Options`); the next snapshot
+    /// records them.
+    pub(crate) fn set_recorded_options(&mut self, id: u32, options: Vec<u8>) {
+        if let Some(cf) = self.cfs.get_mut(&id) {
+            cf.options = options;
         }
-        self.current = Arc::new(self.current.apply(edit));
     }
 }

@@ -1,0 +1,271 @@
+//! Column families: independent key spaces that share one WAL (so a batch across them is atomic),
+//! one MANIFEST, the block and table caches and the background pool. Each has its own memtables,
+//! levels, options and compaction statistics.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::SuperVersion;
+use super::compact::{CompactionState, LevelStats};
+use super::write::Pressure;
+use crate::error::{Error, Result};
+use crate::events::StallCause;
+use crate::memtable::MemTable;
+use crate::options::ColumnFamilyOptions;
+use crate::sst::TableOptions;
+use crate::version::{NUM_LEVELS, Version};
+
+/// Longest accepted column family name, in bytes.
+pub(crate) const MAX_CF_NAME: usize = 1024;
+
+/// What one column family keeps for its whole life; its memtables live in [`CfState`].
+pub(crate) struct ColumnFamilyData {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) opts: ColumnFamilyOptions,
+    pub(crate) table_opts: TableOptions,
+    /// What reads see: memtables and version, swapped whole.
+    pub(crate) view: RwLock<Arc<SuperVersion>>,
+    pub(crate) compaction: Mutex<CompactionState>,
+    /// Signalled when one of this column family's compactions finishes.
+    pub(crate) compaction_done: Condvar,
+    /// Serialises `compact_range` calls on this column family.
+    pub(crate) manual_compaction: Mutex<()>,
+    pub(crate) level_stats: [LevelStats; NUM_LEVELS],
+    pub(crate) dropped: AtomicBool,
+    /// On the scheduler's flush or compaction queue: a column family is queued at most once.
+    pub(crate) queued_for_flush: AtomicBool,
+    pub(crate) queued_for_compaction: AtomicBool,
+    /// The store this column family belongs to, so a handle cannot be used on another one.
+    db_id: u64,
+}
+
+impl std::fmt::Debug for ColumnFamilyData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColumnFamily")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl ColumnFamilyData {
+    pub(crate) fn new(
+        db_id: u64,
+        id: u32,
+        name: String,
+        opts: ColumnFamilyOptions,
+        mem: Arc<MemTable>,
+        version: Arc<Version>,
+    ) -> Self {
+        let view = SuperVersion {
+            pressure: Pressure::of(&version, &opts),
+            mem,
+            imm: Vec::new(),
+            version,
+        };
+        ColumnFamilyData {
+            id,
+            name,
+            table_opts: TableOptions::from_options(&opts),
+            opts,
+            view: RwLock::new(Arc::new(view)),
+            compaction: Mutex::new(CompactionState::default()),
+            compaction_done: Condvar::new(),
+            manual_compaction: Mutex::new(()),
+            level_stats: Default::default(),
+            dropped: AtomicBool::new(false),
+            queued_for_flush: AtomicBool::new(false),
+            queued_for_compaction: AtomicBool::new(false),
+            db_id,
+        }
+    }
+
+    pub(crate) fn current_view(&self) -> Arc<SuperVersion> {
+        self.view.read().clone()
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn new_memtable(&self, id: u64) -> Arc<MemTable> {
+        Arc::new(MemTable::new(
+            id,
+            self.opts.write_buffer_size,
+            self.opts.memtable_bloom_ratio(),
+        ))
+    }
+}
+
+/// A handle on a column family, from [`crate::Db::create_cf`], [`crate::Db::cf`] or
+/// [`crate::Db::default_cf`]. Cheap to clone. Once the column family is dropped, operations through
+/// the handle fail with `InvalidArgument`.
+#[derive(Debug, Clone)]
+pub struct ColumnFamily {
+    pub(crate) data: Arc<ColumnFamilyData>,
+}
+
+impl ColumnFamily {
+    /// The column family's name (`"default"` for the default one).
+    pub fn name(&self) -> &str {
+        &self.data.name
+    }
+
+    /// Its id: the default column family is 0, ids are never reused.
+    pub fn id(&self) -> u32 {
+        self.data.id
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &ColumnFamilyOptions {
+        &self.data.opts
+    }
+
+    /// Checks that the handle belongs to store `db_id` and was not dropped.
+    pub(crate) fn resolve(&self, db_id: u64) -> Result<&Arc<ColumnFamilyData>> {
+        if self.data.db_id != db_id {
+            return Err(Error::InvalidArgument(format!(
+                "column family {} belongs to another store",
+                self.data.name
+            )));
+        }
+        if self.data.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "column family {} was dropped",
+                self.data.name
+            )));
+        }
+        Ok(&self.data)
+    }
+}
+
+/// The column families by id and name, read on every write that names one.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) by_id: Vec<Option<Arc<ColumnFamilyData>>>,
+    pub(crate) by_name: HashMap<String, u32>,
+}
+
+impl Registry {
+    pub(crate) fn get(&self, id: u32) -> Option<&Arc<ColumnFamilyData>> {
+        self.by_id.get(id as usize)?.as_ref()
+    }
+
+    pub(crate) fn insert(&mut self, data: Arc<ColumnFamilyData>) {
+        let i = data.id as usize;
+        if self.by_id.len() <= i {
+            self.by_id.resize(i + 1, None);
+        }
+        self.by_name.insert(data.name.clone(), data.id);
+        self.by_id[i] = Some(data);
+    }
+
+    pub(crate) fn remove(&mut self, id: u32) {
+        if let Some(slot) = self.by_id.get_mut(id as usize)
+            && let Some(data) = slot.take()
+        {
+            self.by_name.remove(&data.name);
+        }
+    }
+}
+
+/// One column family's memtables, under the database's state lock.
+#[derive(Debug)]
+pub(crate) struct CfState {
+    pub(crate) data: Arc<ColumnFamilyData>,
+    pub(crate) mem: Arc<MemTable>,
+    /// The WAL the active memtable's first write went to (`None` while it is empty).
+    pub(crate) mem_first_log: Option<u64>,
+    /// Immutable memtables, oldest first, each with the WAL its first write went to.
+    pub(crate) imm: VecDeque<(Arc<MemTable>, u64)>,
+    pub(crate) flush_running: bool,
+    /// Memtables get increasing ids so that `flush` knows when the ones it waits for are gone.
+    pub(crate) next_memtable_id: u64,
+}
+
+impl CfState {
+    pub(crate) fn new(data: Arc<ColumnFamilyData>) -> Self {
+        let mem = data.current_view().mem.clone();
+        CfState {
+            next_memtable_id: mem.id + 1,
+            data,
+            mem,
+            mem_first_log: None,
+            imm: VecDeque::new(),
+            flush_running: false,
+        }
+    }
+
+    /// The oldest WAL holding data of this column family that is not in its tables.
+    pub(crate) fn oldest_log(&self) -> Option<u64> {
+        self.imm.front().map(|(_, l)| *l).or(self.mem_first_log)
+    }
+}
+
+/// Which WALs column families still need, and which column families ask writers to slow down or
+/// stop. Kept incrementally, so that neither writes nor WAL deletion look at every column family.
+#[derive(Debug, Default)]
+pub(crate) struct CfTracker {
+    /// (WAL number, column family) for each column family's oldest unflushed WAL.
+    pub(crate) wal_pins: BTreeSet<(u64, u32)>,
+    pub(crate) stopping: BTreeMap<u32, StallCause>,
+    pub(crate) slowing: BTreeMap<u32, StallCause>,
+}
+
+impl CfTracker {
+    /// Moves column family `id`'s pin from the WAL `old` to `new`.
+    pub(crate) fn repin(&mut self, id: u32, old: Option<u64>, new: Option<u64>) {
+        if old == new {
+            return;
+        }
+        if let Some(w) = old {
+            self.wal_pins.remove(&(w, id));
+        }
+        if let Some(w) = new {
+            self.wal_pins.insert((w, id));
+        }
+    }
+
+    /// The oldest WAL some column family still needs.
+    pub(crate) fn oldest_pinned_wal(&self) -> Option<u64> {
+        self.wal_pins.first().map(|(w, _)| *w)
+    }
+
+    /// Column families whose oldest unflushed data is in WAL `wal`.
+    pub(crate) fn pinning(&self, wal: u64) -> impl Iterator<Item = u32> + '_ {
+        self.wal_pins
+            .range((wal, 0)..=(wal, u32::MAX))
+            .map(|(_, id)| *id)
+    }
+
+    pub(crate) fn set_pressure(&mut self, id: u32, p: Pressure) {
+        match p.stop {
+            Some(c) => self.stopping.insert(id, c),
+            None => self.stopping.remove(&id),
+        };
+        match p.slowdown {
+            Some(c) => self.slowing.insert(id, c),
+            None => self.slowing.remove(&id),
+        };
+    }
+
+    pub(crate) fn forget(&mut self, id: u32, oldest_log: Option<u64>) {
+        self.repin(id, oldest_log, None);
+        self.stopping.remove(&id);
+        self.slowing.remove(&id);
+    }
+}
+
+/// Checks a name for `create_cf`.
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_CF_NAME {
+        return Err(Error::InvalidArgument(format!(
+            "column family names are 1 to {MAX_CF_NAME} bytes long"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::Path;
+
+use strata_engine::DbIterator;
+
+/// Every entry an iterator yields from the start, checking its status at the end.
+pub fn collect(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    it.status().unwrap();
+    out
+}
+
+/// Table files in a store's directory.
+pub fn tables_on_disk(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sst")
+        })
+        .count()
+}
