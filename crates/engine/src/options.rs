@@ -208,7 +208,8 @@ pub struct Options {
     pub delayed_write_rate: u64,
     /// Once the live WAL files pass this many bytes, the column families holding the oldest one
     /// are flushed so that it can be deleted (an idle column family must not keep every log
-    /// alive). 0: four times the default column family's total memtable budget.
+    /// alive). 0 (the default): four times the memtable budget of all column families
+    /// (`write_buffer_size * max_write_buffer_number` summed), as RocksDB does.
     pub max_total_wal_size: u64,
     /// Create the column families named in `column_families` that the store does not have yet.
     pub create_missing_column_families: bool,
@@ -274,15 +275,6 @@ impl Options {
                 .map_err(|e| crate::Error::InvalidArgument(format!("column family {name}: {e}")))?;
         }
         Ok(())
-    }
-
-    /// The WAL budget `max_total_wal_size` stands for.
-    pub(crate) fn wal_size_limit(&self) -> u64 {
-        if self.max_total_wal_size > 0 {
-            self.max_total_wal_size
-        } else {
-            4 * (self.cf.write_buffer_size as u64) * self.cf.max_write_buffer_number as u64
-        }
     }
 }
 

@@ -73,6 +73,7 @@ impl StrataEngine {
         let opts = Options {
             cache_size: args.cache_size,
             max_background_jobs: args.max_background_jobs,
+            max_total_wal_size: args.max_total_wal_size,
             column_families: names.iter().map(|n| (n.clone(), cf.clone())).collect(),
             create_missing_column_families: true,
             cf,

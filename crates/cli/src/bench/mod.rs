@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// included, as db_bench does.
     #[arg(long = "num_column_families", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_column_families: u32,
+    /// Live WAL bytes past which the column families holding the oldest WAL are flushed
+    /// (0: four times every column family's memtable budget).
+    #[arg(long = "max_total_wal_size", default_value_t = 0)]
+    pub max_total_wal_size: u64,
     /// Background threads.
     #[arg(long = "max_background_jobs", default_value_t = 2)]
     pub max_background_jobs: usize,

@@ -46,6 +46,7 @@ impl RocksEngine {
         opts.set_block_based_table_factory(&table);
         opts.set_write_buffer_size(args.write_buffer_size);
         opts.set_max_background_jobs(args.max_background_jobs as i32);
+        opts.set_max_total_wal_size(args.max_total_wal_size);
         opts.set_compression_type(match args.compression_type.as_str() {
             "none" => DBCompressionType::None,
             "zstd" => DBCompressionType::Zstd,

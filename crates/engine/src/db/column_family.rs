@@ -92,6 +92,11 @@ impl ColumnFamilyData {
         self.dropped.load(Ordering::Acquire)
     }
 
+    /// What this column family's memtables may hold at most.
+    pub(crate) fn memtable_budget(&self) -> u64 {
+        self.opts.write_buffer_size as u64 * self.opts.max_write_buffer_number as u64
+    }
+
     pub(crate) fn new_memtable(&self, id: u64) -> Arc<MemTable> {
         Arc::new(MemTable::new(
             id,

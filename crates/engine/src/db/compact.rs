@@ -82,23 +82,28 @@ impl DbInner {
         version: Arc<Version>,
     ) -> Result<()> {
         let result = self.execute(cf, &spec, &version);
+        let inputs: Vec<u64> = spec.input_files().map(|f| f.number).collect();
+        drop(spec);
+        drop(version);
+        // Delete the inputs before the compaction counts as finished, so that a caller who sees
+        // no compaction running also sees no obsolete table left behind.
+        if result.is_ok() {
+            self.purge_obsolete_files();
+        }
         {
             let mut cs = cf.compaction.lock();
             cs.running -= 1;
-            for f in spec.input_files() {
-                cs.busy.remove(&f.number);
+            for n in &inputs {
+                cs.busy.remove(n);
             }
         }
         cf.compaction_done.notify_all();
-        drop(spec);
-        drop(version);
         *self.compactions_running.lock() -= 1;
         self.compaction_cv.notify_all();
         // Stalled writers wait on the state condition.
         self.state_cv.notify_all();
         match result {
             Ok(()) => {
-                self.purge_obsolete_files();
                 self.scheduler.schedule_compaction(cf);
                 Ok(())
             }

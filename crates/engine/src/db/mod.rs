@@ -59,6 +59,10 @@ pub(crate) struct State {
     /// last one is being appended to).
     live_wals: Vec<(u64, u64)>,
     current_wal: u64,
+    /// The newest WAL whose column families were already switched to release it.
+    wal_released_up_to: u64,
+    /// `write_buffer_size * max_write_buffer_number` summed over the column families.
+    memtable_budget: u64,
     bg_error: Option<Error>,
     flushes_running: usize,
 }
@@ -571,6 +575,7 @@ impl DbInner {
                 st.cfs.resize_with(i + 1, || None);
             }
             st.cfs[i] = Some(CfState::new(data.clone()));
+            st.memtable_budget += data.memtable_budget();
         }
         self.registry.write().insert(data.clone());
         Ok(ColumnFamily { data })
@@ -609,6 +614,7 @@ impl DbInner {
             let mut st = self.state.lock();
             if let Some(cs) = st.cfs.get_mut(cf.id as usize).and_then(Option::take) {
                 st.tracker.forget(cf.id, cs.oldest_log());
+                st.memtable_budget -= cf.memtable_budget();
             }
             st.take_obsolete_wals()
         };

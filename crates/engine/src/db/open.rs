@@ -203,6 +203,11 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         .cloned()
         .map(|data| ColumnFamily { data })
         .ok_or_else(|| Error::corruption(&manifest_path, "no default column family"))?;
+    let memtable_budget = cf_states
+        .iter()
+        .flatten()
+        .map(|cs| cs.data.memtable_budget())
+        .sum();
     let mut tracker = CfTracker::default();
     for cs in cf_states.iter().flatten() {
         tracker.set_pressure(cs.data.id, cs.data.current_view().pressure);
@@ -225,6 +230,8 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             tracker,
             live_wals: vec![(wal_number, 0)],
             current_wal: wal_number,
+            wal_released_up_to: 0,
+            memtable_budget,
             bg_error: None,
             flushes_running: 0,
         }),

@@ -315,7 +315,7 @@ impl DbInner {
                 })
                 .collect();
             if switch.is_empty() {
-                switch = self.cfs_holding_wals_back(&st, wal);
+                switch = self.cfs_holding_wals_back(&mut st, wal);
             }
             for &id in &switch {
                 let Some(cs) = st.cf(id) else { continue };
@@ -345,17 +345,26 @@ impl DbInner {
     }
 
     /// Once the live WALs pass `max_total_wal_size`: the column families whose active memtable
-    /// holds data in the oldest WAL, which must flush for it to be deleted.
-    fn cfs_holding_wals_back(&self, st: &super::State, wal: &WalState) -> Vec<u32> {
-        if st.live_wals.len() < 2 {
+    /// holds data in the oldest WAL, which must flush for it to be deleted. Each WAL is acted on
+    /// once, so writes do not look at those column families again while their flushes run.
+    fn cfs_holding_wals_back(&self, st: &mut super::State, wal: &WalState) -> Vec<u32> {
+        let Some(&(oldest, _)) = st.live_wals.first() else {
+            return Vec::new();
+        };
+        if st.wal_released_up_to >= oldest {
             return Vec::new();
         }
         let current = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
         let total: u64 = st.live_wals.iter().map(|(_, b)| b).sum::<u64>() + current;
-        if total <= self.opts.wal_size_limit() {
+        let limit = match self.opts.max_total_wal_size {
+            // RocksDB's default: four times what every column family's memtables may hold.
+            0 => 4 * st.memtable_budget,
+            n => n,
+        };
+        if total <= limit {
             return Vec::new();
         }
-        let oldest = st.live_wals[0].0;
+        st.wal_released_up_to = oldest;
         st.tracker
             .pinning(oldest)
             .filter(|&id| {
