@@ -45,8 +45,12 @@ macro_rules! statistics {
 }
 
 statistics! {
-    /// Point lookups (`get`).
+    /// Point lookups (`get`, and each key of a `multi_get`).
     gets,
+    /// `multi_get` calls.
+    multiget_calls,
+    /// Keys looked up by them.
+    multiget_keys,
     /// Lookups that found a value.
     get_hits,
     /// Keys written by `put` or in batches.

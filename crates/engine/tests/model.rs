@@ -91,6 +91,25 @@ impl Run {
         self.checks += 1;
     }
 
+    /// A batch of keys (some repeated) through `multi_get`, each checked against the model.
+    fn check_multi_get(&mut self, at: Option<usize>) {
+        let n = self.rng.random_range(1..40);
+        let mut keys: Vec<Vec<u8>> = (0..n).map(|_| key(&mut self.rng)).collect();
+        keys.push(keys[0].clone());
+        let (opts, model) = self.view(at);
+        let got = self.db().multi_get(&opts, &keys);
+        assert_eq!(got.len(), keys.len());
+        for (k, v) in keys.iter().zip(got) {
+            assert_eq!(
+                v.unwrap().map(|v| v.into_vec()),
+                model.get(k).cloned(),
+                "multi_get {:?} at snapshot {at:?}",
+                String::from_utf8_lossy(k)
+            );
+            self.checks += 1;
+        }
+    }
+
     fn view(&self, at: Option<usize>) -> (ReadOptions, Model) {
         match at {
             Some(i) => (
@@ -220,9 +239,13 @@ impl Run {
                 }
                 self.db().write(b, &WriteOptions::default()).unwrap();
             }
-            560..=799 => {
+            560..=759 => {
                 let at = self.pick_snapshot();
                 self.check_get(at);
+            }
+            760..=799 => {
+                let at = self.pick_snapshot();
+                self.check_multi_get(at);
             }
             800..=899 => {
                 let at = self.pick_snapshot();

@@ -14,6 +14,8 @@ pub trait BenchEngine: Send + Sync {
     fn name(&self) -> String;
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String>;
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String>;
+    /// Batched lookup of `keys` (the engine's MultiGet); lengths in input order.
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>, String>;
     /// Seeks one iterator to each of `n` keys from `next_key` (as db_bench reuses one iterator per
     /// thread); returns how many seeks landed on an entry.
     fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String>;
@@ -129,6 +131,21 @@ impl BenchEngine for StrataEngine {
             self.db.get_cf(self.cf_of(key), key)
         };
         Ok(v.map_err(err)?.map(|v| v.len()))
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>, String> {
+        let opts = ReadOptions::default();
+        let results = if self.cfs.len() == 1 {
+            self.db.multi_get(&opts, keys)
+        } else {
+            let keyed: Vec<(&ColumnFamily, &Vec<u8>)> =
+                keys.iter().map(|k| (self.cf_of(k), k)).collect();
+            self.db.multi_get_cf(&opts, &keyed)
+        };
+        results
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.len())).map_err(err))
+            .collect()
     }
 
     fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String> {

@@ -24,7 +24,8 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
-    /// readrandom, readmissing, readseq, seekrandom, readwhilewriting, compact, flush, stats.
+    /// readrandom, readmissing, multireadrandom, readseq, seekrandom, readwhilewriting, compact,
+    /// flush, stats.
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
@@ -76,6 +77,16 @@ pub struct BenchArgs {
     /// included, as db_bench does.
     #[arg(long = "num_column_families", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_column_families: u32,
+    /// Keys per multireadrandom batch.
+    #[arg(long = "batch_size", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// multireadrandom: a batch's keys are a random first key and then every `stride`-th key after
+    /// it (0: every key random), as db_bench does.
+    #[arg(long = "multiread_stride", default_value_t = 0)]
+    pub multiread_stride: u64,
+    /// multireadrandom through the engine's batched MultiGet (true) or a loop of gets (false).
+    #[arg(long = "multiread_batched", num_args = 0..=1, default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub multiread_batched: bool,
     /// Live WAL bytes past which the column families holding the oldest WAL are flushed
     /// (0: four times every column family's memtable budget).
     #[arg(long = "max_total_wal_size", default_value_t = 0)]

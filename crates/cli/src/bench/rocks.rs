@@ -86,6 +86,18 @@ impl BenchEngine for RocksEngine {
             .map(|v| v.len()))
     }
 
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>, String> {
+        let cf = self
+            .db
+            .cf_handle("default")
+            .ok_or("no default column family")?;
+        self.db
+            .batched_multi_get_cf(cf, keys, false)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.len())).map_err(|e| e.to_string()))
+            .collect()
+    }
+
     fn seek_random(&self, n: u64, next_key: &mut dyn FnMut() -> Vec<u8>) -> Result<u64, String> {
         let mut it = self.db.raw_iterator();
         let mut found = 0;

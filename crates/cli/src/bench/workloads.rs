@@ -202,6 +202,49 @@ fn run_reads(
     })
 }
 
+/// multireadrandom: batches of `--batch_size` keys (random, or strided from a random first key),
+/// through the engine's MultiGet or, without `--multiread_batched`, a loop of gets.
+fn run_multi_reads(engine: &dyn BenchEngine, args: &BenchArgs) -> Result<(Outcome, f64), String> {
+    parallel(args, args.reads(), |t, begin, end| {
+        let mut rng = StdRng::seed_from_u64(args.seed ^ 0x3131 ^ t as u64);
+        let (mut found, mut bytes) = (0, 0);
+        let span = args.multiread_stride * args.batch_size;
+        let mut done = begin;
+        while done < end {
+            let n = args.batch_size.min(end - done);
+            let keys: Vec<Vec<u8>> = if args.multiread_stride > 0 {
+                let first = rng.random_range(0..args.num.saturating_sub(span).max(1));
+                (0..n)
+                    .map(|i| make_key(first + i * args.multiread_stride, args.key_size))
+                    .collect()
+            } else {
+                (0..n)
+                    .map(|_| make_key(rng.random_range(0..args.num), args.key_size))
+                    .collect()
+            };
+            let lens = if args.multiread_batched {
+                engine.multi_get(&keys)?
+            } else {
+                keys.iter()
+                    .map(|k| engine.get(k))
+                    .collect::<Result<Vec<_>, String>>()?
+            };
+            for (k, len) in keys.iter().zip(lens) {
+                if let Some(len) = len {
+                    found += 1;
+                    bytes += (k.len() + len) as u64;
+                }
+            }
+            done += n;
+        }
+        Ok(Outcome {
+            ops: end - begin,
+            bytes,
+            found: Some(found),
+        })
+    })
+}
+
 /// Runs one named workload and returns its report line.
 /// `user_bytes` counts the key and value bytes every workload wrote, for write amplification.
 pub fn run(
@@ -223,6 +266,7 @@ pub fn run(
             (out, elapsed)
         }
         "readrandom" | "readmissing" => run_reads(engine, args, name == "readmissing")?,
+        "multireadrandom" => run_multi_reads(engine, args)?,
         "seekrandom" => parallel(args, reads, |t, begin, end| {
             let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7777 ^ t as u64);
             let mut next = || make_key(rng.random_range(0..args.num), args.key_size);

@@ -10,7 +10,7 @@ mod table_cache;
 pub(crate) use block::{Block, BlockBuilder};
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub use properties::TableProperties;
-pub(crate) use reader::{BlockReadOptions, TableIter};
+pub(crate) use reader::{BlockReadOptions, PendingKey, TableIter};
 pub(crate) use table_cache::TableCache;
 
 #[cfg(test)]

@@ -19,6 +19,36 @@ use crate::memtable::Lookup;
 use crate::stats::Stats;
 use crate::value::PinnableValue;
 
+/// One key of a batched lookup, on its way down the tree.
+#[derive(Debug)]
+pub(crate) struct PendingKey {
+    /// The lookup key: user key and the batch's sequence number.
+    pub lookup: Vec<u8>,
+    pub hash: u64,
+    /// Found or deleted: the search stops here.
+    pub outcome: Option<Lookup<PinnableValue>>,
+    pub error: Option<Error>,
+}
+
+impl PendingKey {
+    pub(crate) fn new(user_key: &[u8], seq: u64) -> Self {
+        PendingKey {
+            lookup: key::lookup_key(user_key, seq),
+            hash: filter::key_hash(user_key),
+            outcome: None,
+            error: None,
+        }
+    }
+
+    pub(crate) fn user_key(&self) -> &[u8] {
+        key::user_key(&self.lookup)
+    }
+
+    pub(crate) fn is_resolved(&self) -> bool {
+        self.outcome.is_some() || self.error.is_some()
+    }
+}
+
 /// How a read treats the cache and checksums.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BlockReadOptions {
@@ -184,6 +214,11 @@ impl TableReader {
         }
         let handle = self.decode_handle(index.value())?;
         let block = self.data_block(handle, opts)?;
+        self.lookup_in_block(&block, lookup)
+    }
+
+    /// The entry for `lookup`'s user key in `block`, the one data block that may hold it.
+    fn lookup_in_block(&self, block: &Arc<Block>, lookup: &[u8]) -> Result<Lookup<PinnableValue>> {
         let mut it = block.iter();
         it.seek(lookup);
         if !it.valid() {
@@ -196,13 +231,69 @@ impl TableReader {
         match ValueKind::from_u8(key::kind_byte(it.key())) {
             Some(ValueKind::Put) => {
                 let (start, len) = it.value_range();
-                Ok(Lookup::Found(PinnableValue::pinned(block, start, len)))
+                Ok(Lookup::Found(PinnableValue::pinned(
+                    block.clone(),
+                    start,
+                    len,
+                )))
             }
             Some(ValueKind::Delete) => Ok(Lookup::Deleted),
             None => Err(Error::corruption(
                 &self.path,
                 format!("unknown entry kind {}", key::kind_byte(it.key())),
             )),
+        }
+    }
+
+    /// Looks up the keys `group` names (ascending) in one pass: the filter per key, one index seek
+    /// per data block rather than per key, and each data block taken from the cache once for all
+    /// the keys it holds; their values share that block. Outcomes go to `keys`.
+    pub(crate) fn multi_get(
+        &self,
+        keys: &mut [PendingKey],
+        group: &[usize],
+        opts: BlockReadOptions,
+    ) {
+        let mut index = self.index.iter();
+        // The current data block and the index key that bounds it from above.
+        let mut current: Option<(Vec<u8>, Arc<Block>)> = None;
+        for &i in group {
+            let p = &mut keys[i];
+            if !self.may_contain(p.hash) {
+                continue;
+            }
+            let block = match &current {
+                Some((bound, block)) if key::compare_internal(&p.lookup, bound).is_le() => {
+                    block.clone()
+                }
+                _ => {
+                    index.seek(&p.lookup);
+                    if !index.valid() {
+                        if let Err(e) = self.corrupt_in(&index) {
+                            p.error = Some(e);
+                        }
+                        // Past the table's last block: so are all the later keys.
+                        break;
+                    }
+                    let block = match self
+                        .decode_handle(index.value())
+                        .and_then(|h| self.data_block(h, opts))
+                    {
+                        Ok(b) => b,
+                        Err(e) => {
+                            p.error = Some(e);
+                            continue;
+                        }
+                    };
+                    current = Some((index.key().to_vec(), block.clone()));
+                    block
+                }
+            };
+            match self.lookup_in_block(&block, &p.lookup) {
+                Ok(Lookup::NotFound) => {}
+                Ok(found) => p.outcome = Some(found),
+                Err(e) => p.error = Some(e),
+            }
         }
     }
 

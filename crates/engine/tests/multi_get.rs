@@ -1,0 +1,161 @@
+//! Batched MultiGet agrees with `get` everywhere a key can live, and its pinned values outlive the
+//! cache entries and files they came from.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+use strata_engine::{ColumnFamilyOptions, Db, Error, Options, ReadOptions, WriteOptions};
+
+fn options() -> Options {
+    let mut o = Options::default();
+    o.write_buffer_size = 64 << 10;
+    o.cache_size = 256 << 10;
+    o.level0_file_num_compaction_trigger = 2;
+    o.max_bytes_for_level_base = 256 << 10;
+    o.target_file_size_base = 64 << 10;
+    o
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("value-{i}-{round}-{}", "x".repeat((i % 40) as usize)).into_bytes()
+}
+
+#[test]
+fn multi_get_agrees_with_get_across_memtables_levels_deletions_and_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    // Round 0 lands deep in the tree, round 1 overwrites a third (in L0 and memtables), and a
+    // tenth are deleted; a snapshot in the middle sees round 0 and no deletions.
+    for i in 0..6000u32 {
+        db.put(format!("k{i:05}"), value(i, 0)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let snap = db.snapshot();
+    for i in (0..6000u32).step_by(3) {
+        db.put(format!("k{i:05}"), value(i, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    for i in (0..6000u32).step_by(10) {
+        db.delete(format!("k{i:05}")).unwrap();
+    }
+    for i in (1..6000u32).step_by(7) {
+        db.put(format!("k{i:05}"), value(i, 2)).unwrap();
+    }
+    assert!(
+        db.properties_cf(&db.default_cf())
+            .unwrap()
+            .levels
+            .iter()
+            .skip(1)
+            .any(|l| l.files > 0),
+        "some keys are below L0"
+    );
+    // Keys in an unsorted order, duplicates, and absent keys.
+    let keys: Vec<String> = (0..7000u32)
+        .map(|i| format!("k{:05}", (i * 7919) % 7000))
+        .chain(["k00001".to_string(), "k00001".to_string(), String::new()])
+        .collect();
+    for at in [None, Some(snap.clone())] {
+        let opts = ReadOptions {
+            snapshot: at,
+            ..Default::default()
+        };
+        let got = db.multi_get(&opts, &keys);
+        assert_eq!(got.len(), keys.len());
+        for (k, v) in keys.iter().zip(got) {
+            let want = db.get_with(&opts, k).unwrap().map(|v| v.into_vec());
+            assert_eq!(v.unwrap().map(|v| v.into_vec()), want, "key {k}");
+        }
+    }
+    let stats = db.statistics();
+    assert_eq!(stats.multiget_calls, 2);
+    assert_eq!(stats.multiget_keys, 2 * keys.len() as u64);
+    // An oversized key fails alone.
+    let big = vec![b'x'; strata_engine::MAX_KEY_SIZE + 1];
+    let got = db.multi_get(&ReadOptions::default(), &[b"k00001".to_vec(), big]);
+    assert!(got[0].as_ref().unwrap().is_some());
+    assert!(matches!(got[1], Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn multi_get_cf_reads_many_column_families_at_one_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let cfs: Vec<_> = (0..20)
+        .map(|i| {
+            db.create_cf(&format!("cf{i}"), ColumnFamilyOptions::default())
+                .unwrap()
+        })
+        .collect();
+    for (c, cf) in cfs.iter().enumerate() {
+        for i in 0..200u32 {
+            db.put_cf(cf, format!("k{i:03}"), format!("{c}-{i}"))
+                .unwrap();
+        }
+        if c % 2 == 0 {
+            db.flush_cf(cf).unwrap();
+        }
+    }
+    let snap = db.snapshot();
+    for cf in &cfs {
+        db.put_cf(cf, "k007", "after").unwrap();
+    }
+    let mut keys = Vec::new();
+    for i in (0..220u32).rev() {
+        keys.push((&cfs[(i % 20) as usize], format!("k{:03}", i % 210)));
+    }
+    let opts = ReadOptions {
+        snapshot: Some(snap),
+        ..Default::default()
+    };
+    let got = db.multi_get_cf(&opts, &keys);
+    for ((cf, k), v) in keys.iter().zip(got) {
+        let want = db.get_cf_with(&opts, cf, k).unwrap().map(|v| v.into_vec());
+        assert_eq!(v.unwrap().map(|v| v.into_vec()), want, "{} {k}", cf.name());
+    }
+    // A dropped column family's handle fails the call.
+    db.drop_cf(&cfs[3]).unwrap();
+    let got = db.multi_get_cf(
+        &ReadOptions::default(),
+        &[(&cfs[3], "k001"), (&cfs[4], "k001")],
+    );
+    assert!(
+        got.iter()
+            .all(|r| matches!(r, Err(Error::InvalidArgument(_))))
+    );
+}
+
+#[test]
+fn values_outlive_the_cache_and_their_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options();
+    o.cache_size = 64 << 10;
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let keys: Vec<String> = (0..3000u32)
+        .step_by(13)
+        .map(|i| format!("k{i:05}"))
+        .collect();
+    let held: Vec<_> = db
+        .multi_get(&ReadOptions::default(), &keys)
+        .into_iter()
+        .map(|v| v.unwrap().unwrap())
+        .collect();
+    assert!(held.iter().all(|v| v.is_pinned()));
+    // Rewrite everything: the cache turns over and compaction deletes the tables read above.
+    for i in 0..3000u32 {
+        db.put_with(&WriteOptions::default(), format!("k{i:05}"), value(i, 1))
+            .unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    for (k, v) in keys.iter().zip(&held) {
+        let i: u32 = k[1..].parse().unwrap();
+        assert_eq!(&v[..], &value(i, 0)[..]);
+    }
+}
