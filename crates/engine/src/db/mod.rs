@@ -504,17 +504,8 @@ impl DbInner {
         let hash = key_hash(user_key);
         let found = 'search: {
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-                match mem.may_contain(hash) {
-                    Some(false) => {
-                        self.stats.memtable_bloom_checked.inc();
-                        self.stats.memtable_bloom_useful.inc();
-                        continue;
-                    }
-                    Some(true) => self.stats.memtable_bloom_checked.inc(),
-                    None => {}
-                }
-                match mem.get(user_key, seq) {
-                    Lookup::Found(v) => break 'search Some(PinnableValue::owned(v.to_vec())),
+                match self.memtable_get(mem, hash, user_key, seq) {
+                    Lookup::Found(v) => break 'search Some(v),
                     Lookup::Deleted => break 'search None,
                     Lookup::NotFound => {}
                 }
@@ -534,6 +525,30 @@ impl DbInner {
             self.stats.bytes_read.add(v.len() as u64);
         }
         Ok(found)
+    }
+
+    /// `user_key` in one memtable, after its Bloom filter (if any) says it may be there.
+    fn memtable_get(
+        &self,
+        mem: &MemTable,
+        hash: u64,
+        user_key: &[u8],
+        seq: SequenceNumber,
+    ) -> Lookup<PinnableValue> {
+        match mem.may_contain(hash) {
+            Some(false) => {
+                self.stats.memtable_bloom_checked.inc();
+                self.stats.memtable_bloom_useful.inc();
+                return Lookup::NotFound;
+            }
+            Some(true) => self.stats.memtable_bloom_checked.inc(),
+            None => {}
+        }
+        match mem.get(user_key, seq) {
+            Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
+            Lookup::Deleted => Lookup::Deleted,
+            Lookup::NotFound => Lookup::NotFound,
+        }
     }
 
     fn iter(&self, opts: &ReadOptions, cf: &ColumnFamilyData) -> Result<DbIterator> {

@@ -48,21 +48,9 @@ impl DbInner {
                     if p.is_resolved() {
                         continue;
                     }
-                    match mem.may_contain(p.hash) {
-                        Some(false) => {
-                            self.stats.memtable_bloom_checked.inc();
-                            self.stats.memtable_bloom_useful.inc();
-                            continue;
-                        }
-                        Some(true) => self.stats.memtable_bloom_checked.inc(),
-                        None => {}
-                    }
-                    match mem.get(key::user_key(&p.lookup), seq) {
-                        Lookup::Found(v) => {
-                            p.outcome = Some(Lookup::Found(PinnableValue::owned(v.to_vec())))
-                        }
-                        Lookup::Deleted => p.outcome = Some(Lookup::Deleted),
+                    match self.memtable_get(mem, p.hash, key::user_key(&p.lookup), seq) {
                         Lookup::NotFound => {}
+                        found => p.outcome = Some(found),
                     }
                 }
             }
