@@ -52,7 +52,8 @@ impl RocksEngine {
             "zstd" => DBCompressionType::Zstd,
             other => return Err(format!("unknown --compression_type {other}: none or zstd")),
         });
-        let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
+        // Opened with its column family named, so that `cf_handle("default")` works for MultiGet.
+        let db = DB::open_cf(&opts, dir, ["default"]).map_err(|e| e.to_string())?;
         Ok(RocksEngine {
             db,
             opts,

@@ -19,6 +19,10 @@ use crate::memtable::Lookup;
 use crate::stats::Stats;
 use crate::value::PinnableValue;
 
+/// Index entries a batched lookup steps through to reach the next key's block before it falls back
+/// to a binary search of the index.
+const INDEX_STEPS: usize = 4;
+
 /// One key of a batched lookup, on its way down the tree.
 #[derive(Debug)]
 pub(crate) struct PendingKey {
@@ -255,19 +259,37 @@ impl TableReader {
         opts: BlockReadOptions,
     ) {
         let mut index = self.index.iter();
+        let mut positioned = false;
+        // Cleared once stepping fails: the keys are then too far apart for it to pay.
+        let mut stepping = true;
         // The current data block and the index key that bounds it from above.
-        let mut current: Option<(Vec<u8>, Arc<Block>)> = None;
+        let mut bound: Vec<u8> = Vec::new();
+        let mut current: Option<Arc<Block>> = None;
         for &i in group {
             let p = &mut keys[i];
             if !self.may_contain(p.hash) {
                 continue;
             }
             let block = match &current {
-                Some((bound, block)) if key::compare_internal(&p.lookup, bound).is_le() => {
-                    block.clone()
-                }
+                Some(block) if key::compare_internal(&p.lookup, &bound).is_le() => block.clone(),
                 _ => {
-                    index.seek(&p.lookup);
+                    // Keys ascend: the block holding this one is usually a few index entries
+                    // further on, cheaper to step to than to binary-search for.
+                    let mut steps = 0;
+                    if positioned && stepping {
+                        while index.valid()
+                            && steps < INDEX_STEPS
+                            && key::compare_internal(index.key(), &p.lookup).is_lt()
+                        {
+                            index.next();
+                            steps += 1;
+                        }
+                    }
+                    if !positioned || !stepping || steps == INDEX_STEPS {
+                        stepping &= !positioned;
+                        index.seek(&p.lookup);
+                        positioned = true;
+                    }
                     if !index.valid() {
                         if let Err(e) = self.corrupt_in(&index) {
                             p.error = Some(e);
@@ -285,7 +307,9 @@ impl TableReader {
                             continue;
                         }
                     };
-                    current = Some((index.key().to_vec(), block.clone()));
+                    bound.clear();
+                    bound.extend_from_slice(index.key());
+                    current = Some(block.clone());
                     block
                 }
             };
