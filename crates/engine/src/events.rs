@@ -60,6 +60,9 @@ pub struct CompactionInfo {
 pub enum StallCause {
     /// Every memtable is full and waiting for a flush.
     MemtableLimit,
+    /// All but one of `max_write_buffer_number` memtables wait for flushes (only when more than
+    /// three are allowed, as in RocksDB).
+    TooManyMemtables,
     /// L0 reached `level0_slowdown_writes_trigger`.
     Level0Slowdown,
     /// L0 reached `level0_stop_writes_trigger`.

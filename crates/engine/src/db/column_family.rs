@@ -62,7 +62,7 @@ impl ColumnFamilyData {
         version: Arc<Version>,
     ) -> Self {
         let view = SuperVersion {
-            pressure: Pressure::of(&version, &opts),
+            pressure: Pressure::of(&version, &opts, 1),
             mem,
             imm: Vec::new(),
             version,

@@ -468,7 +468,7 @@ impl DbInner {
         let Some(version) = self.versions.lock().current(id) else {
             return;
         };
-        let pressure = Pressure::of(&version, &cs.data.opts);
+        let pressure = Pressure::of(&version, &cs.data.opts, cs.imm.len() + 1);
         let view = SuperVersion {
             mem: cs.mem.clone(),
             imm: cs.imm.iter().rev().map(|(m, _)| m.clone()).collect(),

@@ -27,9 +27,14 @@ pub(crate) struct Pressure {
 }
 
 impl Pressure {
-    /// Whether L0 or pending compaction bytes in `version` call for slowing or stopping writes.
-    pub(crate) fn of(version: &Version, o: &ColumnFamilyOptions) -> Pressure {
+    /// Whether L0 or pending compaction bytes in `version`, or `unflushed` memtables (the active
+    /// one included) waiting for flushes, call for slowing or stopping writes.
+    pub(crate) fn of(version: &Version, o: &ColumnFamilyOptions, unflushed: usize) -> Pressure {
         let mut p = Pressure::default();
+        // As RocksDB: with more than three memtables allowed, slow down one before the last.
+        if o.max_write_buffer_number > 3 && unflushed + 1 >= o.max_write_buffer_number {
+            p.slowdown = Some(StallCause::TooManyMemtables);
+        }
         if o.disable_auto_compactions {
             return p;
         }
@@ -432,5 +437,27 @@ impl DbInner {
         drop(st);
         self.remove_wals(obsolete);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memtables_piling_up_slow_writes_down() {
+        let v = Version::default();
+        let o = ColumnFamilyOptions {
+            max_write_buffer_number: 5,
+            ..Default::default()
+        };
+        assert!(Pressure::of(&v, &o, 3).slowdown.is_none());
+        assert_eq!(
+            Pressure::of(&v, &o, 4).slowdown,
+            Some(StallCause::TooManyMemtables)
+        );
+        // With few memtables allowed, waiting for the last one is enough.
+        let few = ColumnFamilyOptions::default();
+        assert!(Pressure::of(&v, &few, 1).slowdown.is_none());
     }
 }
