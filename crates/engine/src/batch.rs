@@ -8,7 +8,7 @@ use crate::coding::{
 };
 use crate::db::ColumnFamily;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::options::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::options::{MAX_VALUE_SIZE, oversized_key};
 
 pub(crate) const HEADER_SIZE: usize = 12;
 
@@ -111,11 +111,8 @@ impl WriteBatch {
     }
 
     fn add(&mut self, kind: ValueKind, cf: u32, key: &[u8], value: Option<&[u8]>) {
-        if key.len() > MAX_KEY_SIZE && self.invalid.is_none() {
-            self.invalid = Some(format!(
-                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
-                key.len()
-            ));
+        if self.invalid.is_none() {
+            self.invalid = oversized_key(key.len());
         }
         if let Some(v) = value
             && v.len() as u64 > MAX_VALUE_SIZE
@@ -263,7 +260,7 @@ mod tests {
     #[test]
     fn oversized_key_is_flagged() {
         let mut b = WriteBatch::new();
-        b.put(vec![0u8; MAX_KEY_SIZE + 1], "v");
+        b.put(vec![0u8; crate::options::MAX_KEY_SIZE + 1], "v");
         assert!(b.validation_error().unwrap().contains("key"));
     }
 }

@@ -11,6 +11,11 @@ use crate::fs::{FileSystem, StdFileSystem};
 
 /// Largest accepted user key.
 pub const MAX_KEY_SIZE: usize = 8 << 20;
+/// Why a key of `len` bytes is refused, if it is too large.
+pub(crate) fn oversized_key(len: usize) -> Option<String> {
+    (len > MAX_KEY_SIZE).then(|| format!("key of {len} bytes exceeds the limit of {MAX_KEY_SIZE}"))
+}
+
 /// Largest accepted value.
 pub const MAX_VALUE_SIZE: u64 = 3 << 30;
 

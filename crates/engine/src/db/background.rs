@@ -24,6 +24,22 @@ struct Queues {
     shutdown: bool,
 }
 
+impl Queues {
+    /// The next column family waiting for a flush, no longer marked as queued.
+    fn take_flush(&mut self) -> Option<Arc<ColumnFamilyData>> {
+        let cf = self.flush.pop_front()?;
+        cf.queued_for_flush.store(false, Ordering::Release);
+        Some(cf)
+    }
+
+    /// The next column family waiting for compaction, no longer marked as queued.
+    fn take_compaction(&mut self) -> Option<Arc<ColumnFamilyData>> {
+        let cf = self.compaction.pop_front()?;
+        cf.queued_for_compaction.store(false, Ordering::Release);
+        Some(cf)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     queues: Mutex<Queues>,
@@ -111,18 +127,12 @@ impl Scheduler {
 
     /// Takes the next column family waiting for a flush (for `maintenance`).
     pub(crate) fn pop_flush(&self) -> Option<Arc<ColumnFamilyData>> {
-        let mut q = self.shared.queues.lock();
-        let cf = q.flush.pop_front()?;
-        cf.queued_for_flush.store(false, Ordering::Release);
-        Some(cf)
+        self.shared.queues.lock().take_flush()
     }
 
     /// Takes the next column family waiting for compaction (for `maintenance`).
     pub(crate) fn pop_compaction(&self) -> Option<Arc<ColumnFamilyData>> {
-        let mut q = self.shared.queues.lock();
-        let cf = q.compaction.pop_front()?;
-        cf.queued_for_compaction.store(false, Ordering::Release);
-        Some(cf)
+        self.shared.queues.lock().take_compaction()
     }
 
     /// Stops the workers after the job they are running, and waits for them.
@@ -149,14 +159,12 @@ fn worker(shared: &Shared, work: &dyn BackgroundWork, max_compactions: usize) {
                 if q.shutdown {
                     return;
                 }
-                if let Some(cf) = q.flush.pop_front() {
-                    cf.queued_for_flush.store(false, Ordering::Release);
+                if let Some(cf) = q.take_flush() {
                     break Job::Flush(cf);
                 }
                 if q.compacting < max_compactions
-                    && let Some(cf) = q.compaction.pop_front()
+                    && let Some(cf) = q.take_compaction()
                 {
-                    cf.queued_for_compaction.store(false, Ordering::Release);
                     q.compacting += 1;
                     break Job::Compact(cf);
                 }

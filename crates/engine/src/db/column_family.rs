@@ -58,12 +58,11 @@ impl ColumnFamilyData {
         id: u32,
         name: String,
         opts: ColumnFamilyOptions,
-        mem: Arc<MemTable>,
         version: Arc<Version>,
     ) -> Self {
         let view = SuperVersion {
             pressure: Pressure::of(&version, &opts, 1),
-            mem,
+            mem: new_memtable(&opts, 0),
             imm: Vec::new(),
             version,
         };
@@ -98,12 +97,25 @@ impl ColumnFamilyData {
     }
 
     pub(crate) fn new_memtable(&self, id: u64) -> Arc<MemTable> {
-        Arc::new(MemTable::new(
-            id,
-            self.opts.write_buffer_size,
-            self.opts.memtable_bloom_ratio(),
-        ))
+        new_memtable(&self.opts, id)
     }
+}
+
+/// An empty memtable numbered `id`, sized and filtered as `opts` say.
+pub(crate) fn new_memtable(opts: &ColumnFamilyOptions, id: u64) -> Arc<MemTable> {
+    Arc::new(MemTable::new(
+        id,
+        opts.write_buffer_size,
+        opts.memtable_bloom_ratio(),
+    ))
+}
+
+/// Puts `value` at index `i`, growing `slots` as needed (column families are kept by id).
+pub(crate) fn put_slot<T>(slots: &mut Vec<Option<T>>, i: usize, value: T) {
+    if slots.len() <= i {
+        slots.resize_with(i + 1, || None);
+    }
+    slots[i] = Some(value);
 }
 
 /// A handle on a column family, from [`crate::Db::create_cf`], [`crate::Db::cf`] or
@@ -161,12 +173,8 @@ impl Registry {
     }
 
     pub(crate) fn insert(&mut self, data: Arc<ColumnFamilyData>) {
-        let i = data.id as usize;
-        if self.by_id.len() <= i {
-            self.by_id.resize(i + 1, None);
-        }
         self.by_name.insert(data.name.clone(), data.id);
-        self.by_id[i] = Some(data);
+        put_slot(&mut self.by_id, data.id as usize, data);
     }
 
     pub(crate) fn remove(&mut self, id: u32) {

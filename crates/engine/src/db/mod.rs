@@ -29,7 +29,7 @@ use crate::fs::{FileLock, FileSystem};
 use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator};
 use crate::key::{self, SequenceNumber};
 use crate::memtable::{Lookup, MemTable};
-use crate::options::{ColumnFamilyOptions, MAX_KEY_SIZE, Options, ReadOptions, WriteOptions};
+use crate::options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions, oversized_key};
 use crate::sst::{BlockReadOptions, TableCache};
 use crate::stats::{Statistics, Stats};
 use crate::value::PinnableValue;
@@ -249,14 +249,21 @@ impl Db {
         self.write_checked(b, &WriteOptions::default(), cf)
     }
 
+    /// Writes a batch of records for `cf` alone: the handle check stands in for the registry
+    /// lookup `write` makes.
     fn write_checked(&self, b: WriteBatch, opts: &WriteOptions, cf: &ColumnFamily) -> Result<()> {
         cf.resolve(self.inner.id)?;
-        self.write(b, opts)
+        self.submit(b, opts, false)
     }
 
     /// Applies a batch atomically, across column families too. With `sync` the write survives
     /// power loss once this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.submit(batch, opts, true)
+    }
+
+    /// Checks a batch (with `check_cfs`, that every column family it names exists) and commits it.
+    fn submit(&self, batch: WriteBatch, opts: &WriteOptions, check_cfs: bool) -> Result<()> {
         self.inner.check_open()?;
         if let Some(why) = batch.validation_error() {
             return Err(Error::InvalidArgument(why.to_string()));
@@ -264,7 +271,7 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        if batch.column_families().iter().any(|&id| id != 0) {
+        if check_cfs && batch.column_families().iter().any(|&id| id != 0) {
             let reg = self.inner.registry.read();
             if let Some(id) = batch
                 .column_families()
@@ -492,11 +499,8 @@ impl DbInner {
         cf: &ColumnFamilyData,
         user_key: &[u8],
     ) -> Result<Option<PinnableValue>> {
-        if user_key.len() > MAX_KEY_SIZE {
-            return Err(Error::InvalidArgument(format!(
-                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
-                user_key.len()
-            )));
+        if let Some(why) = oversized_key(user_key.len()) {
+            return Err(Error::InvalidArgument(why));
         }
         self.stats.gets.inc();
         let seq = self.read_sequence(opts);
@@ -614,26 +618,16 @@ impl DbInner {
             let version = vs.current(id).unwrap_or_default();
             (id, version)
         };
-        let mem = Arc::new(MemTable::new(
-            0,
-            opts.write_buffer_size,
-            opts.memtable_bloom_ratio(),
-        ));
         let data = Arc::new(ColumnFamilyData::new(
             self.id,
             id,
             name.to_string(),
             opts,
-            mem,
             version,
         ));
         {
             let mut st = self.state.lock();
-            let i = id as usize;
-            if st.cfs.len() <= i {
-                st.cfs.resize_with(i + 1, || None);
-            }
-            st.cfs[i] = Some(CfState::new(data.clone()));
+            column_family::put_slot(&mut st.cfs, id as usize, CfState::new(data.clone()));
             st.memtable_budget += data.memtable_budget();
         }
         self.registry.write().insert(data.clone());

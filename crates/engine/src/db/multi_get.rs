@@ -9,7 +9,7 @@ use super::column_family::ColumnFamilyData;
 use crate::error::{Error, Result};
 use crate::key;
 use crate::memtable::Lookup;
-use crate::options::{MAX_KEY_SIZE, ReadOptions};
+use crate::options::{ReadOptions, oversized_key};
 use crate::sst::{BlockReadOptions, PendingKey};
 use crate::value::PinnableValue;
 
@@ -22,16 +22,14 @@ impl DbInner {
     ) -> Vec<Result<Option<PinnableValue>>> {
         // One sequence number for the whole batch: a consistent view across column families.
         let seq = self.read_sequence(opts);
-        let mut keys: Vec<PendingKey> =
-            items.iter().map(|(_, k)| PendingKey::new(k, seq)).collect();
-        for (p, (_, k)) in keys.iter_mut().zip(items) {
-            if k.len() > MAX_KEY_SIZE {
-                p.error = Some(Error::InvalidArgument(format!(
-                    "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
-                    k.len()
-                )));
-            }
-        }
+        let mut keys: Vec<PendingKey> = items
+            .iter()
+            .map(|(_, k)| match oversized_key(k.len()) {
+                // Refused before its lookup key (a copy) is made.
+                Some(why) => PendingKey::failed(Error::InvalidArgument(why)),
+                None => PendingKey::new(k, seq),
+            })
+            .collect();
         // Sorted once: by column family, then by key.
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| (items[a].0.id, items[a].1).cmp(&(items[b].0.id, items[b].1)));

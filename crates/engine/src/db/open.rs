@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::Scheduler;
-use super::column_family::{CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry};
+use super::column_family::{
+    CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry, new_memtable, put_slot,
+};
 use super::flush::write_level0_table;
 use super::snapshot::SnapshotList;
 use super::write::{WalState, WriteQueue};
@@ -178,25 +180,15 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let mut cf_states = Vec::new();
     for (&id, cf) in versions.column_families() {
         let o = cf_opts.remove(&id).unwrap_or_default();
-        let mem = Arc::new(MemTable::new(
-            0,
-            o.write_buffer_size,
-            o.memtable_bloom_ratio(),
-        ));
         let data = Arc::new(ColumnFamilyData::new(
             db_id,
             id,
             cf.name.clone(),
             o,
-            mem,
             cf.current.clone(),
         ));
         registry.insert(data.clone());
-        let i = id as usize;
-        if cf_states.len() <= i {
-            cf_states.resize_with(i + 1, || None);
-        }
-        cf_states[i] = Some(CfState::new(data));
+        put_slot(&mut cf_states, id as usize, CfState::new(data));
     }
     let default_cf = registry
         .get(0)
@@ -290,15 +282,10 @@ fn replay_wals(
         .map(|(&id, cf)| (id, cf.log_number))
         .collect();
     let highest_id = versions.next_column_family_id() - 1;
-    let new_mem = |o: &ColumnFamilyOptions| {
-        Arc::new(MemTable::new(
-            0,
-            o.write_buffer_size,
-            o.memtable_bloom_ratio(),
-        ))
-    };
-    let mut mems: BTreeMap<u32, Arc<MemTable>> =
-        cf_opts.iter().map(|(&id, o)| (id, new_mem(o))).collect();
+    let mut mems: BTreeMap<u32, Arc<MemTable>> = cf_opts
+        .iter()
+        .map(|(&id, o)| (id, new_memtable(o, 0)))
+        .collect();
     let mut edits: BTreeMap<u32, VersionEdit> = BTreeMap::new();
     let flush = |versions: &mut VersionSet,
                  edits: &mut BTreeMap<u32, VersionEdit>,
@@ -362,7 +349,7 @@ fn replay_wals(
                 if mem.memory_usage() >= cf_opts[&cf].write_buffer_size {
                     let full = mem.clone();
                     flush(versions, &mut edits, cf, &full)?;
-                    mems.insert(cf, new_mem(&cf_opts[&cf]));
+                    mems.insert(cf, new_memtable(&cf_opts[&cf], 0));
                 }
             }
         }

@@ -44,6 +44,16 @@ impl PendingKey {
         }
     }
 
+    /// A key refused before its search starts.
+    pub(crate) fn failed(error: Error) -> Self {
+        PendingKey {
+            lookup: key::lookup_key(&[], 0),
+            hash: 0,
+            outcome: None,
+            error: Some(error),
+        }
+    }
+
     pub(crate) fn user_key(&self) -> &[u8] {
         key::user_key(&self.lookup)
     }

@@ -36,6 +36,12 @@ pub(crate) struct FileMetaData {
 }
 
 impl FileMetaData {
+    /// Whether `user_key` lies in the table's key range.
+    pub(crate) fn covers(&self, user_key: &[u8]) -> bool {
+        user_key >= crate::key::user_key(&self.smallest)
+            && user_key <= crate::key::user_key(&self.largest)
+    }
+
     /// The MANIFEST's record of a table just written.
     pub(crate) fn from_table(
         number: u64,

@@ -60,7 +60,7 @@ impl Version {
     ) -> Result<Lookup<PinnableValue>> {
         let user_key = key::user_key(lookup);
         for f in &self.levels[0] {
-            if user_key < key::user_key(&f.smallest) || user_key > key::user_key(&f.largest) {
+            if !f.covers(user_key) {
                 continue;
             }
             match tables.get(f.number)?.get(lookup, hash, opts)? {
@@ -105,10 +105,12 @@ impl Version {
                 return;
             }
             group.clear();
-            group.extend(pending.iter().copied().filter(|&i| {
-                let k = keys[i].user_key();
-                k >= key::user_key(&f.smallest) && k <= key::user_key(&f.largest)
-            }));
+            group.extend(
+                pending
+                    .iter()
+                    .copied()
+                    .filter(|&i| f.covers(keys[i].user_key())),
+            );
             Self::multi_get_file(tables, f, keys, &group, opts);
             pending.retain(|&i| !keys[i].is_resolved());
         }
