@@ -78,7 +78,7 @@ enum Command {
     #[command(subcommand)]
     Cf(CfCommand),
     /// Runs db_bench-style workloads (flags as db_bench names them).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -116,7 +116,7 @@ fn open_cf(dir: &PathBuf, name: &str) -> Result<(Db, ColumnFamily), String> {
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
     match cli.command {
-        Command::Bench(args) => bench::run(&cli.db, args),
+        Command::Bench(args) => bench::run(&cli.db, *args),
         Command::Cf(command) => {
             let db = open(&cli.db)?;
             match command {

@@ -43,15 +43,18 @@ mod wal;
 
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};
-pub use db::{ColumnFamily, ColumnFamilyProperties, Db, LevelProperties, Properties, Snapshot};
+pub use db::{
+    BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, LevelProperties, Properties,
+    Snapshot,
+};
 pub use error::{Error, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
 pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
 pub use iter::DbIterator;
 pub use key::SequenceNumber;
 pub use options::{
-    ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, ReadOptions,
-    WalRecovery, WriteOptions,
+    CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,
+    ReadOptions, WalRecovery, WriteOptions,
 };
 pub use sst::TableProperties;
 pub use stats::Statistics;

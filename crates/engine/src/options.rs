@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cache::CacheKind;
 use crate::db::Snapshot;
 use crate::fs::{FileSystem, StdFileSystem};
 
@@ -200,6 +201,21 @@ pub struct Options {
     /// Bytes of uncompressed blocks kept in the block cache, shared by every column family
     /// (default 32 MiB; 0 disables it).
     pub cache_size: usize,
+    /// How the block cache evicts (default LRU).
+    pub cache_kind: CacheKind,
+    /// The block cache has 2^`cache_shard_bits` shards, each with its own lock (default `None`:
+    /// one per 512 KiB of capacity, at most 64).
+    pub cache_shard_bits: Option<u32>,
+    /// Share of each LRU shard kept for index and filter blocks and for data blocks read more than
+    /// once (default 0.5, as RocksDB).
+    pub high_pri_pool_ratio: f64,
+    /// Keep index and filter blocks in the block cache at high priority, charged against its
+    /// capacity and evictable, instead of in each open table (default false, as RocksDB). Applies
+    /// to every column family: they share the cache.
+    pub cache_index_and_filter_blocks: bool,
+    /// With `cache_index_and_filter_blocks`, tables opened at L0 hold their index and filter
+    /// handles, so the cache never evicts them while the table is open (default false).
+    pub pin_l0_filter_and_index_blocks_in_cache: bool,
     /// What recovery does with a damaged WAL.
     pub wal_recovery: WalRecovery,
     /// Background execution model.
@@ -235,6 +251,11 @@ impl Default for Options {
             paranoid_checks: false,
             max_open_files: 1000,
             cache_size: 32 << 20,
+            cache_kind: CacheKind::Lru,
+            cache_shard_bits: None,
+            high_pri_pool_ratio: 0.5,
+            cache_index_and_filter_blocks: false,
+            pin_l0_filter_and_index_blocks_in_cache: false,
             wal_recovery: WalRecovery::default(),
             executor: Executor::default(),
             max_background_jobs: 2,
@@ -273,6 +294,12 @@ impl Options {
         }
         if self.delayed_write_rate == 0 {
             return bad("delayed_write_rate must be positive");
+        }
+        if self.cache_shard_bits.is_some_and(|b| b > 16) {
+            return bad("cache_shard_bits must be at most 16");
+        }
+        if !(0.0..=1.0).contains(&self.high_pri_pool_ratio) {
+            return bad("high_pri_pool_ratio must be between 0 and 1");
         }
         self.cf.validate()?;
         for (name, cf) in &self.column_families {

@@ -22,6 +22,30 @@ impl Counter {
     }
 }
 
+/// The kinds of block the cache holds, counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Data,
+    Index,
+    Filter,
+}
+
+impl Stats {
+    /// Counts a cache lookup for a block of `kind`.
+    pub(crate) fn block_cache_lookup(&self, kind: BlockKind, hit: bool) {
+        let (total, by_kind) = match (kind, hit) {
+            (BlockKind::Data, true) => (&self.block_cache_hit, &self.block_cache_data_hit),
+            (BlockKind::Data, false) => (&self.block_cache_miss, &self.block_cache_data_miss),
+            (BlockKind::Index, true) => (&self.block_cache_hit, &self.block_cache_index_hit),
+            (BlockKind::Index, false) => (&self.block_cache_miss, &self.block_cache_index_miss),
+            (BlockKind::Filter, true) => (&self.block_cache_hit, &self.block_cache_filter_hit),
+            (BlockKind::Filter, false) => (&self.block_cache_miss, &self.block_cache_filter_miss),
+        };
+        total.inc();
+        by_kind.inc();
+    }
+}
+
 macro_rules! statistics {
     ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// Live counters, shared by every part of the engine.
@@ -73,10 +97,24 @@ statistics! {
     flushes,
     /// Bytes of tables written by flushes.
     flush_bytes,
-    /// Data blocks served from the block cache.
+    /// Blocks of any type served from the block cache.
     block_cache_hit,
-    /// Data blocks read from disk.
+    /// Blocks of any type not in the block cache.
     block_cache_miss,
+    /// Blocks added to the block cache.
+    block_cache_add,
+    /// Data blocks served from the block cache.
+    block_cache_data_hit,
+    /// Data blocks not in the block cache.
+    block_cache_data_miss,
+    /// Index blocks served from the block cache (`cache_index_and_filter_blocks`).
+    block_cache_index_hit,
+    /// Index blocks not in the block cache.
+    block_cache_index_miss,
+    /// Filter blocks served from the block cache (`cache_index_and_filter_blocks`).
+    block_cache_filter_hit,
+    /// Filter blocks not in the block cache.
+    block_cache_filter_miss,
     /// Bytes of blocks read from disk.
     bytes_read_from_disk,
     /// Memtable filters consulted (`memtable_bloom_size_ratio` > 0).

@@ -77,7 +77,7 @@ fn values_from_tables_are_pinned_and_outlive_the_cache() {
     for i in 0..3000u32 {
         db.get(format!("filler{i:05}")).unwrap();
     }
-    assert!(db.properties().block_cache_usage <= 64 << 10);
+    assert!(db.properties().block_cache.unwrap().usage <= 64 << 10);
     assert_eq!(
         &*v,
         &[7u8; 1000][..],

@@ -47,7 +47,16 @@ fn options(dynamic: bool) -> Options {
         o.write_buffer_size = 32 << 10;
         o.max_write_buffer_number = 3;
         o.block_size = 512;
-        o.cache_size = 4 << 20;
+        // Odd seeds: a cache small enough to churn, holding index and filter blocks (pinned at
+        // L0), evicting by CLOCK; even seeds: the defaults.
+        if !dynamic {
+            o.cache_size = 64 << 10;
+            o.cache_kind = strata_engine::CacheKind::Clock;
+            o.cache_index_and_filter_blocks = true;
+            o.pin_l0_filter_and_index_blocks_in_cache = true;
+        } else {
+            o.cache_size = 4 << 20;
+        }
         o.level0_file_num_compaction_trigger = 2;
         o.level0_slowdown_writes_trigger = 6;
         o.level0_stop_writes_trigger = 10;

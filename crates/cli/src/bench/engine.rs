@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use strata_engine::{
-    ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options, ReadOptions,
-    WriteBatch, WriteOptions,
+    CacheKind, ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options,
+    ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::BenchArgs;
@@ -53,11 +53,12 @@ impl StrataEngine {
             "zstd" => Compression::Zstd,
             other => return Err(format!("unknown --compression_type {other}: none or zstd")),
         };
+        let (memtable_bloom_size_ratio, memtable_whole_key_filtering) = args.memtable_bloom()?;
         let cf = ColumnFamilyOptions {
             compression,
             bloom_bits_per_key: args.bloom_bits,
-            memtable_bloom_size_ratio: args.memtable_bloom_size_ratio,
-            memtable_whole_key_filtering: args.memtable_whole_key_filtering,
+            memtable_bloom_size_ratio,
+            memtable_whole_key_filtering,
             write_buffer_size: args.write_buffer_size,
             level0_file_num_compaction_trigger: args.level0_file_num_compaction_trigger,
             level0_slowdown_writes_trigger: args.level0_slowdown_writes_trigger,
@@ -74,6 +75,15 @@ impl StrataEngine {
             .collect();
         let opts = Options {
             cache_size: args.cache_size,
+            cache_kind: if args.clock_cache()? {
+                CacheKind::Clock
+            } else {
+                CacheKind::Lru
+            },
+            cache_shard_bits: u32::try_from(args.cache_numshardbits).ok(),
+            high_pri_pool_ratio: args.cache_high_pri_pool_ratio,
+            cache_index_and_filter_blocks: args.cache_index_and_filter_blocks,
+            pin_l0_filter_and_index_blocks_in_cache: args.pin_l0_filter_and_index_blocks_in_cache,
             max_background_jobs: args.max_background_jobs,
             max_total_wal_size: args.max_total_wal_size,
             column_families: names.iter().map(|n| (n.clone(), cf.clone())).collect(),
@@ -209,6 +219,7 @@ impl BenchEngine for StrataEngine {
     fn stats(&self) -> String {
         let p = self.db.properties();
         let s = self.db.statistics();
+        let cache = p.block_cache.clone().unwrap_or_default();
         // Levels summed over the column families.
         let mut sums = [(0usize, 0u64, 0u64); 7];
         for cf in &p.column_families {
@@ -236,11 +247,19 @@ impl BenchEngine for StrataEngine {
             ));
         }
         format!(
-            "{}\nblock cache: {} hits, {} misses; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
+            "{}\nblock cache: {} hits, {} misses (data {}/{}, index {}/{}, filter {}/{} hits/misses), {} bytes used, {} pinned; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
              compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)",
             levels.join("\n"),
             s.block_cache_hit,
             s.block_cache_miss,
+            s.block_cache_data_hit,
+            s.block_cache_data_miss,
+            s.block_cache_index_hit,
+            s.block_cache_index_miss,
+            s.block_cache_filter_hit,
+            s.block_cache_filter_miss,
+            cache.usage,
+            cache.pinned_usage,
             s.bloom_checked,
             s.bloom_useful,
             s.write_groups,

@@ -61,6 +61,26 @@ pub struct BenchArgs {
     /// Block cache bytes.
     #[arg(long = "cache_size", default_value_t = 8 << 20)]
     pub cache_size: usize,
+    /// Block cache eviction: lru_cache, or clock_cache (RocksDB: hyper_clock_cache, also accepted).
+    #[arg(long = "cache_type", default_value = "lru_cache")]
+    pub cache_type: String,
+    /// Block cache shards are 2^this (-1: chosen from the capacity).
+    #[arg(long = "cache_numshardbits", default_value_t = -1, allow_hyphen_values = true)]
+    pub cache_numshardbits: i32,
+    /// Share of the LRU cache kept for index and filter blocks and blocks read twice (Strata only:
+    /// RocksDB's binding does not expose it; its default is the same 0.5).
+    #[arg(long = "cache_high_pri_pool_ratio", default_value_t = 0.5)]
+    pub cache_high_pri_pool_ratio: f64,
+    /// Keep index and filter blocks in the block cache instead of in each open table.
+    #[arg(long = "cache_index_and_filter_blocks", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub cache_index_and_filter_blocks: bool,
+    /// With --cache_index_and_filter_blocks, L0 tables hold theirs so they are never evicted.
+    #[arg(long = "pin_l0_filter_and_index_blocks_in_cache", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub pin_l0_filter_and_index_blocks_in_cache: bool,
+    /// Memtable: skip_list, or bloom (the skip list with a whole-key Bloom filter in front,
+    /// --memtable_bloom_size_ratio or 0.1 of the write buffer).
+    #[arg(long = "memtablerep", default_value = "skip_list")]
+    pub memtablerep: String,
     /// Bloom filter bits per key (0: no filter).
     #[arg(long = "bloom_bits", default_value_t = 10)]
     pub bloom_bits: u32,
@@ -130,6 +150,36 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// The memtable Bloom filter's (size ratio, whole-key filtering) after --memtablerep.
+    pub fn memtable_bloom(&self) -> Result<(f64, bool), String> {
+        match self.memtablerep.as_str() {
+            "skip_list" | "skiplist" => Ok((
+                self.memtable_bloom_size_ratio,
+                self.memtable_whole_key_filtering,
+            )),
+            "bloom" => Ok((
+                if self.memtable_bloom_size_ratio > 0.0 {
+                    self.memtable_bloom_size_ratio
+                } else {
+                    0.1
+                },
+                true,
+            )),
+            other => Err(format!("unknown --memtablerep {other}: skip_list or bloom")),
+        }
+    }
+
+    /// Whether --cache_type asks for CLOCK eviction.
+    pub fn clock_cache(&self) -> Result<bool, String> {
+        match self.cache_type.as_str() {
+            "lru_cache" | "lru" => Ok(false),
+            "clock_cache" | "hyper_clock_cache" | "clock" => Ok(true),
+            other => Err(format!(
+                "unknown --cache_type {other}: lru_cache or clock_cache"
+            )),
+        }
+    }
+
     pub fn reads(&self) -> u64 {
         if self.reads < 0 {
             self.num

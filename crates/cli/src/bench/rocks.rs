@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, Options, WriteBatch,
-    WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, LruCacheOptions, Options,
+    WriteBatch, WriteOptions,
 };
 
 use super::{BenchArgs, BenchEngine};
@@ -22,8 +22,21 @@ impl RocksEngine {
             return Err("--num_column_families above 1 is measured with --engine strata".into());
         }
         let mut table = BlockBasedOptions::default();
-        let cache = Cache::new_lru_cache(args.cache_size);
+        let cache = if args.clock_cache()? {
+            // 0: RocksDB estimates the entry charge itself.
+            Cache::new_hyper_clock_cache(args.cache_size, 0)
+        } else {
+            let mut lru = LruCacheOptions::default();
+            lru.set_capacity(args.cache_size);
+            lru.set_num_shard_bits(args.cache_numshardbits);
+            Cache::new_lru_cache_opts(&lru)
+        };
         table.set_block_cache(&cache);
+        table.set_cache_index_and_filter_blocks(args.cache_index_and_filter_blocks);
+        table.set_cache_index_and_filter_blocks_with_high_priority(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(
+            args.pin_l0_filter_and_index_blocks_in_cache,
+        );
         if args.bloom_bits > 0 {
             table.set_bloom_filter(args.bloom_bits as f64, false);
         }
@@ -31,8 +44,9 @@ impl RocksEngine {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.enable_statistics();
-        opts.set_memtable_prefix_bloom_ratio(args.memtable_bloom_size_ratio);
-        opts.set_memtable_whole_key_filtering(args.memtable_whole_key_filtering);
+        let (memtable_bloom_size_ratio, memtable_whole_key_filtering) = args.memtable_bloom()?;
+        opts.set_memtable_prefix_bloom_ratio(memtable_bloom_size_ratio);
+        opts.set_memtable_whole_key_filtering(memtable_whole_key_filtering);
         opts.set_level_zero_file_num_compaction_trigger(
             args.level0_file_num_compaction_trigger as i32,
         );

@@ -1,12 +1,20 @@
-//! The block cache: uncompressed blocks keyed by (table file, offset), sharded by key hash so that
-//! concurrent readers rarely meet on one lock; each shard is an LRU bounded by the bytes it charges.
-//! Blocks are handed out as `Arc`s: a block a reader still holds stays alive after eviction.
+//! The block cache: uncompressed data and index blocks and filter blocks, keyed by (table file,
+//! offset) and sharded by key hash so that concurrent readers rarely meet on one lock. Each shard
+//! is bounded by the bytes it charges and evicts by LRU (with a high-priority pool) or by CLOCK.
+//!
+//! Entries are handed out as `Arc`s: the handle is the reference count. A reader holding one keeps
+//! the block alive, and the shard never evicts an entry whose count shows an outside holder (it is
+//! "pinned"), so a block in use also stays findable by the next reader. Shards free what they evict
+//! only after releasing their lock.
 
-use std::collections::HashMap;
+mod clock;
+mod lru;
+mod slots;
+
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
 use crate::sst::Block;
 
@@ -32,6 +40,8 @@ impl Hasher for KeyHasher {
     }
 }
 
+type KeyMap = std::collections::HashMap<CacheKey, u32, BuildHasherDefault<KeyHasher>>;
+
 fn hash_key(key: CacheKey) -> u64 {
     let mut h = KeyHasher::default();
     h.write_u64(key.0);
@@ -39,213 +49,182 @@ fn hash_key(key: CacheKey) -> u64 {
     h.finish()
 }
 
-const NIL: u32 = 0; // slot 0 is the list sentinel
-
-struct Slot {
-    key: CacheKey,
-    block: Option<Arc<Block>>,
-    charge: usize,
-    prev: u32,
-    next: u32,
+/// How a shard chooses what to evict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheKind {
+    /// Least recently used, with a high-priority pool for index and filter blocks: new data blocks
+    /// enter below the pool and join it once hit again, so one scan cannot flush hot blocks.
+    #[default]
+    Lru,
+    /// CLOCK: lookups take the shard lock shared and only set an entry's clock count, so readers
+    /// never serialise on list updates; eviction sweeps a hand over the entries.
+    Clock,
 }
 
-struct Shard {
-    map: HashMap<CacheKey, u32, BuildHasherDefault<KeyHasher>>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    usage: usize,
-    capacity: usize,
+/// Where an entry starts: index and filter blocks are costlier to lose than data blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    High,
+    Low,
 }
 
-impl Shard {
-    fn new(capacity: usize) -> Self {
-        Shard {
-            map: HashMap::default(),
-            slots: vec![Slot {
-                key: (0, 0),
-                block: None,
-                charge: 0,
-                prev: NIL,
-                next: NIL,
-            }],
-            free: Vec::new(),
-            usage: 0,
-            capacity,
+/// What the cache holds.
+#[derive(Clone)]
+pub(crate) enum CachedBlock {
+    /// A data or index block.
+    Block(Arc<Block>),
+    /// A table's filter block.
+    Filter(Arc<Vec<u8>>),
+}
+
+impl CachedBlock {
+    /// Memory the entry keeps alive.
+    fn size(&self) -> usize {
+        match self {
+            CachedBlock::Block(b) => b.size(),
+            CachedBlock::Filter(f) => f.len(),
         }
     }
 
-    fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
-        self.slots[p as usize].next = n;
-        self.slots[n as usize].prev = p;
-    }
-
-    /// Links `i` as most recently used (right after the sentinel).
-    fn push_front(&mut self, i: u32) {
-        let first = self.slots[NIL as usize].next;
-        self.slots[i as usize].prev = NIL;
-        self.slots[i as usize].next = first;
-        self.slots[first as usize].prev = i;
-        self.slots[NIL as usize].next = i;
-    }
-
-    fn lookup(&mut self, key: CacheKey) -> Option<Arc<Block>> {
-        let i = *self.map.get(&key)?;
-        self.unlink(i);
-        self.push_front(i);
-        self.slots[i as usize].block.clone()
-    }
-
-    fn remove_slot(&mut self, i: u32) {
-        self.unlink(i);
-        let slot = &mut self.slots[i as usize];
-        self.usage -= slot.charge;
-        slot.block = None;
-        self.map.remove(&slot.key);
-        self.free.push(i);
-    }
-
-    fn insert(&mut self, key: CacheKey, block: Arc<Block>) {
-        let charge = block.size() + std::mem::size_of::<Slot>();
-        if let Some(&i) = self.map.get(&key) {
-            self.remove_slot(i);
+    /// True while someone besides the cache holds the entry.
+    fn in_use(&self) -> bool {
+        match self {
+            CachedBlock::Block(b) => Arc::strong_count(b) > 1,
+            CachedBlock::Filter(f) => Arc::strong_count(f) > 1,
         }
-        if charge > self.capacity {
-            return; // larger than the whole shard: caching it would only flush everything else
-        }
-        while self.usage + charge > self.capacity {
-            let lru = self.slots[NIL as usize].prev;
-            if lru == NIL {
-                break;
-            }
-            self.remove_slot(lru);
-        }
-        let slot = Slot {
-            key,
-            block: Some(block),
-            charge,
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.map.insert(key, i);
-        self.push_front(i);
-        self.usage += charge;
     }
 }
 
-/// A sharded LRU cache of blocks.
+/// Per-entry bookkeeping charged on top of the block itself.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// Entries a shard evicted, dropped by the caller once the shard lock is released.
+type Evicted = Vec<CachedBlock>;
+
+/// The figures the properties report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CacheUsage {
+    pub usage: usize,
+    pub pinned_usage: usize,
+    pub entries: usize,
+}
+
+enum Shards {
+    Lru(Box<[lru::LruShard]>),
+    Clock(Box<[clock::ClockShard]>),
+}
+
+/// A sharded cache of blocks.
 pub(crate) struct BlockCache {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Shards,
     shard_shift: u32,
+    single_shard: bool,
     capacity: usize,
+    kind: CacheKind,
 }
 
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
+            .field("kind", &self.kind)
             .field("capacity", &self.capacity)
-            .field("usage", &self.usage())
             .finish()
     }
 }
 
+/// Shards for a capacity when the caller leaves it to us: about one per 512 KiB, at most 64, as
+/// RocksDB picks them, so a small cache still gives each shard room for many blocks.
+pub(crate) fn default_shard_bits(capacity: usize) -> u32 {
+    let mut bits = 0;
+    while bits < 6 && (capacity >> (bits + 1)) >= 512 << 10 {
+        bits += 1;
+    }
+    bits
+}
+
 impl BlockCache {
-    /// A cache of `capacity` bytes over 2^`shard_bits` shards.
-    pub(crate) fn new(capacity: usize, shard_bits: u32) -> Self {
+    /// A cache of `capacity` bytes over 2^`shard_bits` shards. `high_pri_pool_ratio` is the share
+    /// of each LRU shard kept for high-priority entries (CLOCK weighs them instead).
+    pub(crate) fn new(
+        capacity: usize,
+        shard_bits: u32,
+        kind: CacheKind,
+        high_pri_pool_ratio: f64,
+    ) -> Self {
         let n = 1usize << shard_bits;
         let per_shard = capacity.div_ceil(n);
+        let shards = match kind {
+            CacheKind::Lru => Shards::Lru(
+                (0..n)
+                    .map(|_| lru::LruShard::new(per_shard, high_pri_pool_ratio))
+                    .collect(),
+            ),
+            CacheKind::Clock => {
+                Shards::Clock((0..n).map(|_| clock::ClockShard::new(per_shard)).collect())
+            }
+        };
         BlockCache {
-            shards: (0..n).map(|_| Mutex::new(Shard::new(per_shard))).collect(),
+            shards,
             shard_shift: 64 - shard_bits,
+            single_shard: n == 1,
             capacity,
+            kind,
         }
     }
 
-    fn shard(&self, key: CacheKey) -> &Mutex<Shard> {
-        let idx = if self.shards.len() == 1 {
+    #[inline]
+    fn shard_index(&self, key: CacheKey) -> usize {
+        if self.single_shard {
             0
         } else {
             (hash_key(key) >> self.shard_shift) as usize
+        }
+    }
+
+    pub(crate) fn lookup(&self, key: CacheKey) -> Option<CachedBlock> {
+        let i = self.shard_index(key);
+        match &self.shards {
+            Shards::Lru(s) => s[i].lookup(key),
+            Shards::Clock(s) => s[i].lookup(key),
+        }
+    }
+
+    /// Caches `block` under `key`, replacing what was there. A block larger than a whole shard is
+    /// not cached: it would only flush everything else.
+    pub(crate) fn insert(&self, key: CacheKey, block: CachedBlock, priority: Priority) {
+        let charge = block.size() + ENTRY_OVERHEAD;
+        let i = self.shard_index(key);
+        let evicted = match &self.shards {
+            Shards::Lru(s) => s[i].insert(key, block, charge, priority),
+            Shards::Clock(s) => s[i].insert(key, block, charge, priority),
         };
-        &self.shards[idx]
+        drop(evicted);
     }
 
-    pub(crate) fn lookup(&self, key: CacheKey) -> Option<Arc<Block>> {
-        self.shard(key).lock().lookup(key)
-    }
-
-    pub(crate) fn insert(&self, key: CacheKey, block: Arc<Block>) {
-        self.shard(key).lock().insert(key, block)
-    }
-
-    /// Bytes charged by cached blocks.
-    pub(crate) fn usage(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().usage).sum()
+    /// Bytes charged, bytes charged by entries in use, and entries, summed over the shards.
+    pub(crate) fn usage(&self) -> CacheUsage {
+        let mut total = CacheUsage::default();
+        let mut add = |u: CacheUsage| {
+            total.usage += u.usage;
+            total.pinned_usage += u.pinned_usage;
+            total.entries += u.entries;
+        };
+        match &self.shards {
+            Shards::Lru(s) => s.iter().for_each(|s| add(s.usage())),
+            Shards::Clock(s) => s.iter().for_each(|s| add(s.usage())),
+        }
+        total
     }
 
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
+
+    pub(crate) fn kind(&self) -> CacheKind {
+        self.kind
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    fn block(size: usize) -> Arc<Block> {
-        let mut data = vec![0u8; size.max(8)];
-        let n = data.len();
-        data[n - 4..].copy_from_slice(&1u32.to_le_bytes());
-        Arc::new(Block::new(data, Path::new("t")).unwrap())
-    }
-
-    #[test]
-    fn capacity_is_respected_and_lru_evicted() {
-        let cache = BlockCache::new(10_000, 0);
-        for i in 0..100u64 {
-            cache.insert((1, i), block(1000));
-            assert!(cache.usage() <= 10_000);
-            // Keep block 0 hot: it must survive the churn.
-            assert!(cache.lookup((1, 0)).is_some(), "hot block evicted at {i}");
-        }
-        assert!(cache.lookup((1, 1)).is_none());
-        assert!(cache.lookup((1, 99)).is_some());
-    }
-
-    #[test]
-    fn held_blocks_outlive_eviction() {
-        let cache = BlockCache::new(4000, 2);
-        cache.insert((7, 0), block(500));
-        let held = cache.lookup((7, 0)).unwrap();
-        for i in 1..100u64 {
-            cache.insert((7, i * 4096), block(500));
-        }
-        assert_eq!(held.size(), 500);
-        assert!(cache.usage() <= 4000);
-        cache.insert((8, 0), block(100_000));
-        assert!(
-            cache.lookup((8, 0)).is_none(),
-            "an oversized block is not cached"
-        );
-    }
-
-    #[test]
-    fn reinsert_replaces() {
-        let cache = BlockCache::new(100_000, 1);
-        cache.insert((1, 1), block(100));
-        cache.insert((1, 1), block(200));
-        assert_eq!(cache.lookup((1, 1)).unwrap().size(), 200);
-        assert_eq!(cache.usage(), 200 + std::mem::size_of::<Slot>());
-    }
-}
+mod tests;

@@ -167,8 +167,11 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         verify_checksums: true,
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for f in spec.input_files() {
-        children.push(Box::new(ctx.tables.get(f.number)?.iter(read)));
+    for (i, files) in spec.inputs.iter().enumerate() {
+        for f in files {
+            let table = ctx.tables.get(f.number, spec.level + i)?;
+            children.push(Box::new(table.iter(read)?));
+        }
     }
     let mut it = MergingIterator::new(children);
     let mut below = BelowOutput {

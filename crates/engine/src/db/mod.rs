@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use column_family::ColumnFamily;
-pub use properties::{ColumnFamilyProperties, LevelProperties, Properties};
+pub use properties::{BlockCacheProperties, ColumnFamilyProperties, LevelProperties, Properties};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -573,12 +573,16 @@ impl DbInner {
             children.push(Box::new(m.iter()));
         }
         for f in &view.version.levels[0] {
-            children.push(Box::new(self.tables.get(f.number)?.iter(read)));
+            children.push(Box::new(self.tables.get(f.number, 0)?.iter(read)?));
         }
-        for files in view.version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
+        for (level, files) in view.version.levels.iter().enumerate().skip(1) {
+            if files.is_empty() {
+                continue;
+            }
             children.push(Box::new(LevelIter::new(
                 self.tables.clone(),
                 files.clone(),
+                level,
                 read,
             )));
         }

@@ -17,13 +17,13 @@ use super::snapshot::SnapshotList;
 use super::write::{WalState, WriteQueue};
 use super::{DbInner, State};
 use crate::batch::WriteBatch;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, default_shard_bits};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, wal_file};
 use crate::fs::FileSystem;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
-use crate::sst::{TableCache, TableOptions};
+use crate::sst::{MetaPolicy, TableCache, TableOptions};
 use crate::stats::Stats;
 use crate::version::{VersionEdit, VersionSet, decode_cf_options, encode_cf_options};
 use crate::wal::{LogReader, LogWriter, ReadOutcome};
@@ -46,12 +46,24 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
     let lock = fs.lock(&dir.join(LOCK))?;
     let stats = Arc::new(Stats::default());
-    let block_cache = (opts.cache_size > 0).then(|| Arc::new(BlockCache::new(opts.cache_size, 4)));
+    let block_cache = (opts.cache_size > 0).then(|| {
+        Arc::new(BlockCache::new(
+            opts.cache_size,
+            opts.cache_shard_bits
+                .unwrap_or_else(|| default_shard_bits(opts.cache_size)),
+            opts.cache_kind,
+            opts.high_pri_pool_ratio,
+        ))
+    });
     let tables = Arc::new(TableCache::new(
         dir.to_path_buf(),
         fs.clone(),
         opts.max_open_files,
         block_cache.clone(),
+        MetaPolicy {
+            cache: opts.cache_index_and_filter_blocks,
+            pin_l0: opts.pin_l0_filter_and_index_blocks_in_cache,
+        },
         stats.clone(),
     ));
 
@@ -144,8 +156,8 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         }
     }
     if opts.paranoid_checks {
-        for &n in &live_files {
-            tables.get(n)?.verify()?;
+        for (n, level) in versions.live_tables_by_level() {
+            tables.get(n, level)?.verify()?;
         }
     }
 

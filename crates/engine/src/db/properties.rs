@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
+use crate::cache::CacheKind;
 use crate::compaction;
 
 /// Files and bytes at one level.
@@ -103,10 +104,8 @@ pub struct Properties {
     pub current_wal_bytes: u64,
     /// Number of the live MANIFEST.
     pub manifest_number: u64,
-    /// Block cache capacity in bytes.
-    pub block_cache_capacity: u64,
-    /// Bytes held by the block cache.
-    pub block_cache_usage: u64,
+    /// The block cache, when there is one.
+    pub block_cache: Option<BlockCacheProperties>,
     /// The error that stopped writes, if one did.
     pub background_error: Option<String>,
     /// Column families asking writers to stop, and to slow down, for compaction debt.
@@ -115,6 +114,22 @@ pub struct Properties {
     pub slowing_column_families: usize,
     /// Bytes written to disk (WAL, flushes, compactions) per byte the user wrote.
     pub write_amplification: f64,
+}
+
+/// The block cache's size and how much of it is in use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BlockCacheProperties {
+    /// How it evicts.
+    pub kind: CacheKind,
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Bytes charged by cached blocks (a little over capacity only while pinned blocks fill it).
+    pub usage: u64,
+    /// Bytes charged by blocks someone holds: values being read, iterators' blocks, pinned L0
+    /// index and filter blocks. These are not evicted until released.
+    pub pinned_usage: u64,
+    /// Cached blocks.
+    pub entries: u64,
 }
 
 impl DbInner {
@@ -163,10 +178,16 @@ impl DbInner {
         p.last_sequence = self.last_sequence.load(Ordering::Acquire);
         p.live_snapshots = self.snapshots.count();
         p.oldest_snapshot = self.snapshots.oldest();
-        if let Some(c) = &self.block_cache {
-            p.block_cache_capacity = c.capacity() as u64;
-            p.block_cache_usage = c.usage() as u64;
-        }
+        p.block_cache = self.block_cache.as_ref().map(|c| {
+            let u = c.usage();
+            BlockCacheProperties {
+                kind: c.kind(),
+                capacity: c.capacity() as u64,
+                usage: u.usage as u64,
+                pinned_usage: u.pinned_usage as u64,
+                entries: u.entries as u64,
+            }
+        });
         p
     }
 

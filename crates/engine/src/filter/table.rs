@@ -75,20 +75,40 @@ impl FilterBuilder {
     }
 }
 
-/// Queries a filter block. A malformed filter answers "maybe" so that it can only cost a read.
+/// The probe count and the offset of `hash`'s cache line, or `None` for a malformed filter.
 #[inline]
-pub(crate) fn may_contain(filter: &[u8], hash: u64) -> bool {
+fn locate(filter: &[u8], hash: u64) -> Option<(u8, usize)> {
     if filter.len() < TRAILER + LINE_BYTES {
-        return true;
+        return None;
     }
     let n = filter.len();
     let probes = filter[n - TRAILER];
     let lines = crate::coding::fixed32(filter, n - 4);
     if lines as usize * LINE_BYTES != n - TRAILER || probes == 0 {
-        return true;
+        return None;
     }
-    let line =
-        &filter[fastrange32((hash >> 32) as u32, lines) as usize * LINE_BYTES..][..LINE_BYTES];
+    Some((
+        probes,
+        fastrange32((hash >> 32) as u32, lines) as usize * LINE_BYTES,
+    ))
+}
+
+/// Asks the CPU to start loading `hash`'s cache line, so that a batch can issue all its loads
+/// before the first probe waits on one.
+#[inline]
+pub(crate) fn prefetch(filter: &[u8], hash: u64) {
+    if let Some((_, offset)) = locate(filter, hash) {
+        crate::filter::prefetch_line(&filter[offset]);
+    }
+}
+
+/// Queries a filter block. A malformed filter answers "maybe" so that it can only cost a read.
+#[inline]
+pub(crate) fn may_contain(filter: &[u8], hash: u64) -> bool {
+    let Some((probes, offset)) = locate(filter, hash) else {
+        return true;
+    };
+    let line = &filter[offset..][..LINE_BYTES];
     let mut p = hash as u32;
     for _ in 0..probes {
         let bit = (p >> 23) as usize;
@@ -132,6 +152,22 @@ mod tests {
             rate > 0.001,
             "a rate of {rate} means the filter is oversized"
         );
+    }
+
+    #[test]
+    fn prefetch_leaves_answers_alone() {
+        let mut b = FilterBuilder::new(10);
+        for i in 0..1000u32 {
+            b.add_key(&i.to_be_bytes());
+        }
+        let f = b.finish();
+        for i in 0..2000u32 {
+            let h = key_hash(&i.to_be_bytes());
+            let before = may_contain(&f, h);
+            prefetch(&f, h);
+            assert_eq!(may_contain(&f, h), before);
+        }
+        prefetch(&[], 1); // malformed: nothing to load
     }
 
     #[test]

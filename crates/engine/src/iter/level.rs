@@ -12,6 +12,7 @@ use crate::version::FileMetaData;
 pub(crate) struct LevelIter {
     tables: Arc<TableCache>,
     files: Vec<Arc<FileMetaData>>,
+    level: usize,
     read: BlockReadOptions,
     index: usize,
     current: Option<TableIter>,
@@ -22,12 +23,14 @@ impl LevelIter {
     pub(crate) fn new(
         tables: Arc<TableCache>,
         files: Vec<Arc<FileMetaData>>,
+        level: usize,
         read: BlockReadOptions,
     ) -> Self {
         let index = files.len();
         LevelIter {
             tables,
             files,
+            level,
             read,
             index,
             current: None,
@@ -42,9 +45,13 @@ impl LevelIter {
         if index >= self.files.len() || self.error.is_some() {
             return false;
         }
-        match self.tables.get(self.files[index].number) {
-            Ok(t) => {
-                self.current = Some(t.iter(self.read));
+        match self
+            .tables
+            .get(self.files[index].number, self.level)
+            .and_then(|t| t.iter(self.read))
+        {
+            Ok(it) => {
+                self.current = Some(it);
                 true
             }
             Err(e) => {

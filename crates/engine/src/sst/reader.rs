@@ -1,5 +1,6 @@
-//! Reads a table: the index, filter and properties are loaded at open and kept with the reader;
-//! data blocks go through the block cache.
+//! Reads a table: the properties are loaded at open and kept with the reader; data blocks go
+//! through the block cache, and index and filter blocks too when `cache_index_and_filter_blocks`
+//! asks for it (held by the reader otherwise).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use super::block::{Block, BlockIter};
 use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
 use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
 use super::properties::TableProperties;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::coding::get_length_prefixed;
 use crate::error::{Error, Result};
 use crate::filter;
@@ -16,7 +17,7 @@ use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::Lookup;
-use crate::stats::Stats;
+use crate::stats::{BlockKind, Stats};
 use crate::value::PinnableValue;
 
 /// Index entries a batched lookup steps through to reach the next key's block before it falls back
@@ -70,12 +71,48 @@ pub(crate) struct BlockReadOptions {
     pub verify_checksums: bool,
 }
 
+/// Where a reader keeps its index and filter blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum MetaBlocks {
+    /// Loaded at open and owned by the reader, outside the block cache (the default).
+    #[default]
+    Held,
+    /// In the block cache at high priority, looked up on every read and evictable.
+    Cached,
+    /// In the block cache, and the reader holds a handle: they count against the cache but are
+    /// never evicted while the reader lives (L0 files, which every read consults).
+    Pinned,
+}
+
+/// An index or filter block: owned by the reader, or found through the cache at each read.
+enum Meta<T> {
+    Held(T),
+    Cached(BlockHandle),
+}
+
+/// A filter for one read: borrowed from the reader, or a cache handle held for the read.
+enum FilterRef<'a> {
+    None,
+    Borrowed(&'a [u8]),
+    Cached(Arc<Vec<u8>>),
+}
+
+impl FilterRef<'_> {
+    fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            FilterRef::None => None,
+            FilterRef::Borrowed(f) => Some(f),
+            FilterRef::Cached(f) => Some(f),
+        }
+    }
+}
+
 pub(crate) struct TableReader {
     file: Arc<dyn RandomAccessFile>,
     path: PathBuf,
     file_number: u64,
-    index: Arc<Block>,
-    filter: Option<Vec<u8>>,
+    index: Meta<Arc<Block>>,
+    filter: Option<Meta<Arc<Vec<u8>>>>,
     props: TableProperties,
     cache: Option<Arc<BlockCache>>,
     stats: Arc<Stats>,
@@ -95,6 +132,7 @@ impl TableReader {
         path: &Path,
         file_number: u64,
         cache: Option<Arc<BlockCache>>,
+        meta_blocks: MetaBlocks,
         stats: Arc<Stats>,
     ) -> Result<Self> {
         let size = file.len()?;
@@ -107,10 +145,6 @@ impl TableReader {
         let mut footer = [0u8; FOOTER_SIZE];
         file.read_exact_at(&mut footer, size - FOOTER_SIZE as u64)?;
         let footer = Footer::decode(&footer, path)?;
-        let index = Arc::new(Block::new(
-            read_block(file.as_ref(), path, footer.index, true)?,
-            path,
-        )?);
         let metaindex = read_block(file.as_ref(), path, footer.metaindex, true)?;
         let (mut filter_handle, mut props_handle) = (None, None);
         let mut pos = 0;
@@ -131,20 +165,63 @@ impl TableReader {
                 .ok_or_else(|| Error::corruption(path, "properties block is damaged"))?,
             None => return Err(Error::corruption(path, "table has no properties block")),
         };
-        let filter = match filter_handle {
-            Some(h) => Some(read_block(file.as_ref(), path, h, true)?),
-            None => None,
-        };
-        Ok(TableReader {
+        let mut reader = TableReader {
             file,
             path: path.to_path_buf(),
             file_number,
-            index,
-            filter,
+            index: Meta::Cached(footer.index),
+            filter: filter_handle.map(Meta::Cached),
             props,
-            cache,
             stats,
-        })
+            cache: None,
+        };
+        // Index and filter are read (and checked) at open whatever their home, so that a damaged
+        // one fails the open rather than a later read, and the cache starts warm.
+        let index = reader.read_index(footer.index)?;
+        let filter = filter_handle.map(|h| reader.read_filter(h)).transpose()?;
+        let meta_blocks = if cache.is_none() {
+            MetaBlocks::Held
+        } else {
+            meta_blocks
+        };
+        if meta_blocks != MetaBlocks::Held
+            && let Some(cache) = &cache
+        {
+            cache.insert(
+                (file_number, footer.index.offset),
+                CachedBlock::Block(index.clone()),
+                Priority::High,
+            );
+            if let (Some(h), Some(f)) = (filter_handle, &filter) {
+                cache.insert(
+                    (file_number, h.offset),
+                    CachedBlock::Filter(f.clone()),
+                    Priority::High,
+                );
+            }
+            reader
+                .stats
+                .block_cache_add
+                .add(1 + filter.is_some() as u64);
+        }
+        if meta_blocks != MetaBlocks::Cached {
+            reader.index = Meta::Held(index);
+            reader.filter = filter.map(Meta::Held);
+        }
+        reader.cache = cache;
+        Ok(reader)
+    }
+
+    fn read_index(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        let raw = read_block(self.file.as_ref(), &self.path, handle, true)?;
+        self.stats.bytes_read_from_disk.add(handle.size);
+        Ok(Arc::new(Block::new(raw, &self.path)?))
+    }
+
+    fn read_filter(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
+        let raw = read_block(self.file.as_ref(), &self.path, handle, true)?;
+        self.stats.bytes_read_from_disk.add(handle.size);
+        Ok(Arc::new(raw))
     }
 
     #[cfg(test)]
@@ -159,34 +236,91 @@ impl TableReader {
         }
     }
 
+    /// Looks `handle`'s block of `kind` up in the cache; on a miss reads it with `read` and, when
+    /// `fill` says so, caches it.
+    fn through_cache(
+        &self,
+        handle: BlockHandle,
+        kind: BlockKind,
+        fill: bool,
+        read: impl FnOnce() -> Result<CachedBlock>,
+    ) -> Result<CachedBlock> {
+        let key = (self.file_number, handle.offset);
+        let Some(cache) = &self.cache else {
+            return read();
+        };
+        if let Some(b) = cache.lookup(key) {
+            self.stats.block_cache_lookup(kind, true);
+            return Ok(b);
+        }
+        self.stats.block_cache_lookup(kind, false);
+        let block = read()?;
+        if fill {
+            let priority = match kind {
+                BlockKind::Data => Priority::Low,
+                BlockKind::Index | BlockKind::Filter => Priority::High,
+            };
+            cache.insert(key, block.clone(), priority);
+            self.stats.block_cache_add.inc();
+        }
+        Ok(block)
+    }
+
     /// Reads a data block through the cache.
     pub(crate) fn data_block(
         &self,
         handle: BlockHandle,
         opts: BlockReadOptions,
     ) -> Result<Arc<Block>> {
-        let cache_key = (self.file_number, handle.offset);
-        if let Some(cache) = &self.cache {
-            if let Some(b) = cache.lookup(cache_key) {
-                self.stats.block_cache_hit.inc();
-                return Ok(b);
-            }
-            self.stats.block_cache_miss.inc();
+        let read = || {
+            let raw = read_block(
+                self.file.as_ref(),
+                &self.path,
+                handle,
+                opts.verify_checksums,
+            )?;
+            self.stats.bytes_read_from_disk.add(handle.size);
+            Ok(CachedBlock::Block(Arc::new(Block::new(raw, &self.path)?)))
+        };
+        match self.through_cache(handle, BlockKind::Data, opts.fill_cache, read)? {
+            CachedBlock::Block(b) => Ok(b),
+            CachedBlock::Filter(_) => Err(self.mistyped()),
         }
-        let raw = read_block(
-            self.file.as_ref(),
+    }
+
+    /// The index block, from the reader or the cache.
+    fn index_block(&self) -> Result<Arc<Block>> {
+        let handle = match &self.index {
+            Meta::Held(b) => return Ok(b.clone()),
+            Meta::Cached(h) => *h,
+        };
+        let read = || self.read_index(handle).map(CachedBlock::Block);
+        match self.through_cache(handle, BlockKind::Index, true, read)? {
+            CachedBlock::Block(b) => Ok(b),
+            CachedBlock::Filter(_) => Err(self.mistyped()),
+        }
+    }
+
+    /// The filter block, if the table has one.
+    fn filter_block(&self) -> Result<FilterRef<'_>> {
+        let handle = match &self.filter {
+            None => return Ok(FilterRef::None),
+            Some(Meta::Held(f)) => return Ok(FilterRef::Borrowed(f)),
+            Some(Meta::Cached(h)) => *h,
+        };
+        let read = || self.read_filter(handle).map(CachedBlock::Filter);
+        match self.through_cache(handle, BlockKind::Filter, true, read)? {
+            CachedBlock::Filter(f) => Ok(FilterRef::Cached(f)),
+            CachedBlock::Block(_) => Err(self.mistyped()),
+        }
+    }
+
+    /// A cache entry of the wrong type under this table's key: two tables shared a file number.
+    fn mistyped(&self) -> Error {
+        Error::corruption(
             &self.path,
-            handle,
-            opts.verify_checksums,
-        )?;
-        self.stats.bytes_read_from_disk.add(handle.size);
-        let block = Arc::new(Block::new(raw, &self.path)?);
-        if opts.fill_cache
-            && let Some(cache) = &self.cache
-        {
-            cache.insert(cache_key, block.clone());
-        }
-        Ok(block)
+            "block cache holds a block of another type at this table's offset",
+        )
     }
 
     fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
@@ -195,9 +329,10 @@ impl TableReader {
         })
     }
 
-    /// True when the filter says `hash`'s key may be in the table.
-    pub(crate) fn may_contain(&self, hash: u64) -> bool {
-        match &self.filter {
+    /// True when `filter` says `hash`'s key may be in the table.
+    #[inline]
+    fn check_filter(&self, filter: &FilterRef<'_>, hash: u64) -> bool {
+        match filter.bytes() {
             None => true,
             Some(f) => {
                 self.stats.bloom_checked.inc();
@@ -210,6 +345,11 @@ impl TableReader {
         }
     }
 
+    /// True when the filter says `hash`'s key may be in the table.
+    pub(crate) fn may_contain(&self, hash: u64) -> Result<bool> {
+        Ok(self.check_filter(&self.filter_block()?, hash))
+    }
+
     /// The newest entry for the lookup key's user key at or below its sequence number.
     pub(crate) fn get(
         &self,
@@ -217,10 +357,10 @@ impl TableReader {
         hash: u64,
         opts: BlockReadOptions,
     ) -> Result<Lookup<PinnableValue>> {
-        if !self.may_contain(hash) {
+        if !self.may_contain(hash)? {
             return Ok(Lookup::NotFound);
         }
-        let mut index = self.index.iter();
+        let mut index = self.index_block()?.iter();
         index.seek(lookup);
         if !index.valid() {
             self.corrupt_in(&index)?;
@@ -259,17 +399,31 @@ impl TableReader {
         }
     }
 
-    /// Looks up the keys `group` names (ascending) in one pass: the filter per key, one index seek
-    /// per data block rather than per key, and each data block taken from the cache once for all
-    /// the keys it holds; their values share that block. Outcomes go to `keys`.
+    /// Looks up the keys `group` names (ascending) in one pass: the filter checked for the whole
+    /// group after its cache lines are prefetched, one index seek per data block rather than per
+    /// key, and each data block taken from the cache once for all the keys it holds; their values
+    /// share that block. Outcomes go to `keys`.
     pub(crate) fn multi_get(
         &self,
         keys: &mut [PendingKey],
         group: &[usize],
         opts: BlockReadOptions,
     ) {
-        let mut index = self.index.iter();
-        let mut positioned = false;
+        let fail_all = |keys: &mut [PendingKey], e: Error| {
+            for &i in group {
+                keys[i].error = Some(e.duplicate());
+            }
+        };
+        let filter = match self.filter_block() {
+            Ok(f) => f,
+            Err(e) => return fail_all(keys, e),
+        };
+        if let Some(f) = filter.bytes() {
+            for &i in group {
+                filter::prefetch(f, keys[i].hash);
+            }
+        }
+        let mut index: Option<BlockIter> = None;
         // Cleared once stepping fails: the keys are then too far apart for it to pay.
         let mut stepping = true;
         // The current data block and the index key that bounds it from above.
@@ -277,31 +431,43 @@ impl TableReader {
         let mut current: Option<Arc<Block>> = None;
         for &i in group {
             let p = &mut keys[i];
-            if !self.may_contain(p.hash) {
+            if !self.check_filter(&filter, p.hash) {
                 continue;
             }
             let block = match &current {
                 Some(block) if key::compare_internal(&p.lookup, &bound).is_le() => block.clone(),
                 _ => {
-                    // Keys ascend: the block holding this one is usually a few index entries
-                    // further on, cheaper to step to than to binary-search for.
-                    let mut steps = 0;
-                    if positioned && stepping {
-                        while index.valid()
-                            && steps < INDEX_STEPS
-                            && key::compare_internal(index.key(), &p.lookup).is_lt()
-                        {
-                            index.next();
-                            steps += 1;
+                    let index = match &mut index {
+                        Some(it) => {
+                            // Keys ascend: the block holding this one is usually a few index
+                            // entries further on, cheaper to step to than to binary-search for.
+                            let mut steps = 0;
+                            if stepping {
+                                while it.valid()
+                                    && steps < INDEX_STEPS
+                                    && key::compare_internal(it.key(), &p.lookup).is_lt()
+                                {
+                                    it.next();
+                                    steps += 1;
+                                }
+                            }
+                            if !stepping || steps == INDEX_STEPS {
+                                stepping = false;
+                                it.seek(&p.lookup);
+                            }
+                            it
                         }
-                    }
-                    if !positioned || !stepping || steps == INDEX_STEPS {
-                        stepping &= !positioned;
-                        index.seek(&p.lookup);
-                        positioned = true;
-                    }
+                        None => match self.index_block() {
+                            Ok(b) => {
+                                let it = index.insert(b.iter());
+                                it.seek(&p.lookup);
+                                it
+                            }
+                            Err(e) => return fail_all(keys, e),
+                        },
+                    };
                     if !index.valid() {
-                        if let Err(e) = self.corrupt_in(&index) {
+                        if let Err(e) = self.corrupt_in(index) {
                             p.error = Some(e);
                         }
                         // Past the table's last block: so are all the later keys.
@@ -331,15 +497,15 @@ impl TableReader {
         }
     }
 
-    pub(crate) fn iter(self: &Arc<Self>, opts: BlockReadOptions) -> TableIter {
-        TableIter {
+    pub(crate) fn iter(self: &Arc<Self>, opts: BlockReadOptions) -> Result<TableIter> {
+        Ok(TableIter {
             table: self.clone(),
-            index: self.index.iter(),
+            index: self.index_block()?.iter(),
             data: None,
             data_handle: None,
             opts,
             error: None,
-        }
+        })
     }
 
     /// Reads and checks every block; used by paranoid open and `strata verify`.
@@ -347,7 +513,7 @@ impl TableReader {
         let mut it = self.iter(BlockReadOptions {
             fill_cache: false,
             verify_checksums: true,
-        });
+        })?;
         let mut n = 0;
         let mut prev: Vec<u8> = Vec::new();
         it.seek_to_first();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::reader::TableReader;
+use super::reader::{MetaBlocks, TableReader};
 use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::filename::table_file;
@@ -25,7 +25,29 @@ pub(crate) struct TableCache {
     per_shard: usize,
     clock: AtomicU64,
     block_cache: Option<Arc<BlockCache>>,
+    meta_blocks: MetaPolicy,
     stats: Arc<Stats>,
+}
+
+/// Where readers keep index and filter blocks, from the options.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MetaPolicy {
+    /// `cache_index_and_filter_blocks`.
+    pub cache: bool,
+    /// `pin_l0_filter_and_index_blocks_in_cache`.
+    pub pin_l0: bool,
+}
+
+impl MetaPolicy {
+    /// The home of a table's index and filter, decided when its reader opens: a table opened at
+    /// L0 stays pinned after it moves down, until its reader is closed.
+    fn for_level(self, level: usize) -> MetaBlocks {
+        match (self.cache, self.pin_l0 && level == 0) {
+            (false, _) => MetaBlocks::Held,
+            (true, true) => MetaBlocks::Pinned,
+            (true, false) => MetaBlocks::Cached,
+        }
+    }
 }
 
 impl std::fmt::Debug for TableCache {
@@ -42,6 +64,7 @@ impl TableCache {
         fs: Arc<dyn FileSystem>,
         max_open_files: usize,
         block_cache: Option<Arc<BlockCache>>,
+        meta_blocks: MetaPolicy,
         stats: Arc<Stats>,
     ) -> Self {
         TableCache {
@@ -51,12 +74,13 @@ impl TableCache {
             per_shard: (max_open_files / SHARDS).max(1),
             clock: AtomicU64::new(0),
             block_cache,
+            meta_blocks,
             stats,
         }
     }
 
-    /// The reader for table `number`, opening it if needed.
-    pub(crate) fn get(&self, number: u64) -> Result<Arc<TableReader>> {
+    /// The reader for table `number`, at `level` of its version, opening it if needed.
+    pub(crate) fn get(&self, number: u64, level: usize) -> Result<Arc<TableReader>> {
         let shard = &self.shards[number as usize % SHARDS];
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some((reader, last_use)) = shard.lock().get_mut(&number) {
@@ -71,6 +95,7 @@ impl TableCache {
             &path,
             number,
             self.block_cache.clone(),
+            self.meta_blocks.for_level(level),
             self.stats.clone(),
         )?);
         self.stats.table_opens.inc();

@@ -1,9 +1,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::reader::TableReader;
+use super::reader::{MetaBlocks, TableReader};
 use super::*;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CacheKind};
 use crate::error::Error;
 use crate::filter::key_hash;
 use crate::fs::{FileSystem, StdFileSystem};
@@ -65,6 +65,7 @@ fn open(path: &Path, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<TableR
         path,
         1,
         cache,
+        MetaBlocks::Held,
         Arc::new(Stats::default()),
     )?))
 }
@@ -82,10 +83,14 @@ fn build_and_read_back_every_way() {
         assert_eq!(props.smallest_key, es[0].0);
         assert_eq!(props.largest_key, es[999].0);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
-        let t = open(&path, Some(Arc::new(BlockCache::new(1 << 20, 2)))).unwrap();
+        let t = open(
+            &path,
+            Some(Arc::new(BlockCache::new(1 << 20, 2, CacheKind::Lru, 0.5))),
+        )
+        .unwrap();
         assert_eq!(t.properties(), &props);
-        assert_eq!(collect_forward(&mut t.iter(READ)), es);
-        assert_eq!(collect_backward(&mut t.iter(READ)), es);
+        assert_eq!(collect_forward(&mut t.iter(READ).unwrap()), es);
+        assert_eq!(collect_backward(&mut t.iter(READ).unwrap()), es);
         assert_eq!(t.verify().unwrap(), 1000);
         for i in [0u32, 3, 500, 999] {
             let uk = format!("user{:06}", i * 2);
@@ -122,7 +127,7 @@ fn build_and_read_back_every_way() {
                 .unwrap();
             assert_eq!(got, Lookup::NotFound);
         }
-        let mut it = t.iter(READ);
+        let mut it = t.iter(READ).unwrap();
         it.seek(&lookup_key(b"user000501", 5000));
         assert_eq!(user_key(it.key()), b"user000502");
         it.seek_for_prev(&lookup_key(b"user000501", 0));
@@ -149,7 +154,7 @@ fn index_separators_are_shortened() {
     // Each index key is a 3-4 byte separator instead of a 204-byte user key.
     assert!(props.index_size < props.num_data_blocks * 40, "{props:?}");
     let t = open(&path, None).unwrap();
-    assert_eq!(collect_forward(&mut t.iter(READ)), long);
+    assert_eq!(collect_forward(&mut t.iter(READ).unwrap()), long);
 }
 
 #[test]
@@ -165,7 +170,7 @@ fn every_flipped_byte_is_detected_or_harmless() {
         std::fs::write(&path, &bad).unwrap();
         let result = open(&path, None).and_then(|t| {
             t.verify()?;
-            Ok(collect_forward(&mut t.iter(READ)))
+            Ok(collect_forward(&mut t.iter(READ).unwrap()))
         });
         match result {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, path, "byte {i}"),

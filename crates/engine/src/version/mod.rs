@@ -63,12 +63,12 @@ impl Version {
             if !f.covers(user_key) {
                 continue;
             }
-            match tables.get(f.number)?.get(lookup, hash, opts)? {
+            match tables.get(f.number, 0)?.get(lookup, hash, opts)? {
                 Lookup::NotFound => {}
                 found => return Ok(found),
             }
         }
-        for files in &self.levels[1..] {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
             // First file whose largest key is >= the lookup key.
             let i =
                 files.partition_point(|f| compare_internal(&f.largest, lookup) == Ordering::Less);
@@ -76,7 +76,7 @@ impl Version {
             if user_key < key::user_key(&f.smallest) {
                 continue;
             }
-            match tables.get(f.number)?.get(lookup, hash, opts)? {
+            match tables.get(f.number, level)?.get(lookup, hash, opts)? {
                 Lookup::NotFound => {}
                 found => return Ok(found),
             }
@@ -111,10 +111,10 @@ impl Version {
                     .copied()
                     .filter(|&i| f.covers(keys[i].user_key())),
             );
-            Self::multi_get_file(tables, f, keys, &group, opts);
+            Self::multi_get_file(tables, f, 0, keys, &group, opts);
             pending.retain(|&i| !keys[i].is_resolved());
         }
-        for files in &self.levels[1..] {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
             if pending.is_empty() {
                 return;
             }
@@ -136,7 +136,7 @@ impl Version {
                     end += 1;
                 }
                 if !group.is_empty() {
-                    Self::multi_get_file(tables, f, keys, &group, opts);
+                    Self::multi_get_file(tables, f, level, keys, &group, opts);
                 }
                 start = end;
                 fi += 1;
@@ -148,6 +148,7 @@ impl Version {
     fn multi_get_file(
         tables: &TableCache,
         f: &FileMetaData,
+        level: usize,
         keys: &mut [PendingKey],
         group: &[usize],
         opts: BlockReadOptions,
@@ -155,7 +156,7 @@ impl Version {
         if group.is_empty() {
             return;
         }
-        match tables.get(f.number) {
+        match tables.get(f.number, level) {
             Ok(t) => t.multi_get(keys, group, opts),
             Err(e) => {
                 for &i in group {

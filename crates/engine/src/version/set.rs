@@ -169,10 +169,18 @@ impl VersionSet {
 
     /// Every table some column family's current version holds.
     pub(crate) fn live_tables(&self) -> impl Iterator<Item = u64> + '_ {
-        self.cfs
-            .values()
-            .flat_map(|cf| cf.current.levels.iter().flatten())
-            .map(|f| f.number)
+        self.live_tables_by_level().map(|(number, _)| number)
+    }
+
+    /// Every live table with its level.
+    pub(crate) fn live_tables_by_level(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.cfs.values().flat_map(|cf| {
+            cf.current
+                .levels
+                .iter()
+                .enumerate()
+                .flat_map(|(level, files)| files.iter().map(move |f| (f.number, level)))
+        })
     }
 
     /// The current version of column family `id`, `None` once it is dropped.
