@@ -58,8 +58,14 @@ pub(crate) fn get_varint64(src: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn get_varint32(src: &[u8], pos: &mut usize) -> Option<u32> {
+    // Block entry headers are almost always single bytes: decode those without the loop.
+    let &byte = src.get(*pos)?;
+    if byte < 0x80 {
+        *pos += 1;
+        return Some(byte as u32);
+    }
     get_varint64(src, pos).and_then(|v| u32::try_from(v).ok())
 }
 

@@ -4,6 +4,9 @@
 //! its least recent entries move down to the head of the low list; eviction takes from the tail of
 //! the low list first. New data blocks therefore enter at the midpoint, and a scan that touches
 //! each block once cannot push out blocks that are read again and again.
+//!
+//! A hit on an entry the pool took in recently does not move it again: it is already far from
+//! eviction, and the move would cost cache misses on its list neighbours at every read.
 
 use parking_lot::Mutex;
 
@@ -18,6 +21,8 @@ struct Links {
     in_high_pool: bool,
     prev: u32,
     next: u32,
+    /// `Inner::inserts` when the entry last moved to the head of its list.
+    moved_at: u64,
 }
 
 fn sentinel(i: u32) -> Slot<Links> {
@@ -29,6 +34,7 @@ fn sentinel(i: u32) -> Slot<Links> {
             in_high_pool: i == HIGH,
             prev: i,
             next: i,
+            moved_at: 0,
         },
     }
 }
@@ -37,6 +43,8 @@ struct Inner {
     s: Slots<Links>,
     high_usage: usize,
     high_capacity: usize,
+    /// Entries inserted so far: the clock `moved_at` is read against.
+    inserts: u64,
 }
 
 pub(super) struct LruShard(Mutex<Inner>);
@@ -47,12 +55,16 @@ impl LruShard {
             s: Slots::new(capacity, vec![sentinel(HIGH), sentinel(LOW)]),
             high_usage: 0,
             high_capacity: (capacity as f64 * high_pri_pool_ratio.clamp(0.0, 1.0)) as usize,
+            inserts: 0,
         }))
     }
 
     pub(super) fn lookup(&self, key: CacheKey) -> Option<CachedBlock> {
         let mut inner = self.0.lock();
         let i = inner.s.find(key)?;
+        if inner.recently_moved(i) {
+            return inner.s.slots[i as usize].block.clone();
+        }
         // A second hit earns a place in the pool.
         inner.unlink(i);
         let promote = inner.high_capacity > 0;
@@ -81,7 +93,9 @@ impl LruShard {
             in_high_pool: false,
             prev: LOW,
             next: LOW,
+            moved_at: 0,
         };
+        inner.inserts += 1;
         let i = inner.s.place(key, block, charge, links);
         let high = priority == Priority::High && inner.high_capacity > 0;
         inner.push_front(i, high);
@@ -95,6 +109,14 @@ impl LruShard {
 }
 
 impl Inner {
+    /// True for a pool entry moved to the head within the last quarter-shard of inserts: fewer
+    /// than a quarter of the entries can have gone ahead of it since, so it is nowhere near the
+    /// tail.
+    fn recently_moved(&self, i: u32) -> bool {
+        let links = &self.s.slots[i as usize].policy;
+        links.in_high_pool && self.inserts - links.moved_at < (self.s.entries() / 4) as u64
+    }
+
     fn links(&mut self, i: u32) -> &mut Links {
         &mut self.s.slots[i as usize].policy
     }
@@ -104,6 +126,7 @@ impl Inner {
             prev,
             next,
             in_high_pool,
+            ..
         } = self.s.slots[i as usize].policy;
         self.links(prev).next = next;
         self.links(next).prev = prev;
@@ -116,10 +139,12 @@ impl Inner {
     fn push_front(&mut self, i: u32, high: bool) {
         let head = if high { HIGH } else { LOW };
         let first = self.links(head).next;
+        let moved_at = self.inserts;
         *self.links(i) = Links {
             in_high_pool: high,
             prev: head,
             next: first,
+            moved_at,
         };
         if high {
             self.high_usage += self.s.slots[i as usize].charge;

@@ -76,6 +76,10 @@ impl<P> Slots<P> {
         block
     }
 
+    pub fn entries(&self) -> usize {
+        self.map.len()
+    }
+
     pub fn usage(&self) -> CacheUsage {
         CacheUsage {
             usage: self.usage,

@@ -54,19 +54,25 @@ impl DbInner {
             }
             view.version.multi_get(&self.tables, &mut keys, group, read);
         }
-        self.stats.multiget_calls.inc();
-        self.stats.multiget_keys.add(items.len() as u64);
-        self.stats.gets.add(items.len() as u64);
-        keys.into_iter()
+        let (mut hits, mut bytes) = (0, 0);
+        let results = keys
+            .into_iter()
             .map(|p| match (p.error, p.outcome) {
                 (Some(e), _) => Err(e),
                 (None, Some(Lookup::Found(v))) => {
-                    self.stats.get_hits.inc();
-                    self.stats.bytes_read.add(v.len() as u64);
+                    hits += 1;
+                    bytes += v.len() as u64;
                     Ok(Some(v))
                 }
                 (None, _) => Ok(None),
             })
-            .collect()
+            .collect();
+        // Counted once per batch, not per key: the counters are shared by every thread.
+        self.stats.multiget_calls.inc();
+        self.stats.multiget_keys.add(items.len() as u64);
+        self.stats.gets.add(items.len() as u64);
+        self.stats.get_hits.add(hits);
+        self.stats.bytes_read.add(bytes);
+        results
     }
 }

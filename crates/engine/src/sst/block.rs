@@ -127,6 +127,55 @@ impl Block {
         fixed32(&self.data, self.restarts_at + i as usize * 4) as usize
     }
 
+    /// Starts loading the restart array and the first entry of every restart interval (up to a
+    /// few), the lines a seek reads first: a batch issues these for all its blocks before seeking.
+    pub(crate) fn prefetch_restarts(&self) {
+        crate::filter::prefetch_line(&self.data[self.restarts_at]);
+        for i in 0..self.num_restarts.min(4) {
+            crate::filter::prefetch_line(&self.data[self.restart(i)]);
+        }
+    }
+
+    /// The last restart interval whose first key is below `target`: where a seek starts scanning.
+    pub(crate) fn restart_before(&self, target: &[u8]) -> Option<u32> {
+        let (mut lo, mut hi) = (0u32, self.num_restarts - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if compare_internal(self.restart_key(mid)?, target) == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Some(lo)
+    }
+
+    /// Starts loading the first lines of restart interval `index`.
+    pub(crate) fn prefetch_interval(&self, index: u32) {
+        let start = self.restart(index);
+        let end = if index + 1 < self.num_restarts {
+            self.restart(index + 1)
+        } else {
+            self.restarts_at
+        };
+        for offset in (start..end).step_by(64).take(4) {
+            crate::filter::prefetch_line(&self.data[offset]);
+        }
+    }
+
+    /// The whole key stored at a restart point (shared is 0 there).
+    fn restart_key(&self, index: u32) -> Option<&[u8]> {
+        let data = &self.data;
+        let mut pos = self.restart(index);
+        let shared = get_varint32(data, &mut pos)?;
+        let unshared = get_varint32(data, &mut pos)? as usize;
+        get_varint32(data, &mut pos)?;
+        if shared != 0 {
+            return None;
+        }
+        data.get(pos..pos.checked_add(unshared)?)
+    }
+
     pub(crate) fn iter(self: &Arc<Self>) -> BlockIter {
         BlockIter {
             block: self.clone(),
@@ -216,17 +265,33 @@ impl BlockIter {
         self.current = self.block.restarts_at;
     }
 
-    /// The whole key stored at a restart point (shared is 0 there).
-    fn restart_key(&self, index: u32) -> Option<&[u8]> {
-        let data = &self.block.data;
-        let mut pos = self.block.restart(index);
-        let shared = get_varint32(data, &mut pos)?;
-        let unshared = get_varint32(data, &mut pos)? as usize;
-        get_varint32(data, &mut pos)?;
-        if shared != 0 {
-            return None;
+    /// Seeks to the first key at or after `target`, scanning from restart interval `index`
+    /// (found by [`Block::restart_before`]).
+    pub(crate) fn seek_from_restart(&mut self, index: u32, target: &[u8]) {
+        self.seek_to_restart(index);
+        self.scan_to(target);
+    }
+
+    /// As `seek_from_restart`, but when the iterator already sits in interval `index` (or later)
+    /// at a key still below `target`, the scan goes on from there: batched lookups of ascending
+    /// keys in one block decode each entry at most once.
+    pub(crate) fn seek_forward_from(&mut self, index: u32, target: &[u8]) {
+        if self.valid()
+            && self.restart_index >= index
+            && compare_internal(&self.key, target) == Ordering::Less
+        {
+            self.scan_to(target);
+        } else {
+            self.seek_from_restart(index, target);
         }
-        data.get(pos..pos.checked_add(unshared)?)
+    }
+
+    fn scan_to(&mut self, target: &[u8]) {
+        while self.parse_next() {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                return;
+            }
+        }
     }
 }
 
@@ -246,21 +311,9 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        // Last restart whose key is < target; scanning starts there.
-        let (mut lo, mut hi) = (0u32, self.block.num_restarts - 1);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            match self.restart_key(mid) {
-                Some(k) if compare_internal(k, target) == Ordering::Less => lo = mid,
-                Some(_) => hi = mid - 1,
-                None => return self.corrupt("damaged restart entry"),
-            }
-        }
-        self.seek_to_restart(lo);
-        while self.parse_next() {
-            if compare_internal(&self.key, target) != Ordering::Less {
-                return;
-            }
+        match self.block.restart_before(target) {
+            Some(index) => self.seek_from_restart(index, target),
+            None => self.corrupt("damaged restart entry"),
         }
     }
 

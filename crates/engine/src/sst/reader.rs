@@ -375,8 +375,18 @@ impl TableReader {
     fn lookup_in_block(&self, block: &Arc<Block>, lookup: &[u8]) -> Result<Lookup<PinnableValue>> {
         let mut it = block.iter();
         it.seek(lookup);
+        self.entry_at(block, &it, lookup)
+    }
+
+    /// What `it`, positioned by a seek for `lookup` in `block`, says about `lookup`'s user key.
+    fn entry_at(
+        &self,
+        block: &Arc<Block>,
+        it: &BlockIter,
+        lookup: &[u8],
+    ) -> Result<Lookup<PinnableValue>> {
         if !it.valid() {
-            self.corrupt_in(&it)?;
+            self.corrupt_in(it)?;
             return Ok(Lookup::NotFound);
         }
         if key::user_key(it.key()) != key::user_key(lookup) {
@@ -399,10 +409,12 @@ impl TableReader {
         }
     }
 
-    /// Looks up the keys `group` names (ascending) in one pass: the filter checked for the whole
-    /// group after its cache lines are prefetched, one index seek per data block rather than per
-    /// key, and each data block taken from the cache once for all the keys it holds; their values
-    /// share that block. Outcomes go to `keys`.
+    /// Looks up the keys `group` names (ascending) in one pass, in phases so that each issues
+    /// the memory loads of every key before the next waits on any of them: the filter for the
+    /// whole group after its cache lines are prefetched; then one index seek per data block
+    /// rather than per key, each block taken from the cache once for all the keys it holds (their
+    /// values share it) with its restart points prefetched; then each key's restart interval,
+    /// prefetched; then the scans. Outcomes go to `keys`.
     pub(crate) fn multi_get(
         &self,
         keys: &mut [PendingKey],
@@ -423,73 +435,102 @@ impl TableReader {
                 filter::prefetch(f, keys[i].hash);
             }
         }
+        // (key, its block in `blocks`) for the keys the filter lets through.
+        let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
+        let mut blocks: Vec<Arc<Block>> = Vec::new();
         let mut index: Option<BlockIter> = None;
         // Cleared once stepping fails: the keys are then too far apart for it to pay.
         let mut stepping = true;
-        // The current data block and the index key that bounds it from above.
+        // The index key that bounds the last block from above.
         let mut bound: Vec<u8> = Vec::new();
-        let mut current: Option<Arc<Block>> = None;
         for &i in group {
             let p = &mut keys[i];
             if !self.check_filter(&filter, p.hash) {
                 continue;
             }
-            let block = match &current {
-                Some(block) if key::compare_internal(&p.lookup, &bound).is_le() => block.clone(),
-                _ => {
-                    let index = match &mut index {
-                        Some(it) => {
-                            // Keys ascend: the block holding this one is usually a few index
-                            // entries further on, cheaper to step to than to binary-search for.
-                            let mut steps = 0;
-                            if stepping {
-                                while it.valid()
-                                    && steps < INDEX_STEPS
-                                    && key::compare_internal(it.key(), &p.lookup).is_lt()
-                                {
-                                    it.next();
-                                    steps += 1;
-                                }
-                            }
-                            if !stepping || steps == INDEX_STEPS {
-                                stepping = false;
-                                it.seek(&p.lookup);
-                            }
-                            it
+            if !blocks.is_empty() && key::compare_internal(&p.lookup, &bound).is_le() {
+                located.push((i, blocks.len() - 1));
+                continue;
+            }
+            let index = match &mut index {
+                Some(it) => {
+                    // Keys ascend: the block holding this one is usually a few index entries
+                    // further on, cheaper to step to than to binary-search for.
+                    let mut steps = 0;
+                    if stepping {
+                        while it.valid()
+                            && steps < INDEX_STEPS
+                            && key::compare_internal(it.key(), &p.lookup).is_lt()
+                        {
+                            it.next();
+                            steps += 1;
                         }
-                        None => match self.index_block() {
-                            Ok(b) => {
-                                let it = index.insert(b.iter());
-                                it.seek(&p.lookup);
-                                it
-                            }
-                            Err(e) => return fail_all(keys, e),
-                        },
-                    };
-                    if !index.valid() {
-                        if let Err(e) = self.corrupt_in(index) {
-                            p.error = Some(e);
-                        }
-                        // Past the table's last block: so are all the later keys.
-                        break;
                     }
-                    let block = match self
-                        .decode_handle(index.value())
-                        .and_then(|h| self.data_block(h, opts))
-                    {
-                        Ok(b) => b,
-                        Err(e) => {
-                            p.error = Some(e);
-                            continue;
-                        }
-                    };
+                    if !stepping || steps == INDEX_STEPS {
+                        stepping = false;
+                        it.seek(&p.lookup);
+                    }
+                    it
+                }
+                None => match self.index_block() {
+                    Ok(b) => {
+                        let it = index.insert(b.iter());
+                        it.seek(&p.lookup);
+                        it
+                    }
+                    Err(e) => return fail_all(keys, e),
+                },
+            };
+            if !index.valid() {
+                if let Err(e) = self.corrupt_in(index) {
+                    p.error = Some(e);
+                }
+                // Past the table's last block: so are all the later keys.
+                break;
+            }
+            match self
+                .decode_handle(index.value())
+                .and_then(|h| self.data_block(h, opts))
+            {
+                Ok(block) => {
+                    block.prefetch_restarts();
+                    blocks.push(block);
                     bound.clear();
                     bound.extend_from_slice(index.key());
-                    current = Some(block.clone());
-                    block
+                    located.push((i, blocks.len() - 1));
                 }
+                Err(e) => p.error = Some(e),
+            }
+        }
+        let starts: Vec<Option<u32>> = located
+            .iter()
+            .map(|&(i, b)| {
+                let start = blocks[b].restart_before(&keys[i].lookup);
+                if let Some(r) = start {
+                    blocks[b].prefetch_interval(r);
+                }
+                start
+            })
+            .collect();
+        // One iterator per block, reused by its keys: a key after the previous one in the same
+        // interval continues the scan from where that one stopped.
+        let mut it: Option<(usize, BlockIter)> = None;
+        for (&(i, b), start) in located.iter().zip(starts) {
+            let p = &mut keys[i];
+            let block = &blocks[b];
+            let Some(start) = start else {
+                p.error = Some(Error::corruption(
+                    &self.path,
+                    "block: damaged restart entry",
+                ));
+                continue;
             };
-            match self.lookup_in_block(&block, &p.lookup) {
+            let it = match &mut it {
+                Some((current, it)) if *current == b => it,
+                _ => &mut it.insert((b, block.iter())).1,
+            };
+            it.seek_forward_from(start, &p.lookup);
+            match self.entry_at(block, it, &p.lookup) {
                 Ok(Lookup::NotFound) => {}
                 Ok(found) => p.outcome = Some(found),
                 Err(e) => p.error = Some(e),
