@@ -80,6 +80,9 @@ impl BlockBuilder {
     }
 }
 
+/// Cache lines of a restart interval a batched lookup prefetches before scanning it.
+const PREFETCH_LINES: usize = 32;
+
 /// An uncompressed, checked block. Shared via `Arc` between the cache, iterators and pinned values.
 #[derive(Debug)]
 pub(crate) struct Block {
@@ -158,7 +161,7 @@ impl Block {
         } else {
             self.restarts_at
         };
-        for offset in (start..end).step_by(64).take(4) {
+        for offset in (start..end).step_by(64).take(PREFETCH_LINES) {
             crate::filter::prefetch_line(&self.data[offset]);
         }
     }
