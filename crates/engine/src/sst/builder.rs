@@ -1,4 +1,5 @@
-//! Writes a table: `data blocks | filter | properties | metaindex | index | footer`.
+//! Writes a table: `data blocks | filter | range deletions | properties | metaindex | index |
+//! footer`.
 
 use std::path::{Path, PathBuf};
 
@@ -11,9 +12,11 @@ use crate::filter::FilterBuilder;
 use crate::fs::WritableFile;
 use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, ValueKind, compare_internal};
 use crate::options::Compression;
+use crate::range_del::{RANGE_DELETION_KIND, RangeTombstone};
 
 pub(crate) const FILTER_BLOCK_NAME: &str = "filter.strata.bloom";
 pub(crate) const PROPERTIES_BLOCK_NAME: &str = "strata.properties";
+pub(crate) const RANGE_DEL_BLOCK_NAME: &str = "strata.range_del";
 
 /// Settings a table is built with.
 #[derive(Debug, Clone)]
@@ -50,6 +53,7 @@ pub(crate) struct TableBuilder {
     pending_index: Option<BlockHandle>,
     last_key: Vec<u8>,
     framed: Vec<u8>,
+    range_tombstones: Vec<RangeTombstone>,
 }
 
 impl TableBuilder {
@@ -73,6 +77,7 @@ impl TableBuilder {
             pending_index: None,
             last_key: Vec::new(),
             framed: Vec::new(),
+            range_tombstones: Vec::new(),
         }
     }
 
@@ -152,6 +157,33 @@ impl TableBuilder {
     }
 
     /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
+    /// Adds a range tombstone; it goes to the range-deletion block, in any order.
+    // Flush and compaction call this once DeleteRange is wired in (issue 4).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn add_range_tombstone(&mut self, t: RangeTombstone) {
+        let p = &mut self.props;
+        p.num_range_deletions += 1;
+        p.smallest_seq = p.smallest_seq.min(t.seq);
+        p.largest_seq = p.largest_seq.max(t.seq);
+        self.range_tombstones.push(t);
+    }
+
+    /// The range-deletion block: one entry per tombstone, `internal key (start, seq, 2) -> end`,
+    /// in internal key order, never compressed (it is read whole at open).
+    fn write_range_tombstones(&mut self) -> Result<BlockHandle> {
+        let mut ts = std::mem::take(&mut self.range_tombstones);
+        ts.sort_by(|a, b| a.start.cmp(&b.start).then(b.seq.cmp(&a.seq)));
+        let mut block = BlockBuilder::new(self.opts.restart_interval);
+        for t in &ts {
+            block.add(
+                &key::internal_key(&t.start, t.seq, RANGE_DELETION_KIND),
+                &t.end,
+            );
+        }
+        let raw = block.finish();
+        self.write_block(&raw, Compression::None)
+    }
+
     pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;
         if let Some(handle) = self.pending_index.take() {
@@ -168,7 +200,11 @@ impl TableBuilder {
             meta.push((FILTER_BLOCK_NAME, h));
         }
         self.props.largest_key = self.last_key.clone();
-        if self.props.num_entries == 0 {
+        if !self.range_tombstones.is_empty() {
+            let h = self.write_range_tombstones()?;
+            meta.push((RANGE_DEL_BLOCK_NAME, h));
+        }
+        if self.props.num_entries == 0 && self.props.num_range_deletions == 0 {
             self.props.smallest_seq = 0;
         }
         let index_raw = self.index_block.finish();

@@ -15,6 +15,8 @@ pub struct TableProperties {
     pub num_entries: u64,
     /// Point deletions.
     pub num_deletions: u64,
+    /// Range deletions, kept in the range-deletion block (not counted in `num_entries`).
+    pub num_range_deletions: u64,
     /// Data blocks.
     pub num_data_blocks: u64,
     /// Bytes of user keys (before prefix compression).
@@ -42,10 +44,11 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
-    fn numbers(&self) -> [(&'static str, u64); 11] {
+    fn numbers(&self) -> [(&'static str, u64); 12] {
         [
             ("strata.num.entries", self.num_entries),
             ("strata.num.deletions", self.num_deletions),
+            ("strata.num.range-deletions", self.num_range_deletions),
             ("strata.num.data.blocks", self.num_data_blocks),
             ("strata.raw.key.size", self.raw_key_size),
             ("strata.raw.value.size", self.raw_value_size),
@@ -91,6 +94,7 @@ impl TableProperties {
                     match name {
                         b"strata.num.entries" => p.num_entries = v,
                         b"strata.num.deletions" => p.num_deletions = v,
+                        b"strata.num.range-deletions" => p.num_range_deletions = v,
                         b"strata.num.data.blocks" => p.num_data_blocks = v,
                         b"strata.raw.key.size" => p.raw_key_size = v,
                         b"strata.raw.value.size" => p.raw_value_size = v,
@@ -118,6 +122,7 @@ mod tests {
         let p = TableProperties {
             num_entries: 10,
             num_deletions: 2,
+            num_range_deletions: 3,
             largest_seq: 99,
             smallest_key: b"a\0\0\0\0\0\0\0\0".to_vec(),
             largest_key: b"z\0\0\0\0\0\0\0\0".to_vec(),

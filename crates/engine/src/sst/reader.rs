@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
-use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME};
 use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
 use super::properties::TableProperties;
 use crate::cache::{BlockCache, CachedBlock, Priority};
@@ -17,6 +17,7 @@ use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::Lookup;
+use crate::range_del::{FragmentedTombstones, RANGE_DELETION_KIND, RangeTombstone};
 use crate::stats::{BlockKind, Stats};
 use crate::value::PinnableValue;
 
@@ -114,6 +115,8 @@ pub(crate) struct TableReader {
     index: Meta<Arc<Block>>,
     filter: Option<Meta<Arc<Vec<u8>>>>,
     props: TableProperties,
+    /// The range-deletion block, fragmented once at open.
+    range_tombstones: Arc<FragmentedTombstones>,
     cache: Option<Arc<BlockCache>>,
     stats: Arc<Stats>,
 }
@@ -146,7 +149,7 @@ impl TableReader {
         file.read_exact_at(&mut footer, size - FOOTER_SIZE as u64)?;
         let footer = Footer::decode(&footer, path)?;
         let metaindex = read_block(file.as_ref(), path, footer.metaindex, true)?;
-        let (mut filter_handle, mut props_handle) = (None, None);
+        let (mut filter_handle, mut props_handle, mut range_del_handle) = (None, None, None);
         let mut pos = 0;
         while pos < metaindex.len() {
             let entry = get_length_prefixed(&metaindex, &mut pos)
@@ -155,6 +158,9 @@ impl TableReader {
                 Some((name, h)) if name == FILTER_BLOCK_NAME.as_bytes() => filter_handle = Some(h),
                 Some((name, h)) if name == PROPERTIES_BLOCK_NAME.as_bytes() => {
                     props_handle = Some(h)
+                }
+                Some((name, h)) if name == RANGE_DEL_BLOCK_NAME.as_bytes() => {
+                    range_del_handle = Some(h)
                 }
                 Some(_) => {}
                 None => return Err(Error::corruption(path, "metaindex block is damaged")),
@@ -172,12 +178,16 @@ impl TableReader {
             index: Meta::Cached(footer.index),
             filter: filter_handle.map(Meta::Cached),
             props,
+            range_tombstones: Arc::default(),
             stats,
             cache: None,
         };
+        if let Some(h) = range_del_handle {
+            reader.range_tombstones = Arc::new(reader.read_range_tombstones(h)?);
+        }
         // Index and filter are read (and checked) at open whatever their home, so that a damaged
         // one fails the open rather than a later read, and the cache starts warm.
-        let index = reader.read_index(footer.index)?;
+        let index = reader.read_checked_block(footer.index)?;
         let filter = filter_handle.map(|h| reader.read_filter(h)).transpose()?;
         let meta_blocks = if cache.is_none() {
             MetaBlocks::Held
@@ -212,10 +222,54 @@ impl TableReader {
         Ok(reader)
     }
 
-    fn read_index(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+    fn read_checked_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
         let raw = read_block(self.file.as_ref(), &self.path, handle, true)?;
         self.stats.bytes_read_from_disk.add(handle.size);
         Ok(Arc::new(Block::new(raw, &self.path)?))
+    }
+
+    /// Reads and fragments the range-deletion block.
+    fn read_range_tombstones(&self, handle: BlockHandle) -> Result<FragmentedTombstones> {
+        let block = Arc::new(self.read_checked_block(handle)?);
+        let mut it = block.iter();
+        let mut tombstones = Vec::new();
+        it.seek_to_first();
+        while it.valid() {
+            if key::kind_byte(it.key()) != RANGE_DELETION_KIND {
+                return Err(Error::corruption(
+                    &self.path,
+                    format!(
+                        "range-deletion block holds an entry of kind {}",
+                        key::kind_byte(it.key())
+                    ),
+                ));
+            }
+            tombstones.push(RangeTombstone::new(
+                key::user_key(it.key()),
+                it.value(),
+                key::sequence(it.key()),
+            ));
+            it.next();
+        }
+        self.corrupt_in(&it)?;
+        if tombstones.len() as u64 != self.props.num_range_deletions {
+            return Err(Error::corruption(
+                &self.path,
+                format!(
+                    "range-deletion block holds {} tombstones, the properties say {}",
+                    tombstones.len(),
+                    self.props.num_range_deletions
+                ),
+            ));
+        }
+        Ok(FragmentedTombstones::new(tombstones))
+    }
+
+    /// The table's range tombstones, fragmented.
+    // Reads consult these once DeleteRange is wired in (issue 4); the table tests read them now.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn range_tombstones(&self) -> &Arc<FragmentedTombstones> {
+        &self.range_tombstones
     }
 
     fn read_filter(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
@@ -294,7 +348,7 @@ impl TableReader {
             Meta::Held(b) => return Ok(b.clone()),
             Meta::Cached(h) => *h,
         };
-        let read = || self.read_index(handle).map(CachedBlock::Block);
+        let read = || self.read_checked_block(handle).map(CachedBlock::Block);
         match self.through_cache(handle, BlockKind::Index, true, read)? {
             CachedBlock::Block(b) => Ok(b),
             CachedBlock::Filter(_) => Err(self.mistyped()),

@@ -205,3 +205,42 @@ fn out_of_order_add_is_rejected() {
     b.add(&internal_key(b"b", 1, 1), b"").unwrap();
     assert!(b.add(&internal_key(b"a", 1, 1), b"").is_err());
 }
+
+#[test]
+fn range_tombstones_round_trip_through_their_block() {
+    use crate::range_del::RangeTombstone;
+    let dir = tempfile::tempdir().unwrap();
+    for with_entries in [true, false] {
+        let path = dir.path().join(format!("rd{with_entries}.sst"));
+        let mut b = TableBuilder::new(
+            StdFileSystem.create(&path).unwrap(),
+            &path,
+            opts(Compression::Zstd),
+        );
+        if with_entries {
+            for (k, v) in entries(100) {
+                b.add(&k, &v).unwrap();
+            }
+        }
+        b.add_range_tombstone(RangeTombstone::new(b"user000010", b"user000050", 2000));
+        b.add_range_tombstone(RangeTombstone::new(b"user000000", b"user000020", 2001));
+        b.add_range_tombstone(RangeTombstone::new(b"user000030", b"user000031", 5));
+        let (props, _) = b.finish().unwrap();
+        assert_eq!(props.num_range_deletions, 3);
+        assert_eq!(props.largest_seq, 2001);
+        let t = open(&path, None).unwrap();
+        assert_eq!(t.properties().num_range_deletions, 3);
+        let rd = t.range_tombstones();
+        assert_eq!(rd.max_covering_seq(b"user000015", u64::MAX), Some(2001));
+        assert_eq!(rd.max_covering_seq(b"user000030", 1999), Some(5));
+        assert_eq!(rd.max_covering_seq(b"user000030", 4), None);
+        assert_eq!(rd.max_covering_seq(b"user000050", u64::MAX), None);
+        if with_entries {
+            assert_eq!(collect_forward(&mut t.iter(READ).unwrap()).len(), 100);
+        }
+    }
+    // A table without any has an empty list.
+    let path = dir.path().join("plain.sst");
+    build(&path, &entries(10), opts(Compression::None));
+    assert!(open(&path, None).unwrap().range_tombstones().is_empty());
+}

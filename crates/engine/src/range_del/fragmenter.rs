@@ -1,0 +1,360 @@
+//! Fragmenting: overlapping tombstones become non-overlapping fragments, each with the stack of
+//! sequence numbers of the tombstones that cover it. The fragments sit in one vector (sorted by
+//! start, so a binary search finds the one holding a key with few key comparisons however many
+//! tombstones overlap there) and their sequence numbers, newest first, in another, each fragment
+//! owning a contiguous run.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::RangeTombstone;
+use crate::key::SequenceNumber;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fragment {
+    start: Vec<u8>,
+    end: Vec<u8>,
+    /// This fragment's sequence numbers are `seqs[seq_begin..seq_end]`, descending.
+    seq_begin: u32,
+    seq_end: u32,
+}
+
+/// A set of range tombstones in fragmented, binary-searchable form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FragmentedTombstones {
+    fragments: Vec<Fragment>,
+    seqs: Vec<SequenceNumber>,
+}
+
+impl FragmentedTombstones {
+    /// Fragments `tombstones` (in any order; empty ranges are ignored).
+    pub(crate) fn new(mut tombstones: Vec<RangeTombstone>) -> Self {
+        tombstones.retain(|t| t.start < t.end);
+        tombstones.sort_by(|a, b| a.start.cmp(&b.start));
+        let mut out = FragmentedTombstones::default();
+        // Tombstones that have started and not yet ended, by end key (smallest first).
+        let mut active: BinaryHeap<Reverse<(&[u8], SequenceNumber)>> = BinaryHeap::new();
+        let mut next = 0;
+        // Where the next fragment starts: the last boundary passed.
+        let mut pos: Option<&[u8]> = None;
+        loop {
+            // The next boundary is the nearer of the next start and the nearest end.
+            let next_start = tombstones.get(next).map(|t| t.start.as_slice());
+            let next_end = active.peek().map(|Reverse((end, _))| *end);
+            let boundary = match (next_start, next_end) {
+                (None, None) => break,
+                (Some(s), None) => s,
+                (None, Some(e)) => e,
+                (Some(s), Some(e)) => s.min(e),
+            };
+            if let Some(from) = pos
+                && from < boundary
+                && !active.is_empty()
+            {
+                out.push(from, boundary, active.iter().map(|Reverse((_, seq))| *seq));
+            }
+            while active
+                .peek()
+                .is_some_and(|Reverse((end, _))| *end <= boundary)
+            {
+                active.pop();
+            }
+            while let Some(t) = tombstones
+                .get(next)
+                .filter(|t| t.start.as_slice() == boundary)
+            {
+                active.push(Reverse((t.end.as_slice(), t.seq)));
+                next += 1;
+            }
+            pos = Some(boundary);
+        }
+        out
+    }
+
+    fn push(&mut self, start: &[u8], end: &[u8], seqs: impl Iterator<Item = SequenceNumber>) {
+        let seq_begin = self.seqs.len();
+        self.seqs.extend(seqs);
+        let run = &mut self.seqs[seq_begin..];
+        run.sort_unstable_by(|a, b| b.cmp(a));
+        let mut kept = 0;
+        for i in 0..run.len() {
+            if kept == 0 || run[kept - 1] != run[i] {
+                run[kept] = run[i];
+                kept += 1;
+            }
+        }
+        self.seqs.truncate(seq_begin + kept);
+        self.fragments.push(Fragment {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq_begin: seq_begin as u32,
+            seq_end: self.seqs.len() as u32,
+        });
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.fragments.is_empty()
+    }
+
+    /// Fragments.
+    pub(crate) fn len(&self) -> usize {
+        self.fragments.len()
+    }
+
+    /// The first fragment that ends after `user_key`: the one holding it, if any does, else the
+    /// next one (`len()` when none is left). Iterators position themselves with this.
+    pub(crate) fn seek(&self, user_key: &[u8]) -> usize {
+        self.fragments
+            .partition_point(|f| f.end.as_slice() <= user_key)
+    }
+
+    /// Fragment `i`: its range and its sequence numbers, newest first.
+    pub(crate) fn fragment(&self, i: usize) -> (&[u8], &[u8], &[SequenceNumber]) {
+        let f = &self.fragments[i];
+        (
+            &f.start,
+            &f.end,
+            &self.seqs[f.seq_begin as usize..f.seq_end as usize],
+        )
+    }
+
+    /// The newest tombstone covering `user_key` that a read at `read_seq` sees, if any.
+    pub(crate) fn max_covering_seq(
+        &self,
+        user_key: &[u8],
+        read_seq: SequenceNumber,
+    ) -> Option<SequenceNumber> {
+        let i = self.seek(user_key);
+        let (start, _, seqs) = self.fragments.get(i).map(|_| self.fragment(i))?;
+        if user_key < start {
+            return None;
+        }
+        let visible = seqs.partition_point(|&s| s > read_seq);
+        seqs.get(visible).copied()
+    }
+
+    /// The tombstones again, one per (fragment, sequence number), clipped to `[lower, upper)`
+    /// (`None`: unbounded): what a table whose keys span that range must keep.
+    pub(crate) fn truncated(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<RangeTombstone> {
+        let first = lower.map_or(0, |l| self.seek(l));
+        let mut out = Vec::new();
+        for i in first..self.fragments.len() {
+            let (start, end, seqs) = self.fragment(i);
+            if upper.is_some_and(|u| start >= u) {
+                break;
+            }
+            let start = lower.map_or(start, |l| start.max(l));
+            let end = upper.map_or(end, |u| end.min(u));
+            if start < end {
+                out.extend(seqs.iter().map(|&seq| RangeTombstone::new(start, end, seq)));
+            }
+        }
+        out
+    }
+
+    /// The same fragments keeping, of each one's sequence numbers, only those some reader can
+    /// still tell apart: the newest in each stripe between consecutive `snapshots` (ascending),
+    /// and the newest above the last. Compaction writes these.
+    pub(crate) fn for_snapshots(&self, snapshots: &[SequenceNumber]) -> FragmentedTombstones {
+        let mut out = FragmentedTombstones::default();
+        for i in 0..self.fragments.len() {
+            let (start, end, seqs) = self.fragment(i);
+            let mut last_stripe = None;
+            let kept: Vec<SequenceNumber> = seqs
+                .iter()
+                .copied()
+                .filter(|&s| {
+                    // Stripe: how many snapshots lie below s.
+                    let stripe = snapshots.partition_point(|&snap| snap < s);
+                    let keep = last_stripe != Some(stripe);
+                    last_stripe = Some(stripe);
+                    keep
+                })
+                .collect();
+            out.push(start, end, kept.into_iter());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(start: &str, end: &str, seq: u64) -> RangeTombstone {
+        RangeTombstone::new(start.as_bytes(), end.as_bytes(), seq)
+    }
+
+    /// The fragments as (start, end, seqs) strings, for readable assertions.
+    fn shape(f: &FragmentedTombstones) -> Vec<(String, String, Vec<u64>)> {
+        (0..f.len())
+            .map(|i| {
+                let (s, e, seqs) = f.fragment(i);
+                (
+                    String::from_utf8(s.to_vec()).unwrap(),
+                    String::from_utf8(e.to_vec()).unwrap(),
+                    seqs.to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    fn frag(s: &str, e: &str, seqs: &[u64]) -> (String, String, Vec<u64>) {
+        (s.to_string(), e.to_string(), seqs.to_vec())
+    }
+
+    #[test]
+    fn overlapping_tombstones_with_different_seqs() {
+        let f = FragmentedTombstones::new(vec![t("a", "e", 10), t("c", "g", 5), t("d", "f", 7)]);
+        assert_eq!(
+            shape(&f),
+            vec![
+                frag("a", "c", &[10]),
+                frag("c", "d", &[10, 5]),
+                frag("d", "e", &[10, 7, 5]),
+                frag("e", "f", &[7, 5]),
+                frag("f", "g", &[5]),
+            ]
+        );
+        assert_eq!(f.max_covering_seq(b"a", 100), Some(10));
+        assert_eq!(f.max_covering_seq(b"d", 9), Some(7));
+        assert_eq!(f.max_covering_seq(b"d", 6), Some(5));
+        assert_eq!(f.max_covering_seq(b"d", 4), None, "older read sees none");
+        assert_eq!(f.max_covering_seq(b"f", 100), Some(5));
+        assert_eq!(f.max_covering_seq(b"g", 100), None, "end is exclusive");
+        assert_eq!(f.max_covering_seq(b"0", 100), None);
+    }
+
+    #[test]
+    fn identical_starts_and_duplicates() {
+        let f = FragmentedTombstones::new(vec![
+            t("b", "d", 3),
+            t("b", "f", 9),
+            t("b", "d", 3),
+            t("b", "c", 1),
+        ]);
+        assert_eq!(
+            shape(&f),
+            vec![
+                frag("b", "c", &[9, 3, 1]),
+                frag("c", "d", &[9, 3]),
+                frag("d", "f", &[9]),
+            ]
+        );
+    }
+
+    #[test]
+    fn gaps_adjacent_empty_and_single_key_ranges() {
+        let f = FragmentedTombstones::new(vec![
+            t("a", "b", 1),
+            t("b", "c", 2),   // adjacent: its own fragment
+            t("x", "x", 3),   // empty
+            t("m", "k", 4),   // inverted: empty
+            t("k", "k\0", 5), // exactly one key
+        ]);
+        assert_eq!(
+            shape(&f),
+            vec![
+                frag("a", "b", &[1]),
+                frag("b", "c", &[2]),
+                frag("k", "k\0", &[5]),
+            ]
+        );
+        assert_eq!(f.max_covering_seq(b"b", 10), Some(2));
+        assert_eq!(f.max_covering_seq(b"c", 10), None);
+        assert_eq!(f.max_covering_seq(b"k", 10), Some(5));
+        assert_eq!(f.max_covering_seq(b"k\0", 10), None);
+        assert_eq!(f.max_covering_seq(b"x", 10), None);
+        assert!(FragmentedTombstones::new(vec![t("q", "q", 1)]).is_empty());
+    }
+
+    #[test]
+    fn nested_ranges() {
+        let f = FragmentedTombstones::new(vec![t("a", "z", 1), t("f", "h", 8)]);
+        assert_eq!(
+            shape(&f),
+            vec![
+                frag("a", "f", &[1]),
+                frag("f", "h", &[8, 1]),
+                frag("h", "z", &[1]),
+            ]
+        );
+    }
+
+    #[test]
+    fn truncation_at_file_boundaries() {
+        let f = FragmentedTombstones::new(vec![t("a", "m", 4), t("h", "q", 6)]);
+        // A table holding keys in [c, k): only the part of each tombstone inside it.
+        assert_eq!(
+            f.truncated(Some(b"c"), Some(b"k")),
+            vec![t("c", "h", 4), t("h", "k", 6), t("h", "k", 4)]
+        );
+        assert_eq!(f.truncated(Some(b"q"), None), vec![]);
+        assert_eq!(f.truncated(None, Some(b"a")), vec![]);
+        assert_eq!(
+            f.truncated(Some(b"p"), None),
+            vec![t("p", "q", 6)],
+            "starts inside a fragment"
+        );
+        // Re-fragmenting the unbounded truncation gives the same fragments back.
+        assert_eq!(FragmentedTombstones::new(f.truncated(None, None)), f);
+    }
+
+    #[test]
+    fn snapshots_keep_one_seq_per_stripe() {
+        let f = FragmentedTombstones::new(vec![
+            t("a", "c", 3),
+            t("a", "c", 5),
+            t("a", "c", 12),
+            t("a", "c", 15),
+        ]);
+        // Snapshots at 4 and 13: stripes (.., 4], (4, 13], (13, ..).
+        let kept = f.for_snapshots(&[4, 13]);
+        assert_eq!(shape(&kept), vec![frag("a", "c", &[15, 12, 3])]);
+        // No snapshot: only the newest matters.
+        assert_eq!(shape(&f.for_snapshots(&[])), vec![frag("a", "c", &[15])]);
+    }
+
+    #[test]
+    fn agrees_with_brute_force() {
+        // Pseudo-random tombstones over a small alphabet, checked key by key and seq by seq.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..200 {
+            let ts: Vec<RangeTombstone> = (0..rnd(12))
+                .map(|_| {
+                    let a = rnd(26) as u8 + b'a';
+                    let b = rnd(26) as u8 + b'a';
+                    RangeTombstone::new(&[a], &[b], rnd(20) + 1)
+                })
+                .collect();
+            let f = FragmentedTombstones::new(ts.clone());
+            for k in b'a'..=b'z' {
+                for read in 0..22 {
+                    let want = ts
+                        .iter()
+                        .filter(|t| t.start[0] <= k && k < t.end[0] && t.seq <= read)
+                        .map(|t| t.seq)
+                        .max();
+                    assert_eq!(
+                        f.max_covering_seq(&[k], read),
+                        want,
+                        "{ts:?} key {k} at {read}"
+                    );
+                }
+            }
+            for i in 1..f.len() {
+                assert!(f.fragment(i - 1).1 <= f.fragment(i).0, "fragments overlap");
+            }
+        }
+    }
+}

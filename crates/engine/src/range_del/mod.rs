@@ -1,0 +1,33 @@
+//! Range deletions (DeleteRange): tombstones that delete every key in `[start, end)` written
+//! before them. Memtables and tables keep them apart from point entries; readers consult them
+//! through a fragmented form ([`FragmentedTombstones`]) built once per memtable or table.
+//!
+//! Work in progress (issue 4): the fragmenter is complete and tested; the write path, the table
+//! block, reads and compaction come next and will use it.
+
+mod fragmenter;
+
+pub(crate) use fragmenter::FragmentedTombstones;
+
+use crate::key::SequenceNumber;
+
+/// The kind byte of a range tombstone's internal key (after point deletes 0 and puts 1).
+pub(crate) const RANGE_DELETION_KIND: u8 = 2;
+
+/// Deletes the user keys in `[start, end)` with sequence numbers below `seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RangeTombstone {
+    pub start: Vec<u8>,
+    pub end: Vec<u8>,
+    pub seq: SequenceNumber,
+}
+
+impl RangeTombstone {
+    pub(crate) fn new(start: &[u8], end: &[u8], seq: SequenceNumber) -> Self {
+        RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        }
+    }
+}
