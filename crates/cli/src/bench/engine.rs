@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use strata_engine::{
-    CacheKind, ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options,
-    ReadOptions, WriteBatch, WriteOptions,
+    ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options, ReadOptions,
+    WriteBatch, WriteOptions,
 };
 
 use super::BenchArgs;
@@ -75,11 +75,7 @@ impl StrataEngine {
             .collect();
         let opts = Options {
             cache_size: args.cache_size,
-            cache_kind: if args.clock_cache()? {
-                CacheKind::Clock
-            } else {
-                CacheKind::Lru
-            },
+            cache_kind: args.cache_kind()?,
             cache_shard_bits: u32::try_from(args.cache_numshardbits).ok(),
             high_pri_pool_ratio: args.cache_high_pri_pool_ratio,
             cache_index_and_filter_blocks: args.cache_index_and_filter_blocks,

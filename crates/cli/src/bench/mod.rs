@@ -9,6 +9,7 @@ mod workloads;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use strata_engine::CacheKind;
 
 pub use engine::BenchEngine;
 
@@ -169,11 +170,11 @@ impl BenchArgs {
         }
     }
 
-    /// Whether --cache_type asks for CLOCK eviction.
-    pub fn clock_cache(&self) -> Result<bool, String> {
+    /// The eviction --cache_type asks for.
+    pub fn cache_kind(&self) -> Result<CacheKind, String> {
         match self.cache_type.as_str() {
-            "lru_cache" | "lru" => Ok(false),
-            "clock_cache" | "hyper_clock_cache" | "clock" => Ok(true),
+            "lru_cache" | "lru" => Ok(CacheKind::Lru),
+            "clock_cache" | "hyper_clock_cache" | "clock" => Ok(CacheKind::Clock),
             other => Err(format!(
                 "unknown --cache_type {other}: lru_cache or clock_cache"
             )),

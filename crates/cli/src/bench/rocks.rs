@@ -7,6 +7,8 @@ use rocksdb::{
     WriteBatch, WriteOptions,
 };
 
+use strata_engine::CacheKind;
+
 use super::{BenchArgs, BenchEngine};
 
 pub struct RocksEngine {
@@ -22,14 +24,15 @@ impl RocksEngine {
             return Err("--num_column_families above 1 is measured with --engine strata".into());
         }
         let mut table = BlockBasedOptions::default();
-        let cache = if args.clock_cache()? {
+        let cache = match args.cache_kind()? {
             // 0: RocksDB estimates the entry charge itself.
-            Cache::new_hyper_clock_cache(args.cache_size, 0)
-        } else {
-            let mut lru = LruCacheOptions::default();
-            lru.set_capacity(args.cache_size);
-            lru.set_num_shard_bits(args.cache_numshardbits);
-            Cache::new_lru_cache_opts(&lru)
+            CacheKind::Clock => Cache::new_hyper_clock_cache(args.cache_size, 0),
+            CacheKind::Lru => {
+                let mut lru = LruCacheOptions::default();
+                lru.set_capacity(args.cache_size);
+                lru.set_num_shard_bits(args.cache_numshardbits);
+                Cache::new_lru_cache_opts(&lru)
+            }
         };
         table.set_block_cache(&cache);
         table.set_cache_index_and_filter_blocks(args.cache_index_and_filter_blocks);

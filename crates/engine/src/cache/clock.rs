@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use parking_lot::RwLock;
 
-use super::slots::Slots;
+use super::slots::{self, Policy, Slots};
 use super::{CacheKey, CacheUsage, CachedBlock, Evicted, Priority};
 
 struct Countdown {
@@ -61,22 +61,7 @@ impl ClockShard {
         charge: usize,
         priority: Priority,
     ) -> Evicted {
-        let mut evicted = Evicted::new();
-        let mut inner = self.0.write();
-        if let Some(i) = inner.s.find(key) {
-            evicted.extend(inner.s.take(i));
-        }
-        if charge > inner.s.capacity {
-            return evicted;
-        }
-        inner.make_room(charge, &mut evicted);
-        let (initial, weight) = priority.countdowns();
-        let countdown = Countdown {
-            weight,
-            clock: AtomicU8::new(initial),
-        };
-        inner.s.place(key, block, charge, countdown);
-        evicted
+        slots::insert(&mut *self.0.write(), key, block, charge, priority)
     }
 
     pub(super) fn usage(&self) -> CacheUsage {
@@ -84,7 +69,26 @@ impl ClockShard {
     }
 }
 
-impl Inner {
+impl Policy for Inner {
+    type Links = Countdown;
+
+    fn slots(&self) -> &Slots<Countdown> {
+        &self.s
+    }
+
+    fn remove(&mut self, i: u32) -> Option<CachedBlock> {
+        self.s.take(i)
+    }
+
+    fn admit(&mut self, key: CacheKey, block: CachedBlock, charge: usize, priority: Priority) {
+        let (initial, weight) = priority.countdowns();
+        let countdown = Countdown {
+            weight,
+            clock: AtomicU8::new(initial),
+        };
+        self.s.place(key, block, charge, countdown);
+    }
+
     /// Sweeps the hand until `charge` more bytes fit. Every countdown reaches zero within
     /// `max countdown + 1` turns, so the sweep is bounded; entries in use are passed over, and a
     /// shard full of them exceeds its capacity rather than fail the insert.

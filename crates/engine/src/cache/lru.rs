@@ -10,7 +10,7 @@
 
 use parking_lot::Mutex;
 
-use super::slots::{Slot, Slots};
+use super::slots::{self, Policy, Slot, Slots};
 use super::{CacheKey, CacheUsage, CachedBlock, Evicted, Priority};
 
 /// Sentinels of the two lists.
@@ -80,27 +80,7 @@ impl LruShard {
         charge: usize,
         priority: Priority,
     ) -> Evicted {
-        let mut evicted = Evicted::new();
-        let mut inner = self.0.lock();
-        if let Some(i) = inner.s.find(key) {
-            evicted.extend(inner.remove(i));
-        }
-        if charge > inner.s.capacity {
-            return evicted;
-        }
-        inner.make_room(charge, &mut evicted);
-        let links = Links {
-            in_high_pool: false,
-            prev: LOW,
-            next: LOW,
-            moved_at: 0,
-        };
-        inner.inserts += 1;
-        let i = inner.s.place(key, block, charge, links);
-        let high = priority == Priority::High && inner.high_capacity > 0;
-        inner.push_front(i, high);
-        inner.fit_high_pool();
-        evicted
+        slots::insert(&mut *self.0.lock(), key, block, charge, priority)
     }
 
     pub(super) fn usage(&self) -> CacheUsage {
@@ -161,6 +141,14 @@ impl Inner {
             self.push_front(oldest, false);
         }
     }
+}
+
+impl Policy for Inner {
+    type Links = Links;
+
+    fn slots(&self) -> &Slots<Links> {
+        &self.s
+    }
 
     fn remove(&mut self, i: u32) -> Option<CachedBlock> {
         self.unlink(i);
@@ -181,5 +169,19 @@ impl Inner {
                 cur = older;
             }
         }
+    }
+
+    fn admit(&mut self, key: CacheKey, block: CachedBlock, charge: usize, priority: Priority) {
+        self.inserts += 1;
+        let links = Links {
+            in_high_pool: false,
+            prev: LOW,
+            next: LOW,
+            moved_at: 0,
+        };
+        let i = self.s.place(key, block, charge, links);
+        let high = priority == Priority::High && self.high_capacity > 0;
+        self.push_front(i, high);
+        self.fit_high_pool();
     }
 }

@@ -121,13 +121,12 @@ pub(crate) struct BlockCache {
     shard_shift: u32,
     single_shard: bool,
     capacity: usize,
-    kind: CacheKind,
 }
 
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
-            .field("kind", &self.kind)
+            .field("kind", &self.kind())
             .field("capacity", &self.capacity)
             .finish()
     }
@@ -169,7 +168,6 @@ impl BlockCache {
             shard_shift: 64 - shard_bits,
             single_shard: n == 1,
             capacity,
-            kind,
         }
     }
 
@@ -222,7 +220,10 @@ impl BlockCache {
     }
 
     pub(crate) fn kind(&self) -> CacheKind {
-        self.kind
+        match self.shards {
+            Shards::Lru(_) => CacheKind::Lru,
+            Shards::Clock(_) => CacheKind::Clock,
+        }
     }
 }
 

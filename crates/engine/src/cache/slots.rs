@@ -1,7 +1,41 @@
 //! The storage both eviction policies share: entries in a vector of slots (reused through a free
 //! list, so policies link them by index), a map from key to slot, and the bytes they charge.
 
-use super::{CacheKey, CacheUsage, CachedBlock, KeyMap};
+use super::{CacheKey, CacheUsage, CachedBlock, Evicted, KeyMap, Priority};
+
+/// What an eviction policy adds to the shared storage; [`insert`] drives it.
+pub(super) trait Policy {
+    type Links;
+    fn slots(&self) -> &Slots<Self::Links>;
+    /// Takes entry `i` out of the policy's order and the storage.
+    fn remove(&mut self, i: u32) -> Option<CachedBlock>;
+    /// Evicts until `charge` more bytes fit (or only held entries are left).
+    fn make_room(&mut self, charge: usize, evicted: &mut Evicted);
+    /// Stores a new entry and gives it its place in the policy's order.
+    fn admit(&mut self, key: CacheKey, block: CachedBlock, charge: usize, priority: Priority);
+}
+
+/// Caches `block` under `key`, replacing what was there; returns what it evicted, for the caller
+/// to drop once the shard lock is released. A block larger than the whole shard is not cached:
+/// it would only flush everything else.
+pub(super) fn insert<P: Policy>(
+    policy: &mut P,
+    key: CacheKey,
+    block: CachedBlock,
+    charge: usize,
+    priority: Priority,
+) -> Evicted {
+    let mut evicted = Evicted::new();
+    if let Some(i) = policy.slots().find(key) {
+        evicted.extend(policy.remove(i));
+    }
+    if charge > policy.slots().capacity {
+        return evicted;
+    }
+    policy.make_room(charge, &mut evicted);
+    policy.admit(key, block, charge, priority);
+    evicted
+}
 
 pub(super) struct Slot<P> {
     pub key: CacheKey,

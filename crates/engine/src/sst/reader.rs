@@ -194,44 +194,41 @@ impl TableReader {
         } else {
             meta_blocks
         };
+        reader.cache = cache;
         if meta_blocks != MetaBlocks::Held
-            && let Some(cache) = &cache
+            && let Some(cache) = &reader.cache
         {
-            cache.insert(
-                (file_number, footer.index.offset),
-                CachedBlock::Block(index.clone()),
-                Priority::High,
-            );
+            let index_block = CachedBlock::Block(index.clone());
+            reader.add_to_cache(cache, footer.index, BlockKind::Index, index_block);
             if let (Some(h), Some(f)) = (filter_handle, &filter) {
-                cache.insert(
-                    (file_number, h.offset),
-                    CachedBlock::Filter(f.clone()),
-                    Priority::High,
-                );
+                reader.add_to_cache(cache, h, BlockKind::Filter, CachedBlock::Filter(f.clone()));
             }
-            reader
-                .stats
-                .block_cache_add
-                .add(1 + filter.is_some() as u64);
         }
         if meta_blocks != MetaBlocks::Cached {
             reader.index = Meta::Held(index);
             reader.filter = filter.map(Meta::Held);
         }
-        reader.cache = cache;
         Ok(reader)
     }
 
-    fn read_checked_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
-        let raw = read_block(self.file.as_ref(), &self.path, handle, true)?;
+    /// Reads `handle`'s block from the file, counting the bytes.
+    fn read_raw(&self, handle: BlockHandle, verify_checksum: bool) -> Result<Vec<u8>> {
+        let raw = read_block(self.file.as_ref(), &self.path, handle, verify_checksum)?;
         self.stats.bytes_read_from_disk.add(handle.size);
-        Ok(Arc::new(Block::new(raw, &self.path)?))
+        Ok(raw)
+    }
+
+    /// Reads `handle`'s block, checksum verified, and parses it as a block of entries.
+    fn read_checked_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        Ok(Arc::new(Block::new(
+            self.read_raw(handle, true)?,
+            &self.path,
+        )?))
     }
 
     /// Reads and fragments the range-deletion block.
     fn read_range_tombstones(&self, handle: BlockHandle) -> Result<FragmentedTombstones> {
-        let block = Arc::new(self.read_checked_block(handle)?);
-        let mut it = block.iter();
+        let mut it = self.read_checked_block(handle)?.iter();
         let mut tombstones = Vec::new();
         it.seek_to_first();
         while it.valid() {
@@ -273,9 +270,7 @@ impl TableReader {
     }
 
     fn read_filter(&self, handle: BlockHandle) -> Result<Arc<Vec<u8>>> {
-        let raw = read_block(self.file.as_ref(), &self.path, handle, true)?;
-        self.stats.bytes_read_from_disk.add(handle.size);
-        Ok(Arc::new(raw))
+        Ok(Arc::new(self.read_raw(handle, true)?))
     }
 
     #[cfg(test)]
@@ -310,14 +305,25 @@ impl TableReader {
         self.stats.block_cache_lookup(kind, false);
         let block = read()?;
         if fill {
-            let priority = match kind {
-                BlockKind::Data => Priority::Low,
-                BlockKind::Index | BlockKind::Filter => Priority::High,
-            };
-            cache.insert(key, block.clone(), priority);
-            self.stats.block_cache_add.inc();
+            self.add_to_cache(cache, handle, kind, block.clone());
         }
         Ok(block)
+    }
+
+    /// Caches `handle`'s block: index and filter blocks at high priority, data blocks low.
+    fn add_to_cache(
+        &self,
+        cache: &BlockCache,
+        handle: BlockHandle,
+        kind: BlockKind,
+        block: CachedBlock,
+    ) {
+        let priority = match kind {
+            BlockKind::Data => Priority::Low,
+            BlockKind::Index | BlockKind::Filter => Priority::High,
+        };
+        cache.insert((self.file_number, handle.offset), block, priority);
+        self.stats.block_cache_add.inc();
     }
 
     /// Reads a data block through the cache.
@@ -327,13 +333,7 @@ impl TableReader {
         opts: BlockReadOptions,
     ) -> Result<Arc<Block>> {
         let read = || {
-            let raw = read_block(
-                self.file.as_ref(),
-                &self.path,
-                handle,
-                opts.verify_checksums,
-            )?;
-            self.stats.bytes_read_from_disk.add(handle.size);
+            let raw = self.read_raw(handle, opts.verify_checksums)?;
             Ok(CachedBlock::Block(Arc::new(Block::new(raw, &self.path)?)))
         };
         match self.through_cache(handle, BlockKind::Data, opts.fill_cache, read)? {
