@@ -1,7 +1,9 @@
 //! `WriteBatch`: an atomic group of updates, and the exact byte form the WAL stores.
 //!
 //! Layout (doc/format.md): `sequence: u64 LE | count: u32 LE | record*`, each record
-//! `kind: u8 | column family: varint32 | key: length-prefixed | value: length-prefixed (puts only)`.
+//! `kind: u8 | column family: varint32 | key: length-prefixed | value: length-prefixed`; the value
+//! is absent for point deletes, and for a range deletion (kind 2) the key is the range's start and
+//! the value its end.
 
 use crate::coding::{
     fixed32, fixed64, get_length_prefixed, get_varint32, put_length_prefixed, put_varint32,
@@ -9,6 +11,7 @@ use crate::coding::{
 use crate::db::ColumnFamily;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, oversized_key};
+use crate::range_del::RANGE_DELETION_KIND;
 
 pub(crate) const HEADER_SIZE: usize = 12;
 
@@ -36,10 +39,19 @@ impl Default for WriteBatch {
     }
 }
 
+/// What one record of a batch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A point entry: a put or a delete of `key`.
+    Point(ValueKind),
+    /// Deletes `[key, value)`: the record's key is the range's start, its value the end.
+    DeleteRange,
+}
+
 /// One decoded record of a batch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BatchRecord<'a> {
-    pub kind: ValueKind,
+    pub op: Op,
     pub cf: u32,
     pub key: &'a [u8],
     pub value: &'a [u8],
@@ -73,6 +85,37 @@ impl WriteBatch {
     /// Deletes `key` from column family `cf`.
     pub fn delete_cf(&mut self, cf: &ColumnFamily, key: impl AsRef<[u8]>) {
         self.add(ValueKind::Delete, cf.id(), key.as_ref(), None);
+    }
+
+    /// Deletes every key in `[start, end)`: one range tombstone, however many keys it covers.
+    /// An empty or inverted range makes the batch fail with `InvalidArgument` when written.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        self.add_range(0, start.as_ref(), end.as_ref());
+    }
+
+    /// Deletes every key in `[start, end)` from column family `cf`.
+    pub fn delete_range_cf(
+        &mut self,
+        cf: &ColumnFamily,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
+        self.add_range(cf.id(), start.as_ref(), end.as_ref());
+    }
+
+    fn add_range(&mut self, cf: u32, start: &[u8], end: &[u8]) {
+        if self.invalid.is_none() {
+            self.invalid = oversized_key(end.len()).or_else(|| {
+                (start >= end).then(|| {
+                    format!(
+                        "delete_range: start {} is not below end {} (empty or inverted range)",
+                        crate::error::show_key(start),
+                        crate::error::show_key(end)
+                    )
+                })
+            });
+        }
+        self.add_record(RANGE_DELETION_KIND, cf, start, Some(end));
     }
 
     /// Number of updates.
@@ -111,6 +154,10 @@ impl WriteBatch {
     }
 
     fn add(&mut self, kind: ValueKind, cf: u32, key: &[u8], value: Option<&[u8]>) {
+        self.add_record(kind as u8, cf, key, value);
+    }
+
+    fn add_record(&mut self, kind: u8, cf: u32, key: &[u8], value: Option<&[u8]>) {
         if self.invalid.is_none() {
             self.invalid = oversized_key(key.len());
         }
@@ -124,7 +171,7 @@ impl WriteBatch {
             ));
         }
         self.note_cf(cf);
-        self.rep.push(kind as u8);
+        self.rep.push(kind);
         put_varint32(&mut self.rep, cf);
         put_length_prefixed(&mut self.rep, key);
         if let Some(v) = value {
@@ -176,23 +223,26 @@ impl WriteBatch {
         let mut pos = HEADER_SIZE;
         let mut seen = 0usize;
         while pos < self.rep.len() {
-            let kind = ValueKind::from_u8(self.rep[pos])
-                .ok_or_else(|| format!("unknown record kind {} in write batch", self.rep[pos]))?;
+            let op = match self.rep[pos] {
+                RANGE_DELETION_KIND => Op::DeleteRange,
+                b => Op::Point(
+                    ValueKind::from_u8(b)
+                        .ok_or_else(|| format!("unknown record kind {b} in write batch"))?,
+                ),
+            };
             pos += 1;
             let cf = get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?;
             let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
-            let value = match kind {
-                ValueKind::Put => {
+            let value = match op {
+                Op::Point(ValueKind::Put) | Op::DeleteRange => {
                     get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
                 }
-                ValueKind::Delete => &[],
+                Op::Point(ValueKind::Delete) => &[],
             };
-            f(BatchRecord {
-                kind,
-                cf,
-                key,
-                value,
-            });
+            if op == Op::DeleteRange && key >= value {
+                return Err("range deletion with an empty or inverted range".into());
+            }
+            f(BatchRecord { op, cf, key, value });
             seen += 1;
         }
         if seen != self.len() {
@@ -214,6 +264,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put("a", "1");
         b.delete("b");
+        b.delete_range("k", "m");
         let mut c = WriteBatch::new();
         c.put("c", "3");
         b.append(&c);
@@ -221,14 +272,15 @@ mod tests {
         let copy = WriteBatch::from_bytes(b.data().to_vec()).unwrap();
         assert_eq!(copy.sequence(), 42);
         let mut seen = Vec::new();
-        copy.for_each(|r| seen.push((r.kind, r.key.to_vec(), r.value.to_vec())))
+        copy.for_each(|r| seen.push((r.op, r.key.to_vec(), r.value.to_vec())))
             .unwrap();
         assert_eq!(
             seen,
             vec![
-                (ValueKind::Put, b"a".to_vec(), b"1".to_vec()),
-                (ValueKind::Delete, b"b".to_vec(), vec![]),
-                (ValueKind::Put, b"c".to_vec(), b"3".to_vec()),
+                (Op::Point(ValueKind::Put), b"a".to_vec(), b"1".to_vec()),
+                (Op::Point(ValueKind::Delete), b"b".to_vec(), vec![]),
+                (Op::DeleteRange, b"k".to_vec(), b"m".to_vec()),
+                (Op::Point(ValueKind::Put), b"c".to_vec(), b"3".to_vec()),
             ]
         );
         b.clear();
@@ -255,6 +307,29 @@ mod tests {
                 .for_each(|_| {})
                 .is_err()
         );
+    }
+
+    #[test]
+    fn empty_and_inverted_ranges_are_flagged() {
+        for (start, end) in [("b", "b"), ("c", "a")] {
+            let mut b = WriteBatch::new();
+            b.delete_range(start, end);
+            assert!(
+                b.validation_error().unwrap().contains("empty or inverted"),
+                "{start}..{end}"
+            );
+        }
+        let mut b = WriteBatch::new();
+        b.delete_range("a", "a\0");
+        assert!(b.validation_error().is_none());
+        // A damaged record with an inverted range is refused on decode too.
+        let mut b = WriteBatch::new();
+        b.delete_range("a", "b");
+        let mut bytes = b.data().to_vec();
+        let n = bytes.len();
+        bytes.swap(n - 3, n - 1); // the record ends `1 'a' 1 'b'`: now start "b", end "a"
+        let damaged = WriteBatch::from_bytes(bytes).unwrap();
+        assert!(damaged.for_each(|_| {}).unwrap_err().contains("inverted"));
     }
 
     #[test]

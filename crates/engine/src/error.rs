@@ -74,3 +74,13 @@ impl Error {
         }
     }
 }
+
+/// A key as error messages print it: bytes escaped, cut after 64 of them.
+pub(crate) fn show_key(key: &[u8]) -> String {
+    const SHOWN: usize = 64;
+    let mut s: String = key[..key.len().min(SHOWN)].escape_ascii().to_string();
+    if key.len() > SHOWN {
+        s.push_str(&format!("... ({} bytes)", key.len()));
+    }
+    format!("\"{s}\"")
+}

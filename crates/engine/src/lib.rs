@@ -35,9 +35,6 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
-// Wired into the write path, tables, reads and compaction as issue 4 proceeds; until then only
-// its tests use it.
-#[cfg_attr(not(test), allow(dead_code))]
 mod range_del;
 mod sst;
 mod stats;
@@ -48,8 +45,8 @@ mod wal;
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, LevelProperties, Properties,
-    Snapshot,
+    BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
+    LevelProperties, Properties, Snapshot,
 };
 pub use error::{Error, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
@@ -86,7 +83,7 @@ pub mod __bench {
             self.0.add(seq, ValueKind::Put, key, value);
         }
         pub fn contains(&self, key: &[u8], seq: u64) -> bool {
-            matches!(self.0.get(key, seq), Lookup::Found(_))
+            matches!(self.0.get(key, seq, 0), Lookup::Found(_))
         }
     }
 

@@ -81,6 +81,13 @@ statistics! {
     keys_written,
     /// Keys deleted.
     keys_deleted,
+    /// Range deletions written (`delete_range`), each one tombstone.
+    range_deletes,
+    /// Entries reads found hidden by a range tombstone (point lookups, MultiGet keys, entries an
+    /// iterator stepped over).
+    range_del_hidden,
+    /// Times an iterator skipped a run of covered entries by seeking past a tombstone's end.
+    range_del_reseeks,
     /// Write batches committed (single puts count as one).
     write_batches,
     /// Write groups committed by a leader (batches per group = write_batches / write_groups).
@@ -145,6 +152,14 @@ statistics! {
     compaction_bytes_written,
     /// Entries compactions dropped (shadowed versions and tombstones no one needs).
     compaction_keys_dropped,
+    /// Entries compactions dropped because a range tombstone covered them.
+    compaction_keys_range_deleted,
+    /// Range tombstones compactions dropped (at the bottommost level, or shadowed within a
+    /// snapshot stripe).
+    compaction_range_tombstones_dropped,
+    /// Tables deleted without being rewritten because a newer range tombstone covered them
+    /// whole.
+    tables_dropped_by_range_deletion,
     /// Obsolete tables deleted.
     tables_deleted,
     /// Write groups delayed because L0 or pending compaction bytes passed a slowdown limit.

@@ -5,6 +5,12 @@
 //! in its stripe, so every older version in the same stripe is dropped. A deletion in the oldest
 //! stripe is dropped too when no level below the output holds the key: nothing is left for it to
 //! hide.
+//!
+//! Range tombstones of all the inputs are fragmented together. An entry a tombstone in its own
+//! stripe covers is dropped; the tombstones themselves are written to each output clipped to the
+//! key range that output stands for (from where the previous one was cut to where the next one
+//! starts), keeping one sequence number per stripe, and are dropped in the oldest stripe when no
+//! level below the output holds a key in their range.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +21,8 @@ use crate::error::Result;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{self, ValueKind};
+use crate::key::{self, SequenceNumber, ValueKind};
+use crate::range_del::{FragmentedTombstones, TombstoneCursor, stripe};
 use crate::sst::{BlockReadOptions, TableBuilder, TableCache, TableOptions};
 use crate::version::{FileMetaData, NUM_LEVELS, Version};
 
@@ -41,6 +48,10 @@ pub(crate) struct JobOutput {
     pub bytes_written: u64,
     pub entries_in: u64,
     pub entries_dropped: u64,
+    /// Of `entries_dropped`, those a range tombstone covered.
+    pub entries_range_deleted: u64,
+    /// Range tombstones (fragment and sequence number pairs) read and not written.
+    pub range_tombstones_dropped: u64,
 }
 
 /// Tracks, as keys increase, whether any level below the output holds a key.
@@ -51,6 +62,17 @@ struct BelowOutput<'a> {
 }
 
 impl BelowOutput<'_> {
+    /// Whether a level below the output holds any key in `[start, end)`.
+    fn holds_range(&self, start: &[u8], end: &[u8]) -> bool {
+        (self.first_level..NUM_LEVELS).any(|level| {
+            let files = &self.version.levels[level];
+            let i = files.partition_point(|f| key::user_key(&f.largest) < start);
+            files
+                .get(i)
+                .is_some_and(|f| key::user_key(&f.smallest) < end)
+        })
+    }
+
     fn holds(&mut self, user_key: &[u8]) -> bool {
         for level in self.first_level..NUM_LEVELS {
             let files = &self.version.levels[level];
@@ -70,30 +92,53 @@ struct Outputs<'a, 'b> {
     ctx: &'a JobContext<'b>,
     current: Option<(u64, TableBuilder)>,
     done: JobOutput,
+    /// The range tombstones the outputs keep.
+    tombstones: FragmentedTombstones,
+    /// Where the current output's share of the tombstones begins: where the previous output was
+    /// cut (`None` for the first).
+    tombstones_from: Option<Vec<u8>>,
 }
 
 impl Outputs<'_, '_> {
+    /// The current output, opening one if there is none.
+    fn open(&mut self) -> Result<&mut TableBuilder> {
+        let current = match self.current.take() {
+            Some(c) => c,
+            None => {
+                let number = (self.ctx.new_file_number)();
+                let path = table_file(self.ctx.dir, number);
+                let file = self.ctx.fs.create(&path)?;
+                (
+                    number,
+                    TableBuilder::new(file, &path, self.ctx.table_opts.clone()),
+                )
+            }
+        };
+        Ok(&mut self.current.insert(current).1)
+    }
+
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        if self.current.is_none() {
-            let number = (self.ctx.new_file_number)();
-            let path = table_file(self.ctx.dir, number);
-            let file = self.ctx.fs.create(&path)?;
-            self.current = Some((
-                number,
-                TableBuilder::new(file, &path, self.ctx.table_opts.clone()),
-            ));
-        }
-        match self.current.as_mut() {
-            Some((_, b)) => b.add(ikey, value),
-            None => Ok(()),
-        }
+        self.open()?.add(ikey, value)
     }
 
     fn current_size(&self) -> u64 {
         self.current.as_ref().map_or(0, |(_, b)| b.file_size())
     }
 
-    fn finish_current(&mut self) -> Result<()> {
+    /// Finishes the current output, the next one starting at user key `next` (`None`: this is
+    /// the last). The output takes the tombstones between where it began and `next`; the last
+    /// output is written for them even if no entry opened it.
+    fn finish_current(&mut self, next: Option<&[u8]>) -> Result<()> {
+        let share = self
+            .tombstones
+            .truncated(self.tombstones_from.as_deref(), next);
+        self.tombstones_from = next.map(<[u8]>::to_vec);
+        if !share.is_empty() && (self.current.is_some() || next.is_none()) {
+            let builder = self.open()?;
+            for t in share {
+                builder.add_range_tombstone(t);
+            }
+        }
         if let Some((number, builder)) = self.current.take() {
             let (props, file_size) = builder.finish()?;
             self.done.bytes_written += file_size;
@@ -151,6 +196,8 @@ pub(crate) fn run(spec: &CompactionSpec, ctx: &JobContext<'_>) -> Result<JobOutp
         ctx,
         current: None,
         done: JobOutput::default(),
+        tombstones: FragmentedTombstones::default(),
+        tombstones_from: None,
     };
     match merge(spec, ctx, &mut outputs) {
         Ok(()) => Ok(outputs.done),
@@ -167,9 +214,11 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         verify_checksums: true,
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    let mut tombstones = Vec::new();
     for (i, files) in spec.inputs.iter().enumerate() {
         for f in files {
             let table = ctx.tables.get(f.number, spec.level + i)?;
+            tombstones.extend(table.range_tombstones().truncated(None, None));
             children.push(Box::new(table.iter(read)?));
         }
     }
@@ -179,6 +228,15 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         first_level: spec.output_level + 1,
         cursor: [0; NUM_LEVELS],
     };
+    let tombstones = std::sync::Arc::new(FragmentedTombstones::new(tombstones));
+    out.tombstones = tombstones
+        .for_snapshots(&ctx.snapshots)
+        .retain_seqs(|start, end, seq, _| {
+            stripe(&ctx.snapshots, seq) > 0 || below.holds_range(start, end)
+        });
+    out.done.range_tombstones_dropped =
+        (tombstones.num_tombstones() - out.tombstones.num_tombstones()) as u64;
+    let mut covering = TombstoneCursor::over_list(tombstones);
     let mut grandparents = GrandparentLimit {
         files: &spec.grandparents,
         index: 0,
@@ -204,19 +262,27 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
                 && (out.current_size() >= ctx.target_file_size
                     || grandparents.should_cut_before(user_key))
             {
-                out.finish_current()?;
+                out.finish_current(Some(user_key))?;
             }
             current_key.clear();
             current_key.extend_from_slice(user_key);
             have_key = true;
             last_stripe = None;
         }
-        let stripe = ctx.snapshots.partition_point(|s| *s < seq);
+        let stripe = stripe(&ctx.snapshots, seq);
         let newest_in_stripe = last_stripe != Some(stripe);
         let first_of_key = last_stripe.is_none();
         last_stripe = Some(stripe);
         if !newest_in_stripe {
             out.done.entries_dropped += 1;
+            it.next();
+            continue;
+        }
+        if let Some(c) = covering.as_mut()
+            && covered_in_stripe(c, user_key, seq, &ctx.snapshots)?
+        {
+            out.done.entries_dropped += 1;
+            out.done.entries_range_deleted += 1;
             it.next();
             continue;
         }
@@ -258,9 +324,24 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         it.next();
     }
     it.status()?;
-    out.finish_current()?;
+    out.finish_current(None)?;
     if !out.done.files.is_empty() {
         ctx.fs.sync_dir(ctx.dir)?;
     }
     Ok(())
+}
+
+/// Whether a tombstone covers `user_key` at `seq` with no snapshot in between: no reader can
+/// then see the entry. The oldest tombstone newer than the entry is the one to ask.
+fn covered_in_stripe(
+    tombstones: &mut TombstoneCursor,
+    user_key: &[u8],
+    seq: SequenceNumber,
+    snapshots: &[SequenceNumber],
+) -> Result<bool> {
+    let Some((_, _, seqs)) = tombstones.fragment_at(user_key)? else {
+        return Ok(false);
+    };
+    let newer = seqs.partition_point(|&t| t > seq);
+    Ok(newer > 0 && stripe(snapshots, seqs[newer - 1]) == stripe(snapshots, seq))
 }

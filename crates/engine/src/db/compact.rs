@@ -190,6 +190,12 @@ impl DbInner {
             self.stats.compaction_bytes_read.add(info.bytes_read);
             self.stats.compaction_bytes_written.add(out.bytes_written);
             self.stats.compaction_keys_dropped.add(out.entries_dropped);
+            self.stats
+                .compaction_keys_range_deleted
+                .add(out.entries_range_deleted);
+            self.stats
+                .compaction_range_tombstones_dropped
+                .add(out.range_tombstones_dropped);
             let ls = &cf.level_stats[spec.output_level];
             ls.compactions.inc();
             ls.bytes_read_upper

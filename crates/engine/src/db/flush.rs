@@ -40,6 +40,10 @@ pub(crate) fn write_level0_table(
         builder.add(it.key(), it.value())?;
         it.next();
     }
+    // As written, not fragmented: the reader fragments them once at open.
+    for t in mem.range_tombstones_as_written() {
+        builder.add_range_tombstone(t);
+    }
     let (props, file_size) = builder.finish()?;
     // The table's directory entry must be durable before the MANIFEST names it.
     fs.sync_dir(dir)?;

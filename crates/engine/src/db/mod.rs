@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use column_family::ColumnFamily;
-pub use properties::{BlockCacheProperties, ColumnFamilyProperties, LevelProperties, Properties};
+pub use properties::{
+    BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties, Properties,
+};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -26,10 +28,11 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filter::key_hash;
 use crate::fs::{FileLock, FileSystem};
-use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator};
+use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator, RangeDeletions};
 use crate::key::{self, SequenceNumber};
 use crate::memtable::{Lookup, MemTable};
 use crate::options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions, oversized_key};
+use crate::range_del::TombstoneCursor;
 use crate::sst::{BlockReadOptions, TableCache};
 use crate::stats::{Statistics, Stats};
 use crate::value::PinnableValue;
@@ -246,6 +249,37 @@ impl Db {
     pub fn delete_cf(&self, cf: &ColumnFamily, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete_cf(cf, key);
+        self.write_checked(b, &WriteOptions::default(), cf)
+    }
+
+    /// Deletes every key in `[start, end)` (not synced; see [`Db::delete_range_with`]). One range
+    /// tombstone is written however many keys the range holds; reads skip the keys it covers and
+    /// compaction drops them. An empty or inverted range is `InvalidArgument`.
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_with(&WriteOptions::default(), start, end)
+    }
+
+    /// [`Db::delete_range`] with explicit write options.
+    pub fn delete_range_with(
+        &self,
+        opts: &WriteOptions,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(start, end);
+        self.write(b, opts)
+    }
+
+    /// Deletes every key in `[start, end)` from column family `cf` (not synced).
+    pub fn delete_range_cf(
+        &self,
+        cf: &ColumnFamily,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range_cf(cf, start, end);
         self.write_checked(b, &WriteOptions::default(), cf)
     }
 
@@ -531,7 +565,9 @@ impl DbInner {
         Ok(found)
     }
 
-    /// `user_key` in one memtable, after its Bloom filter (if any) says it may be there.
+    /// `user_key` in one memtable, after its Bloom filter (if any) says it may be there. A range
+    /// tombstone of the memtable covering the key hides every older entry: the answer is then
+    /// `Deleted`, for this memtable and every older source.
     fn memtable_get(
         &self,
         mem: &MemTable,
@@ -539,17 +575,33 @@ impl DbInner {
         user_key: &[u8],
         seq: SequenceNumber,
     ) -> Lookup<PinnableValue> {
-        match mem.may_contain(hash) {
+        let cover = mem
+            .range_tombstones()
+            .and_then(|t| t.max_covering_seq(user_key, seq))
+            .unwrap_or(0);
+        let may_hold = match mem.may_contain(hash) {
             Some(false) => {
                 self.stats.memtable_bloom_checked.inc();
                 self.stats.memtable_bloom_useful.inc();
-                return Lookup::NotFound;
+                false
             }
-            Some(true) => self.stats.memtable_bloom_checked.inc(),
-            None => {}
-        }
-        match mem.get(user_key, seq) {
+            Some(true) => {
+                self.stats.memtable_bloom_checked.inc();
+                true
+            }
+            None => true,
+        };
+        let found = if may_hold {
+            mem.get(user_key, seq, cover)
+        } else {
+            Lookup::NotFound
+        };
+        match found {
             Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
+            _ if cover > 0 => {
+                self.stats.range_del_hidden.inc();
+                Lookup::Deleted
+            }
             Lookup::Deleted => Lookup::Deleted,
             Lookup::NotFound => Lookup::NotFound,
         }
@@ -568,16 +620,27 @@ impl DbInner {
             verify_checksums: opts.verify_checksums,
         };
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(view.mem.iter()));
-        for m in &view.imm {
+        // Each source's range tombstones, by the index of its child iterator.
+        let mut tombstones: Vec<(usize, TombstoneCursor)> = Vec::new();
+        for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            if let Some(c) = m.range_tombstones().and_then(TombstoneCursor::over_list) {
+                tombstones.push((children.len(), c));
+            }
             children.push(Box::new(m.iter()));
         }
         for f in &view.version.levels[0] {
-            children.push(Box::new(self.tables.get(f.number, 0)?.iter(read)?));
+            let table = self.tables.get(f.number, 0)?;
+            if let Some(c) = TombstoneCursor::over_list(table.range_tombstones().clone()) {
+                tombstones.push((children.len(), c));
+            }
+            children.push(Box::new(table.iter(read)?));
         }
         for (level, files) in view.version.levels.iter().enumerate().skip(1) {
             if files.is_empty() {
                 continue;
+            }
+            if let Some(c) = TombstoneCursor::over_level(self.tables.clone(), level, files) {
+                tombstones.push((children.len(), c));
             }
             children.push(Box::new(LevelIter::new(
                 self.tables.clone(),
@@ -587,8 +650,9 @@ impl DbInner {
             )));
         }
         self.stats.iterators_created.inc();
+        let range_dels = RangeDeletions::new(snapshot.sequence(), tombstones, self.stats.clone());
         Ok(DbIterator::new(
-            MergingIterator::new(children),
+            MergingIterator::new(children).with_range_deletions(range_dels),
             snapshot,
             view,
             opts.lower_bound.clone(),

@@ -338,9 +338,7 @@ fn replay_wals(
                         touched.push(r.cf);
                     }
                     match (mems.get(&r.cf), log_numbers.get(&r.cf)) {
-                        (Some(mem), Some(&log)) if number >= log => {
-                            mem.add(seq, r.kind, r.key, r.value)
-                        }
+                        (Some(mem), Some(&log)) if number >= log => mem.apply(seq, &r),
                         // Flushed before the crash, or dropped.
                         (Some(_), Some(_)) => {}
                         _ if r.cf <= highest_id => {}

@@ -8,6 +8,8 @@ use super::DbInner;
 use super::column_family::ColumnFamilyData;
 use crate::cache::CacheKind;
 use crate::compaction;
+use crate::key;
+use crate::version::FileMetaData;
 
 /// Files and bytes at one level.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -22,6 +24,8 @@ pub struct LevelProperties {
     pub entries: u64,
     /// Point deletions.
     pub deletions: u64,
+    /// Range tombstones.
+    pub range_deletions: u64,
     /// Compaction urgency: 1 or more means a compaction is due (0 for the last level).
     pub score: f64,
     /// Size target in bytes (0 above the base level).
@@ -36,6 +40,31 @@ pub struct LevelProperties {
     pub bytes_written: u64,
     /// Bytes written into the level per byte read from the level above.
     pub write_amplification: f64,
+    /// Its files, in key order (L0: newest first).
+    pub file_list: Vec<FileProperties>,
+}
+
+/// One table file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FileProperties {
+    /// File number (the file is `<number>.sst`).
+    pub number: u64,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Entries, point deletions included.
+    pub entries: u64,
+    /// Point deletions.
+    pub deletions: u64,
+    /// Range tombstones.
+    pub range_deletions: u64,
+    /// Smallest user key, bytes outside printable ASCII escaped.
+    pub smallest_key: String,
+    /// Largest user key, escaped likewise (with range tombstones: the end of the last one).
+    pub largest_key: String,
+    /// Sequence numbers the file holds.
+    pub smallest_seq: u64,
+    /// See `smallest_seq`.
+    pub largest_seq: u64,
 }
 
 /// One column family's shape at one moment.
@@ -49,6 +78,8 @@ pub struct ColumnFamilyProperties {
     pub memtable_bytes: u64,
     /// Entries in the active memtable.
     pub memtable_entries: u64,
+    /// Range tombstones in the active and immutable memtables.
+    pub memtable_range_deletions: u64,
     /// Immutable memtables waiting for a flush.
     pub immutable_memtables: usize,
     /// Bytes allocated by them.
@@ -69,6 +100,8 @@ pub struct ColumnFamilyProperties {
     pub compactions_running: usize,
     /// Estimated live keys: entries in memtables and tables, less twice the deletions.
     pub estimate_num_keys: u64,
+    /// Range tombstones in memtables and tables.
+    pub total_range_deletions: u64,
     /// The oldest WAL holding data of this column family not yet in its tables.
     pub oldest_wal_needed: Option<u64>,
 }
@@ -207,6 +240,10 @@ impl DbInner {
             p.immutable_memtables = cs.imm.len();
             p.immutable_memtable_bytes = cs.imm.iter().map(|(m, _)| m.memory_usage() as u64).sum();
             imm_entries = cs.imm.iter().map(|(m, _)| m.num_entries()).sum();
+            p.memtable_range_deletions = std::iter::once(&cs.mem)
+                .chain(cs.imm.iter().map(|(m, _)| m))
+                .map(|m| m.num_range_tombstones() as u64)
+                .sum();
             p.flush_running = cs.flush_running;
             p.oldest_wal_needed = cs.oldest_log();
         }
@@ -228,6 +265,7 @@ impl DbInner {
                 bytes: files.iter().map(|f| f.file_size).sum(),
                 entries: files.iter().map(|f| f.num_entries).sum(),
                 deletions: files.iter().map(|f| f.num_deletions).sum(),
+                range_deletions: files.iter().map(|f| f.num_range_deletions).sum(),
                 score: scores[level],
                 target_bytes: if level == 0 { 0 } else { targets.bytes[level] },
                 compactions: ls.compactions.get(),
@@ -239,6 +277,7 @@ impl DbInner {
                 } else {
                     0.0
                 },
+                file_list: files.iter().map(|f| file_properties(f)).collect(),
             });
         }
         p.base_level = targets.base_level;
@@ -248,8 +287,25 @@ impl DbInner {
             p.levels.iter().map(|l| l.entries).sum::<u64>() + p.memtable_entries + imm_entries;
         let deletions: u64 = p.levels.iter().map(|l| l.deletions).sum();
         p.estimate_num_keys = entries.saturating_sub(2 * deletions);
+        p.total_range_deletions =
+            p.memtable_range_deletions + p.levels.iter().map(|l| l.range_deletions).sum::<u64>();
         p.total_files = version.num_files();
         p.total_sst_bytes = p.levels.iter().map(|l| l.bytes).sum();
         Some(p)
+    }
+}
+
+fn file_properties(f: &FileMetaData) -> FileProperties {
+    let show = |ikey: &[u8]| key::user_key(ikey).escape_ascii().to_string();
+    FileProperties {
+        number: f.number,
+        bytes: f.file_size,
+        entries: f.num_entries,
+        deletions: f.num_deletions,
+        range_deletions: f.num_range_deletions,
+        smallest_key: show(&f.smallest),
+        largest_key: show(&f.largest),
+        smallest_seq: f.smallest_seq,
+        largest_seq: f.largest_seq,
     }
 }

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::DbInner;
-use crate::batch::WriteBatch;
+use crate::batch::{Op, WriteBatch};
 use crate::compaction;
 use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::filename::wal_file;
+use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Executor, WriteOptions};
 use crate::version::Version;
@@ -202,20 +203,20 @@ impl DbInner {
             }
         }
 
-        let mut keys = 0u64;
-        let mut deletes = 0u64;
+        let (mut puts, mut deletes, mut range_deletes) = (0u64, 0u64, 0u64);
         let mut bytes = 0u64;
         for w in writes.iter() {
             let mut s = w.batch.sequence();
             w.batch
                 .for_each(|r| {
                     if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == r.cf) {
-                        mem.add(s, r.kind, r.key, r.value);
+                        mem.apply(s, &r);
                     }
                     s += 1;
-                    keys += 1;
-                    if r.kind == crate::key::ValueKind::Delete {
-                        deletes += 1;
+                    match r.op {
+                        Op::Point(ValueKind::Put) => puts += 1,
+                        Op::Point(ValueKind::Delete) => deletes += 1,
+                        Op::DeleteRange => range_deletes += 1,
                     }
                     bytes += (r.key.len() + r.value.len()) as u64;
                 })
@@ -224,8 +225,9 @@ impl DbInner {
         self.last_sequence.store(last_seq, Ordering::Release);
         self.stats.write_groups.inc();
         self.stats.write_batches.add(writes.len() as u64);
-        self.stats.keys_written.add(keys - deletes);
+        self.stats.keys_written.add(puts);
         self.stats.keys_deleted.add(deletes);
+        self.stats.range_deletes.add(range_deletes);
         self.stats.bytes_written.add(bytes);
         Ok(())
     }

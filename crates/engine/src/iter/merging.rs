@@ -2,18 +2,58 @@
 //! the way forward, a max-heap on the way back. Internal keys are unique across children (a write
 //! lives in exactly one memtable or table of a consistent view), which keeps direction switches
 //! simple.
+//!
+//! With range deletions attached, the stream leaves out entries a range tombstone hides. Children
+//! are ordered newest source first, and every entry of a key in an older source is older than
+//! anything a newer source holds for it, so an entry is hidden when a tombstone of its own source
+//! newer than it, or any visible tombstone of a newer source, covers it. In the second case every
+//! older child's entries up to the tombstone's end are hidden too: those children seek past it at
+//! once instead of stepping through the run.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::InternalIterator;
-use crate::error::Result;
-use crate::key::compare_internal;
+use crate::error::{Error, Result};
+use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, SequenceNumber, compare_internal};
+use crate::range_del::TombstoneCursor;
+use crate::stats::Stats;
 
 pub(crate) struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     /// Valid children; `heap[0]` is the current one.
     heap: Vec<usize>,
     forward: bool,
+    range_dels: Option<Box<RangeDeletions>>,
+}
+
+/// The range tombstones a read's merged stream honours.
+pub(crate) struct RangeDeletions {
+    read_seq: SequenceNumber,
+    /// (child index, that child's tombstones), ascending by child index.
+    cursors: Vec<(usize, TombstoneCursor)>,
+    stats: Arc<Stats>,
+    error: Option<Error>,
+    /// The seek target of the last skip, kept to reuse its allocation.
+    target: Vec<u8>,
+}
+
+impl RangeDeletions {
+    /// Tombstones for a read at `read_seq`; `cursors` pairs child indices with their sources'
+    /// tombstones, in ascending child order.
+    pub(crate) fn new(
+        read_seq: SequenceNumber,
+        cursors: Vec<(usize, TombstoneCursor)>,
+        stats: Arc<Stats>,
+    ) -> Self {
+        RangeDeletions {
+            read_seq,
+            cursors,
+            stats,
+            error: None,
+            target: Vec::new(),
+        }
+    }
 }
 
 impl MergingIterator {
@@ -22,6 +62,83 @@ impl MergingIterator {
             children,
             heap: Vec::new(),
             forward: true,
+            range_dels: None,
+        }
+    }
+
+    /// Leaves out the entries `range_dels` hide.
+    pub(crate) fn with_range_deletions(mut self, range_dels: RangeDeletions) -> Self {
+        if !range_dels.cursors.is_empty() {
+            self.range_dels = Some(Box::new(range_dels));
+        }
+        self
+    }
+
+    /// Moves past every hidden entry at the top, in the current direction.
+    fn hide_covered(&mut self) {
+        if let Some(mut rd) = self.range_dels.take() {
+            self.hide_covered_with(&mut rd);
+            self.range_dels = Some(rd);
+        }
+    }
+
+    fn hide_covered_with(&mut self, rd: &mut RangeDeletions) {
+        while let Some(&top) = self.heap.first() {
+            let ikey = self.children[top].key();
+            let seq = key::sequence(ikey);
+            if seq > rd.read_seq {
+                return; // not visible to this read at all: the caller skips it
+            }
+            let user_key = key::user_key(ikey);
+            // The newest source with a tombstone hiding this entry.
+            let mut hidden_by = None;
+            for (child, cursor) in rd.cursors.iter_mut() {
+                if *child > top {
+                    break;
+                }
+                match cursor.covering(user_key, rd.read_seq) {
+                    Ok(Some(c)) if c.seq > seq => {
+                        rd.target.clear();
+                        let edge = if self.forward { c.end } else { c.start };
+                        key::append_internal_key(&mut rd.target, edge, MAX_SEQUENCE, KIND_FOR_SEEK);
+                        hidden_by = Some(*child);
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        rd.error = Some(e);
+                        self.heap.clear();
+                        return;
+                    }
+                }
+            }
+            let Some(source) = hidden_by else { return };
+            rd.stats.range_del_hidden.inc();
+            if source == top {
+                // Newer entries of this source may lie inside the range: step, do not skip.
+                if self.forward {
+                    self.children[top].next();
+                } else {
+                    self.children[top].prev();
+                }
+                self.fix_top();
+                continue;
+            }
+            // Every older child's entries between here and the tombstone's edge are hidden.
+            rd.stats.range_del_reseeks.inc();
+            let target = rd.target.as_slice();
+            for c in self.children.iter_mut().skip(source + 1) {
+                if !c.valid() {
+                    continue;
+                }
+                let before_edge = compare_internal(c.key(), target) == Ordering::Less;
+                if self.forward && before_edge {
+                    c.seek(target);
+                } else if !self.forward && !before_edge {
+                    c.seek_for_prev(target);
+                }
+            }
+            self.rebuild(self.forward);
         }
     }
 
@@ -89,16 +206,19 @@ impl InternalIterator for MergingIterator {
     fn seek_to_first(&mut self) {
         self.children.iter_mut().for_each(|c| c.seek_to_first());
         self.rebuild(true);
+        self.hide_covered();
     }
 
     fn seek_to_last(&mut self) {
         self.children.iter_mut().for_each(|c| c.seek_to_last());
         self.rebuild(false);
+        self.hide_covered();
     }
 
     fn seek(&mut self, target: &[u8]) {
         self.children.iter_mut().for_each(|c| c.seek(target));
         self.rebuild(true);
+        self.hide_covered();
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
@@ -106,9 +226,37 @@ impl InternalIterator for MergingIterator {
             .iter_mut()
             .for_each(|c| c.seek_for_prev(target));
         self.rebuild(false);
+        self.hide_covered();
     }
 
     fn next(&mut self) {
+        self.step_forward();
+        self.hide_covered();
+    }
+
+    fn prev(&mut self) {
+        self.step_backward();
+        self.hide_covered();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.children[self.heap[0]].key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.children[self.heap[0]].value()
+    }
+
+    fn status(&self) -> Result<()> {
+        if let Some(e) = self.range_dels.as_ref().and_then(|rd| rd.error.as_ref()) {
+            return Err(e.duplicate());
+        }
+        self.children.iter().try_for_each(|c| c.status())
+    }
+}
+
+impl MergingIterator {
+    fn step_forward(&mut self) {
         let Some(&current) = self.heap.first() else {
             return;
         };
@@ -131,7 +279,7 @@ impl InternalIterator for MergingIterator {
         self.fix_top();
     }
 
-    fn prev(&mut self) {
+    fn step_backward(&mut self) {
         let Some(&current) = self.heap.first() else {
             return;
         };
@@ -153,18 +301,6 @@ impl InternalIterator for MergingIterator {
         }
         self.children[current].prev();
         self.fix_top();
-    }
-
-    fn key(&self) -> &[u8] {
-        self.children[self.heap[0]].key()
-    }
-
-    fn value(&self) -> &[u8] {
-        self.children[self.heap[0]].value()
-    }
-
-    fn status(&self) -> Result<()> {
-        self.children.iter().try_for_each(|c| c.status())
     }
 }
 

@@ -7,7 +7,7 @@ mod merging;
 
 pub use db_iter::DbIterator;
 pub(crate) use level::LevelIter;
-pub(crate) use merging::MergingIterator;
+pub(crate) use merging::{MergingIterator, RangeDeletions};
 
 use crate::error::Result;
 

@@ -3,12 +3,16 @@
 mod skiplist;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use parking_lot::{Mutex, RwLock};
+
+use crate::batch::{BatchRecord, Op};
 use crate::error::Result;
 use crate::filter::{MemtableBloom, key_hash};
 use crate::iter::InternalIterator;
 use crate::key::{self, KIND_FOR_SEEK, SequenceNumber, ValueKind};
+use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use skiplist::{Node, SkipList};
 
 /// What a memtable (or table) knows about a key at a snapshot.
@@ -25,6 +29,13 @@ pub(crate) struct MemTable {
     pub(crate) id: u64,
     entries: AtomicU64,
     bloom: Option<MemtableBloom>,
+    /// Range tombstones, kept apart from point entries (as RocksDB's separate range-del table).
+    range_dels: Mutex<Vec<RangeTombstone>>,
+    /// `range_dels.len()`, readable without the lock: most memtables have none.
+    range_del_count: AtomicUsize,
+    range_del_bytes: AtomicUsize,
+    /// The fragmented form readers use, built on first read after a tombstone is added.
+    fragmented: RwLock<Option<Arc<FragmentedTombstones>>>,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -48,7 +59,58 @@ impl MemTable {
             entries: AtomicU64::new(0),
             bloom: (bloom_ratio > 0.0)
                 .then(|| MemtableBloom::for_memtable(write_buffer_size, bloom_ratio)),
+            range_dels: Mutex::new(Vec::new()),
+            range_del_count: AtomicUsize::new(0),
+            range_del_bytes: AtomicUsize::new(0),
+            fragmented: RwLock::new(None),
         }
+    }
+
+    /// Applies one record of a write batch at sequence number `seq`.
+    pub(crate) fn apply(&self, seq: SequenceNumber, r: &BatchRecord<'_>) {
+        match r.op {
+            Op::Point(kind) => self.add(seq, kind, r.key, r.value),
+            Op::DeleteRange => self.add_range_tombstone(RangeTombstone::new(r.key, r.value, seq)),
+        }
+    }
+
+    pub(crate) fn add_range_tombstone(&self, t: RangeTombstone) {
+        let bytes = t.start.len() + t.end.len() + 32;
+        let mut all = self.range_dels.lock();
+        all.push(t);
+        // Under the list's lock, so that a reader building the fragmented form after this sees
+        // the new tombstone or finds the cache cleared.
+        *self.fragmented.write() = None;
+        self.range_del_count.store(all.len(), Ordering::Release);
+        self.range_del_bytes.fetch_add(bytes, Ordering::Relaxed);
+        drop(all);
+        self.entries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The range tombstones in fragmented form; `None` when there are none.
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<FragmentedTombstones>> {
+        if self.range_del_count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        if let Some(f) = self.fragmented.read().as_ref() {
+            return Some(f.clone());
+        }
+        let all = self.range_dels.lock();
+        let mut cached = self.fragmented.write();
+        let f = cached
+            .get_or_insert_with(|| Arc::new(FragmentedTombstones::new(all.clone())))
+            .clone();
+        Some(f)
+    }
+
+    /// Range tombstones added.
+    pub(crate) fn num_range_tombstones(&self) -> usize {
+        self.range_del_count.load(Ordering::Acquire)
+    }
+
+    /// The range tombstones as written (flush keeps them all).
+    pub(crate) fn range_tombstones_as_written(&self) -> Vec<RangeTombstone> {
+        self.range_dels.lock().clone()
     }
 
     /// What the filter says of the key with `hash`; `None` when the memtable has no filter.
@@ -66,8 +128,14 @@ impl MemTable {
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The newest entry for `user_key` visible at `seq`.
-    pub(crate) fn get(&self, user_key: &[u8], seq: SequenceNumber) -> Lookup<&[u8]> {
+    /// The newest entry for `user_key` visible at `seq`; an entry older than `covered_below` (the
+    /// newest range tombstone covering the key) reads as deleted.
+    pub(crate) fn get(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        covered_below: SequenceNumber,
+    ) -> Lookup<&[u8]> {
         let mut target = [0u8; 64];
         let node = if user_key.len() + 8 <= target.len() {
             let n = user_key.len();
@@ -84,15 +152,21 @@ impl MemTable {
         if key::user_key(found) != user_key {
             return Lookup::NotFound;
         }
+        if key::sequence(found) < covered_below {
+            return Lookup::Deleted;
+        }
         match ValueKind::from_u8(key::kind_byte(found)) {
             Some(ValueKind::Put) => Lookup::Found(self.list.node_value(node)),
             _ => Lookup::Deleted,
         }
     }
 
-    /// Bytes held: the skiplist's arena plus the filter, which counts toward `write_buffer_size`.
+    /// Bytes held: the skiplist's arena, the range tombstones, and the filter, which counts
+    /// toward `write_buffer_size`.
     pub(crate) fn memory_usage(&self) -> usize {
-        self.list.memory_usage() + self.bloom.as_ref().map_or(0, |b| b.bytes())
+        self.list.memory_usage()
+            + self.range_del_bytes.load(Ordering::Relaxed)
+            + self.bloom.as_ref().map_or(0, |b| b.bytes())
     }
 
     pub(crate) fn num_entries(&self) -> u64 {
@@ -164,12 +238,15 @@ mod tests {
         m.add(2, ValueKind::Put, b"a", b"a2");
         m.add(3, ValueKind::Delete, b"a", b"");
         m.add(4, ValueKind::Put, &[b'x'; 100], b"long key");
-        assert_eq!(m.get(b"a", 1), Lookup::Found(&b"a1"[..]));
-        assert_eq!(m.get(b"a", 2), Lookup::Found(&b"a2"[..]));
-        assert_eq!(m.get(b"a", 3), Lookup::Deleted);
-        assert_eq!(m.get(b"a", 0), Lookup::NotFound);
-        assert_eq!(m.get(b"b", 9), Lookup::NotFound);
-        assert_eq!(m.get(&[b'x'; 100], 9), Lookup::Found(&b"long key"[..]));
+        assert_eq!(m.get(b"a", 1, 0), Lookup::Found(&b"a1"[..]));
+        assert_eq!(m.get(b"a", 2, 0), Lookup::Found(&b"a2"[..]));
+        assert_eq!(m.get(b"a", 3, 0), Lookup::Deleted);
+        assert_eq!(m.get(b"a", 0, 0), Lookup::NotFound);
+        assert_eq!(m.get(b"b", 9, 0), Lookup::NotFound);
+        assert_eq!(m.get(&[b'x'; 100], 9, 0), Lookup::Found(&b"long key"[..]));
+        // A covering tombstone newer than the entry found hides it; an older one does not.
+        assert_eq!(m.get(b"a", 2, 3), Lookup::Deleted);
+        assert_eq!(m.get(b"a", 2, 2), Lookup::Found(&b"a2"[..]));
         assert_eq!(m.num_entries(), 4);
     }
 
@@ -182,7 +259,7 @@ mod tests {
         for i in 0..5000u32 {
             assert_eq!(m.may_contain(key_hash(&i.to_be_bytes())), Some(true));
             assert_eq!(
-                m.get(&i.to_be_bytes(), u64::MAX >> 8),
+                m.get(&i.to_be_bytes(), u64::MAX >> 8, 0),
                 Lookup::Found(&b"v"[..])
             );
         }
@@ -194,6 +271,33 @@ mod tests {
             "the filter rules out most absent keys: {rejected}"
         );
         assert_eq!(MemTable::new(1, 1 << 20, 0.0).may_contain(1), None);
+    }
+
+    #[test]
+    fn range_tombstones_are_kept_apart_and_refragmented() {
+        let m = MemTable::new(1, 1 << 20, 0.0);
+        assert!(m.range_tombstones().is_none());
+        m.add(1, ValueKind::Put, b"c", b"v");
+        m.add_range_tombstone(RangeTombstone::new(b"b", b"d", 2));
+        let first = m.range_tombstones().unwrap();
+        assert_eq!(first.max_covering_seq(b"c", 9), Some(2));
+        assert!(
+            Arc::ptr_eq(&first, &m.range_tombstones().unwrap()),
+            "cached"
+        );
+        m.add_range_tombstone(RangeTombstone::new(b"a", b"z", 3));
+        let second = m.range_tombstones().unwrap();
+        assert_eq!(second.max_covering_seq(b"c", 9), Some(3));
+        assert_eq!(second.max_covering_seq(b"c", 2), Some(2));
+        assert_eq!(
+            first.max_covering_seq(b"x", 9),
+            None,
+            "old readers keep their view"
+        );
+        assert_eq!(m.num_range_tombstones(), 2);
+        assert_eq!(m.num_entries(), 3);
+        // Point entries do not include the tombstones.
+        assert_eq!(collect_forward(&mut Arc::new(m).iter()).len(), 1);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl FragmentedTombstones {
         out
     }
 
+    /// Adds a fragment after the last one; nothing when `seqs` is empty.
     fn push(&mut self, start: &[u8], end: &[u8], seqs: impl Iterator<Item = SequenceNumber>) {
         let seq_begin = self.seqs.len();
         self.seqs.extend(seqs);
@@ -84,6 +85,9 @@ impl FragmentedTombstones {
             }
         }
         self.seqs.truncate(seq_begin + kept);
+        if kept == 0 {
+            return;
+        }
         self.fragments.push(Fragment {
             start: start.to_vec(),
             end: end.to_vec(),
@@ -156,29 +160,45 @@ impl FragmentedTombstones {
         out
     }
 
+    /// Tombstones: the (fragment, sequence number) pairs.
+    pub(crate) fn num_tombstones(&self) -> usize {
+        self.seqs.len()
+    }
+
     /// The same fragments keeping, of each one's sequence numbers, only those some reader can
     /// still tell apart: the newest in each stripe between consecutive `snapshots` (ascending),
     /// and the newest above the last. Compaction writes these.
     pub(crate) fn for_snapshots(&self, snapshots: &[SequenceNumber]) -> FragmentedTombstones {
+        self.retain_seqs(|_, _, seq, previous| {
+            previous.is_none_or(|p| stripe(snapshots, p) != stripe(snapshots, seq))
+        })
+    }
+
+    /// The same fragments keeping the sequence numbers `keep` accepts; it is given each
+    /// fragment's range, a sequence number, and the newer one before it in the fragment.
+    pub(crate) fn retain_seqs(
+        &self,
+        mut keep: impl FnMut(&[u8], &[u8], SequenceNumber, Option<SequenceNumber>) -> bool,
+    ) -> FragmentedTombstones {
         let mut out = FragmentedTombstones::default();
         for i in 0..self.fragments.len() {
             let (start, end, seqs) = self.fragment(i);
-            let mut last_stripe = None;
             let kept: Vec<SequenceNumber> = seqs
                 .iter()
-                .copied()
-                .filter(|&s| {
-                    // Stripe: how many snapshots lie below s.
-                    let stripe = snapshots.partition_point(|&snap| snap < s);
-                    let keep = last_stripe != Some(stripe);
-                    last_stripe = Some(stripe);
-                    keep
-                })
+                .enumerate()
+                .filter(|&(j, &s)| keep(start, end, s, j.checked_sub(1).map(|p| seqs[p])))
+                .map(|(_, &s)| s)
                 .collect();
             out.push(start, end, kept.into_iter());
         }
         out
     }
+}
+
+/// Which stripe between `snapshots` (ascending) sequence number `seq` falls in: how many
+/// snapshots lie below it. Readers at snapshots in one stripe all see the same versions.
+pub(crate) fn stripe(snapshots: &[SequenceNumber], seq: SequenceNumber) -> usize {
+    snapshots.partition_point(|&snap| snap < seq)
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! Range deletions (DeleteRange): tombstones that delete every key in `[start, end)` written
 //! before them. Memtables and tables keep them apart from point entries; readers consult them
-//! through a fragmented form ([`FragmentedTombstones`]) built once per memtable or table.
-//!
-//! Work in progress (issue 4): the fragmenter is complete and tested; the write path, the table
-//! block, reads and compaction come next and will use it.
+//! through a fragmented form ([`FragmentedTombstones`]) built once per memtable or table, point
+//! lookups directly and iterators through a [`TombstoneCursor`] per source.
 
+mod cursor;
 mod fragmenter;
 
-pub(crate) use fragmenter::FragmentedTombstones;
+pub(crate) use cursor::TombstoneCursor;
+pub(crate) use fragmenter::{FragmentedTombstones, stripe};
 
 use crate::key::SequenceNumber;
 

@@ -156,16 +156,29 @@ impl TableBuilder {
         self.offset
     }
 
-    /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
-    /// Adds a range tombstone; it goes to the range-deletion block, in any order.
-    // Flush and compaction call this once DeleteRange is wired in (issue 4).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Adds a range tombstone; it goes to the range-deletion block, in any order. The table's key
+    /// range grows to cover it, so that reads and compactions find it wherever it deletes.
     pub(crate) fn add_range_tombstone(&mut self, t: RangeTombstone) {
         let p = &mut self.props;
         p.num_range_deletions += 1;
         p.smallest_seq = p.smallest_seq.min(t.seq);
         p.largest_seq = p.largest_seq.max(t.seq);
         self.range_tombstones.push(t);
+    }
+
+    /// The internal-key range the range tombstones span: from the first start at the newest
+    /// sequence number starting there, to a sentinel at the last end that sorts before every real
+    /// entry of that user key (the end is exclusive, and may be the next table's first key).
+    fn range_tombstone_bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let first = self
+            .range_tombstones
+            .iter()
+            .min_by(|a, b| a.start.cmp(&b.start).then(b.seq.cmp(&a.seq)))?;
+        let last_end = self.range_tombstones.iter().map(|t| &t.end).max()?;
+        Some((
+            key::internal_key(&first.start, first.seq, RANGE_DELETION_KIND),
+            key::internal_key(last_end, MAX_SEQUENCE, RANGE_DELETION_KIND),
+        ))
     }
 
     /// The range-deletion block: one entry per tombstone, `internal key (start, seq, 2) -> end`,
@@ -184,6 +197,7 @@ impl TableBuilder {
         self.write_block(&raw, Compression::None)
     }
 
+    /// Writes the meta blocks and footer, syncs, and returns the table's properties and size.
     pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;
         if let Some(handle) = self.pending_index.take() {
@@ -200,6 +214,15 @@ impl TableBuilder {
             meta.push((FILTER_BLOCK_NAME, h));
         }
         self.props.largest_key = self.last_key.clone();
+        if let Some((lo, hi)) = self.range_tombstone_bounds() {
+            let p = &mut self.props;
+            if p.num_entries == 0 || compare_internal(&lo, &p.smallest_key).is_lt() {
+                p.smallest_key = lo;
+            }
+            if p.num_entries == 0 || compare_internal(&hi, &p.largest_key).is_gt() {
+                p.largest_key = hi;
+            }
+        }
         if !self.range_tombstones.is_empty() {
             let h = self.write_range_tombstones()?;
             meta.push((RANGE_DEL_BLOCK_NAME, h));

@@ -34,6 +34,9 @@ pub(crate) struct PendingKey {
     /// Found or deleted: the search stops here.
     pub outcome: Option<Lookup<PinnableValue>>,
     pub error: Option<Error>,
+    /// The newest range tombstone covering the key in the source being searched: an entry older
+    /// than it reads as deleted.
+    pub covered_below: u64,
 }
 
 impl PendingKey {
@@ -43,6 +46,7 @@ impl PendingKey {
             hash: filter::key_hash(user_key),
             outcome: None,
             error: None,
+            covered_below: 0,
         }
     }
 
@@ -53,6 +57,7 @@ impl PendingKey {
             hash: 0,
             outcome: None,
             error: Some(error),
+            covered_below: 0,
         }
     }
 
@@ -263,8 +268,6 @@ impl TableReader {
     }
 
     /// The table's range tombstones, fragmented.
-    // Reads consult these once DeleteRange is wired in (issue 4); the table tests read them now.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn range_tombstones(&self) -> &Arc<FragmentedTombstones> {
         &self.range_tombstones
     }
@@ -404,12 +407,26 @@ impl TableReader {
         Ok(self.check_filter(&self.filter_block()?, hash))
     }
 
-    /// The newest entry for the lookup key's user key at or below its sequence number.
+    /// The newest entry for the lookup key's user key at or below its sequence number. A range
+    /// tombstone of this table covering the key hides every older entry: the answer is then
+    /// `Deleted`, for this table and every older source.
     pub(crate) fn get(
         &self,
         lookup: &[u8],
         hash: u64,
         opts: BlockReadOptions,
+    ) -> Result<Lookup<PinnableValue>> {
+        let cover = self.covering_seq(lookup);
+        let found = self.get_point(lookup, hash, opts, cover)?;
+        Ok(self.settle(found, cover))
+    }
+
+    fn get_point(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        opts: BlockReadOptions,
+        cover: u64,
     ) -> Result<Lookup<PinnableValue>> {
         if !self.may_contain(hash)? {
             return Ok(Lookup::NotFound);
@@ -422,14 +439,31 @@ impl TableReader {
         }
         let handle = self.decode_handle(index.value())?;
         let block = self.data_block(handle, opts)?;
-        self.lookup_in_block(&block, lookup)
-    }
-
-    /// The entry for `lookup`'s user key in `block`, the one data block that may hold it.
-    fn lookup_in_block(&self, block: &Arc<Block>, lookup: &[u8]) -> Result<Lookup<PinnableValue>> {
         let mut it = block.iter();
         it.seek(lookup);
-        self.entry_at(block, &it, lookup)
+        self.entry_at(&block, &it, lookup, cover)
+    }
+
+    /// The sequence number of the newest of this table's range tombstones that covers the
+    /// lookup key's user key and is visible at its sequence number; 0 when none is.
+    fn covering_seq(&self, lookup: &[u8]) -> u64 {
+        if self.range_tombstones.is_empty() {
+            return 0;
+        }
+        self.range_tombstones
+            .max_covering_seq(key::user_key(lookup), key::sequence(lookup))
+            .unwrap_or(0)
+    }
+
+    /// A key absent from this table but covered by one of its tombstones is deleted.
+    fn settle(&self, found: Lookup<PinnableValue>, cover: u64) -> Lookup<PinnableValue> {
+        match found {
+            Lookup::NotFound if cover > 0 => {
+                self.stats.range_del_hidden.inc();
+                Lookup::Deleted
+            }
+            other => other,
+        }
     }
 
     /// What `it`, positioned by a seek for `lookup` in `block`, says about `lookup`'s user key.
@@ -438,6 +472,7 @@ impl TableReader {
         block: &Arc<Block>,
         it: &BlockIter,
         lookup: &[u8],
+        covered_below: u64,
     ) -> Result<Lookup<PinnableValue>> {
         if !it.valid() {
             self.corrupt_in(it)?;
@@ -445,6 +480,10 @@ impl TableReader {
         }
         if key::user_key(it.key()) != key::user_key(lookup) {
             return Ok(Lookup::NotFound);
+        }
+        if key::sequence(it.key()) < covered_below {
+            self.stats.range_del_hidden.inc();
+            return Ok(Lookup::Deleted);
         }
         match ValueKind::from_u8(key::kind_byte(it.key())) {
             Some(ValueKind::Put) => {
@@ -475,6 +514,22 @@ impl TableReader {
         group: &[usize],
         opts: BlockReadOptions,
     ) {
+        if self.range_tombstones.is_empty() {
+            return self.multi_get_points(keys, group, opts);
+        }
+        for &i in group {
+            keys[i].covered_below = self.covering_seq(&keys[i].lookup);
+        }
+        self.multi_get_points(keys, group, opts);
+        for &i in group {
+            let p = &mut keys[i];
+            if p.covered_below > 0 && !p.is_resolved() {
+                p.outcome = Some(self.settle(Lookup::NotFound, p.covered_below));
+            }
+        }
+    }
+
+    fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
         let fail_all = |keys: &mut [PendingKey], e: Error| {
             for &i in group {
                 keys[i].error = Some(e.duplicate());
@@ -584,7 +639,7 @@ impl TableReader {
                 _ => &mut it.insert((b, block.iter())).1,
             };
             it.seek_forward_from(start, &p.lookup);
-            match self.entry_at(block, it, &p.lookup) {
+            match self.entry_at(block, it, &p.lookup, p.covered_below) {
                 Ok(Lookup::NotFound) => {}
                 Ok(found) => p.outcome = Some(found),
                 Err(e) => p.error = Some(e),

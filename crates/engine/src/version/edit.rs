@@ -20,6 +20,8 @@ const TAG_ADD_COLUMN_FAMILY: u32 = 8;
 const TAG_DROP_COLUMN_FAMILY: u32 = 9;
 const TAG_MAX_COLUMN_FAMILY: u32 = 10;
 const TAG_COLUMN_FAMILY_OPTIONS: u32 = 11;
+/// A new file holding range tombstones: `TAG_NEW_FILE`'s fields plus their count.
+const TAG_NEW_FILE_WITH_RANGE_DELETIONS: u32 = 12;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub(crate) struct FileMetaData {
     pub largest_seq: u64,
     pub num_entries: u64,
     pub num_deletions: u64,
+    /// Range tombstones in the table's range-deletion block.
+    pub num_range_deletions: u64,
 }
 
 impl FileMetaData {
@@ -57,6 +61,7 @@ impl FileMetaData {
             largest_seq: props.largest_seq,
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
+            num_range_deletions: props.num_range_deletions,
         }
     }
 }
@@ -120,7 +125,13 @@ impl VersionEdit {
             put_varint64(&mut out, *number);
         }
         for (level, f) in &self.new_files {
-            put_varint32(&mut out, TAG_NEW_FILE);
+            // Files without range tombstones keep the older record, which older code reads.
+            let tag = if f.num_range_deletions > 0 {
+                TAG_NEW_FILE_WITH_RANGE_DELETIONS
+            } else {
+                TAG_NEW_FILE
+            };
+            put_varint32(&mut out, tag);
             put_varint32(&mut out, *level as u32);
             put_varint64(&mut out, f.number);
             put_varint64(&mut out, f.file_size);
@@ -130,6 +141,9 @@ impl VersionEdit {
             put_varint64(&mut out, f.largest_seq);
             put_varint64(&mut out, f.num_entries);
             put_varint64(&mut out, f.num_deletions);
+            if tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS {
+                put_varint64(&mut out, f.num_range_deletions);
+            }
         }
         out
     }
@@ -173,7 +187,7 @@ impl VersionEdit {
                     let level = decode_level(data, &mut pos).ok_or_else(|| bad("bad level"))?;
                     e.deleted_files.push((level, v64(&mut pos)?));
                 }
-                TAG_NEW_FILE => {
+                TAG_NEW_FILE | TAG_NEW_FILE_WITH_RANGE_DELETIONS => {
                     let level = decode_level(data, &mut pos).ok_or_else(|| bad("bad level"))?;
                     let number = v64(&mut pos)?;
                     let file_size = v64(&mut pos)?;
@@ -186,19 +200,21 @@ impl VersionEdit {
                     if smallest.len() < 8 || largest.len() < 8 {
                         return Err(bad("file key shorter than an internal key"));
                     }
-                    e.new_files.push((
-                        level,
-                        FileMetaData {
-                            number,
-                            file_size,
-                            smallest,
-                            largest,
-                            smallest_seq: v64(&mut pos)?,
-                            largest_seq: v64(&mut pos)?,
-                            num_entries: v64(&mut pos)?,
-                            num_deletions: v64(&mut pos)?,
-                        },
-                    ));
+                    let mut f = FileMetaData {
+                        number,
+                        file_size,
+                        smallest,
+                        largest,
+                        smallest_seq: v64(&mut pos)?,
+                        largest_seq: v64(&mut pos)?,
+                        num_entries: v64(&mut pos)?,
+                        num_deletions: v64(&mut pos)?,
+                        num_range_deletions: 0,
+                    };
+                    if tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS {
+                        f.num_range_deletions = v64(&mut pos)?;
+                    }
+                    e.new_files.push((level, f));
                 }
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
@@ -363,19 +379,36 @@ mod tests {
             log_number: Some(9),
             next_file_number: Some(12),
             last_sequence: Some(1000),
-            new_files: vec![(
-                0,
-                FileMetaData {
-                    number: 11,
-                    file_size: 4096,
-                    smallest: internal_key(b"a", 5, 1),
-                    largest: internal_key(b"z", 7, 0),
-                    smallest_seq: 5,
-                    largest_seq: 7,
-                    num_entries: 3,
-                    num_deletions: 1,
-                },
-            )],
+            new_files: vec![
+                (
+                    0,
+                    FileMetaData {
+                        number: 11,
+                        file_size: 4096,
+                        smallest: internal_key(b"a", 5, 1),
+                        largest: internal_key(b"z", 7, 0),
+                        smallest_seq: 5,
+                        largest_seq: 7,
+                        num_entries: 3,
+                        num_deletions: 1,
+                        num_range_deletions: 0,
+                    },
+                ),
+                (
+                    2,
+                    FileMetaData {
+                        number: 13,
+                        file_size: 100,
+                        smallest: internal_key(b"b", 8, 2),
+                        largest: internal_key(b"c", crate::key::MAX_SEQUENCE, 2),
+                        smallest_seq: 8,
+                        largest_seq: 8,
+                        num_entries: 0,
+                        num_deletions: 0,
+                        num_range_deletions: 1,
+                    },
+                ),
+            ],
             deleted_files: vec![(1, 4)],
         };
         let p = Path::new("MANIFEST-000001");

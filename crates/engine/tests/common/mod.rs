@@ -18,6 +18,19 @@ pub fn collect(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// Every entry an iterator yields from the end, in key order, checking its status at the end.
+pub fn collect_backward(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_last();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev();
+    }
+    it.status().unwrap();
+    out.reverse();
+    out
+}
+
 /// Table files in a store's directory.
 pub fn tables_on_disk(dir: &Path) -> usize {
     std::fs::read_dir(dir)

@@ -1,0 +1,207 @@
+//! Tombstone cursors: how an iterator asks one source (a memtable, an L0 table, or a level below
+//! L0) whether a key is range-deleted. A cursor remembers where its last answer was, so a scan
+//! moving through the keys in order pays a comparison or two per key, not a binary search; a seek
+//! elsewhere falls back to one.
+
+use std::sync::Arc;
+
+use super::FragmentedTombstones;
+use crate::error::Result;
+use crate::key::{self, SequenceNumber};
+use crate::sst::TableCache;
+use crate::version::FileMetaData;
+
+/// A fragment's start, end and sequence numbers (newest first).
+pub(crate) type Fragment<'a> = (&'a [u8], &'a [u8], &'a [SequenceNumber]);
+
+/// A tombstone fragment covering a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Covering<'a> {
+    /// The newest of the fragment's tombstones visible to the read.
+    pub seq: SequenceNumber,
+    pub start: &'a [u8],
+    pub end: &'a [u8],
+}
+
+/// The tables of one level below L0 that hold range tombstones; they do not overlap.
+pub(crate) struct LevelTombstones {
+    tables: Arc<TableCache>,
+    level: usize,
+    files: Vec<Arc<FileMetaData>>,
+    /// Each file's fragmented tombstones, read from its table when first needed.
+    loaded: Vec<Option<Arc<FragmentedTombstones>>>,
+    /// The file the last answer came from.
+    file: usize,
+}
+
+enum Source {
+    /// A memtable's or an L0 table's tombstones.
+    List(Arc<FragmentedTombstones>),
+    Level(LevelTombstones),
+}
+
+/// One source's range tombstones, as an iterator consults them.
+pub(crate) struct TombstoneCursor {
+    source: Source,
+    /// The fragment of the last answer: the first whose end is above the key last asked about.
+    hint: usize,
+}
+
+impl TombstoneCursor {
+    /// A cursor over one fragmented list; `None` when it is empty.
+    pub(crate) fn over_list(list: Arc<FragmentedTombstones>) -> Option<Self> {
+        (!list.is_empty()).then_some(TombstoneCursor {
+            source: Source::List(list),
+            hint: 0,
+        })
+    }
+
+    /// A cursor over a level's tables; `None` when none of `files` holds a range tombstone.
+    pub(crate) fn over_level(
+        tables: Arc<TableCache>,
+        level: usize,
+        files: &[Arc<FileMetaData>],
+    ) -> Option<Self> {
+        let files: Vec<_> = files
+            .iter()
+            .filter(|f| f.num_range_deletions > 0)
+            .cloned()
+            .collect();
+        (!files.is_empty()).then(|| TombstoneCursor {
+            source: Source::Level(LevelTombstones {
+                tables,
+                level,
+                loaded: vec![None; files.len()],
+                files,
+                file: 0,
+            }),
+            hint: 0,
+        })
+    }
+
+    /// The fragment covering `user_key` with a tombstone a read at `read_seq` sees, if any.
+    pub(crate) fn covering(
+        &mut self,
+        user_key: &[u8],
+        read_seq: SequenceNumber,
+    ) -> Result<Option<Covering<'_>>> {
+        let Some((start, end, seqs)) = self.fragment_at(user_key)? else {
+            return Ok(None);
+        };
+        let visible = seqs.partition_point(|&s| s > read_seq);
+        Ok(seqs.get(visible).map(|&seq| Covering { seq, start, end }))
+    }
+
+    /// The fragment holding `user_key`, if one does: its range and sequence numbers, newest first.
+    pub(crate) fn fragment_at(&mut self, user_key: &[u8]) -> Result<Option<Fragment<'_>>> {
+        let list = match &mut self.source {
+            Source::List(list) => &**list,
+            Source::Level(level) => {
+                let previous = level.file;
+                match level.list_for(user_key)? {
+                    Some((file, list)) => {
+                        if file != previous {
+                            self.hint = 0;
+                        }
+                        list
+                    }
+                    None => return Ok(None),
+                }
+            }
+        };
+        let i = position(list, self.hint, user_key);
+        self.hint = i;
+        if i >= list.len() {
+            return Ok(None);
+        }
+        let fragment = list.fragment(i);
+        Ok((user_key >= fragment.0).then_some(fragment))
+    }
+}
+
+impl LevelTombstones {
+    /// The tombstones of the file whose range holds `user_key`, if one does. A file's tombstones
+    /// end at or before its largest user key, so the file to ask is the first one ending above it.
+    fn list_for(&mut self, user_key: &[u8]) -> Result<Option<(usize, &FragmentedTombstones)>> {
+        let ends_above = |f: &FileMetaData| key::user_key(&f.largest) > user_key;
+        let holds = |f: &FileMetaData| ends_above(f) && key::user_key(&f.smallest) <= user_key;
+        if !self.files.get(self.file).is_some_and(|f| holds(f)) {
+            self.file = self.files.partition_point(|f| !ends_above(f));
+            if !self.files.get(self.file).is_some_and(|f| holds(f)) {
+                return Ok(None);
+            }
+        }
+        let slot = &mut self.loaded[self.file];
+        if slot.is_none() {
+            let table = self.tables.get(self.files[self.file].number, self.level)?;
+            *slot = Some(table.range_tombstones().clone());
+        }
+        Ok(slot.as_deref().map(|list| (self.file, list)))
+    }
+}
+
+/// The first fragment of `list` ending above `user_key`, trying `hint` and its neighbours (where
+/// a scan's next key usually lands) before a binary search.
+fn position(list: &FragmentedTombstones, hint: usize, user_key: &[u8]) -> usize {
+    let ends_above = |i: usize| i >= list.len() || list.fragment(i).1 > user_key;
+    let is_first_above = |i: usize| ends_above(i) && (i == 0 || !ends_above(i - 1));
+    for candidate in [hint, hint + 1, hint.wrapping_sub(1)] {
+        if candidate <= list.len() && is_first_above(candidate) {
+            return candidate;
+        }
+    }
+    list.seek(user_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range_del::RangeTombstone;
+
+    fn list(ts: &[(&str, &str, u64)]) -> Arc<FragmentedTombstones> {
+        Arc::new(FragmentedTombstones::new(
+            ts.iter()
+                .map(|(s, e, q)| RangeTombstone::new(s.as_bytes(), e.as_bytes(), *q))
+                .collect(),
+        ))
+    }
+
+    #[test]
+    fn answers_match_a_fresh_search_whatever_the_order_of_questions() {
+        let l = list(&[("b", "d", 5), ("c", "f", 9), ("h", "k", 3), ("m", "n", 7)]);
+        let keys: Vec<String> = [
+            "a", "b", "c", "d", "e", "f", "g", "h", "j", "k", "m", "n", "z",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut orders = vec![keys.clone()];
+        orders.push(keys.iter().rev().cloned().collect());
+        orders.push(keys.iter().step_by(3).chain(keys.iter()).cloned().collect());
+        for order in orders {
+            let mut c = TombstoneCursor::over_list(l.clone()).unwrap();
+            for k in &order {
+                for read_seq in [4, 6, 100] {
+                    let got = c.covering(k.as_bytes(), read_seq).unwrap().map(|cv| cv.seq);
+                    assert_eq!(
+                        got,
+                        l.max_covering_seq(k.as_bytes(), read_seq),
+                        "{k}@{read_seq}"
+                    );
+                }
+            }
+        }
+        assert!(TombstoneCursor::over_list(list(&[])).is_none());
+    }
+
+    #[test]
+    fn reports_the_fragment_bounds() {
+        let l = list(&[("b", "d", 5), ("c", "f", 9)]);
+        let mut c = TombstoneCursor::over_list(l).unwrap();
+        let cv = c.covering(b"c", 100).unwrap().unwrap();
+        assert_eq!((cv.seq, cv.start, cv.end), (9, &b"c"[..], &b"d"[..]));
+        let cv = c.covering(b"c", 6).unwrap().unwrap();
+        assert_eq!(cv.seq, 5);
+        assert!(c.covering(b"c", 4).unwrap().is_none());
+    }
+}

@@ -1,0 +1,283 @@
+//! DeleteRange as users see it: covered keys vanish from get, MultiGet and iterators (both ways),
+//! wherever the tombstone and the keys live (memtable, L0, deeper levels), snapshots still see
+//! what they saw, compaction drops what is covered, and tombstones survive a crash.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+use std::collections::BTreeMap;
+
+use strata_engine::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+mod common;
+use common::{collect, collect_backward};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn open(dir: &std::path::Path) -> Db {
+    let mut o = Options::default();
+    o.write_buffer_size = 64 << 10;
+    o.target_file_size_base = 16 << 10;
+    o.max_bytes_for_level_base = 64 << 10;
+    o.level0_file_num_compaction_trigger = 2;
+    Db::open(dir, o).unwrap()
+}
+
+fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
+    db.get(k).unwrap().map(|v| v.to_vec())
+}
+
+/// Checks get, MultiGet and iterators in both directions against `model`.
+fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, probe: impl Iterator<Item = u32>) {
+    let probe: Vec<Vec<u8>> = probe.map(key).collect();
+    for k in &probe {
+        assert_eq!(
+            get(db, k),
+            model.get(k).cloned(),
+            "get {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let batched = db.multi_get(&ReadOptions::default(), &probe);
+    let expected: Vec<Option<Vec<u8>>> = probe.iter().map(|k| model.get(k).cloned()).collect();
+    let batched: Vec<Option<Vec<u8>>> = batched
+        .into_iter()
+        .map(|r| r.unwrap().map(|v| v.to_vec()))
+        .collect();
+    assert_eq!(batched, expected, "multi_get");
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), expected);
+    let backward = collect_backward(db.iter(&ReadOptions::default()).unwrap());
+    assert_eq!(backward, expected, "backward");
+}
+
+fn model_delete_range(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, from: u32, to: u32) {
+    let doomed: Vec<Vec<u8>> = model
+        .range(key(from)..key(to))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in doomed {
+        model.remove(&k);
+    }
+}
+
+#[test]
+fn empty_or_inverted_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.put("b", "1").unwrap();
+    for (start, end) in [("b", "b"), ("c", "a")] {
+        let err = db.delete_range(start, end).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("empty or inverted"), "{err}");
+    }
+    let mut batch = WriteBatch::new();
+    batch.put("x", "1");
+    batch.delete_range("z", "y");
+    assert!(matches!(
+        db.write(batch, &WriteOptions::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(
+        get(&db, b"x"),
+        None,
+        "nothing of a refused batch is written"
+    );
+    assert_eq!(get(&db, b"b"), Some(b"1".to_vec()));
+}
+
+#[test]
+fn covered_keys_vanish_from_every_read_wherever_they_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut model = BTreeMap::new();
+    for i in 0..3000 {
+        db.put(key(i), format!("v{i}")).unwrap();
+        model.insert(key(i), format!("v{i}").into_bytes());
+    }
+    db.compact_range(None, None).unwrap();
+    // In the memtable, over keys in tables.
+    db.delete_range(key(100), key(200)).unwrap();
+    model_delete_range(&mut model, 100, 200);
+    check(&db, &model, 0..3000);
+    let p = db.properties_cf(&db.default_cf()).unwrap();
+    assert_eq!(
+        (p.memtable_range_deletions, p.total_range_deletions),
+        (1, 1)
+    );
+    // Flushed to L0, over keys below it.
+    db.flush().unwrap();
+    check(&db, &model, 0..3000);
+    let p = db.properties_cf(&db.default_cf()).unwrap();
+    assert_eq!(p.memtable_range_deletions, 0);
+    assert_eq!(p.levels[0].range_deletions, 1);
+    let l0 = &p.levels[0].file_list[0];
+    assert_eq!(l0.range_deletions, 1);
+    // The file holds no point entry: its range is the tombstone's.
+    assert_eq!((l0.entries, l0.smallest_key.as_str()), (0, "key000100"));
+    assert_eq!(l0.largest_key, "key000200");
+    // Keys rewritten after the tombstone are visible again.
+    for i in 150..160 {
+        db.put(key(i), "again").unwrap();
+        model.insert(key(i), b"again".to_vec());
+    }
+    // Overlapping, nested and adjacent ranges.
+    db.delete_range(key(500), key(900)).unwrap();
+    db.delete_range(key(600), key(700)).unwrap();
+    db.delete_range(key(850), key(1200)).unwrap();
+    db.delete_range(key(1200), key(1201)).unwrap();
+    model_delete_range(&mut model, 500, 1201);
+    check(&db, &model, 0..3000);
+    db.flush().unwrap();
+    check(&db, &model, 0..3000);
+    // Compacted all the way down: covered keys are gone from the files too.
+    db.compact_range(None, None).unwrap();
+    check(&db, &model, 0..3000);
+    let s = db.statistics();
+    assert!(s.range_deletes >= 5);
+    assert!(s.range_del_hidden > 0);
+    assert!(s.compaction_keys_range_deleted > 0, "{s:?}");
+}
+
+#[test]
+fn snapshots_still_see_what_a_later_range_deletion_hides() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..1000 {
+        db.put(key(i), "old").unwrap();
+    }
+    let before = db.snapshot();
+    db.delete_range(key(0), key(500)).unwrap();
+    let after = db.snapshot();
+    db.put(key(10), "new").unwrap();
+    let reads = |snap: &strata_engine::Snapshot| {
+        let mut o = ReadOptions::default();
+        o.snapshot = Some(snap.clone());
+        let got: Vec<Option<Vec<u8>>> = [5u32, 10, 600]
+            .iter()
+            .map(|&i| db.get_with(&o, key(i)).unwrap().map(|v| v.to_vec()))
+            .collect();
+        let count = collect(db.iter(&o).unwrap()).len();
+        (got, count)
+    };
+    let check_all = || {
+        assert_eq!(
+            reads(&before),
+            (
+                vec![
+                    Some(b"old".to_vec()),
+                    Some(b"old".to_vec()),
+                    Some(b"old".to_vec())
+                ],
+                1000
+            )
+        );
+        assert_eq!(
+            reads(&after),
+            (vec![None, None, Some(b"old".to_vec())], 500)
+        );
+        assert_eq!(get(&db, &key(10)), Some(b"new".to_vec()));
+        assert_eq!(get(&db, &key(11)), None);
+    };
+    check_all();
+    db.flush().unwrap();
+    check_all();
+    db.compact_range(None, None).unwrap();
+    check_all();
+    drop((before, after));
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        collect(db.iter(&ReadOptions::default()).unwrap()).len(),
+        501
+    );
+}
+
+#[test]
+fn range_tombstones_survive_reopen_from_the_wal_and_from_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(dir.path());
+        for i in 0..1000 {
+            db.put(key(i), "v").unwrap();
+        }
+        db.flush().unwrap();
+        db.delete_range(key(100), key(300)).unwrap();
+        db.flush().unwrap();
+        // This one only in the WAL, synced.
+        db.delete_range_with(
+            &WriteOptions {
+                sync: true,
+                ..Default::default()
+            },
+            key(700),
+            key(800),
+        )
+        .unwrap();
+        // Closing does not flush: the last tombstone comes back from the WAL. (tests/crash.rs
+        // kills a writer process outright.)
+        drop(db);
+    }
+    let db = open(dir.path());
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+        (0..1000).map(|i| (key(i), b"v".to_vec())).collect();
+    model_delete_range(&mut model, 100, 300);
+    model_delete_range(&mut model, 700, 800);
+    check(&db, &model, 0..1000);
+}
+
+#[test]
+fn iterators_skip_long_covered_runs_by_seeking() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..20_000 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.delete_range(key(1000), key(19_000)).unwrap();
+    let before = db.statistics();
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek(&key(999));
+    assert_eq!(it.key(), key(999));
+    it.next();
+    assert_eq!(it.key(), key(19_000));
+    it.prev();
+    assert_eq!(it.key(), key(999));
+    it.seek_for_prev(&key(18_000));
+    assert_eq!(it.key(), key(999));
+    let after = db.statistics();
+    // A handful of entries noticed as hidden, each followed by a seek past the tombstone: not
+    // 18,000 steps.
+    let hidden = after.range_del_hidden - before.range_del_hidden;
+    assert!(hidden <= 8, "hidden {hidden}");
+    assert!(after.range_del_reseeks > before.range_del_reseeks);
+}
+
+#[test]
+fn range_deletions_in_column_families_stay_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let cf = db.create_cf("other", Default::default()).unwrap();
+    for i in 0..100 {
+        db.put(key(i), "d").unwrap();
+        db.put_cf(&cf, key(i), "o").unwrap();
+    }
+    db.delete_range_cf(&cf, key(0), key(50)).unwrap();
+    assert_eq!(get(&db, &key(10)), Some(b"d".to_vec()));
+    assert_eq!(db.get_cf(&cf, key(10)).unwrap(), None);
+    assert!(db.get_cf(&cf, key(60)).unwrap().is_some());
+    let mut batch = WriteBatch::new();
+    batch.delete_range_cf(&cf, key(50), key(100));
+    batch.delete_range(key(0), key(10));
+    db.write(batch, &WriteOptions::default()).unwrap();
+    assert_eq!(
+        collect(db.iter_cf(&ReadOptions::default(), &cf).unwrap()).len(),
+        0
+    );
+    assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()).len(), 90);
+}
