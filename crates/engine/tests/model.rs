@@ -2,7 +2,9 @@
 //! `BTreeMap`, and every read must agree. Tiny write buffers and level targets make flushes and
 //! compactions of every kind constant, so reads cross memtables, L0 and several levels while
 //! snapshots and iterators are held across compactions. Snapshots taken along the way keep
-//! a copy of the model and are checked until released; reopen checks recovery.
+//! a copy of the model and are checked until released; reopen checks recovery. Range deletions
+//! come in every shape (narrow, wide, single-key, adjacent to and nested in the previous one) and
+//! land across memtables, flushes and compactions.
 //!
 //! `STRATA_MODEL_OPS` (default 100000) and `STRATA_MODEL_SEED` (default: random) control a run; the
 //! seed is printed on failure.
@@ -60,7 +62,8 @@ fn options(dynamic: bool) -> Options {
         o.level0_file_num_compaction_trigger = 2;
         o.level0_slowdown_writes_trigger = 6;
         o.level0_stop_writes_trigger = 10;
-        o.max_bytes_for_level_base = 64 << 10;
+        // Range deletions keep the live set small: a small base level still makes it deep.
+        o.max_bytes_for_level_base = 32 << 10;
         o.max_bytes_for_level_multiplier = 4;
         o.target_file_size_base = 16 << 10;
         o.level_compaction_dynamic_level_bytes = dynamic;
@@ -80,9 +83,51 @@ struct Run {
     flushes: u64,
     compactions: u64,
     trivial_moves: u64,
+    range_deletes: u64,
+    /// The last range deleted, by key index: the next one may sit beside it or inside it.
+    last_range: (u32, u32),
+}
+
+fn key_at(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
 }
 
 impl Run {
+    /// A range to delete, `[start, end)`, in one of several shapes.
+    fn range(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let (last_from, last_to) = self.last_range;
+        let rng = &mut self.rng;
+        let from = rng.random_range(0..KEY_SPACE);
+        let (from, to) = match rng.random_range(0..12) {
+            0..=6 => (from, from + rng.random_range(1..30)),
+            7 => (from, from + rng.random_range(30..300)),
+            8 => {
+                // A single key: up to the key followed by a zero byte.
+                let k = key_at(from);
+                let mut end = k.clone();
+                end.push(0);
+                return (k, end);
+            }
+            9 => (last_to, last_to + rng.random_range(1..30)),
+            _ => {
+                let a = rng.random_range(last_from..last_to);
+                (a, rng.random_range(a + 1..=last_to))
+            }
+        };
+        self.last_range = (from, to);
+        (key_at(from), key_at(to))
+    }
+
+    fn model_delete_range(model: &mut Model, start: &[u8], end: &[u8]) {
+        let doomed: Vec<Vec<u8>> = model
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            model.remove(&k);
+        }
+    }
+
     fn db(&self) -> &Db {
         self.db.as_ref().expect("open")
     }
@@ -228,16 +273,27 @@ impl Run {
                     .unwrap();
                 self.model.insert(k, v);
             }
-            400..=499 => {
+            400..=484 => {
                 let k = key(&mut self.rng);
                 self.db().delete(&k).unwrap();
                 self.model.remove(&k);
+            }
+            485..=499 => {
+                let (start, end) = self.range();
+                self.db().delete_range(&start, &end).unwrap();
+                Self::model_delete_range(&mut self.model, &start, &end);
+                self.range_deletes += 1;
             }
             500..=559 => {
                 let mut b = WriteBatch::new();
                 for _ in 0..self.rng.random_range(1..20) {
                     let k = key(&mut self.rng);
-                    if self.rng.random_ratio(1, 4) {
+                    if self.rng.random_ratio(1, 100) {
+                        let (start, end) = self.range();
+                        b.delete_range(&start, &end);
+                        Self::model_delete_range(&mut self.model, &start, &end);
+                        self.range_deletes += 1;
+                    } else if self.rng.random_ratio(1, 4) {
                         b.delete(&k);
                         self.model.remove(&k);
                     } else {
@@ -357,6 +413,8 @@ fn store_agrees_with_a_btreemap_model() {
         flushes: 0,
         compactions: 0,
         trivial_moves: 0,
+        range_deletes: 0,
+        last_range: (0, 1),
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for op in 0..ops {
@@ -390,9 +448,16 @@ fn store_agrees_with_a_btreemap_model() {
     let props = db.properties_cf(&db.default_cf()).unwrap();
     let deepest = props.levels.iter().rposition(|l| l.files > 0).unwrap_or(0);
     println!(
-        "model test: seed {seed}, {ops} operations, {} reads checked; {} flushes, {} compactions, \
-         {} trivial moves; {} tables at the end, deepest level L{deepest}",
-        run.checks, run.flushes, run.compactions, run.trivial_moves, props.total_files
+        "model test: seed {seed}, {ops} operations ({} range deletions), {} reads checked; {} \
+         flushes, {} compactions, {} trivial moves; {} keys and {} tables at the end, deepest \
+         level L{deepest}",
+        run.range_deletes,
+        run.checks,
+        run.flushes,
+        run.compactions,
+        run.trivial_moves,
+        run.model.len(),
+        props.total_files
     );
     if ops >= 50_000 {
         assert!(run.flushes > 500, "the run should flush constantly");
