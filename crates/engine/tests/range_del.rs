@@ -281,3 +281,46 @@ fn range_deletions_in_column_families_stay_apart() {
     );
     assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()).len(), 90);
 }
+
+#[test]
+fn tables_a_newer_tombstone_covers_whole_are_deleted_without_a_rewrite() {
+    let run = |hold_snapshot: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = Options::default();
+        o.executor = strata_engine::Executor::Inline;
+        o.compression = strata_engine::Compression::None;
+        o.write_buffer_size = 64 << 10;
+        o.target_file_size_base = 16 << 10;
+        let db = Db::open(dir.path(), o).unwrap();
+        for i in 0..5000 {
+            db.put(key(i), "some value bytes").unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        let bottom = db.properties_cf(&db.default_cf()).unwrap();
+        assert!(bottom.total_files > 2);
+        let snapshot = hold_snapshot.then(|| db.snapshot());
+        // Covers every table but the one holding the last keys.
+        db.delete_range(key(0), key(4500)).unwrap();
+        db.flush().unwrap();
+        while db.maintenance().unwrap() {}
+        let s = db.statistics();
+        let mut all: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for i in 4500..5000 {
+            all.insert(key(i), b"some value bytes".to_vec());
+        }
+        check(&db, &all, (0..5000).step_by(7));
+        if let Some(snap) = &snapshot {
+            let mut ro = ReadOptions::default();
+            ro.snapshot = Some(snap.clone());
+            assert_eq!(collect(db.iter(&ro).unwrap()).len(), 5000);
+        }
+        (s.tables_dropped_by_range_deletion, bottom.total_files)
+    };
+    let (dropped, files) = run(false);
+    assert!(
+        dropped > 0 && dropped < files as u64,
+        "{dropped} of {files}"
+    );
+    let (dropped, _) = run(true);
+    assert_eq!(dropped, 0, "a snapshot still sees those tables");
+}

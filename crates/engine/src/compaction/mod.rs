@@ -1,9 +1,11 @@
 //! Leveled compaction: the picker chooses what to merge, the job merges it.
 
+mod covered;
 mod filter;
 mod job;
 mod picker;
 
+pub(crate) use covered::covered_tables;
 pub use filter::{CompactionFilter, FilterDecision};
 pub(crate) use job::{JobContext, run};
 pub(crate) use picker::{

@@ -50,21 +50,66 @@ impl DbInner {
         {
             return Ok(false);
         }
+        let dropped = self.drop_covered_tables(cf).inspect_err(|e| {
+            if !cf.is_dropped() {
+                self.set_background_error(e);
+            }
+        })?;
         let (spec, version) = {
             let mut cs = cf.compaction.lock();
+            if cs.manual {
+                return Ok(dropped);
+            }
+            let Some(version) = self.versions.lock().current(cf.id) else {
+                return Ok(false);
+            };
+            let Some(spec) = compaction::pick(&version, &cf.opts, &cs.busy) else {
+                return Ok(dropped);
+            };
+            self.claim(&mut cs, &spec);
+            (spec, version)
+        };
+        self.run_claimed(cf, spec, version).map(|()| true)
+    }
+
+    /// Deletes the tables of `cf` that newer range tombstones cover whole (see
+    /// `compaction::covered_tables`) by a MANIFEST edit alone. True when it deleted any.
+    fn drop_covered_tables(&self, cf: &Arc<ColumnFamilyData>) -> Result<bool> {
+        let dropped = {
+            // Held so that no compaction claims these tables meanwhile.
+            let cs = cf.compaction.lock();
             if cs.manual {
                 return Ok(false);
             }
             let Some(version) = self.versions.lock().current(cf.id) else {
                 return Ok(false);
             };
-            let Some(spec) = compaction::pick(&version, &cf.opts, &cs.busy) else {
+            let snapshots = self.snapshots.sequences();
+            let covered = compaction::covered_tables(&version, &self.tables, &snapshots, &cs.busy)?;
+            if covered.is_empty() {
                 return Ok(false);
+            }
+            let edit = VersionEdit {
+                column_family: cf.id,
+                deleted_files: covered.iter().map(|(l, f)| (*l, f.number)).collect(),
+                ..Default::default()
             };
-            self.claim(&mut cs, &spec);
-            (spec, version)
+            let last_seq = self.last_sequence.load(Ordering::Acquire);
+            self.versions.lock().log_and_apply(edit, last_seq)?;
+            covered
         };
-        self.run_claimed(cf, spec, version).map(|()| true)
+        self.stats
+            .tables_dropped_by_range_deletion
+            .add(dropped.len() as u64);
+        self.obsolete
+            .lock()
+            .extend(dropped.into_iter().map(|(_, f)| f));
+        {
+            let mut st = self.state.lock();
+            self.install_view(&mut st, cf.id);
+        }
+        self.purge_obsolete_files();
+        Ok(true)
     }
 
     /// Marks a compaction's inputs busy and counts it as running.
