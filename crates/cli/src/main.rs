@@ -46,6 +46,17 @@ enum Command {
         #[arg(long)]
         sync: bool,
     },
+    /// Deletes every key in [FROM, TO) with one range tombstone.
+    DeleteRange {
+        /// First key deleted (inclusive).
+        #[arg(long)]
+        from: String,
+        /// End of the range (exclusive).
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        sync: bool,
+    },
     /// Prints keys and values in order.
     Scan {
         /// Only keys starting with this prefix.
@@ -113,6 +124,23 @@ fn open_cf(dir: &PathBuf, name: &str) -> Result<(Db, ColumnFamily), String> {
     Ok((db, cf))
 }
 
+/// Writes one batch, filled by `fill`, to the column family `cf_name`.
+fn write_one(
+    dir: &PathBuf,
+    cf_name: &str,
+    sync: bool,
+    fill: impl FnOnce(&mut WriteBatch, &ColumnFamily) -> Result<(), String>,
+) -> Result<(), String> {
+    let (db, cf) = open_cf(dir, cf_name)?;
+    let mut batch = WriteBatch::new();
+    fill(&mut batch, &cf)?;
+    let opts = WriteOptions {
+        sync,
+        ..Default::default()
+    };
+    db.write(batch, &opts).map_err(|e| e.to_string())
+}
+
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
     match cli.command {
@@ -133,16 +161,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
         }
-        Command::Put { key, value, sync } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
-            let opts = WriteOptions {
-                sync,
-                ..Default::default()
-            };
-            let mut batch = WriteBatch::new();
-            batch.put_cf(&cf, codec::decode(&key)?, codec::decode(&value)?);
-            db.write(batch, &opts).map_err(err)
-        }
+        Command::Put { key, value, sync } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
+            batch.put_cf(cf, codec::decode(&key)?, codec::decode(&value)?);
+            Ok(())
+        }),
         Command::Get { key } => {
             let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
@@ -153,15 +175,15 @@ fn run(cli: Cli) -> Result<(), String> {
                 None => Err(format!("{key}: not found")),
             }
         }
-        Command::Delete { key, sync } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
-            let opts = WriteOptions {
-                sync,
-                ..Default::default()
-            };
-            let mut batch = WriteBatch::new();
-            batch.delete_cf(&cf, codec::decode(&key)?);
-            db.write(batch, &opts).map_err(err)
+        Command::Delete { key, sync } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
+            batch.delete_cf(cf, codec::decode(&key)?);
+            Ok(())
+        }),
+        Command::DeleteRange { from, to, sync } => {
+            write_one(&cli.db, &cli.cf, sync, |batch, cf| {
+                batch.delete_range_cf(cf, codec::decode(&from)?, codec::decode(&to)?);
+                Ok(())
+            })
         }
         Command::Scan {
             prefix,

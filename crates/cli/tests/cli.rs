@@ -52,6 +52,15 @@ fn put_get_scan_delete_stats() {
         1
     );
     stdout(&strata(&db, &["delete", "users/alice"]));
+    stdout(&strata(&db, &["put", "logs/2", "y"]));
+    stdout(&strata(
+        &db,
+        &["delete-range", "--from", "logs/", "--to", "logs0", "--sync"],
+    ));
+    assert_eq!(stdout(&strata(&db, &["scan", "--prefix", "logs/"])), "");
+    let inverted = strata(&db, &["delete-range", "--from", "b", "--to", "a"]);
+    assert!(!inverted.status.success());
+    assert!(String::from_utf8_lossy(&inverted.stderr).contains("empty or inverted"));
     stdout(&strata(&db, &["flush"]));
     let compacted = stdout(&strata(&db, &["compact"]));
     assert!(

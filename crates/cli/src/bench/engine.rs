@@ -13,6 +13,10 @@ use super::BenchArgs;
 pub trait BenchEngine: Send + Sync {
     fn name(&self) -> String;
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String>;
+    /// Deletes `[start, end)` with one range tombstone (in every column family).
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String>;
+    /// Deletes `keys` with point tombstones, in one batch.
+    fn delete(&self, keys: &[Vec<u8>]) -> Result<(), String>;
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String>;
     /// Batched lookup of `keys` (the engine's MultiGet); lengths in input order.
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>, String>;
@@ -130,6 +134,22 @@ impl BenchEngine for StrataEngine {
         self.db.write(b, &self.write).map_err(err)
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        let mut b = WriteBatch::new();
+        for cf in &self.cfs {
+            b.delete_range_cf(cf, start, end);
+        }
+        self.db.write(b, &self.write).map_err(err)
+    }
+
+    fn delete(&self, keys: &[Vec<u8>]) -> Result<(), String> {
+        let mut b = WriteBatch::new();
+        for k in keys {
+            b.delete_cf(self.cf_of(k), k);
+        }
+        self.db.write(b, &self.write).map_err(err)
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {
         let v = if self.cfs.len() == 1 {
             self.db.get(key)
@@ -217,21 +237,25 @@ impl BenchEngine for StrataEngine {
         let s = self.db.statistics();
         let cache = p.block_cache.clone().unwrap_or_default();
         // Levels summed over the column families.
-        let mut sums = [(0usize, 0u64, 0u64); 7];
+        let mut sums = [(0usize, 0u64, 0u64, 0u64); 7];
         for cf in &p.column_families {
             for l in &cf.levels {
                 let e = &mut sums[l.level.min(6)];
                 e.0 += l.files;
                 e.1 += l.bytes;
                 e.2 += l.compactions;
+                e.3 += l.range_deletions;
             }
         }
         let mut levels: Vec<String> = sums
             .iter()
             .enumerate()
-            .filter(|(_, (files, _, _))| *files > 0)
-            .map(|(level, (files, bytes, compactions))| {
-                format!("L{level}: {files} files, {bytes} bytes, {compactions} compactions")
+            .filter(|(_, (files, ..))| *files > 0)
+            .map(|(level, (files, bytes, compactions, range_dels))| {
+                format!(
+                    "L{level}: {files} files, {bytes} bytes, {compactions} compactions, \
+                     {range_dels} range tombstones"
+                )
             })
             .collect();
         if p.column_families.len() > 1 {
@@ -244,7 +268,8 @@ impl BenchEngine for StrataEngine {
         }
         format!(
             "{}\nblock cache: {} hits, {} misses (data {}/{}, index {}/{}, filter {}/{} hits/misses), {} bytes used, {} pinned; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
-             compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)",
+             compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)\n\
+             range deletions: {} written, {} entries hidden from reads, {} iterator reseeks; compaction dropped {} covered entries and {} tombstones, deleted {} covered tables",
             levels.join("\n"),
             s.block_cache_hit,
             s.block_cache_miss,
@@ -267,7 +292,13 @@ impl BenchEngine for StrataEngine {
             s.write_stalls,
             s.write_slowdowns,
             s.write_stops,
-            s.write_stall_micros
+            s.write_stall_micros,
+            s.range_deletes,
+            s.range_del_hidden,
+            s.range_del_reseeks,
+            s.compaction_keys_range_deleted,
+            s.compaction_range_tombstones_dropped,
+            s.tables_dropped_by_range_deletion
         )
     }
 

@@ -108,6 +108,22 @@ pub struct BenchArgs {
     /// multireadrandom through the engine's batched MultiGet (true) or a loop of gets (false).
     #[arg(long = "multiread_batched", num_args = 0..=1, default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
     pub multiread_batched: bool,
+    /// Fill workloads write a range deletion every this many writes (0: none), as db_bench does.
+    #[arg(long = "writes_per_range_tombstone", default_value_t = 0)]
+    pub writes_per_range_tombstone: u64,
+    /// Writes before the first range deletion.
+    #[arg(long = "writes_before_delete_range", default_value_t = 0)]
+    pub writes_before_delete_range: u64,
+    /// Keys each range deletion spans, from a random first key.
+    #[arg(long = "range_tombstone_width", default_value_t = 100)]
+    pub range_tombstone_width: u64,
+    /// Range deletions written in all (over every fill workload and thread).
+    #[arg(long = "max_num_range_tombstones", default_value_t = 0)]
+    pub max_num_range_tombstones: u64,
+    /// Write each range deletion as point deletions of every key it spans instead (one batch),
+    /// for comparison.
+    #[arg(long = "expand_range_tombstones", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub expand_range_tombstones: bool,
     /// Live WAL bytes past which the column families holding the oldest WAL are flushed
     /// (0: four times every column family's memtable budget).
     #[arg(long = "max_total_wal_size", default_value_t = 0)]
@@ -231,14 +247,14 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     println!("Entries:    {}", args.num);
     println!("Compression: {}", args.compression_type);
     println!("------------------------------------------------");
-    let user_bytes = std::sync::atomic::AtomicU64::new(0);
+    let counters = workloads::RunCounters::default();
     for name in args
         .benchmarks
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let line = workloads::run(name, engine.as_ref(), &args, &user_bytes)?;
+        let line = workloads::run(name, engine.as_ref(), &args, &counters)?;
         println!("{line}");
     }
     engine.close()

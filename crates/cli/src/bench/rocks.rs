@@ -78,6 +78,13 @@ impl RocksEngine {
             disable_wal: args.disable_wal,
         })
     }
+
+    fn write_batch(&self, b: WriteBatch) -> Result<(), String> {
+        let mut w = WriteOptions::default();
+        w.set_sync(self.sync);
+        w.disable_wal(self.disable_wal);
+        self.db.write_opt(b, &w).map_err(|e| e.to_string())
+    }
 }
 
 impl BenchEngine for RocksEngine {
@@ -90,10 +97,21 @@ impl BenchEngine for RocksEngine {
         for (k, v) in entries {
             b.put(k, v);
         }
-        let mut w = WriteOptions::default();
-        w.set_sync(self.sync);
-        w.disable_wal(self.disable_wal);
-        self.db.write_opt(b, &w).map_err(|e| e.to_string())
+        self.write_batch(b)
+    }
+
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        let mut b = WriteBatch::default();
+        b.delete_range(start, end);
+        self.write_batch(b)
+    }
+
+    fn delete(&self, keys: &[Vec<u8>]) -> Result<(), String> {
+        let mut b = WriteBatch::default();
+        for k in keys {
+            b.delete(k);
+        }
+        self.write_batch(b)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {

@@ -116,12 +116,61 @@ fn report(name: &str, out: &Outcome, elapsed: f64, threads: usize) -> String {
     line
 }
 
+/// Range deletions interleaved with a fill's writes, as db_bench's `--writes_per_range_tombstone`
+/// and related flags ask.
+struct RangeDeletions<'a> {
+    args: &'a BenchArgs,
+    /// Written so far, over every thread and fill workload.
+    written: &'a AtomicU64,
+}
+
+impl RangeDeletions<'_> {
+    /// After the `n`-th write of a thread (from 1): one range deletion of
+    /// `--range_tombstone_width` keys from a random key, when one is due and the budget allows;
+    /// as point deletions with `--expand_range_tombstones`.
+    fn after_write(
+        &self,
+        n: u64,
+        engine: &dyn BenchEngine,
+        rng: &mut StdRng,
+    ) -> Result<(), String> {
+        let a = self.args;
+        if a.writes_per_range_tombstone == 0
+            || n <= a.writes_before_delete_range
+            || !(n - a.writes_before_delete_range).is_multiple_of(a.writes_per_range_tombstone)
+        {
+            return Ok(());
+        }
+        if self.written.fetch_add(1, Ordering::Relaxed) >= a.max_num_range_tombstones {
+            return Ok(());
+        }
+        let first = rng.random_range(0..a.num);
+        let width = a.range_tombstone_width.max(1);
+        if a.expand_range_tombstones {
+            let keys: Vec<Vec<u8>> = (first..first + width)
+                .map(|k| make_key(k, a.key_size))
+                .collect();
+            engine.delete(&keys)
+        } else {
+            engine.delete_range(
+                &make_key(first, a.key_size),
+                &make_key(first + width, a.key_size),
+            )
+        }
+    }
+}
+
 fn fill(
     engine: &dyn BenchEngine,
     args: &BenchArgs,
     order: Order,
+    range_deletions_written: &AtomicU64,
 ) -> Result<(Outcome, f64), String> {
     let values = ValueSource::new(args.seed);
+    let deletions = RangeDeletions {
+        args,
+        written: range_deletions_written,
+    };
     parallel(args, args.num, |t, begin, end| {
         let mut rng = StdRng::seed_from_u64(args.seed ^ ((t as u64 + 1) * 0x9e37));
         let mut bytes = 0;
@@ -134,6 +183,7 @@ fn fill(
             let value = values.value(i, args.value_size);
             bytes += (key.len() + value.len()) as u64;
             engine.write(&[(key, value)])?;
+            deletions.after_write(i - begin + 1, engine, &mut rng)?;
         }
         Ok(Outcome {
             ops: end - begin,
@@ -253,14 +303,23 @@ fn run_multi_reads(engine: &dyn BenchEngine, args: &BenchArgs) -> Result<(Outcom
     })
 }
 
+/// What the workloads of one `strata bench` run count together.
+#[derive(Debug, Default)]
+pub struct RunCounters {
+    /// Key and value bytes every workload wrote, for write amplification.
+    pub user_bytes: AtomicU64,
+    /// Range deletions written (toward `--max_num_range_tombstones`).
+    pub range_deletions: AtomicU64,
+}
+
 /// Runs one named workload and returns its report line.
-/// `user_bytes` counts the key and value bytes every workload wrote, for write amplification.
 pub fn run(
     name: &str,
     engine: &dyn BenchEngine,
     args: &BenchArgs,
-    user_bytes: &AtomicU64,
+    counters: &RunCounters,
 ) -> Result<String, String> {
+    let user_bytes = &counters.user_bytes;
     let reads = args.reads();
     let (out, elapsed) = match name {
         "fillseq" | "fillrandom" | "overwrite" => {
@@ -269,7 +328,7 @@ pub fn run(
             } else {
                 Order::Random
             };
-            let (out, elapsed) = fill(engine, args, order)?;
+            let (out, elapsed) = fill(engine, args, order, &counters.range_deletions)?;
             user_bytes.fetch_add(out.bytes, Ordering::Relaxed);
             (out, elapsed)
         }
