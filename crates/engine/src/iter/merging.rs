@@ -56,6 +56,12 @@ impl RangeDeletions {
     }
 }
 
+/// Makes `target` the seek key that sorts before every entry of `user_key`.
+fn set_target(target: &mut Vec<u8>, user_key: &[u8]) {
+    target.clear();
+    key::append_internal_key(target, user_key, MAX_SEQUENCE, KIND_FOR_SEEK);
+}
+
 impl MergingIterator {
     pub(crate) fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         MergingIterator {
@@ -98,10 +104,16 @@ impl MergingIterator {
                 }
                 match cursor.covering(user_key, rd.read_seq) {
                     Ok(Some(c)) if c.seq > seq => {
-                        rd.target.clear();
-                        let edge = if self.forward { c.end } else { c.start };
-                        key::append_internal_key(&mut rd.target, edge, MAX_SEQUENCE, KIND_FOR_SEEK);
                         hidden_by = Some(*child);
+                        let edge = if self.forward { c.end } else { c.start };
+                        set_target(&mut rd.target, edge);
+                        // Older sources are hidden up to the end of the whole run of abutting
+                        // tombstones, not just this fragment.
+                        if *child < top
+                            && let Some(run_edge) = cursor.run_edge(rd.read_seq, self.forward)
+                        {
+                            set_target(&mut rd.target, run_edge);
+                        }
                         break;
                     }
                     Ok(_) => {}

@@ -119,6 +119,45 @@ impl TombstoneCursor {
     }
 }
 
+/// How many adjacent fragments an iterator's skip may span at once: enough to cross runs of
+/// abutting or overlapping tombstones in one seek, bounded so one skip stays cheap.
+const MAX_RUN: usize = 64;
+
+impl TombstoneCursor {
+    /// The list the last answer came from.
+    fn current_list(&self) -> Option<&FragmentedTombstones> {
+        match &self.source {
+            Source::List(list) => Some(list),
+            Source::Level(level) => level.loaded.get(level.file)?.as_deref(),
+        }
+    }
+
+    /// The far edge, in the direction of travel, of the run of abutting fragments from the one
+    /// `covering` last found, each holding a tombstone visible at `read_seq`: older sources' keys
+    /// up to there are all deleted, so a skip may go that far at once.
+    pub(crate) fn run_edge(&self, read_seq: SequenceNumber, forward: bool) -> Option<&[u8]> {
+        let list = self.current_list()?;
+        let visible = |i: usize| list.fragment(i).2.iter().any(|&s| s <= read_seq);
+        let mut i = self.hint;
+        if i >= list.len() || !visible(i) {
+            return None;
+        }
+        for _ in 0..MAX_RUN {
+            let next = if forward {
+                (i + 1 < list.len() && list.fragment(i).1 == list.fragment(i + 1).0).then(|| i + 1)
+            } else {
+                (i > 0 && list.fragment(i - 1).1 == list.fragment(i).0).then(|| i - 1)
+            };
+            match next {
+                Some(n) if visible(n) => i = n,
+                _ => break,
+            }
+        }
+        let (start, end, _) = list.fragment(i);
+        Some(if forward { end } else { start })
+    }
+}
+
 impl LevelTombstones {
     /// The tombstones of the file whose range holds `user_key`, if one does. A file's tombstones
     /// end at or before its largest user key, so the file to ask is the first one ending above it.
@@ -192,6 +231,20 @@ mod tests {
             }
         }
         assert!(TombstoneCursor::over_list(list(&[])).is_none());
+    }
+
+    #[test]
+    fn runs_of_abutting_visible_fragments_are_skipped_whole() {
+        // Fragments [a,c) [c,e) [e,g) abut; [h,k) stands apart; [k,m) is newer than the read.
+        let l = list(&[("a", "e", 5), ("c", "g", 6), ("h", "k", 3), ("k", "m", 50)]);
+        let mut c = TombstoneCursor::over_list(l).unwrap();
+        assert!(c.covering(b"b", 10).unwrap().is_some());
+        assert_eq!(c.run_edge(10, true), Some(&b"g"[..]));
+        assert!(c.covering(b"f", 10).unwrap().is_some());
+        assert_eq!(c.run_edge(10, false), Some(&b"a"[..]));
+        assert!(c.covering(b"j", 10).unwrap().is_some());
+        assert_eq!(c.run_edge(10, true), Some(&b"k"[..]), "the next one is invisible");
+        assert_eq!(c.run_edge(100, true), Some(&b"m"[..]));
     }
 
     #[test]
