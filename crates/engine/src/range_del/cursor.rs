@@ -243,7 +243,11 @@ mod tests {
         assert!(c.covering(b"f", 10).unwrap().is_some());
         assert_eq!(c.run_edge(10, false), Some(&b"a"[..]));
         assert!(c.covering(b"j", 10).unwrap().is_some());
-        assert_eq!(c.run_edge(10, true), Some(&b"k"[..]), "the next one is invisible");
+        assert_eq!(
+            c.run_edge(10, true),
+            Some(&b"k"[..]),
+            "the next one is invisible"
+        );
         assert_eq!(c.run_edge(100, true), Some(&b"m"[..]));
     }
 

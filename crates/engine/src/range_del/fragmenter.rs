@@ -444,7 +444,11 @@ mod tests {
         };
         let alphabet = [0u8, 1, b'a', b'b', 0xfe, 0xff];
         let mut key = |rnd: &mut dyn FnMut(u64) -> u64| {
-            let mut k = if rnd(4) == 0 { Vec::new() } else { b"user/".to_vec() };
+            let mut k = if rnd(4) == 0 {
+                Vec::new()
+            } else {
+                b"user/".to_vec()
+            };
             for _ in 0..rnd(14) {
                 k.push(alphabet[rnd(alphabet.len() as u64) as usize]);
             }
@@ -460,7 +464,9 @@ mod tests {
             let f = FragmentedTombstones::new(ts);
             for _ in 0..200 {
                 let k = key(&mut rnd);
-                let plain = f.fragments.partition_point(|fr| fr.end.as_slice() <= k.as_slice());
+                let plain = f
+                    .fragments
+                    .partition_point(|fr| fr.end.as_slice() <= k.as_slice());
                 assert_eq!(f.seek(&k), plain, "key {k:?}");
             }
         }
