@@ -443,7 +443,7 @@ mod tests {
             x % n
         };
         let alphabet = [0u8, 1, b'a', b'b', 0xfe, 0xff];
-        let mut key = |rnd: &mut dyn FnMut(u64) -> u64| {
+        let key = |rnd: &mut dyn FnMut(u64) -> u64| {
             let mut k = if rnd(4) == 0 {
                 Vec::new()
             } else {
