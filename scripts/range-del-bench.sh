@@ -2,9 +2,9 @@
 # Range deletions against the same deletions as point tombstones and against no deletions
 # (issue 4's goals), in the shape of RocksDB's DeleteRange benchmark: N keys filled at random
 # with small write buffers (so the data settles into levels), range deletions of WIDTH keys at
-# regular intervals over the last tenth of the writes; then, in a fresh process with automatic
-# compactions off, readrandom (twice), seekrandom and readseq; then the same after a full
-# compaction. Usage: scripts/range-del-bench.sh BIN DIR [N] [extra bench flags...]
+# regular intervals over the last tenth of the writes, then a flush and a wait until compaction
+# has nothing due (so every store has the shape its data calls for); then, in a fresh process,
+# readrandom (twice), seekrandom and readseq; then the same after a full compaction. Usage: scripts/range-del-bench.sh BIN DIR [N] [extra bench flags...]
 # (extra flags go to every run, e.g. --engine rocksdb).
 set -euo pipefail
 bin=$1 dir=$2 num=${3:-1000000}
@@ -18,8 +18,9 @@ run() {
   local label=$1; shift
   rm -rf "$dir"
   echo "== $label"
-  "$bin" --db "$dir" bench --benchmarks fillrandom "${shape[@]}" "$@" | grep -E '^fillrandom'
-  "$bin" --db "$dir" bench --use_existing_db --disable_auto_compactions \
+  "$bin" --db "$dir" bench --benchmarks fillrandom,flush,waitforcompaction "${shape[@]}" "$@" \
+    | grep -E '^fillrandom'
+  "$bin" --db "$dir" bench --use_existing_db \
     --benchmarks readrandom,readrandom,seekrandom,readseq,stats --reads "$reads" "${shape[@]}" \
     | grep -E '^(readrandom|seekrandom|readseq|range deletions|L[0-9])'
 }

@@ -28,6 +28,8 @@ pub trait BenchEngine: Send + Sync {
     fn flush(&self) -> Result<(), String>;
     /// Compacts the whole key space.
     fn compact(&self) -> Result<(), String>;
+    /// Waits until no flush or compaction is running or due.
+    fn wait_for_compaction(&self) -> Result<(), String>;
     /// Bytes written to disk so far: WAL, flushes and compactions.
     fn disk_bytes_written(&self) -> Option<u64>;
     fn stats(&self) -> String;
@@ -225,6 +227,24 @@ impl BenchEngine for StrataEngine {
             self.db.compact_range_cf(cf, None, None).map_err(err)?;
         }
         Ok(())
+    }
+
+    fn wait_for_compaction(&self) -> Result<(), String> {
+        loop {
+            let p = self.db.properties();
+            if let Some(e) = p.background_error {
+                return Err(e);
+            }
+            let settled = p.flushes_running == 0
+                && p.compactions_running == 0
+                && p.column_families.iter().all(|cf| {
+                    cf.immutable_memtables == 0 && cf.levels.iter().all(|l| l.score < 1.0)
+                });
+            if settled {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     fn disk_bytes_written(&self) -> Option<u64> {

@@ -26,7 +26,7 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
     /// readrandom, readmissing, multireadrandom, readseq, seekrandom, readwhilewriting, compact,
-    /// flush, stats.
+    /// flush, waitforcompaction, stats.
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"

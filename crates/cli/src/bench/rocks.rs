@@ -159,6 +159,12 @@ impl BenchEngine for RocksEngine {
         self.db.flush().map_err(|e| e.to_string())
     }
 
+    fn wait_for_compaction(&self) -> Result<(), String> {
+        self.db
+            .wait_for_compact(&rocksdb::WaitForCompactOptions::default())
+            .map_err(|e| e.to_string())
+    }
+
     fn compact(&self) -> Result<(), String> {
         self.db.compact_range::<&[u8], &[u8]>(None, None);
         Ok(())

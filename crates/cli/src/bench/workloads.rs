@@ -364,6 +364,18 @@ pub fn run(
                 start.elapsed().as_secs_f64(),
             )
         }
+        "waitforcompaction" => {
+            let start = Instant::now();
+            engine.wait_for_compaction()?;
+            (
+                Outcome {
+                    ops: 1,
+                    bytes: 0,
+                    found: None,
+                },
+                start.elapsed().as_secs_f64(),
+            )
+        }
         "compact" => {
             let start = Instant::now();
             engine.compact()?;
