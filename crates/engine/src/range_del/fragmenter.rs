@@ -7,7 +7,8 @@
 //! Lookups binary-search the fragments' ends. To keep that search in a few cache lines rather
 //! than a pointer chase per step, the ends' common prefix is stored once and the next 8 bytes of
 //! each end as a big-endian `u64` in a dense array; full keys are compared only among ends whose
-//! 8 bytes tie.
+//! 8 bytes tie. Starts get the same treatment, and each fragment's newest sequence number sits in
+//! a dense array too, so a point lookup usually touches no fragment and no key bytes at all.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,6 +34,11 @@ pub(crate) struct FragmentedTombstones {
     common: Vec<u8>,
     /// Per fragment: the 8 bytes of its end after `common`, zero-padded, big-endian.
     end_keys: Vec<u64>,
+    /// Per fragment: the same for its start, or 0 when the start does not begin with `common`
+    /// (it is then below every key that does).
+    start_keys: Vec<u64>,
+    /// Per fragment: its newest sequence number.
+    newest: Vec<SequenceNumber>,
 }
 
 impl FragmentedTombstones {
@@ -85,6 +91,8 @@ impl FragmentedTombstones {
     fn index(&mut self) {
         self.common.clear();
         self.end_keys.clear();
+        self.start_keys.clear();
+        self.newest.clear();
         let (Some(first), Some(last)) = (self.fragments.first(), self.fragments.last()) else {
             return;
         };
@@ -100,6 +108,19 @@ impl FragmentedTombstones {
             .fragments
             .iter()
             .map(|f| prefix_u64(&f.end[shared..]))
+            .collect();
+        self.start_keys = self
+            .fragments
+            .iter()
+            .map(|f| match f.start.strip_prefix(self.common.as_slice()) {
+                Some(rest) => prefix_u64(rest),
+                None => 0,
+            })
+            .collect();
+        self.newest = self
+            .fragments
+            .iter()
+            .map(|f| self.seqs[f.seq_begin as usize])
             .collect();
     }
 
@@ -140,19 +161,26 @@ impl FragmentedTombstones {
     /// The first fragment that ends after `user_key`: the one holding it, if any does, else the
     /// next one (`len()` when none is left). Iterators position themselves with this.
     pub(crate) fn seek(&self, user_key: &[u8]) -> usize {
+        self.locate(user_key).0
+    }
+
+    /// `seek`, and the key's 8 bytes after `common` when it begins with `common`.
+    fn locate(&self, user_key: &[u8]) -> (usize, Option<u64>) {
         let c = self.common.len();
         let n = c.min(user_key.len());
         match user_key[..n].cmp(&self.common[..n]) {
             // Every end starts with `common`: the key is below all of them, or above.
-            std::cmp::Ordering::Less => return 0,
-            std::cmp::Ordering::Greater => return self.fragments.len(),
-            std::cmp::Ordering::Equal if user_key.len() < c => return 0,
+            std::cmp::Ordering::Less => return (0, None),
+            std::cmp::Ordering::Greater => return (self.fragments.len(), None),
+            std::cmp::Ordering::Equal if user_key.len() < c => return (0, None),
             std::cmp::Ordering::Equal => {}
         }
         let k = prefix_u64(&user_key[c..]);
         let lo = self.end_keys.partition_point(|&e| e < k);
         let ties = self.end_keys[lo..].partition_point(|&e| e == k);
-        lo + self.fragments[lo..lo + ties].partition_point(|f| f.end.as_slice() <= user_key)
+        let i =
+            lo + self.fragments[lo..lo + ties].partition_point(|f| f.end.as_slice() <= user_key);
+        (i, Some(k))
     }
 
     /// Fragment `i`: its range and its sequence numbers, newest first.
@@ -171,11 +199,22 @@ impl FragmentedTombstones {
         user_key: &[u8],
         read_seq: SequenceNumber,
     ) -> Option<SequenceNumber> {
-        let i = self.seek(user_key);
-        let (start, _, seqs) = self.fragments.get(i).map(|_| self.fragment(i))?;
-        if user_key < start {
+        let (i, k) = self.locate(user_key);
+        if i >= self.fragments.len() {
             return None;
         }
+        let starts_at_or_below = match k.map(|k| self.start_keys[i].cmp(&k)) {
+            Some(std::cmp::Ordering::Less) => true,
+            Some(std::cmp::Ordering::Greater) => false,
+            _ => self.fragments[i].start.as_slice() <= user_key,
+        };
+        if !starts_at_or_below {
+            return None;
+        }
+        if self.newest[i] <= read_seq {
+            return Some(self.newest[i]);
+        }
+        let seqs = self.fragment(i).2;
         let visible = seqs.partition_point(|&s| s > read_seq);
         seqs.get(visible).copied()
     }
@@ -468,6 +507,13 @@ mod tests {
                     .fragments
                     .partition_point(|fr| fr.end.as_slice() <= k.as_slice());
                 assert_eq!(f.seek(&k), plain, "key {k:?}");
+                for read in [0, 3, 9] {
+                    let want = (plain < f.len())
+                        .then(|| f.fragment(plain))
+                        .filter(|(start, _, _)| *start <= k.as_slice())
+                        .and_then(|(_, _, seqs)| seqs.iter().copied().find(|&q| q <= read));
+                    assert_eq!(f.max_covering_seq(&k, read), want, "key {k:?} at {read}");
+                }
             }
         }
     }
