@@ -11,6 +11,9 @@ use crate::key::{self, SequenceNumber};
 use crate::sst::TableCache;
 use crate::version::FileMetaData;
 
+/// A table's smallest and largest user keys.
+type KeyBounds<'a> = (&'a [u8], &'a [u8]);
+
 /// A fragment's start, end and sequence numbers (newest first).
 pub(crate) type Fragment<'a> = (&'a [u8], &'a [u8], &'a [SequenceNumber]);
 
@@ -45,6 +48,40 @@ pub(crate) struct TombstoneCursor {
     source: Source,
     /// The fragment of the last answer: the first whose end is above the key last asked about.
     hint: usize,
+    /// A stretch of keys an earlier answer showed no tombstone covers: most keys a scan asks
+    /// about fall in one, and are answered by two comparisons.
+    gap: Gap,
+}
+
+/// `[lo, hi)`, either end open when `None`; empty until set.
+#[derive(Default)]
+struct Gap {
+    set: bool,
+    lo: Option<Vec<u8>>,
+    hi: Option<Vec<u8>>,
+}
+
+impl Gap {
+    fn contains(&self, key: &[u8]) -> bool {
+        self.set
+            && self.lo.as_deref().is_none_or(|lo| lo <= key)
+            && self.hi.as_deref().is_none_or(|hi| key < hi)
+    }
+
+    fn assign(&mut self, lo: Option<&[u8]>, hi: Option<&[u8]>) {
+        fn copy(slot: &mut Option<Vec<u8>>, from: Option<&[u8]>) {
+            match (slot.as_mut(), from) {
+                (Some(v), Some(f)) => {
+                    v.clear();
+                    v.extend_from_slice(f);
+                }
+                (_, f) => *slot = f.map(<[u8]>::to_vec),
+            }
+        }
+        copy(&mut self.lo, lo);
+        copy(&mut self.hi, hi);
+        self.set = true;
+    }
 }
 
 impl TombstoneCursor {
@@ -53,6 +90,7 @@ impl TombstoneCursor {
         (!list.is_empty()).then_some(TombstoneCursor {
             source: Source::List(list),
             hint: 0,
+            gap: Gap::default(),
         })
     }
 
@@ -76,6 +114,7 @@ impl TombstoneCursor {
                 file: 0,
             }),
             hint: 0,
+            gap: Gap::default(),
         })
     }
 
@@ -94,28 +133,44 @@ impl TombstoneCursor {
 
     /// The fragment holding `user_key`, if one does: its range and sequence numbers, newest first.
     pub(crate) fn fragment_at(&mut self, user_key: &[u8]) -> Result<Option<Fragment<'_>>> {
-        let list = match &mut self.source {
-            Source::List(list) => &**list,
+        if self.gap.contains(user_key) {
+            return Ok(None);
+        }
+        // The stretch the list covers: a level's file bounds it; one list is unbounded.
+        let (list, bounds) = match &mut self.source {
+            Source::List(list) => (&**list, None),
             Source::Level(level) => {
                 let previous = level.file;
-                match level.list_for(user_key)? {
-                    Some((file, list)) => {
-                        if file != previous {
-                            self.hint = 0;
-                        }
-                        list
-                    }
+                if !level.find_file(user_key)? {
+                    let (lo, hi) = level.gap_around();
+                    self.gap.assign(lo, hi);
+                    return Ok(None);
+                }
+                if level.file != previous {
+                    self.hint = 0;
+                }
+                match level.current() {
+                    Some((list, bounds)) => (list, Some(bounds)),
                     None => return Ok(None),
                 }
             }
         };
         let i = position(list, self.hint, user_key);
         self.hint = i;
-        if i >= list.len() {
+        let covered = i < list.len() && user_key >= list.fragment(i).0;
+        if !covered {
+            let lo = match i.checked_sub(1) {
+                Some(p) => Some(list.fragment(p).1),
+                None => bounds.map(|(lo, _)| lo),
+            };
+            let hi = match i < list.len() {
+                true => Some(list.fragment(i).0),
+                false => bounds.map(|(_, hi)| hi),
+            };
+            self.gap.assign(lo, hi);
             return Ok(None);
         }
-        let fragment = list.fragment(i);
-        Ok((user_key >= fragment.0).then_some(fragment))
+        Ok(Some(list.fragment(i)))
     }
 }
 
@@ -161,21 +216,48 @@ impl TombstoneCursor {
 impl LevelTombstones {
     /// The tombstones of the file whose range holds `user_key`, if one does. A file's tombstones
     /// end at or before its largest user key, so the file to ask is the first one ending above it.
-    fn list_for(&mut self, user_key: &[u8]) -> Result<Option<(usize, &FragmentedTombstones)>> {
+    /// Makes the file whose range holds `user_key` current, reading its tombstones if they are
+    /// not yet; false when no file holds the key. A file's tombstones end at or before its
+    /// largest key, so the file to ask is the first one ending above it.
+    fn find_file(&mut self, user_key: &[u8]) -> Result<bool> {
         let ends_above = |f: &FileMetaData| key::user_key(&f.largest) > user_key;
         let holds = |f: &FileMetaData| ends_above(f) && key::user_key(&f.smallest) <= user_key;
         if !self.files.get(self.file).is_some_and(|f| holds(f)) {
             self.file = self.files.partition_point(|f| !ends_above(f));
             if !self.files.get(self.file).is_some_and(|f| holds(f)) {
-                return Ok(None);
+                return Ok(false);
             }
         }
-        let slot = &mut self.loaded[self.file];
-        if slot.is_none() {
+        if self.loaded[self.file].is_none() {
             let table = self.tables.get(self.files[self.file].number, self.level)?;
-            *slot = Some(table.range_tombstones().clone());
+            self.loaded[self.file] = Some(table.range_tombstones().clone());
         }
-        Ok(slot.as_deref().map(|list| (self.file, list)))
+        Ok(true)
+    }
+
+    /// The current file's tombstones and user-key bounds (smallest, largest).
+    fn current(&self) -> Option<(&FragmentedTombstones, KeyBounds<'_>)> {
+        let f = self.files.get(self.file)?;
+        let list = self.loaded.get(self.file)?.as_deref()?;
+        Some((
+            list,
+            (key::user_key(&f.smallest), key::user_key(&f.largest)),
+        ))
+    }
+
+    /// After `find_file` found no file holding a key: the stretch between the files around it.
+    /// A file's tombstones end at or before its largest key, so the gap starts there.
+    fn gap_around(&self) -> (Option<&[u8]>, Option<&[u8]>) {
+        let lo = self
+            .file
+            .checked_sub(1)
+            .and_then(|p| self.files.get(p))
+            .map(|f| key::user_key(&f.largest));
+        let hi = self
+            .files
+            .get(self.file)
+            .map(|f| key::user_key(&f.smallest));
+        (lo, hi)
     }
 }
 
