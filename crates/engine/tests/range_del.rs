@@ -324,3 +324,37 @@ fn tables_a_newer_tombstone_covers_whole_are_deleted_without_a_rewrite() {
     let (dropped, _) = run(true);
     assert_eq!(dropped, 0, "a snapshot still sees those tables");
 }
+
+#[test]
+fn flush_leaves_out_what_the_memtables_own_tombstones_hide() {
+    let dir = tempfile::tempdir().unwrap();
+    // No compaction: the flushed tables stay in L0 to be counted.
+    let mut o = Options::default();
+    o.disable_auto_compactions = true;
+    let db = Db::open(dir.path(), o).unwrap();
+    let l0_entries = |db: &Db| {
+        let p = db.properties_cf(&db.default_cf()).unwrap();
+        p.levels[0].file_list.iter().map(|f| f.entries).sum::<u64>()
+    };
+    for i in 0..100 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.delete_range(key(0), key(60)).unwrap();
+    db.put(key(10), "after").unwrap();
+    db.flush().unwrap();
+    // 40 untouched keys and the rewrite survive; the 60 covered puts are gone.
+    assert_eq!(l0_entries(&db), 41);
+    assert_eq!(get(&db, &key(10)), Some(b"after".to_vec()));
+    assert_eq!(get(&db, &key(11)), None);
+    // A snapshot taken before the deletion keeps the covered entries in the table.
+    for i in 100..200 {
+        db.put(key(i), "v").unwrap();
+    }
+    let snap = db.snapshot();
+    db.delete_range(key(100), key(200)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(l0_entries(&db), 141);
+    let mut o = ReadOptions::default();
+    o.snapshot = Some(snap);
+    assert_eq!(collect(db.iter(&o).unwrap()).len(), 141);
+}

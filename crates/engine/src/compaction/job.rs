@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{self, SequenceNumber, ValueKind};
+use crate::key::{self, ValueKind};
 use crate::range_del::{FragmentedTombstones, TombstoneCursor, stripe};
 use crate::sst::{BlockReadOptions, TableBuilder, TableCache, TableOptions};
 use crate::version::{FileMetaData, NUM_LEVELS, Version};
@@ -279,7 +279,7 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
             continue;
         }
         if let Some(c) = covering.as_mut()
-            && covered_in_stripe(c, user_key, seq, &ctx.snapshots)?
+            && c.hides(user_key, seq, &ctx.snapshots)?
         {
             out.done.entries_dropped += 1;
             out.done.entries_range_deleted += 1;
@@ -329,19 +329,4 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         ctx.fs.sync_dir(ctx.dir)?;
     }
     Ok(())
-}
-
-/// Whether a tombstone covers `user_key` at `seq` with no snapshot in between: no reader can
-/// then see the entry. The oldest tombstone newer than the entry is the one to ask.
-fn covered_in_stripe(
-    tombstones: &mut TombstoneCursor,
-    user_key: &[u8],
-    seq: SequenceNumber,
-    snapshots: &[SequenceNumber],
-) -> Result<bool> {
-    let Some((_, _, seqs)) = tombstones.fragment_at(user_key)? else {
-        return Ok(false);
-    };
-    let newer = seqs.partition_point(|&t| t > seq);
-    Ok(newer > 0 && stripe(snapshots, seqs[newer - 1]) == stripe(snapshots, seq))
 }

@@ -16,18 +16,23 @@ use crate::events::FlushInfo;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
+use crate::key::{self, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::Executor;
+use crate::range_del::TombstoneCursor;
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileMetaData, VersionEdit};
 
 /// Writes `mem` as table `number` in `dir`; `None` when the memtable is empty (no file is left).
+/// Entries the memtable's own range tombstones hide from every reader (no snapshot of
+/// `snapshots`, ascending, between them) are left out, as compaction would drop them.
 pub(crate) fn write_level0_table(
     fs: &dyn FileSystem,
     dir: &Path,
     number: u64,
     mem: &Arc<MemTable>,
     opts: &TableOptions,
+    snapshots: &[SequenceNumber],
 ) -> Result<Option<FileMetaData>> {
     if mem.is_empty() {
         return Ok(None);
@@ -35,9 +40,17 @@ pub(crate) fn write_level0_table(
     let path = table_file(dir, number);
     let mut builder = TableBuilder::new(fs.create(&path)?, &path, opts.clone());
     let mut it = mem.iter();
+    let mut tombstones = mem.range_tombstones().and_then(TombstoneCursor::over_list);
     it.seek_to_first();
     while it.valid() {
-        builder.add(it.key(), it.value())?;
+        let ikey = it.key();
+        let hidden = match tombstones.as_mut() {
+            Some(t) => t.hides(key::user_key(ikey), key::sequence(ikey), snapshots)?,
+            None => false,
+        };
+        if !hidden {
+            builder.add(ikey, it.value())?;
+        }
         it.next();
     }
     // As written, not fragmented: the reader fragments them once at open.
@@ -144,7 +157,15 @@ impl DbInner {
     ) -> Result<FlushInfo> {
         let started = Instant::now();
         let number = self.versions.lock().new_file_number();
-        let meta = write_level0_table(self.fs.as_ref(), &self.dir, number, mem, &cf.table_opts)?;
+        let snapshots = self.snapshots.sequences();
+        let meta = write_level0_table(
+            self.fs.as_ref(),
+            &self.dir,
+            number,
+            mem,
+            &cf.table_opts,
+            &snapshots,
+        )?;
         let mut edit = VersionEdit {
             column_family: cf.id,
             log_number: Some(next_log),

@@ -307,7 +307,7 @@ fn replay_wals(
         let o = &cf_opts[&id];
         let n = versions.new_file_number();
         let table_opts = TableOptions::from_options(o);
-        if let Some(meta) = write_level0_table(fs, dir, n, mem, &table_opts)? {
+        if let Some(meta) = write_level0_table(fs, dir, n, mem, &table_opts, &[])? {
             let edit = edits.entry(id).or_insert_with(|| VersionEdit {
                 column_family: id,
                 ..Default::default()
