@@ -358,3 +358,50 @@ fn flush_leaves_out_what_the_memtables_own_tombstones_hide() {
     o.snapshot = Some(snap);
     assert_eq!(collect(db.iter(&o).unwrap()).len(), 141);
 }
+
+#[test]
+fn iterators_agree_with_a_model_over_many_sources_of_tombstones() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    // Several L0 tables and the memtable, each with puts and tombstones over one key range.
+    o.disable_auto_compactions = true;
+    let db = Db::open(dir.path(), o).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = BTreeMap::new();
+    for round in 0..6 {
+        for _ in 0..400 {
+            let i = rng.random_range(0..2000);
+            let v = format!("r{round}-{i}").into_bytes();
+            db.put(key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        for _ in 0..40 {
+            let from = rng.random_range(0..2000);
+            let to = from + rng.random_range(1..80);
+            db.delete_range(key(from), key(to)).unwrap();
+            model_delete_range(&mut model, from, to);
+            // Newer than the tombstone in the same source: must stay visible.
+            let i = rng.random_range(from..to);
+            db.put(key(i), "newer").unwrap();
+            model.insert(key(i), b"newer".to_vec());
+        }
+        if round < 5 {
+            db.flush().unwrap();
+        }
+    }
+    check(&db, &model, 0..2100);
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    for _ in 0..300 {
+        let target = key(rng.random_range(0..2100));
+        it.seek(&target);
+        let want = model.range(target.clone()..).next().map(|(k, _)| k.clone());
+        assert_eq!(it.valid().then(|| it.key().to_vec()), want, "seek");
+        it.seek_for_prev(&target);
+        let want = model.range(..=target).next_back().map(|(k, _)| k.clone());
+        assert_eq!(it.valid().then(|| it.key().to_vec()), want, "seek_for_prev");
+    }
+    it.status().unwrap();
+    assert!(db.statistics().range_del_reseeks > 0);
+}

@@ -34,8 +34,10 @@ pub(crate) struct RangeDeletions {
     cursors: Vec<(usize, TombstoneCursor)>,
     stats: Arc<Stats>,
     error: Option<Error>,
-    /// The seek target of the last skip, kept to reuse its allocation.
-    target: Vec<u8>,
+    /// The sources covering the entry at hand and how far each hides older children (as seek
+    /// targets); the first `hiding` are current, the rest kept to reuse their allocations.
+    edges: Vec<(usize, Vec<u8>)>,
+    hiding: usize,
 }
 
 impl RangeDeletions {
@@ -51,8 +53,20 @@ impl RangeDeletions {
             cursors,
             stats,
             error: None,
-            target: Vec::new(),
+            edges: Vec::new(),
+            hiding: 0,
         }
+    }
+
+    /// Records that source `child` hides older children up to `edge` (a user key).
+    fn note_edge(&mut self, child: usize, edge: &[u8]) {
+        if self.hiding == self.edges.len() {
+            self.edges.push((child, Vec::new()));
+        }
+        let slot = &mut self.edges[self.hiding];
+        slot.0 = child;
+        set_target(&mut slot.1, edge);
+        self.hiding += 1;
     }
 }
 
@@ -89,6 +103,7 @@ impl MergingIterator {
     }
 
     fn hide_covered_with(&mut self, rd: &mut RangeDeletions) {
+        let mut edge: Vec<u8> = Vec::new();
         while let Some(&top) = self.heap.first() {
             let ikey = self.children[top].key();
             let seq = key::sequence(ikey);
@@ -96,25 +111,30 @@ impl MergingIterator {
                 return; // not visible to this read at all: the caller skips it
             }
             let user_key = key::user_key(ikey);
-            // The newest source with a tombstone hiding this entry.
-            let mut hidden_by = None;
-            for (child, cursor) in rd.cursors.iter_mut() {
-                if *child > top {
+            // Every newer source covering the entry hides it, and each hides older children up
+            // to the end of its run of abutting tombstones; its own source hides it only with a
+            // newer tombstone.
+            rd.hiding = 0;
+            let mut hidden_by_own = false;
+            for i in 0..rd.cursors.len() {
+                let (child, cursor) = &mut rd.cursors[i];
+                let child = *child;
+                if child > top {
                     break;
                 }
                 match cursor.covering(user_key, rd.read_seq) {
                     Ok(Some(c)) if c.seq > seq => {
-                        hidden_by = Some(*child);
-                        let edge = if self.forward { c.end } else { c.start };
-                        set_target(&mut rd.target, edge);
-                        // Older sources are hidden up to the end of the whole run of abutting
-                        // tombstones, not just this fragment.
-                        if *child < top
-                            && let Some(run_edge) = cursor.run_edge(rd.read_seq, self.forward)
-                        {
-                            set_target(&mut rd.target, run_edge);
+                        if child == top {
+                            hidden_by_own = true;
+                            continue;
                         }
-                        break;
+                        edge.clear();
+                        edge.extend_from_slice(if self.forward { c.end } else { c.start });
+                        if let Some(run) = cursor.run_edge(rd.read_seq, self.forward) {
+                            edge.clear();
+                            edge.extend_from_slice(run);
+                        }
+                        rd.note_edge(child, &edge);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -124,10 +144,12 @@ impl MergingIterator {
                     }
                 }
             }
-            let Some(source) = hidden_by else { return };
-            rd.stats.range_del_hidden.inc();
-            if source == top {
+            if rd.hiding == 0 {
+                if !hidden_by_own {
+                    return;
+                }
                 // Newer entries of this source may lie inside the range: step, do not skip.
+                rd.stats.range_del_hidden.inc();
                 if self.forward {
                     self.children[top].next();
                 } else {
@@ -136,18 +158,33 @@ impl MergingIterator {
                 self.fix_top();
                 continue;
             }
-            // Every older child's entries between here and the tombstone's edge are hidden.
+            rd.stats.range_del_hidden.inc();
             rd.stats.range_del_reseeks.inc();
-            let target = rd.target.as_slice();
-            for c in self.children.iter_mut().skip(source + 1) {
-                if !c.valid() {
+            // Each older child seeks past the farthest edge of the covering sources newer than it.
+            let edges = &rd.edges[..rd.hiding];
+            let mut farthest: Option<&[u8]> = None;
+            let mut next_edge = 0;
+            for (c, child) in self.children.iter_mut().enumerate().skip(edges[0].0 + 1) {
+                while next_edge < edges.len() && edges[next_edge].0 < c {
+                    let e = edges[next_edge].1.as_slice();
+                    let farther = farthest.is_none_or(|f| {
+                        let o = compare_internal(e, f);
+                        if self.forward { o.is_gt() } else { o.is_lt() }
+                    });
+                    if farther {
+                        farthest = Some(e);
+                    }
+                    next_edge += 1;
+                }
+                let Some(target) = farthest else { continue };
+                if !child.valid() {
                     continue;
                 }
-                let before_edge = compare_internal(c.key(), target) == Ordering::Less;
+                let before_edge = compare_internal(child.key(), target) == Ordering::Less;
                 if self.forward && before_edge {
-                    c.seek(target);
+                    child.seek(target);
                 } else if !self.forward && !before_edge {
-                    c.seek_for_prev(target);
+                    child.seek_for_prev(target);
                 }
             }
             self.rebuild(self.forward);
