@@ -194,7 +194,7 @@ impl TombstoneCursor {
 
 /// How many adjacent fragments an iterator's skip may span at once: enough to cross runs of
 /// abutting or overlapping tombstones in one seek, bounded so one skip stays cheap.
-const MAX_RUN: usize = 64;
+const MAX_RUN: usize = 8;
 
 impl TombstoneCursor {
     /// The list the last answer came from.
