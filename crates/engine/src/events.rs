@@ -13,6 +13,9 @@ pub enum CompactionReason {
     LevelSize,
     /// `compact_range`.
     Manual,
+    /// A table's range tombstones span more data below it than it holds: it is pushed down
+    /// even though its level is within its target, so the deleted data goes.
+    RangeDeletions,
 }
 
 /// A finished (or failed) flush.

@@ -285,6 +285,45 @@ pub(crate) fn pick(
             }
         }
     }
+    pick_dense_in_tombstones(v, &targets, busy)
+}
+
+/// The tombstone-density trigger: the first table above the last level that is dense in range
+/// tombstones (at least one per 64 point entries) and spans at least as many bytes below it as it
+/// holds. Each such compaction moves the tombstones a level down, and at the last level they are
+/// dropped with what they cover, so this ends.
+fn pick_dense_in_tombstones(
+    v: &Version,
+    targets: &LevelTargets,
+    busy: &HashSet<u64>,
+) -> Option<CompactionSpec> {
+    for level in 0..NUM_LEVELS - 1 {
+        let dense = v.levels[level].iter().find(|f| {
+            !busy.contains(&f.number)
+                && f.num_range_deletions > 0
+                && f.num_range_deletions.saturating_mul(64) >= f.num_entries
+                && compensated_size(v, level, f) >= f.file_size.saturating_mul(2)
+        });
+        let Some(f) = dense else { continue };
+        // L0 goes down whole (see `pick`).
+        let inputs = if level == 0 {
+            v.levels[0].clone()
+        } else {
+            vec![f.clone()]
+        };
+        let (lo, hi) = user_range(&inputs)?;
+        let out = output_level_for(v, level, targets, &lo, &hi);
+        if let Some(c) = build(
+            v,
+            CompactionReason::RangeDeletions,
+            level,
+            out,
+            inputs,
+            busy,
+        ) {
+            return Some(c);
+        }
+    }
     None
 }
 
@@ -423,5 +462,36 @@ mod tests {
             (5, 2),
             "the table with tombstones goes first despite its larger overlap"
         );
+    }
+
+    #[test]
+    fn tables_dense_in_tombstones_go_down_though_their_level_is_within_target() {
+        // Fixed targets: L2 may hold 10,000 bytes.
+        let o = ColumnFamilyOptions {
+            level_compaction_dynamic_level_bytes: false,
+            ..opts()
+        };
+        let mut v = Version::default();
+        v.levels[3] = vec![file(7, "a", "m", 700), file(8, "n", "z", 700)];
+        v.levels[2] = vec![file(1, "a", "b", 300), file(2, "c", "m", 300)];
+        assert!(pick(&v, &o, &HashSet::new()).is_none(), "nothing due");
+        // One tombstone among 1000 entries is not dense; the level stays within its target.
+        let mut sparse = (*file(2, "c", "m", 300)).clone();
+        sparse.num_entries = 1000;
+        sparse.num_range_deletions = 1;
+        v.levels[2][1] = Arc::new(sparse.clone());
+        assert!(scores(&v, &o, &HashSet::new(), &level_targets(&v, &o))[2] < 1.0);
+        assert!(
+            pick(&v, &o, &HashSet::new()).is_none(),
+            "sparse tombstones wait"
+        );
+        let mut dense = sparse;
+        dense.num_range_deletions = 20;
+        v.levels[2][1] = Arc::new(dense);
+        let c = pick(&v, &o, &HashSet::new()).unwrap();
+        assert_eq!(c.reason, CompactionReason::RangeDeletions);
+        assert_eq!((c.level, c.inputs[0][0].number, c.output_level), (2, 2, 3));
+        let busy: HashSet<u64> = [2].into();
+        assert!(pick(&v, &o, &busy).is_none());
     }
 }
