@@ -230,6 +230,9 @@ impl BenchEngine for StrataEngine {
     }
 
     fn wait_for_compaction(&self) -> Result<(), String> {
+        // Settled on three polls in a row: a finished compaction queues the next one itself,
+        // and one poll could fall in between.
+        let mut settled_polls = 0;
         loop {
             let p = self.db.properties();
             if let Some(e) = p.background_error {
@@ -240,7 +243,8 @@ impl BenchEngine for StrataEngine {
                 && p.column_families.iter().all(|cf| {
                     cf.immutable_memtables == 0 && cf.levels.iter().all(|l| l.score < 1.0)
                 });
-            if settled {
+            settled_polls = if settled { settled_polls + 1 } else { 0 };
+            if settled_polls == 3 {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
