@@ -303,6 +303,18 @@ fn run_multi_reads(engine: &dyn BenchEngine, args: &BenchArgs) -> Result<(Outcom
     })
 }
 
+/// Times one call of a single-shot workload (flush, compact, waitforcompaction).
+fn once(op: impl FnOnce() -> Result<(), String>) -> Result<(Outcome, f64), String> {
+    let start = Instant::now();
+    op()?;
+    let out = Outcome {
+        ops: 1,
+        bytes: 0,
+        found: None,
+    };
+    Ok((out, start.elapsed().as_secs_f64()))
+}
+
 /// What the workloads of one `strata bench` run count together.
 #[derive(Debug, Default)]
 pub struct RunCounters {
@@ -352,42 +364,9 @@ pub fn run(
                 found: None,
             })
         })?,
-        "flush" => {
-            let start = Instant::now();
-            engine.flush()?;
-            (
-                Outcome {
-                    ops: 1,
-                    bytes: 0,
-                    found: None,
-                },
-                start.elapsed().as_secs_f64(),
-            )
-        }
-        "waitforcompaction" => {
-            let start = Instant::now();
-            engine.wait_for_compaction()?;
-            (
-                Outcome {
-                    ops: 1,
-                    bytes: 0,
-                    found: None,
-                },
-                start.elapsed().as_secs_f64(),
-            )
-        }
-        "compact" => {
-            let start = Instant::now();
-            engine.compact()?;
-            (
-                Outcome {
-                    ops: 1,
-                    bytes: 0,
-                    found: None,
-                },
-                start.elapsed().as_secs_f64(),
-            )
-        }
+        "flush" => once(|| engine.flush())?,
+        "waitforcompaction" => once(|| engine.wait_for_compaction())?,
+        "compact" => once(|| engine.compact())?,
         "readwhilewriting" => read_while_writing(engine, args, user_bytes)?,
         "stats" => {
             let user = user_bytes.load(Ordering::Relaxed);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::key::{self, SequenceNumber};
-use crate::range_del::{FragmentedTombstones, stripe};
+use crate::range_del::{FragmentedTombstones, hides_from_every_reader};
 use crate::sst::TableCache;
 use crate::version::{FileMetaData, NUM_LEVELS, Version};
 
@@ -82,15 +82,9 @@ pub(crate) fn covered_tables(
 fn covers(source: &Source, f: &FileMetaData, snapshots: &[SequenceNumber]) -> bool {
     let (lo, hi) = (key::user_key(&f.smallest), key::user_key(&f.largest));
     let list = &source.tombstones;
-    let i = list.seek(lo);
-    if i >= list.len() {
+    let Some(i) = list.holding(lo) else {
         return false;
-    }
-    let (start, end, seqs) = list.fragment(i);
-    if start > lo || end <= hi {
-        return false;
-    }
-    // The oldest tombstone newer than the whole table; no snapshot may fall between them.
-    let newer = seqs.partition_point(|&t| t > f.largest_seq);
-    newer > 0 && stripe(snapshots, seqs[newer - 1]) == stripe(snapshots, f.smallest_seq)
+    };
+    let (_, end, seqs) = list.fragment(i);
+    end > hi && hides_from_every_reader(seqs, f.smallest_seq, f.largest_seq, snapshots)
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{FragmentedTombstones, stripe};
+use super::{FragmentedTombstones, hides_from_every_reader};
 use crate::error::Result;
 use crate::key::{self, SequenceNumber};
 use crate::sst::TableCache;
@@ -176,8 +176,7 @@ impl TombstoneCursor {
 
 impl TombstoneCursor {
     /// Whether a tombstone covers `user_key` at `seq` with no snapshot in between (`snapshots`
-    /// ascending): no reader can then see the entry, and flush or compaction may drop it. The
-    /// oldest tombstone newer than the entry is the one to ask.
+    /// ascending): no reader can then see the entry, and flush or compaction may drop it.
     pub(crate) fn hides(
         &mut self,
         user_key: &[u8],
@@ -187,8 +186,7 @@ impl TombstoneCursor {
         let Some((_, _, seqs)) = self.fragment_at(user_key)? else {
             return Ok(false);
         };
-        let newer = seqs.partition_point(|&t| t > seq);
-        Ok(newer > 0 && stripe(snapshots, seqs[newer - 1]) == stripe(snapshots, seq))
+        Ok(hides_from_every_reader(seqs, seq, seq, snapshots))
     }
 }
 

@@ -183,6 +183,20 @@ impl FragmentedTombstones {
         (i, Some(k))
     }
 
+    /// The fragment holding `user_key`, if one does.
+    pub(crate) fn holding(&self, user_key: &[u8]) -> Option<usize> {
+        let (i, k) = self.locate(user_key);
+        if i >= self.fragments.len() {
+            return None;
+        }
+        let starts_at_or_below = match k.map(|k| self.start_keys[i].cmp(&k)) {
+            Some(std::cmp::Ordering::Less) => true,
+            Some(std::cmp::Ordering::Greater) => false,
+            _ => self.fragments[i].start.as_slice() <= user_key,
+        };
+        starts_at_or_below.then_some(i)
+    }
+
     /// Fragment `i`: its range and its sequence numbers, newest first.
     pub(crate) fn fragment(&self, i: usize) -> (&[u8], &[u8], &[SequenceNumber]) {
         let f = &self.fragments[i];
@@ -199,18 +213,7 @@ impl FragmentedTombstones {
         user_key: &[u8],
         read_seq: SequenceNumber,
     ) -> Option<SequenceNumber> {
-        let (i, k) = self.locate(user_key);
-        if i >= self.fragments.len() {
-            return None;
-        }
-        let starts_at_or_below = match k.map(|k| self.start_keys[i].cmp(&k)) {
-            Some(std::cmp::Ordering::Less) => true,
-            Some(std::cmp::Ordering::Greater) => false,
-            _ => self.fragments[i].start.as_slice() <= user_key,
-        };
-        if !starts_at_or_below {
-            return None;
-        }
+        let i = self.holding(user_key)?;
         if self.newest[i] <= read_seq {
             return Some(self.newest[i]);
         }
@@ -291,6 +294,19 @@ fn prefix_u64(bytes: &[u8]) -> u64 {
 /// snapshots lie below it. Readers at snapshots in one stripe all see the same versions.
 pub(crate) fn stripe(snapshots: &[SequenceNumber], seq: SequenceNumber) -> usize {
     snapshots.partition_point(|&snap| snap < seq)
+}
+
+/// Whether one of a fragment's tombstones (`seqs`, newest first) hides entries with sequence
+/// numbers from `oldest` to `newest` from every reader: it is newer than all of them, with no
+/// snapshot between it and the oldest. The oldest tombstone newer than them is the one to ask.
+pub(crate) fn hides_from_every_reader(
+    seqs: &[SequenceNumber],
+    oldest: SequenceNumber,
+    newest: SequenceNumber,
+    snapshots: &[SequenceNumber],
+) -> bool {
+    let newer = seqs.partition_point(|&t| t > newest);
+    newer > 0 && stripe(snapshots, seqs[newer - 1]) == stripe(snapshots, oldest)
 }
 
 #[cfg(test)]
@@ -431,16 +447,20 @@ mod tests {
         assert_eq!(shape(&f.for_snapshots(&[])), vec![frag("a", "c", &[15])]);
     }
 
-    #[test]
-    fn agrees_with_brute_force() {
-        // Pseudo-random tombstones over a small alphabet, checked key by key and seq by seq.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |n: u64| {
+    /// A seeded xorshift generator: `rnd(n)` is below `n`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x % n
-        };
+        }
+    }
+
+    #[test]
+    fn agrees_with_brute_force() {
+        // Pseudo-random tombstones over a small alphabet, checked key by key and seq by seq.
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1du64);
         for _ in 0..200 {
             let ts: Vec<RangeTombstone> = (0..rnd(12))
                 .map(|_| {
@@ -474,13 +494,7 @@ mod tests {
     fn seek_agrees_with_a_plain_search() {
         // Keys of many lengths over bytes that stress the padded 8-byte comparison (0x00 pads,
         // 0xff), mostly behind a shared prefix so the index has one to strip.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let alphabet = [0u8, 1, b'a', b'b', 0xfe, 0xff];
         let key = |rnd: &mut dyn FnMut(u64) -> u64| {
             let mut k = if rnd(4) == 0 {
