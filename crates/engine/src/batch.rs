@@ -82,6 +82,53 @@ impl WriteBatch {
         self.add(ValueKind::Put, cf.id(), key.as_ref(), Some(value.as_ref()));
     }
 
+    /// Sets `key` to `value` until `expiration` (seconds since the Unix epoch, as the store's
+    /// [`crate::Clock`] reads it): from then on the key reads as absent, and compaction removes it.
+    pub fn put_until(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, expiration: u64) {
+        self.add_expiring(0, key.as_ref(), value.as_ref(), expiration);
+    }
+
+    /// [`WriteBatch::put_until`] in column family `cf`.
+    pub fn put_until_cf(
+        &mut self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiration: u64,
+    ) {
+        self.add_expiring(cf.id(), key.as_ref(), value.as_ref(), expiration);
+    }
+
+    fn add_expiring(&mut self, cf: u32, key: &[u8], value: &[u8], expiration: u64) {
+        if expiration == 0 {
+            // 0 means "never" in a blob index; the earliest real expiration is 1.
+            self.add(ValueKind::Put, cf, key, Some(value));
+            if self.invalid.is_none() {
+                self.invalid = Some("put_until: expiration 0 is in the past".into());
+            }
+            return;
+        }
+        if value.len() as u64 > MAX_VALUE_SIZE {
+            return self.add(ValueKind::Put, cf, key, Some(value));
+        }
+        let index = crate::blob::encode_inline(expiration, value);
+        self.add(ValueKind::BlobIndex, cf, key, Some(&index));
+    }
+
+    /// Adds a record whose value is already a blob index (the write path's value separation).
+    pub(crate) fn put_blob_index(&mut self, cf: u32, key: &[u8], index: &[u8]) {
+        self.add(ValueKind::BlobIndex, cf, key, Some(index));
+    }
+
+    /// Adds a decoded record as it is.
+    pub(crate) fn add_decoded(&mut self, r: &BatchRecord<'_>) {
+        match r.op {
+            Op::Point(ValueKind::Delete) => self.add(ValueKind::Delete, r.cf, r.key, None),
+            Op::Point(kind) => self.add(kind, r.cf, r.key, Some(r.value)),
+            Op::DeleteRange => self.add_range(r.cf, r.key, r.value),
+        }
+    }
+
     /// Deletes `key` from column family `cf`.
     pub fn delete_cf(&mut self, cf: &ColumnFamily, key: impl AsRef<[u8]>) {
         self.add(ValueKind::Delete, cf.id(), key.as_ref(), None);
@@ -234,7 +281,7 @@ impl WriteBatch {
             let cf = get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?;
             let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
             let value = match op {
-                Op::Point(ValueKind::Put) | Op::DeleteRange => {
+                Op::Point(ValueKind::Put | ValueKind::BlobIndex) | Op::DeleteRange => {
                     get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
                 }
                 Op::Point(ValueKind::Delete) => &[],

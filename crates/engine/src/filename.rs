@@ -13,6 +13,10 @@ pub(crate) fn wal_file(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.log"))
 }
 
+pub(crate) fn blob_file(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.blob"))
+}
+
 pub(crate) fn manifest_name(number: u64) -> String {
     format!("MANIFEST-{number:06}")
 }
@@ -22,6 +26,7 @@ pub(crate) fn manifest_name(number: u64) -> String {
 pub(crate) enum FileKind {
     Table(u64),
     Wal(u64),
+    Blob(u64),
     Manifest(u64),
     Temp,
     Other,
@@ -32,6 +37,8 @@ pub(crate) fn parse(name: &str) -> FileKind {
         FileKind::Table(n)
     } else if let Some(n) = name.strip_suffix(".log").and_then(|n| n.parse().ok()) {
         FileKind::Wal(n)
+    } else if let Some(n) = name.strip_suffix(".blob").and_then(|n| n.parse().ok()) {
+        FileKind::Blob(n)
     } else if let Some(n) = name.strip_prefix("MANIFEST-").and_then(|n| n.parse().ok()) {
         FileKind::Manifest(n)
     } else if name.ends_with(".tmp") {
@@ -57,6 +64,10 @@ mod tests {
             FileKind::Wal(1234567)
         );
         assert_eq!(parse(&manifest_name(3)), FileKind::Manifest(3));
+        assert_eq!(
+            parse(blob_file(d, 42).file_name().unwrap().to_str().unwrap()),
+            FileKind::Blob(42)
+        );
         assert_eq!(parse("CURRENT.tmp"), FileKind::Temp);
         assert_eq!(parse("LOCK"), FileKind::Other);
         assert_eq!(parse("x.sst"), FileKind::Other);

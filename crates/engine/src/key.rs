@@ -15,6 +15,9 @@ pub(crate) const MAX_SEQUENCE: SequenceNumber = (1 << 56) - 1;
 pub(crate) enum ValueKind {
     Delete = 0,
     Put = 1,
+    /// The value is a blob index (`blob::BlobIndex`): a value in a blob file, or one with an
+    /// expiration. Kind 2 is taken by range deletions.
+    BlobIndex = 3,
 }
 
 /// The kind used in seek targets: it sorts before every real entry of the same sequence number.
@@ -25,6 +28,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            3 => Some(ValueKind::BlobIndex),
             _ => None,
         }
     }

@@ -22,7 +22,9 @@
 //! ```
 
 mod batch;
+mod blob;
 mod cache;
+mod clock;
 mod coding;
 mod compaction;
 mod db;
@@ -43,6 +45,8 @@ mod version;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use blob::{BlobFileProperties, BlobFileState, Expiration};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,

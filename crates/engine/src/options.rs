@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use crate::cache::CacheKind;
+use crate::clock::{Clock, SystemClock};
 use crate::db::Snapshot;
 use crate::fs::{FileSystem, StdFileSystem};
 
@@ -106,6 +107,29 @@ pub struct ColumnFamilyOptions {
     pub hard_pending_compaction_bytes_limit: u64,
     /// Turns automatic compactions off (manual `compact_range` still works).
     pub disable_auto_compactions: bool,
+    /// Key-value separation: values of at least `min_blob_size` bytes go to blob files and the
+    /// LSM keeps a small index in their place, so compactions do not rewrite them (default false).
+    pub enable_blob_files: bool,
+    /// Smallest value stored in a blob file (default 4 KiB).
+    pub min_blob_size: usize,
+    /// A blob file is sealed and a new one begun once it reaches this size (default 256 MiB).
+    pub blob_file_size: u64,
+    /// Compression of values in blob files (default zstd; a value that does not shrink by an
+    /// eighth is stored raw).
+    pub blob_compression: Compression,
+    /// Values written with a TTL go to blob files by expiration, one file per `ttl_range_secs`
+    /// window, so that a whole file expires at once (default 3600).
+    pub ttl_range_secs: u64,
+    /// FIFO: once the column family's live tables and blob files pass this many bytes, its
+    /// oldest blob files are evicted (files with TTL first, earliest expiration first; then the
+    /// others oldest first) and their keys read as absent. 0 (the default): no limit.
+    pub max_db_size: u64,
+    /// Compactions relocate the live values of the oldest blob files to new ones, so the old
+    /// files become wholly garbage and are deleted (default true).
+    pub enable_blob_garbage_collection: bool,
+    /// The share of the column family's blob files (oldest first, files with TTL aside) whose
+    /// values compactions relocate (default 0.25).
+    pub blob_garbage_collection_age_cutoff: f64,
     /// Called on every entry a compaction keeps; may remove it or change its value. Not recorded:
     /// pass it again on open through [`Options::column_families`] (or [`Options::cf`]).
     pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
@@ -133,6 +157,14 @@ impl Default for ColumnFamilyOptions {
             soft_pending_compaction_bytes_limit: 64 << 30,
             hard_pending_compaction_bytes_limit: 256 << 30,
             disable_auto_compactions: false,
+            enable_blob_files: false,
+            min_blob_size: 4096,
+            blob_file_size: 256 << 20,
+            blob_compression: Compression::Zstd,
+            ttl_range_secs: 3600,
+            max_db_size: 0,
+            enable_blob_garbage_collection: true,
+            blob_garbage_collection_age_cutoff: 0.25,
             compaction_filter: None,
         }
     }
@@ -182,6 +214,18 @@ impl ColumnFamilyOptions {
         if !(0.0..=0.25).contains(&self.memtable_bloom_size_ratio) {
             return bad("memtable_bloom_size_ratio must be between 0 and 0.25");
         }
+        if self.min_blob_size == 0 {
+            return bad("min_blob_size must be at least 1");
+        }
+        if self.blob_file_size < 4096 {
+            return bad("blob_file_size must be at least 4096 bytes");
+        }
+        if self.ttl_range_secs == 0 {
+            return bad("ttl_range_secs must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.blob_garbage_collection_age_cutoff) {
+            return bad("blob_garbage_collection_age_cutoff must be between 0 and 1");
+        }
         Ok(())
     }
 }
@@ -223,6 +267,8 @@ pub struct Options {
     /// Threads in the background pool (default 2). A quarter of them (at least one) is kept for
     /// flushes; the rest run compactions, several at once when there is work for them.
     pub max_background_jobs: usize,
+    /// Where TTL expirations are read against; tests substitute a [`crate::ManualClock`].
+    pub clock: Arc<dyn Clock>,
     /// The filesystem; tests substitute a fault-injecting one.
     pub filesystem: Arc<dyn FileSystem>,
     /// Bytes per second writes are held to while slowed down (default 16 MiB/s).
@@ -260,6 +306,7 @@ impl Default for Options {
             executor: Executor::default(),
             max_background_jobs: 2,
             filesystem: Arc::new(StdFileSystem),
+            clock: Arc::new(SystemClock),
             delayed_write_rate: 16 << 20,
             max_total_wal_size: 0,
             create_missing_column_families: false,
@@ -332,6 +379,9 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: the key iteration stops before (exclusive).
     pub upper_bound: Option<Vec<u8>>,
+    /// Do not read values: `get` and `multi_get` return an empty value for a present key and
+    /// iterators an empty `value()`, and no blob file is read (default false).
+    pub keys_only: bool,
 }
 
 impl Default for ReadOptions {
@@ -342,6 +392,7 @@ impl Default for ReadOptions {
             verify_checksums: true,
             lower_bound: None,
             upper_bound: None,
+            keys_only: false,
         }
     }
 }

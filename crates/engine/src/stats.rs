@@ -166,4 +166,40 @@ statistics! {
     write_slowdowns,
     /// Times writes stopped until compaction caught up (L0 stop trigger or hard limit).
     write_stops,
+    /// Values written to blob files (key-value separation).
+    blob_values_written,
+    /// Bytes of blob records written, by writes and by garbage collection.
+    blob_bytes_written,
+    /// Blob files created.
+    blob_files_created,
+    /// Blob files deleted (wholly garbage, expired or evicted, once no reader held them).
+    blob_files_deleted,
+    /// Blob records read from disk.
+    blob_reads,
+    /// Bytes of blob records read from disk.
+    blob_bytes_read,
+    /// Blob values served from the cache.
+    blob_cache_hit,
+    /// Blob values not in the cache.
+    blob_cache_miss,
+    /// Values garbage collection moved out of old blob files.
+    blob_gc_relocated_keys,
+    /// Bytes of records it moved.
+    blob_gc_relocated_bytes,
+    /// Blob files that became wholly garbage.
+    blob_gc_files_obsolete,
+    /// Blob files whose every record expired, dropped whole.
+    blob_files_expired,
+    /// Blob files evicted by FIFO (`max_db_size`).
+    blob_fifo_evicted_files,
+    /// Records in them.
+    blob_fifo_evicted_keys,
+    /// Bytes of them.
+    blob_fifo_evicted_bytes,
+    /// Expired entries compactions removed.
+    compaction_keys_expired,
+    /// Indexes into evicted blob files compactions removed.
+    compaction_blob_indexes_evicted,
+    /// Blob files found cut short at open (a crash during a write); their intact prefix is kept.
+    blob_torn_files,
 }

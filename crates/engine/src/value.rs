@@ -21,6 +21,10 @@ enum Repr {
         len: usize,
     },
     Owned(Vec<u8>),
+    /// A blob value, shared with the blob cache.
+    Shared {
+        data: Arc<Vec<u8>>,
+    },
 }
 
 impl PinnableValue {
@@ -36,6 +40,27 @@ impl PinnableValue {
         }
     }
 
+    pub(crate) fn shared(data: Arc<Vec<u8>>) -> Self {
+        PinnableValue {
+            repr: Repr::Shared { data },
+        }
+    }
+
+    /// The `len` bytes at `start` of this value (an inline value inside a blob index).
+    pub(crate) fn narrow(self, start: usize, len: usize) -> Self {
+        match self.repr {
+            Repr::Pinned {
+                block, start: s, ..
+            } => PinnableValue::pinned(block, s + start, len),
+            Repr::Owned(mut v) => {
+                v.truncate(start + len);
+                v.drain(..start);
+                PinnableValue::owned(v)
+            }
+            Repr::Shared { data } => PinnableValue::owned(data[start..start + len].to_vec()),
+        }
+    }
+
     /// True when the value borrows a block instead of owning a copy.
     pub fn is_pinned(&self) -> bool {
         matches!(self.repr, Repr::Pinned { .. })
@@ -45,7 +70,7 @@ impl PinnableValue {
     pub fn into_vec(self) -> Vec<u8> {
         match self.repr {
             Repr::Owned(v) => v,
-            Repr::Pinned { .. } => self.deref().to_vec(),
+            Repr::Pinned { .. } | Repr::Shared { .. } => self.deref().to_vec(),
         }
     }
 }
@@ -56,6 +81,7 @@ impl Deref for PinnableValue {
         match &self.repr {
             Repr::Pinned { block, start, len } => &block.data()[*start..*start + *len],
             Repr::Owned(v) => v,
+            Repr::Shared { data } => data,
         }
     }
 }

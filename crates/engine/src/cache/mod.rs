@@ -76,6 +76,9 @@ pub(crate) enum CachedBlock {
     Block(Arc<Block>),
     /// A table's filter block.
     Filter(Arc<Vec<u8>>),
+    /// A value read from a blob file (keyed by blob file number and record offset: file numbers
+    /// are shared by tables and blob files, so the keys never collide).
+    Blob(Arc<Vec<u8>>),
 }
 
 impl CachedBlock {
@@ -83,7 +86,7 @@ impl CachedBlock {
     fn size(&self) -> usize {
         match self {
             CachedBlock::Block(b) => b.size(),
-            CachedBlock::Filter(f) => f.len(),
+            CachedBlock::Filter(f) | CachedBlock::Blob(f) => f.len(),
         }
     }
 
@@ -91,7 +94,7 @@ impl CachedBlock {
     fn in_use(&self) -> bool {
         match self {
             CachedBlock::Block(b) => Arc::strong_count(b) > 1,
-            CachedBlock::Filter(f) => Arc::strong_count(f) > 1,
+            CachedBlock::Filter(f) | CachedBlock::Blob(f) => Arc::strong_count(f) > 1,
         }
     }
 }

@@ -23,7 +23,7 @@ fn key_of(b: &CachedBlock) -> CacheKey {
                 u64::from_le_bytes(d[8..16].try_into().unwrap()),
             )
         }
-        CachedBlock::Filter(_) => panic!("not a data block"),
+        _ => panic!("not a data block"),
     }
 }
 
@@ -105,7 +105,7 @@ fn oversized_blocks_are_not_cached_and_reinsert_replaces() {
         cache.insert((1, 1), block_for((1, 1), 200), Priority::Low);
         match cache.lookup((1, 1)).unwrap() {
             CachedBlock::Block(b) => assert_eq!(b.size(), 200),
-            CachedBlock::Filter(_) => panic!(),
+            _ => panic!(),
         }
         assert_eq!(cache.usage().usage, 200 + ENTRY_OVERHEAD, "{kind:?}");
     }

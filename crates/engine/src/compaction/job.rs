@@ -15,8 +15,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use super::filter::{CompactionFilter, FilterDecision};
 use super::picker::CompactionSpec;
+use crate::blob::{BlobFileWriter, BlobFooter, BlobGarbage, BlobIndex, BlobStore, encode_blob};
 use crate::error::Result;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
@@ -39,6 +42,18 @@ pub(crate) struct JobContext<'a> {
     /// The version the inputs were picked from (for what lies below the output level).
     pub version: &'a Version,
     pub new_file_number: &'a dyn Fn() -> u64,
+    pub blobs: BlobContext<'a>,
+}
+
+/// What a compaction needs for blob indexes: the clock reading that decides expiry, the files
+/// evicted or due for garbage collection, and where relocated values go.
+pub(crate) struct BlobContext<'a> {
+    pub store: &'a BlobStore,
+    pub now: u64,
+    /// Blob files whose live values are relocated (ascending).
+    pub gc_files: Vec<u64>,
+    /// Creates the blob file relocated values are written to.
+    pub new_blob_file: &'a dyn Fn() -> Result<BlobFileWriter>,
 }
 
 /// What a compaction produced.
@@ -52,6 +67,16 @@ pub(crate) struct JobOutput {
     pub entries_range_deleted: u64,
     /// Range tombstones (fragment and sequence number pairs) read and not written.
     pub range_tombstones_dropped: u64,
+    /// Bytes of blob records whose indexes the job dropped or moved, per blob file.
+    pub blob_garbage: BlobGarbage,
+    /// Blob files written by garbage collection: (number, footer, size).
+    pub blob_files: Vec<(u64, BlobFooter, u64)>,
+    pub blob_relocated_keys: u64,
+    pub blob_relocated_bytes: u64,
+    /// Entries removed because they expired.
+    pub entries_expired: u64,
+    /// Indexes removed because their blob file was evicted.
+    pub entries_evicted: u64,
 }
 
 /// Tracks, as keys increase, whether any level below the output holds a key.
@@ -97,6 +122,8 @@ struct Outputs<'a, 'b> {
     /// Where the current output's share of the tombstones begins: where the previous output was
     /// cut (`None` for the first).
     tombstones_from: Option<Vec<u8>>,
+    /// The blob file garbage collection is writing.
+    blob_writer: Option<BlobFileWriter>,
 }
 
 impl Outputs<'_, '_> {
@@ -149,8 +176,53 @@ impl Outputs<'_, '_> {
         Ok(())
     }
 
+    /// Counts an entry dropped; the blob record it points at (if any) becomes garbage.
+    fn drop_entry(&mut self, ikey: &[u8], value: &[u8]) {
+        self.done.entries_dropped += 1;
+        crate::blob::note_garbage(&mut self.done.blob_garbage, key::kind_byte(ikey), value);
+    }
+
+    /// Moves the value of `key` out of an old blob file into this job's; returns the new index.
+    fn relocate(
+        &mut self,
+        key: &[u8],
+        index: &BlobIndex<'_>,
+        blob: crate::blob::BlobRef,
+    ) -> Result<Vec<u8>> {
+        let value = self.ctx.blobs.store.fetch(blob, key, false)?;
+        let writer = match self.blob_writer.as_mut() {
+            Some(w) => w,
+            None => self.blob_writer.insert((self.ctx.blobs.new_blob_file)()?),
+        };
+        let moved = writer.add(key, &value, index.expiration())?;
+        *self.done.blob_garbage.entry(blob.file).or_default() += blob.size;
+        self.done.blob_relocated_keys += 1;
+        self.done.blob_relocated_bytes += moved.size;
+        Ok(encode_blob(index.expiration(), moved))
+    }
+
+    /// Seals the garbage collection's blob file, if one was written.
+    fn finish_blob_file(&mut self) -> Result<()> {
+        if let Some(w) = self.blob_writer.take() {
+            let number = w.number;
+            let (footer, size) = w.finish()?;
+            self.done.blob_files.push((number, footer, size));
+        }
+        Ok(())
+    }
+
     /// Removes every file this job created (it failed).
     fn abandon(&mut self) {
+        let blobs = self
+            .done
+            .blob_files
+            .iter()
+            .map(|(n, _, _)| *n)
+            .chain(self.blob_writer.take().map(|w| w.number))
+            .collect::<Vec<_>>();
+        for n in blobs {
+            let _ = self.ctx.fs.remove(&self.ctx.blobs.store.path(n));
+        }
         let numbers = self
             .done
             .files
@@ -198,6 +270,7 @@ pub(crate) fn run(spec: &CompactionSpec, ctx: &JobContext<'_>) -> Result<JobOutp
         done: JobOutput::default(),
         tombstones: FragmentedTombstones::default(),
         tombstones_from: None,
+        blob_writer: None,
     };
     match merge(spec, ctx, &mut outputs) {
         Ok(()) => Ok(outputs.done),
@@ -274,59 +347,126 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         let first_of_key = last_stripe.is_none();
         last_stripe = Some(stripe);
         if !newest_in_stripe {
-            out.done.entries_dropped += 1;
+            out.drop_entry(ikey, it.value());
             it.next();
             continue;
         }
         if let Some(c) = covering.as_mut()
             && c.hides(user_key, seq, &ctx.snapshots)?
         {
-            out.done.entries_dropped += 1;
+            out.drop_entry(ikey, it.value());
             out.done.entries_range_deleted += 1;
             it.next();
             continue;
         }
-        let kind = ValueKind::from_u8(key::kind_byte(ikey));
+        let mut kind = ValueKind::from_u8(key::kind_byte(ikey));
+        let mut value = Cow::Borrowed(it.value());
+        if kind == Some(ValueKind::BlobIndex) {
+            let index = BlobIndex::decode(it.value()).ok_or_else(|| {
+                crate::Error::corruption(
+                    ctx.blobs.store.dir.clone(),
+                    format!(
+                        "compaction met a malformed blob index for key {}",
+                        crate::error::show_key(user_key)
+                    ),
+                )
+            })?;
+            let blob = index.blob();
+            if index.is_expired(ctx.blobs.now) {
+                // Gone for every reader from now on: a deletion at the same sequence number.
+                out.done.entries_expired += 1;
+                crate::blob::note_garbage(
+                    &mut out.done.blob_garbage,
+                    key::kind_byte(ikey),
+                    it.value(),
+                );
+                kind = Some(ValueKind::Delete);
+            } else if blob.is_some_and(|b| ctx.blobs.store.is_evicted(b.file)) {
+                // The eviction record names the file: this index (never a newer value, which
+                // points elsewhere) reads as absent, so it becomes a deletion.
+                out.done.entries_evicted += 1;
+                kind = Some(ValueKind::Delete);
+            } else if let Some(b) =
+                blob.filter(|b| ctx.blobs.gc_files.binary_search(&b.file).is_ok())
+            {
+                value = Cow::Owned(out.relocate(user_key, &index, b)?);
+            }
+        }
         let droppable_tombstone =
             |below: &mut BelowOutput<'_>| stripe == 0 && !below.holds(&current_key);
+        let as_deletion = |rewritten: &mut Vec<u8>| {
+            rewritten.clear();
+            key::append_internal_key(rewritten, user_key, seq, ValueKind::Delete as u8);
+        };
         match kind {
             Some(ValueKind::Delete) if droppable_tombstone(&mut below) => {
                 out.done.entries_dropped += 1;
             }
-            Some(ValueKind::Put)
+            Some(ValueKind::Delete) if key::kind_byte(ikey) != ValueKind::Delete as u8 => {
+                // An expired or evicted index: older versions below must stay hidden.
+                as_deletion(&mut rewritten_key);
+                out.add(&rewritten_key, &[])?;
+            }
+            Some(k @ (ValueKind::Put | ValueKind::BlobIndex))
                 if first_of_key && stripe == top_stripe && ctx.filter.is_some() =>
             {
+                let resolved = match k {
+                    ValueKind::BlobIndex => filter_value(ctx, user_key, &value)?,
+                    _ => Cow::Borrowed(&*value),
+                };
                 let decision = ctx.filter.map_or(FilterDecision::Keep, |f| {
-                    f.filter(spec.output_level, user_key, it.value())
+                    f.filter(spec.output_level, user_key, &resolved)
                 });
                 match decision {
-                    FilterDecision::Keep => out.add(ikey, it.value())?,
-                    FilterDecision::ChangeValue(v) => out.add(ikey, &v)?,
+                    FilterDecision::Keep => out.add(ikey, &value)?,
+                    FilterDecision::ChangeValue(v) => {
+                        // The new value is stored inline: its old blob record is garbage.
+                        crate::blob::note_garbage(&mut out.done.blob_garbage, k as u8, &value);
+                        rewritten_key.clear();
+                        key::append_internal_key(
+                            &mut rewritten_key,
+                            user_key,
+                            seq,
+                            ValueKind::Put as u8,
+                        );
+                        out.add(&rewritten_key, &v)?;
+                    }
                     FilterDecision::Remove => {
+                        crate::blob::note_garbage(&mut out.done.blob_garbage, k as u8, &value);
                         if droppable_tombstone(&mut below) {
                             out.done.entries_dropped += 1;
                         } else {
                             // Older versions below must stay hidden: leave a deletion in its place.
-                            rewritten_key.clear();
-                            key::append_internal_key(
-                                &mut rewritten_key,
-                                &current_key,
-                                seq,
-                                ValueKind::Delete as u8,
-                            );
+                            as_deletion(&mut rewritten_key);
                             out.add(&rewritten_key, &[])?;
                         }
                     }
                 }
             }
-            _ => out.add(ikey, it.value())?,
+            _ => out.add(ikey, &value)?,
         }
         it.next();
     }
     it.status()?;
     out.finish_current(None)?;
+    out.finish_blob_file()?;
     if !out.done.files.is_empty() {
         ctx.fs.sync_dir(ctx.dir)?;
     }
     Ok(())
+}
+
+/// The value a compaction filter sees for a blob index: the inline value, or the blob read.
+fn filter_value<'v>(
+    ctx: &JobContext<'_>,
+    user_key: &[u8],
+    index: &'v [u8],
+) -> Result<Cow<'v, [u8]>> {
+    match BlobIndex::decode(index) {
+        Some(BlobIndex::Inline { value, .. }) => Ok(Cow::Borrowed(value)),
+        Some(BlobIndex::Blob { blob, .. }) => Ok(Cow::Owned(
+            ctx.blobs.store.fetch(blob, user_key, false)?.to_vec(),
+        )),
+        None => Ok(Cow::Borrowed(index)),
+    }
 }

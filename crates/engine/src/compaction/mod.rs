@@ -7,7 +7,7 @@ mod picker;
 
 pub(crate) use covered::covered_tables;
 pub use filter::{CompactionFilter, FilterDecision};
-pub(crate) use job::{JobContext, run};
+pub(crate) use job::{BlobContext, JobContext, run};
 pub(crate) use picker::{
     CompactionSpec, build, level_targets, pending_compaction_bytes, pick, scores,
 };

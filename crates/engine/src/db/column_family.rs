@@ -59,12 +59,14 @@ impl ColumnFamilyData {
         name: String,
         opts: ColumnFamilyOptions,
         version: Arc<Version>,
+        blob_epoch: Option<Arc<crate::blob::BlobEpoch>>,
     ) -> Self {
         let view = SuperVersion {
             pressure: Pressure::of(&version, &opts, 1),
             mem: new_memtable(&opts, 0),
             imm: Vec::new(),
             version,
+            _blob_epoch: blob_epoch,
         };
         ColumnFamilyData {
             id,

@@ -8,10 +8,11 @@ use std::time::Instant;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
-use crate::compaction::{self, CompactionSpec, JobContext};
+use crate::compaction::{self, BlobContext, CompactionSpec, JobContext};
 use crate::error::{Error, Result};
 use crate::events::{CompactionInfo, CompactionReason};
 use crate::filename::table_file;
+use crate::iter::InternalIterator;
 use crate::key;
 use crate::options::Executor;
 use crate::stats::Counter;
@@ -89,13 +90,16 @@ impl DbInner {
             if covered.is_empty() {
                 return Ok(false);
             }
+            let garbage = self.blob_garbage_in(cf, covered.iter().map(|(l, f)| (*l, f.number)))?;
             let edit = VersionEdit {
                 column_family: cf.id,
                 deleted_files: covered.iter().map(|(l, f)| (*l, f.number)).collect(),
+                blob_garbage: garbage.iter().map(|(n, b)| (*n, *b)).collect(),
                 ..Default::default()
             };
             let last_seq = self.last_sequence.load(Ordering::Acquire);
             self.versions.lock().log_and_apply(edit, last_seq)?;
+            self.apply_blob_garbage(&garbage);
             covered
         };
         self.stats
@@ -206,6 +210,7 @@ impl DbInner {
         } else {
             let snapshots = self.snapshots.sequences();
             let new_file_number = || self.versions.lock().new_file_number();
+            let new_blob_file = || self.create_gc_blob_file(cf);
             let ctx = JobContext {
                 fs: self.fs.as_ref(),
                 dir: &self.dir,
@@ -216,6 +221,12 @@ impl DbInner {
                 filter: cf.opts.compaction_filter.as_deref(),
                 version,
                 new_file_number: &new_file_number,
+                blobs: BlobContext {
+                    store: &self.blobs,
+                    now: self.now(),
+                    gc_files: self.gc_candidates(cf),
+                    new_blob_file: &new_blob_file,
+                },
             };
             let out = compaction::run(spec, &ctx)?;
             info.output_files = out.files.iter().map(|f| f.number).collect();
@@ -223,12 +234,34 @@ impl DbInner {
             for f in &out.files {
                 edit.new_files.push((spec.output_level, f.clone()));
             }
+            edit.blob_files_added = out.blob_files.iter().map(|(n, _, _)| *n).collect();
+            edit.blob_garbage = out.blob_garbage.iter().map(|(n, b)| (*n, *b)).collect();
+            if !out.blob_files.is_empty() {
+                // The relocated values' files must be durable before the MANIFEST names them.
+                self.fs.sync_dir(&self.dir)?;
+            }
             if let Err(e) = self.versions.lock().log_and_apply(edit, last_seq) {
                 for f in &out.files {
                     let _ = self.fs.remove(&table_file(&self.dir, f.number));
                 }
+                for (n, _, _) in &out.blob_files {
+                    let _ = self.fs.remove(&self.blobs.path(*n));
+                }
                 return Err(e);
             }
+            self.register_sealed_blob_files(cf.id, &out.blob_files);
+            self.apply_blob_garbage(&out.blob_garbage);
+            self.stats
+                .blob_gc_relocated_keys
+                .add(out.blob_relocated_keys);
+            self.stats
+                .blob_gc_relocated_bytes
+                .add(out.blob_relocated_bytes);
+            self.stats.blob_bytes_written.add(out.blob_relocated_bytes);
+            self.stats.compaction_keys_expired.add(out.entries_expired);
+            self.stats
+                .compaction_blob_indexes_evicted
+                .add(out.entries_evicted);
             // The inputs are now obsolete; they are deleted once no version holds them.
             self.obsolete.lock().extend(spec.input_files().cloned());
             self.stats.compactions.inc();
@@ -254,6 +287,9 @@ impl DbInner {
             let mut st = self.state.lock();
             self.install_view(&mut st, cf.id);
         }
+        if let Some(data) = self.registry.read().get(cf.id).cloned() {
+            self.blob_housekeeping(&data)?;
+        }
         info.duration = started.elapsed();
         for l in &self.opts.listeners {
             l.on_compaction_completed(&info);
@@ -263,6 +299,32 @@ impl DbInner {
 
     /// Deletes tables no version uses any more. A table read by a live iterator (through the
     /// version its view holds) stays until that iterator is gone.
+    /// The blob records the tables `files` point at: garbage once the tables are dropped whole.
+    fn blob_garbage_in(
+        &self,
+        cf: &ColumnFamilyData,
+        files: impl Iterator<Item = (usize, u64)>,
+    ) -> Result<crate::blob::BlobGarbage> {
+        let mut garbage = crate::blob::BlobGarbage::new();
+        if self.blobs.files_of(cf.id).is_empty() {
+            return Ok(garbage);
+        }
+        let read = crate::sst::BlockReadOptions {
+            fill_cache: false,
+            verify_checksums: true,
+        };
+        for (level, number) in files {
+            let mut it = self.tables.get(number, level)?.iter(read)?;
+            it.seek_to_first();
+            while it.valid() {
+                crate::blob::note_garbage(&mut garbage, key::kind_byte(it.key()), it.value());
+                it.next();
+            }
+            it.status()?;
+        }
+        Ok(garbage)
+    }
+
     pub(super) fn purge_obsolete_files(&self) {
         let doomed: Vec<Arc<FileMetaData>> = {
             let mut obsolete = self.obsolete.lock();

@@ -11,6 +11,7 @@ use parking_lot::MutexGuard;
 use super::background::BackgroundWork;
 use super::column_family::ColumnFamilyData;
 use super::{DbInner, State};
+use crate::blob::{BlobGarbage, note_garbage};
 use crate::error::Result;
 use crate::events::FlushInfo;
 use crate::filename::table_file;
@@ -25,7 +26,8 @@ use crate::version::{FileMetaData, VersionEdit};
 
 /// Writes `mem` as table `number` in `dir`; `None` when the memtable is empty (no file is left).
 /// Entries the memtable's own range tombstones hide from every reader (no snapshot of
-/// `snapshots`, ascending, between them) are left out, as compaction would drop them.
+/// `snapshots`, ascending, between them) are left out, as compaction would drop them; the blob
+/// records they pointed at are added to `garbage`.
 pub(crate) fn write_level0_table(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -33,6 +35,7 @@ pub(crate) fn write_level0_table(
     mem: &Arc<MemTable>,
     opts: &TableOptions,
     snapshots: &[SequenceNumber],
+    garbage: &mut BlobGarbage,
 ) -> Result<Option<FileMetaData>> {
     if mem.is_empty() {
         return Ok(None);
@@ -48,7 +51,9 @@ pub(crate) fn write_level0_table(
             Some(t) => t.hides(key::user_key(ikey), key::sequence(ikey), snapshots)?,
             None => false,
         };
-        if !hidden {
+        if hidden {
+            note_garbage(garbage, key::kind_byte(ikey), it.value());
+        } else {
             builder.add(ikey, it.value())?;
         }
         it.next();
@@ -125,6 +130,10 @@ impl DbInner {
                 let obsolete = st.take_obsolete_wals();
                 drop(st);
                 self.remove_wals(obsolete);
+                // New table bytes may push the column family over `max_db_size`.
+                if let Err(e) = self.blob_housekeeping(cf) {
+                    self.set_background_error(&e);
+                }
                 self.scheduler.schedule_compaction(cf);
                 Ok(Some(info))
             }
@@ -158,6 +167,7 @@ impl DbInner {
         let started = Instant::now();
         let number = self.versions.lock().new_file_number();
         let snapshots = self.snapshots.sequences();
+        let mut garbage = BlobGarbage::new();
         let meta = write_level0_table(
             self.fs.as_ref(),
             &self.dir,
@@ -165,10 +175,12 @@ impl DbInner {
             mem,
             &cf.table_opts,
             &snapshots,
+            &mut garbage,
         )?;
         let mut edit = VersionEdit {
             column_family: cf.id,
             log_number: Some(next_log),
+            blob_garbage: garbage.iter().map(|(n, b)| (*n, *b)).collect(),
             ..Default::default()
         };
         let mut info = FlushInfo {
@@ -190,6 +202,7 @@ impl DbInner {
             let _ = self.fs.remove(&table_file(&self.dir, number));
             return Err(e);
         }
+        self.apply_blob_garbage(&garbage);
         self.stats.flushes.inc();
         info.duration = started.elapsed();
         Ok(info)

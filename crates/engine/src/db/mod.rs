@@ -2,6 +2,7 @@
 //! level) and background flushes together. See doc/architecture.md.
 
 mod background;
+mod blob;
 mod column_family;
 mod compact;
 mod flush;
@@ -24,6 +25,7 @@ pub use properties::{
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
+use crate::blob::{BlobEpoch, BlobStore};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filter::key_hash;
@@ -51,6 +53,8 @@ pub(crate) struct SuperVersion {
     pub(crate) version: Arc<Version>,
     /// Whether writes should slow down or stop for this version's compaction debt.
     pub(crate) pressure: Pressure,
+    /// Keeps blob files this view may read from being deleted.
+    pub(crate) _blob_epoch: Option<Arc<BlobEpoch>>,
 }
 
 /// Memtables of every column family and the conditions writers and flushes wait on.
@@ -135,6 +139,14 @@ pub(crate) struct DbInner {
     compaction_cv: Condvar,
     /// Tables removed from the current version, deleted once no older version holds them.
     obsolete: Mutex<Vec<Arc<FileMetaData>>>,
+    /// Blob files and the blob read path.
+    blobs: Arc<BlobStore>,
+    /// The write path's open blob files.
+    blob_writers: Mutex<blob::BlobWriters>,
+    /// The smallest value some column family separates into blob files (`u64::MAX`: none).
+    blob_threshold: AtomicU64,
+    /// Serialises blob file housekeeping (expiry, deletion, eviction).
+    blob_admin: Mutex<()>,
     closed: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
 }
@@ -233,6 +245,52 @@ impl Db {
         self.write_checked(b, &WriteOptions::default(), cf)
     }
 
+    /// Sets `key` to `value` in column family `cf` for `ttl_secs` seconds (by
+    /// [`Options::clock`]): then it reads as absent to every reader and compaction removes it.
+    /// A value of at least `min_blob_size` goes to a blob file of its expiration's bucket when the
+    /// column family has blob files; a smaller one is kept inline with its expiration.
+    pub fn put_with_ttl(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl_secs: u64,
+    ) -> Result<()> {
+        if ttl_secs == 0 {
+            return Err(Error::InvalidArgument(
+                "put_with_ttl: a TTL of 0 seconds would expire at once".into(),
+            ));
+        }
+        let expiration = self.inner.now().saturating_add(ttl_secs);
+        self.put_until(cf, key, value, expiration)
+    }
+
+    /// Sets `key` to `value` in column family `cf` until `expiration` (seconds since the Unix
+    /// epoch).
+    pub fn put_until(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiration: u64,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_until_cf(cf, key, value, expiration);
+        self.write_checked(b, &WriteOptions::default(), cf)
+    }
+
+    /// When `key` of column family `cf` expires; `None` when it is absent (or already expired,
+    /// or its blob file was evicted).
+    pub fn get_expiration(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<crate::Expiration>> {
+        self.inner.check_open()?;
+        self.inner
+            .get_expiration(cf.resolve(self.inner.id)?, key.as_ref())
+    }
+
     /// Deletes `key` (not synced; see [`Db::delete_with`]).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_with(&WriteOptions::default(), key)
@@ -317,6 +375,8 @@ impl Db {
                 )));
             }
         }
+        // Large values go to blob files first; the files stay unevictable until the write lands.
+        let (batch, _pending) = self.inner.separate_values(batch, opts.sync)?;
         self.inner.write(batch, opts)
     }
 
@@ -515,6 +575,7 @@ impl DbInner {
             imm: cs.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
             pressure,
             version,
+            _blob_epoch: self.blobs.current_epoch(),
         };
         *cs.data.view.write() = Arc::new(view);
         st.tracker.set_pressure(id, pressure);
@@ -527,12 +588,14 @@ impl DbInner {
         }
     }
 
-    fn get(
+    /// The newest entry of `user_key` visible to `opts`, with the view it was read from (which
+    /// keeps the blob files it points into alive).
+    fn get_entry(
         &self,
         opts: &ReadOptions,
         cf: &ColumnFamilyData,
         user_key: &[u8],
-    ) -> Result<Option<PinnableValue>> {
+    ) -> Result<(Lookup<PinnableValue>, Arc<SuperVersion>)> {
         if let Some(why) = oversized_key(user_key.len()) {
             return Err(Error::InvalidArgument(why));
         }
@@ -540,29 +603,90 @@ impl DbInner {
         let seq = self.read_sequence(opts);
         let view = cf.current_view();
         let hash = key_hash(user_key);
-        let found = 'search: {
-            for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
-                match self.memtable_get(mem, hash, user_key, seq) {
-                    Lookup::Found(v) => break 'search Some(v),
-                    Lookup::Deleted => break 'search None,
-                    Lookup::NotFound => {}
-                }
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            match self.memtable_get(mem, hash, user_key, seq) {
+                Lookup::NotFound => {}
+                found => return Ok((found, view)),
             }
-            let lookup = key::lookup_key(user_key, seq);
-            let read = BlockReadOptions {
-                fill_cache: opts.fill_cache,
-                verify_checksums: opts.verify_checksums,
-            };
-            match view.version.get(&self.tables, &lookup, hash, read)? {
-                Lookup::Found(v) => Some(v),
-                Lookup::Deleted | Lookup::NotFound => None,
-            }
+        }
+        let lookup = key::lookup_key(user_key, seq);
+        let read = BlockReadOptions {
+            fill_cache: opts.fill_cache,
+            verify_checksums: opts.verify_checksums,
         };
+        let found = view.version.get(&self.tables, &lookup, hash, read)?;
+        Ok((found, view))
+    }
+
+    fn get(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<PinnableValue>> {
+        let (found, _view) = self.get_entry(opts, cf, user_key)?;
+        let found = self.settle_value(found, user_key, opts)?;
         if let Some(v) = &found {
             self.stats.get_hits.inc();
             self.stats.bytes_read.add(v.len() as u64);
         }
         Ok(found)
+    }
+
+    /// The value a point lookup returns for what it found: blob indexes resolved, values left
+    /// out under `keys_only`.
+    fn settle_value(
+        &self,
+        found: Lookup<PinnableValue>,
+        user_key: &[u8],
+        opts: &ReadOptions,
+    ) -> Result<Option<PinnableValue>> {
+        Ok(match found {
+            Lookup::Found(_) if opts.keys_only => Some(PinnableValue::owned(Vec::new())),
+            Lookup::Found(v) => Some(v),
+            Lookup::Indexed(index) => self.blobs.resolve_value(
+                index,
+                user_key,
+                self.now(),
+                opts.keys_only,
+                opts.fill_cache,
+            )?,
+            Lookup::Deleted | Lookup::NotFound => None,
+        })
+    }
+
+    /// When the value of `user_key` expires: `None` when the key is absent (or expired).
+    fn get_expiration(
+        &self,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<crate::Expiration>> {
+        let (found, _view) = self.get_entry(&ReadOptions::default(), cf, user_key)?;
+        Ok(match found {
+            Lookup::Found(_) => Some(crate::Expiration::Never),
+            Lookup::Indexed(index) => {
+                let decoded = crate::blob::BlobIndex::decode(&index).ok_or_else(|| {
+                    Error::corruption(
+                        &self.dir,
+                        format!(
+                            "malformed blob index for key {}",
+                            crate::error::show_key(user_key)
+                        ),
+                    )
+                })?;
+                let evicted = decoded
+                    .blob()
+                    .is_some_and(|b| self.blobs.is_evicted(b.file));
+                if decoded.is_expired(self.now()) || evicted {
+                    None
+                } else if decoded.expiration() == 0 {
+                    Some(crate::Expiration::Never)
+                } else {
+                    Some(crate::Expiration::At(decoded.expiration()))
+                }
+            }
+            Lookup::Deleted | Lookup::NotFound => None,
+        })
     }
 
     /// `user_key` in one memtable, after its Bloom filter (if any) says it may be there. A range
@@ -598,6 +722,7 @@ impl DbInner {
         };
         match found {
             Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
+            Lookup::Indexed(v) => Lookup::Indexed(PinnableValue::owned(v.to_vec())),
             _ if cover > 0 => {
                 self.stats.range_del_hidden.inc();
                 Lookup::Deleted
@@ -657,6 +782,12 @@ impl DbInner {
             view,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
+            crate::iter::BlobReads {
+                store: self.blobs.clone(),
+                now: self.now(),
+                keys_only: opts.keys_only,
+                fill_cache: opts.fill_cache,
+            },
         ))
     }
 
@@ -692,6 +823,7 @@ impl DbInner {
             name.to_string(),
             opts,
             version,
+            self.blobs.current_epoch(),
         ));
         {
             let mut st = self.state.lock();
@@ -699,6 +831,7 @@ impl DbInner {
             st.memtable_budget += data.memtable_budget();
         }
         self.registry.write().insert(data.clone());
+        self.update_blob_threshold();
         Ok(ColumnFamily { data })
     }
 
@@ -731,6 +864,7 @@ impl DbInner {
         };
         cf.dropped.store(true, Ordering::Release);
         self.registry.write().remove(cf.id);
+        self.update_blob_threshold();
         let wals = {
             let mut st = self.state.lock();
             if let Some(cs) = st.cfs.get_mut(cf.id as usize).and_then(Option::take) {
@@ -748,6 +882,7 @@ impl DbInner {
             imm: Vec::new(),
             version: Arc::default(),
             pressure: Pressure::default(),
+            _blob_epoch: None,
         });
         if let Some(v) = last_version {
             self.obsolete
@@ -777,6 +912,8 @@ impl DbInner {
             wal.sync()
         };
         self.scheduler.shutdown();
+        let sealed = self.close_blob_writers();
+        let result = result.and(sealed);
         {
             // Wait for a flush or compaction an inline caller may still be running.
             let mut st = self.state.lock();
@@ -790,6 +927,8 @@ impl DbInner {
             }
         }
         self.purge_obsolete_files();
+        // Ends the blob epochs: files waiting for readers go now (none can read any more).
+        self.blobs.shutdown();
         *self.lock.lock() = None;
         result
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
+use crate::blob::BlobIndex;
 use crate::error::{Error, Result};
 use crate::key;
 use crate::memtable::Lookup;
@@ -37,9 +38,12 @@ impl DbInner {
             fill_cache: opts.fill_cache,
             verify_checksums: opts.verify_checksums,
         };
+        // Held until blob indexes are resolved: they keep the blob files alive.
+        let mut views = Vec::new();
         for group in order.chunk_by(|&a, &b| items[a].0.id == items[b].0.id) {
             let cf = items[group[0]].0;
             let view = cf.current_view();
+            views.push(view.clone());
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
                 for &i in group {
                     let p = &mut keys[i];
@@ -54,19 +58,36 @@ impl DbInner {
             }
             view.version.multi_get(&self.tables, &mut keys, group, read);
         }
-        let (mut hits, mut bytes) = (0, 0);
-        let results = keys
+        // Blob indexes are resolved last, in file and offset order, so reads of one blob file
+        // go forward through it.
+        let mut indexed: Vec<(usize, PinnableValue)> = Vec::new();
+        let mut results: Vec<Result<Option<PinnableValue>>> = keys
             .into_iter()
-            .map(|p| match (p.error, p.outcome) {
+            .enumerate()
+            .map(|(i, p)| match (p.error, p.outcome) {
                 (Some(e), _) => Err(e),
-                (None, Some(Lookup::Found(v))) => {
-                    hits += 1;
-                    bytes += v.len() as u64;
-                    Ok(Some(v))
+                (None, Some(Lookup::Indexed(index))) => {
+                    indexed.push((i, index));
+                    Ok(None)
                 }
-                (None, _) => Ok(None),
+                (None, Some(found)) => self.settle_value(found, items[i].1, opts),
+                (None, None) => Ok(None),
             })
             .collect();
+        indexed.sort_by_cached_key(|(_, index)| {
+            BlobIndex::decode(index)
+                .and_then(|d| d.blob())
+                .map(|b| (b.file, b.offset))
+        });
+        for (i, index) in indexed {
+            results[i] = self.settle_value(Lookup::Indexed(index), items[i].1, opts);
+        }
+        drop(views);
+        let (mut hits, mut bytes) = (0, 0);
+        for v in results.iter().flatten().flatten() {
+            hits += 1;
+            bytes += v.len() as u64;
+        }
         // Counted once per batch, not per key: the counters are shared by every thread.
         self.stats.multiget_calls.inc();
         self.stats.multiget_keys.add(items.len() as u64);

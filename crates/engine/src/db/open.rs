@@ -16,11 +16,15 @@ use super::flush::write_level0_table;
 use super::snapshot::SnapshotList;
 use super::write::{WalState, WriteQueue};
 use super::{DbInner, State};
-use crate::batch::WriteBatch;
+use crate::batch::{Op, WriteBatch};
+use crate::blob::{
+    BlobFile, BlobFileMeta, BlobFileReader, BlobFileState, BlobGarbage, BlobIndex, BlobStore,
+};
 use crate::cache::{BlockCache, default_shard_bits};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, wal_file};
 use crate::fs::FileSystem;
+use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
 use crate::sst::{MetaPolicy, TableCache, TableOptions};
@@ -143,6 +147,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 on_disk_tables.insert(n);
             }
             FileKind::Manifest(n) => versions.mark_file_number_used(n),
+            FileKind::Blob(n) => versions.mark_file_number_used(n),
             _ => {}
         }
     }
@@ -161,7 +166,9 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         }
     }
 
-    let (last_seq, skipped) = replay_wals(dir, &opts, &mut versions, &cf_opts, &mut wals)?;
+    let blobs = BlobStore::new(dir, fs.clone(), stats.clone(), block_cache.clone());
+    recover_blob_files(&versions, &blobs, &stats)?;
+    let (last_seq, skipped) = replay_wals(dir, &opts, &mut versions, &cf_opts, &mut wals, &blobs)?;
     stats.wal_records_skipped.add(skipped);
 
     // A fresh WAL, then a fresh MANIFEST recording the recovered tables and that every older WAL is
@@ -179,10 +186,16 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
     versions.write_snapshot(last_seq)?;
     let live: HashSet<u64> = versions.live_tables().collect();
+    let live_blobs: HashSet<u64> = versions
+        .column_families()
+        .values()
+        .flat_map(|cf| cf.blob_files.keys().copied())
+        .collect();
     remove_obsolete_files(
         fs.as_ref(),
         dir,
         &live,
+        &live_blobs,
         wal_number,
         versions.manifest_number(),
     )?;
@@ -198,6 +211,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             cf.name.clone(),
             o,
             cf.current.clone(),
+            blobs.current_epoch(),
         ));
         registry.insert(data.clone());
         put_slot(&mut cf_states, id as usize, CfState::new(data));
@@ -253,10 +267,15 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         compactions_running: Mutex::new(0),
         compaction_cv: Condvar::new(),
         obsolete: Mutex::new(Vec::new()),
+        blobs,
+        blob_writers: Mutex::new(Default::default()),
+        blob_threshold: AtomicU64::new(u64::MAX),
+        blob_admin: Mutex::new(()),
         closed: AtomicBool::new(false),
         lock: Mutex::new(Some(lock)),
         opts,
     });
+    inner.update_blob_threshold();
     inner.scheduler.start(threads, inner.clone())?;
     for name in missing {
         let o = inner
@@ -267,6 +286,8 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             .unwrap_or_default();
         inner.create_cf(&name, o)?;
     }
+    // Files that expired or became garbage while the store was closed go now.
+    inner.blob_housekeeping_all()?;
     // A store reopened with too many L0 files (or oversized levels) starts compacting at once.
     for data in inner.registry.read().by_id.iter().flatten() {
         inner.scheduler.schedule_compaction(data);
@@ -284,6 +305,7 @@ fn replay_wals(
     versions: &mut VersionSet,
     cf_opts: &BTreeMap<u32, ColumnFamilyOptions>,
     wals: &mut [u64],
+    blobs: &BlobStore,
 ) -> Result<(u64, u64)> {
     let fs = opts.filesystem.as_ref();
     wals.sort_unstable();
@@ -307,13 +329,16 @@ fn replay_wals(
         let o = &cf_opts[&id];
         let n = versions.new_file_number();
         let table_opts = TableOptions::from_options(o);
-        if let Some(meta) = write_level0_table(fs, dir, n, mem, &table_opts, &[])? {
-            let edit = edits.entry(id).or_insert_with(|| VersionEdit {
-                column_family: id,
-                ..Default::default()
-            });
+        let mut garbage = BlobGarbage::new();
+        let meta = write_level0_table(fs, dir, n, mem, &table_opts, &[], &mut garbage)?;
+        let edit = edits.entry(id).or_insert_with(|| VersionEdit {
+            column_family: id,
+            ..Default::default()
+        });
+        if let Some(meta) = meta {
             edit.new_files.push((0, meta));
         }
+        edit.blob_garbage.extend(garbage);
         Ok(())
     };
     let mode = match opts.wal_recovery {
@@ -321,7 +346,7 @@ fn replay_wals(
         WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
     };
     let mut skipped = 0u64;
-    for &number in wals.iter() {
+    'wals: for &number in wals.iter() {
         let path = wal_file(dir, number);
         let data = fs.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path, mode);
@@ -329,6 +354,12 @@ fn replay_wals(
             let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
                 Error::corruption(&path, "WAL record shorter than a batch header")
             })?;
+            if missing_blob(&batch, blobs, &path)?.is_some() {
+                // The write's blob record did not survive (a crash before its blob file was
+                // synced): it was never synced itself, so neither was anything after it.
+                skipped += 1;
+                break 'wals;
+            }
             let mut seq = batch.sequence();
             let mut unknown_cf = None;
             let mut touched: Vec<u32> = Vec::new();
@@ -380,6 +411,7 @@ fn remove_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
     live_tables: &HashSet<u64>,
+    live_blobs: &HashSet<u64>,
     wal_number: u64,
     manifest_number: u64,
 ) -> Result<()> {
@@ -387,6 +419,7 @@ fn remove_obsolete_files(
         let obsolete = match filename::parse(&name) {
             FileKind::Wal(n) => n < wal_number,
             FileKind::Table(n) => !live_tables.contains(&n),
+            FileKind::Blob(n) => !live_blobs.contains(&n),
             FileKind::Manifest(n) => n != manifest_number,
             FileKind::Temp => true,
             FileKind::Other => false,
@@ -396,4 +429,81 @@ fn remove_obsolete_files(
         }
     }
     Ok(())
+}
+
+/// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash
+/// left unsealed (its intact prefix is what it holds). A file that is missing or whose header is
+/// damaged fails the open with `Corruption`.
+fn recover_blob_files(versions: &VersionSet, blobs: &BlobStore, stats: &Stats) -> Result<()> {
+    for (&cf, data) in versions.column_families() {
+        for (&number, &garbage) in &data.blob_files {
+            let path = blobs.path(number);
+            let reader = BlobFileReader::open(blobs.filesystem(), &path).map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::corruption(&path, "blob file named by the MANIFEST is missing")
+                }
+                other => other,
+            })?;
+            let found = reader.recover()?;
+            if found.torn_bytes > 0 {
+                stats.blob_torn_files.inc();
+            }
+            let size = if found.sealed {
+                found.file_size
+            } else {
+                found.file_size - found.torn_bytes
+            };
+            blobs.insert(Arc::new(BlobFile::new(
+                number,
+                cf,
+                found.header.ttl_range,
+                BlobFileMeta {
+                    footer: found.footer,
+                    file_size: size,
+                    garbage_bytes: garbage,
+                    state: BlobFileState::Sealed,
+                },
+            )));
+        }
+        for &number in data.evicted_blob_files.keys() {
+            blobs.mark_evicted(number);
+        }
+    }
+    Ok(())
+}
+
+/// The first blob index of `batch` pointing past what its blob file holds, if any. An index into
+/// an evicted file is fine (it reads as absent); one into a file the MANIFEST does not know is
+/// corruption.
+fn missing_blob(batch: &WriteBatch, blobs: &BlobStore, wal: &Path) -> Result<Option<u64>> {
+    let mut missing = None;
+    let mut unknown = None;
+    batch
+        .for_each(|r| {
+            if r.op != Op::Point(ValueKind::BlobIndex) || missing.is_some() {
+                return;
+            }
+            let Some(blob) = BlobIndex::decode(r.value).and_then(|d| d.blob()) else {
+                return;
+            };
+            match blobs.get(blob.file) {
+                Some(f) => {
+                    let m = *f.meta.lock();
+                    let end = crate::blob::records_end(&m.footer);
+                    if blob.offset + blob.size > end {
+                        missing = Some(blob.file);
+                    }
+                }
+                None if blobs.is_evicted(blob.file) => {}
+                None => unknown = Some(blob.file),
+            }
+        })
+        .map_err(|d| Error::corruption(wal, d))?;
+    if let Some(n) = unknown {
+        return Err(Error::corruption(
+            wal,
+            format!("a write points into blob file {n}, which the MANIFEST does not know"),
+        ));
+    }
+    Ok(missing)
 }

@@ -104,6 +104,20 @@ pub struct ColumnFamilyProperties {
     pub total_range_deletions: u64,
     /// The oldest WAL holding data of this column family not yet in its tables.
     pub oldest_wal_needed: Option<u64>,
+    /// Its blob files (those evicted or obsolete included until they are deleted), oldest first.
+    pub blob_files: Vec<crate::BlobFileProperties>,
+    /// Blob files being written or sealed (not yet retired).
+    pub live_blob_files: usize,
+    /// Bytes of those files.
+    pub blob_file_bytes: u64,
+    /// Bytes of their records some index still points at.
+    pub blob_live_bytes: u64,
+    /// Bytes of their records no index points at any more.
+    pub blob_garbage_bytes: u64,
+    /// Blob files evicted by FIFO since the store was created.
+    pub evicted_blob_files: usize,
+    /// Live table plus live blob bytes: what `max_db_size` limits.
+    pub live_bytes: u64,
 }
 
 /// The store's shape at one moment.
@@ -291,6 +305,25 @@ impl DbInner {
             p.memtable_range_deletions + p.levels.iter().map(|l| l.range_deletions).sum::<u64>();
         p.total_files = version.num_files();
         p.total_sst_bytes = p.levels.iter().map(|l| l.bytes).sum();
+        p.blob_files = self.blobs.properties(cf.id);
+        for b in p.blob_files.iter().filter(|b| {
+            matches!(
+                b.state,
+                crate::BlobFileState::Open | crate::BlobFileState::Sealed
+            )
+        }) {
+            p.live_blob_files += 1;
+            p.blob_file_bytes += b.file_size;
+            p.blob_live_bytes += b.live_bytes;
+            p.blob_garbage_bytes += b.garbage_bytes;
+        }
+        p.evicted_blob_files = self
+            .versions
+            .lock()
+            .column_families()
+            .get(&cf.id)
+            .map_or(0, |c| c.evicted_blob_files.len());
+        p.live_bytes = p.total_sst_bytes + p.blob_file_bytes;
         Some(p)
     }
 }

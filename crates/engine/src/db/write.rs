@@ -214,7 +214,7 @@ impl DbInner {
                     }
                     s += 1;
                     match r.op {
-                        Op::Point(ValueKind::Put) => puts += 1,
+                        Op::Point(ValueKind::Put | ValueKind::BlobIndex) => puts += 1,
                         Op::Point(ValueKind::Delete) => deletes += 1,
                         Op::DeleteRange => range_deletes += 1,
                     }

@@ -4,9 +4,33 @@
 use std::sync::Arc;
 
 use super::{InternalIterator, MergingIterator};
+use crate::blob::{BlobIndex, BlobStore, Resolved};
 use crate::db::{Snapshot, SuperVersion};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, SequenceNumber, ValueKind};
+
+/// How an iterator reads values that live behind blob indexes.
+#[derive(Debug)]
+pub(crate) struct BlobReads {
+    pub store: Arc<BlobStore>,
+    /// Expirations are judged against the clock when the iterator was created.
+    pub now: u64,
+    pub keys_only: bool,
+    pub fill_cache: bool,
+}
+
+/// Where the current entry's value is.
+#[derive(Debug)]
+enum CurrentValue {
+    /// The entry's own value (the inner iterator's, or the saved one going backward).
+    Entry,
+    /// Part of the entry's value: an inline value behind its expiration.
+    Inline { start: usize, len: usize },
+    /// Read from a blob file.
+    Blob(Arc<Vec<u8>>),
+    /// Not read (`keys_only`).
+    Empty,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -27,6 +51,10 @@ pub struct DbIterator {
     saved_value: Vec<u8>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    blobs: BlobReads,
+    current: CurrentValue,
+    /// A blob read that failed; the iterator is invalid after one.
+    error: Option<Error>,
     _snapshot: Snapshot,
     _view: Arc<SuperVersion>,
 }
@@ -47,6 +75,7 @@ impl DbIterator {
         view: Arc<SuperVersion>,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
+        blobs: BlobReads,
     ) -> Self {
         DbIterator {
             inner,
@@ -57,6 +86,9 @@ impl DbIterator {
             saved_value: Vec::new(),
             lower,
             upper,
+            blobs,
+            current: CurrentValue::Entry,
+            error: None,
             _snapshot: snapshot,
             _view: view,
         }
@@ -83,15 +115,63 @@ impl DbIterator {
         if !self.valid {
             return &[];
         }
-        match self.direction {
+        let entry = match self.direction {
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
+        };
+        match &self.current {
+            CurrentValue::Entry => entry,
+            CurrentValue::Inline { start, len } => &entry[*start..*start + *len],
+            CurrentValue::Blob(v) => v,
+            CurrentValue::Empty => &[],
         }
     }
 
-    /// An error met while iterating (a damaged block). The iterator is invalid after one.
+    /// An error met while iterating (a damaged block or blob record). The iterator is invalid
+    /// after one.
     pub fn status(&self) -> Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.duplicate());
+        }
         self.inner.status()
+    }
+
+    /// Whether the blob index `index` of `user_key` still stands for a value: not expired, its
+    /// blob file not evicted. Reads nothing.
+    fn index_is_live(&self, index: &[u8]) -> bool {
+        BlobIndex::decode(index).is_none_or(|d| {
+            !d.is_expired(self.blobs.now)
+                && d.blob()
+                    .is_none_or(|b| !self.blobs.store.is_evicted(b.file))
+        })
+    }
+
+    /// Sets where the value of the entry found is: `Some(false)` when the key turns out absent
+    /// (expired or evicted), `None` after an error.
+    fn settle_current(&mut self, kind: ValueKind, user_key: &[u8], value: &[u8]) -> Option<bool> {
+        self.current = match kind {
+            ValueKind::BlobIndex => {
+                let b = &self.blobs;
+                match b
+                    .store
+                    .resolve(value, user_key, b.now, b.keys_only, b.fill_cache)
+                {
+                    Ok(Resolved::Gone) => return Some(false),
+                    Ok(Resolved::Inline { .. }) if b.keys_only => CurrentValue::Empty,
+                    Ok(Resolved::Inline { start, len }) => CurrentValue::Inline { start, len },
+                    Ok(Resolved::Blob(v)) => CurrentValue::Blob(v),
+                    Ok(Resolved::Unread) => CurrentValue::Empty,
+                    Err(e) => {
+                        self.error = Some(e);
+                        self.valid = false;
+                        return None;
+                    }
+                }
+            }
+            _ if self.blobs.keys_only => CurrentValue::Empty,
+            _ => CurrentValue::Entry,
+        };
+        Some(true)
     }
 
     fn below_upper(&self, user_key: &[u8]) -> bool {
@@ -118,9 +198,34 @@ impl DbIterator {
                         skipping = true;
                     }
                     Some(ValueKind::Put) if !(skipping && uk <= self.saved_key.as_slice()) => {
+                        self.current = if self.blobs.keys_only {
+                            CurrentValue::Empty
+                        } else {
+                            CurrentValue::Entry
+                        };
                         self.valid = true;
                         self.saved_key.clear();
                         return;
+                    }
+                    Some(ValueKind::BlobIndex)
+                        if !(skipping && uk <= self.saved_key.as_slice()) =>
+                    {
+                        let uk = uk.to_vec();
+                        let value = self.inner.value().to_vec();
+                        match self.settle_current(ValueKind::BlobIndex, &uk, &value) {
+                            Some(true) => {
+                                self.valid = true;
+                                self.saved_key.clear();
+                                return;
+                            }
+                            // Expired or evicted: absent, and it hides older versions.
+                            Some(false) => {
+                                self.saved_key.clear();
+                                self.saved_key.extend_from_slice(&uk);
+                                skipping = true;
+                            }
+                            None => return,
+                        }
                     }
                     _ => {}
                 }
@@ -134,6 +239,10 @@ impl DbIterator {
     /// Moves back to the newest visible put of the previous user key, saving it.
     fn find_prev_user_entry(&mut self) {
         let mut last_kind = ValueKind::Delete;
+        if self.error.is_some() {
+            self.valid = false;
+            return;
+        }
         while self.inner.valid() {
             let ikey = self.inner.key();
             if key::sequence(ikey) <= self.seq {
@@ -144,9 +253,14 @@ impl DbIterator {
                 if !self.at_or_above_lower(uk) && last_kind == ValueKind::Delete {
                     break;
                 }
-                match ValueKind::from_u8(key::kind_byte(ikey)) {
-                    Some(ValueKind::Put) => {
-                        last_kind = ValueKind::Put;
+                let kind = ValueKind::from_u8(key::kind_byte(ikey));
+                let live_index =
+                    kind == Some(ValueKind::BlobIndex) && self.index_is_live(self.inner.value());
+                match kind {
+                    Some(ValueKind::Put) | Some(ValueKind::BlobIndex)
+                        if kind == Some(ValueKind::Put) || live_index =>
+                    {
+                        last_kind = kind.unwrap_or(ValueKind::Put);
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(uk);
                         self.saved_value.clear();
@@ -166,8 +280,17 @@ impl DbIterator {
             self.saved_key.clear();
             self.saved_value.clear();
             self.direction = Direction::Forward;
-        } else {
-            self.valid = true;
+            return;
+        }
+        let (uk, value) = (self.saved_key.clone(), self.saved_value.clone());
+        match self.settle_current(last_kind, &uk, &value) {
+            Some(true) => self.valid = true,
+            // Checked live above; the only way here is a file evicted meanwhile.
+            Some(false) => {
+                self.valid = false;
+                self.direction = Direction::Forward;
+            }
+            None => {}
         }
     }
 

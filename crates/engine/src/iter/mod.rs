@@ -5,6 +5,7 @@ mod db_iter;
 mod level;
 mod merging;
 
+pub(crate) use db_iter::BlobReads;
 pub use db_iter::DbIterator;
 pub(crate) use level::LevelIter;
 pub(crate) use merging::{MergingIterator, RangeDeletions};

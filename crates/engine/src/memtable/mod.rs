@@ -19,6 +19,9 @@ use skiplist::{Node, SkipList};
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Lookup<T> {
     Found(T),
+    /// A blob index (`ValueKind::BlobIndex`): the reader resolves it into the value, or into
+    /// absence when it expired or its blob file was evicted.
+    Indexed(T),
     Deleted,
     NotFound,
 }
@@ -157,6 +160,7 @@ impl MemTable {
         }
         match ValueKind::from_u8(key::kind_byte(found)) {
             Some(ValueKind::Put) => Lookup::Found(self.list.node_value(node)),
+            Some(ValueKind::BlobIndex) => Lookup::Indexed(self.list.node_value(node)),
             _ => Lookup::Deleted,
         }
     }

@@ -117,7 +117,8 @@ pub(crate) fn read_block(
     }
 }
 
-fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
+/// Decompresses one zstd frame that records its size (blocks and blob values).
+pub(crate) fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
     let size = zstd::zstd_safe::get_frame_content_size(data)
         .map_err(|_| "zstd frame header is damaged".to_string())?
         .ok_or("zstd frame does not record its size")?;

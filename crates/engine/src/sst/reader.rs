@@ -341,7 +341,7 @@ impl TableReader {
         };
         match self.through_cache(handle, BlockKind::Data, opts.fill_cache, read)? {
             CachedBlock::Block(b) => Ok(b),
-            CachedBlock::Filter(_) => Err(self.mistyped()),
+            _ => Err(self.mistyped()),
         }
     }
 
@@ -354,7 +354,7 @@ impl TableReader {
         let read = || self.read_checked_block(handle).map(CachedBlock::Block);
         match self.through_cache(handle, BlockKind::Index, true, read)? {
             CachedBlock::Block(b) => Ok(b),
-            CachedBlock::Filter(_) => Err(self.mistyped()),
+            _ => Err(self.mistyped()),
         }
     }
 
@@ -368,7 +368,7 @@ impl TableReader {
         let read = || self.read_filter(handle).map(CachedBlock::Filter);
         match self.through_cache(handle, BlockKind::Filter, true, read)? {
             CachedBlock::Filter(f) => Ok(FilterRef::Cached(f)),
-            CachedBlock::Block(_) => Err(self.mistyped()),
+            _ => Err(self.mistyped()),
         }
     }
 
@@ -489,6 +489,14 @@ impl TableReader {
             Some(ValueKind::Put) => {
                 let (start, len) = it.value_range();
                 Ok(Lookup::Found(PinnableValue::pinned(
+                    block.clone(),
+                    start,
+                    len,
+                )))
+            }
+            Some(ValueKind::BlobIndex) => {
+                let (start, len) = it.value_range();
+                Ok(Lookup::Indexed(PinnableValue::pinned(
                     block.clone(),
                     start,
                     len,

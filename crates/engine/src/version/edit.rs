@@ -22,6 +22,14 @@ const TAG_MAX_COLUMN_FAMILY: u32 = 10;
 const TAG_COLUMN_FAMILY_OPTIONS: u32 = 11;
 /// A new file holding range tombstones: `TAG_NEW_FILE`'s fields plus their count.
 const TAG_NEW_FILE_WITH_RANGE_DELETIONS: u32 = 12;
+/// A blob file of the edit's column family: its number.
+const TAG_BLOB_FILE_ADDED: u32 = 13;
+/// Garbage found in a blob file: number, bytes (added to what is recorded).
+const TAG_BLOB_GARBAGE: u32 = 14;
+/// A blob file evicted by FIFO: number, the last sequence number when it was evicted.
+const TAG_BLOB_FILE_EVICTED: u32 = 15;
+/// A blob file deleted (wholly garbage, or expired): number.
+const TAG_BLOB_FILE_DELETED: u32 = 16;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +93,14 @@ pub(crate) struct VersionEdit {
     pub last_sequence: Option<u64>,
     pub new_files: Vec<(usize, FileMetaData)>,
     pub deleted_files: Vec<(usize, u64)>,
+    /// Blob files created for `column_family`.
+    pub blob_files_added: Vec<u64>,
+    /// (blob file, bytes) of records no index points at any more.
+    pub blob_garbage: Vec<(u64, u64)>,
+    /// (blob file, last sequence number at eviction) evicted by FIFO.
+    pub blob_files_evicted: Vec<(u64, u64)>,
+    /// Blob files deleted.
+    pub blob_files_deleted: Vec<u64>,
 }
 
 impl VersionEdit {
@@ -123,6 +139,24 @@ impl VersionEdit {
             put_varint32(&mut out, TAG_DELETED_FILE);
             put_varint32(&mut out, *level as u32);
             put_varint64(&mut out, *number);
+        }
+        for n in &self.blob_files_added {
+            put_varint32(&mut out, TAG_BLOB_FILE_ADDED);
+            put_varint64(&mut out, *n);
+        }
+        for (tag, list) in [
+            (TAG_BLOB_GARBAGE, &self.blob_garbage),
+            (TAG_BLOB_FILE_EVICTED, &self.blob_files_evicted),
+        ] {
+            for (n, v) in list {
+                put_varint32(&mut out, tag);
+                put_varint64(&mut out, *n);
+                put_varint64(&mut out, *v);
+            }
+        }
+        for n in &self.blob_files_deleted {
+            put_varint32(&mut out, TAG_BLOB_FILE_DELETED);
+            put_varint64(&mut out, *n);
         }
         for (level, f) in &self.new_files {
             // Files without range tombstones keep the older record, which older code reads.
@@ -216,6 +250,16 @@ impl VersionEdit {
                     }
                     e.new_files.push((level, f));
                 }
+                TAG_BLOB_FILE_ADDED => e.blob_files_added.push(v64(&mut pos)?),
+                TAG_BLOB_GARBAGE => {
+                    let n = v64(&mut pos)?;
+                    e.blob_garbage.push((n, v64(&mut pos)?));
+                }
+                TAG_BLOB_FILE_EVICTED => {
+                    let n = v64(&mut pos)?;
+                    e.blob_files_evicted.push((n, v64(&mut pos)?));
+                }
+                TAG_BLOB_FILE_DELETED => e.blob_files_deleted.push(v64(&mut pos)?),
                 other => return Err(bad(&format!("unknown tag {other}"))),
             }
         }
@@ -244,6 +288,14 @@ const OPT_TARGET_FILE_SIZE_BASE: u32 = 16;
 const OPT_SOFT_PENDING_LIMIT: u32 = 17;
 const OPT_HARD_PENDING_LIMIT: u32 = 18;
 const OPT_DISABLE_AUTO_COMPACTIONS: u32 = 19;
+const OPT_ENABLE_BLOB_FILES: u32 = 20;
+const OPT_MIN_BLOB_SIZE: u32 = 21;
+const OPT_BLOB_FILE_SIZE: u32 = 22;
+const OPT_BLOB_COMPRESSION: u32 = 23;
+const OPT_TTL_RANGE_SECS: u32 = 24;
+const OPT_MAX_DB_SIZE: u32 = 25;
+const OPT_BLOB_GC: u32 = 26;
+const OPT_BLOB_GC_AGE_CUTOFF: u32 = 27;
 
 /// Encodes every recorded field of `o` (all but the compaction filter).
 pub(crate) fn encode_cf_options(o: &ColumnFamilyOptions) -> Vec<u8> {
@@ -255,13 +307,7 @@ pub(crate) fn encode_cf_options(o: &ColumnFamilyOptions) -> Vec<u8> {
         ),
         (OPT_BLOCK_SIZE, o.block_size as u64),
         (OPT_BLOCK_RESTART_INTERVAL, o.block_restart_interval as u64),
-        (
-            OPT_COMPRESSION,
-            match o.compression {
-                Compression::None => 0,
-                Compression::Zstd => 1,
-            },
-        ),
+        (OPT_COMPRESSION, compression_code(o.compression)),
         (OPT_ZSTD_LEVEL, o.zstd_level as u64),
         (OPT_BLOOM_BITS_PER_KEY, o.bloom_bits_per_key as u64),
         (
@@ -300,6 +346,17 @@ pub(crate) fn encode_cf_options(o: &ColumnFamilyOptions) -> Vec<u8> {
             OPT_DISABLE_AUTO_COMPACTIONS,
             o.disable_auto_compactions as u64,
         ),
+        (OPT_ENABLE_BLOB_FILES, o.enable_blob_files as u64),
+        (OPT_MIN_BLOB_SIZE, o.min_blob_size as u64),
+        (OPT_BLOB_FILE_SIZE, o.blob_file_size),
+        (OPT_BLOB_COMPRESSION, compression_code(o.blob_compression)),
+        (OPT_TTL_RANGE_SECS, o.ttl_range_secs),
+        (OPT_MAX_DB_SIZE, o.max_db_size),
+        (OPT_BLOB_GC, o.enable_blob_garbage_collection as u64),
+        (
+            OPT_BLOB_GC_AGE_CUTOFF,
+            o.blob_garbage_collection_age_cutoff.to_bits(),
+        ),
     ];
     let mut out = Vec::new();
     for (id, v) in fields {
@@ -325,12 +382,19 @@ pub(crate) fn decode_cf_options(data: &[u8], file: &Path) -> Result<ColumnFamily
             OPT_BLOCK_SIZE => o.block_size = size()?,
             OPT_BLOCK_RESTART_INTERVAL => o.block_restart_interval = size()?,
             OPT_COMPRESSION => {
-                o.compression = match v {
-                    0 => Compression::None,
-                    1 => Compression::Zstd,
-                    _ => return Err(bad("unknown compression")),
-                }
+                o.compression = compression_from(v).ok_or_else(|| bad("unknown compression"))?
             }
+            OPT_BLOB_COMPRESSION => {
+                o.blob_compression =
+                    compression_from(v).ok_or_else(|| bad("unknown blob compression"))?
+            }
+            OPT_ENABLE_BLOB_FILES => o.enable_blob_files = v != 0,
+            OPT_MIN_BLOB_SIZE => o.min_blob_size = size()?,
+            OPT_BLOB_FILE_SIZE => o.blob_file_size = v,
+            OPT_TTL_RANGE_SECS => o.ttl_range_secs = v,
+            OPT_MAX_DB_SIZE => o.max_db_size = v,
+            OPT_BLOB_GC => o.enable_blob_garbage_collection = v != 0,
+            OPT_BLOB_GC_AGE_CUTOFF => o.blob_garbage_collection_age_cutoff = f64::from_bits(v),
             OPT_ZSTD_LEVEL => {
                 o.zstd_level = i32::try_from(v).map_err(|_| bad("zstd level out of range"))?
             }
@@ -356,6 +420,21 @@ pub(crate) fn decode_cf_options(data: &[u8], file: &Path) -> Result<ColumnFamily
     o.validate()
         .map_err(|e| bad(&format!("recorded options are invalid: {e}")))?;
     Ok(o)
+}
+
+fn compression_code(c: Compression) -> u64 {
+    match c {
+        Compression::None => 0,
+        Compression::Zstd => 1,
+    }
+}
+
+fn compression_from(v: u64) -> Option<Compression> {
+    match v {
+        0 => Some(Compression::None),
+        1 => Some(Compression::Zstd),
+        _ => None,
+    }
 }
 
 fn decode_level(data: &[u8], pos: &mut usize) -> Option<usize> {
@@ -410,6 +489,10 @@ mod tests {
                 ),
             ],
             deleted_files: vec![(1, 4)],
+            blob_files_added: vec![20, 21],
+            blob_garbage: vec![(20, 4117), (5, 1)],
+            blob_files_evicted: vec![(3, 999)],
+            blob_files_deleted: vec![4],
         };
         let p = Path::new("MANIFEST-000001");
         assert_eq!(VersionEdit::decode(&e.encode(), p).unwrap(), e);
@@ -429,6 +512,11 @@ mod tests {
             memtable_bloom_size_ratio: 0.1,
             level_compaction_dynamic_level_bytes: false,
             target_file_size_base: 12345,
+            enable_blob_files: true,
+            min_blob_size: 999,
+            ttl_range_secs: 60,
+            max_db_size: 1 << 30,
+            blob_garbage_collection_age_cutoff: 0.5,
             ..Default::default()
         };
         let p = Path::new("MANIFEST-000001");
@@ -436,6 +524,9 @@ mod tests {
         assert_eq!(encode_cf_options(&back), encode_cf_options(&o));
         assert_eq!(back.write_buffer_size, 1 << 20);
         assert_eq!(back.memtable_bloom_size_ratio, 0.1);
+        assert!(back.enable_blob_files);
+        assert_eq!((back.min_blob_size, back.ttl_range_secs), (999, 60));
+        assert_eq!(back.blob_garbage_collection_age_cutoff, 0.5);
         // An unknown field is skipped; invalid recorded values are corruption, not a panic.
         let mut unknown = encode_cf_options(&o);
         unknown.extend_from_slice(&[99, 5]);

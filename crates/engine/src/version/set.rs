@@ -25,6 +25,11 @@ pub(crate) struct CfVersions {
     pub current: Arc<Version>,
     /// WAL files below this number hold nothing of this column family that is not in its tables.
     pub log_number: u64,
+    /// Live blob files, with the garbage bytes recorded for each.
+    pub blob_files: BTreeMap<u64, u64>,
+    /// Blob files evicted by FIFO, with the last sequence number at eviction: indexes into them
+    /// read as absent.
+    pub evicted_blob_files: BTreeMap<u64, u64>,
 }
 
 impl CfVersions {
@@ -34,6 +39,8 @@ impl CfVersions {
             options,
             current: Arc::new(Version::default()),
             log_number,
+            blob_files: BTreeMap::new(),
+            evicted_blob_files: BTreeMap::new(),
         }
     }
 }
@@ -104,7 +111,18 @@ impl VersionSet {
         }
         let max_file = set.live_tables().max().unwrap_or(0);
         let max_log = set.cfs.values().map(|cf| cf.log_number).max().unwrap_or(0);
-        set.next_file_number = set.next_file_number.max(max_file + 1).max(max_log + 1);
+        let max_blob = set
+            .cfs
+            .values()
+            .flat_map(|cf| cf.blob_files.keys().chain(cf.evicted_blob_files.keys()))
+            .max()
+            .copied()
+            .unwrap_or(0);
+        set.next_file_number = set
+            .next_file_number
+            .max(max_file + 1)
+            .max(max_log + 1)
+            .max(max_blob + 1);
         if let filename::FileKind::Manifest(n) = filename::parse(name) {
             set.next_file_number = set.next_file_number.max(n + 1);
         }
@@ -156,6 +174,22 @@ impl VersionSet {
             }
         }
         cf.current = Arc::new(cf.current.apply(edit));
+        for &n in &edit.blob_files_added {
+            cf.blob_files.insert(n, 0);
+        }
+        for &(n, bytes) in &edit.blob_garbage {
+            // Garbage for a file deleted meanwhile is moot.
+            if let Some(g) = cf.blob_files.get_mut(&n) {
+                *g += bytes;
+            }
+        }
+        for &(n, seq) in &edit.blob_files_evicted {
+            cf.blob_files.remove(&n);
+            cf.evicted_blob_files.insert(n, seq);
+        }
+        for n in &edit.blob_files_deleted {
+            cf.blob_files.remove(n);
+        }
         if let Some(n) = edit.log_number {
             cf.log_number = n;
         }
@@ -239,6 +273,18 @@ impl VersionSet {
                     edit.new_files.push((level, (**f).clone()));
                 }
             }
+            edit.blob_files_added = cf.blob_files.keys().copied().collect();
+            edit.blob_garbage = cf
+                .blob_files
+                .iter()
+                .filter(|(_, g)| **g > 0)
+                .map(|(n, g)| (*n, *g))
+                .collect();
+            edit.blob_files_evicted = cf
+                .evicted_blob_files
+                .iter()
+                .map(|(n, s)| (*n, *s))
+                .collect();
             writer.add_record(&edit.encode())?;
         }
         writer.sync()?;

@@ -1,0 +1,455 @@
+//! The blob store: key-value separation. Values at or above a column family's `min_blob_size` are
+//! appended to blob files as they are written, and the LSM keeps a small blob index in their
+//! place, so compactions move indexes instead of values. Values written with a TTL carry their
+//! expiration (in the index, inline or with the blob); TTL values go to files bucketed by
+//! expiration, so a whole file expires at once.
+//!
+//! This module holds the files and the read path. Which files exist is recorded in the MANIFEST
+//! (additions, garbage, evictions, deletions; see `version::edit`); the database (`db::blob`)
+//! decides when to write, seal, evict, expire and delete them.
+//!
+//! A blob file is deleted only once no reader can reach it: files that become obsolete are handed
+//! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first.
+
+mod format;
+mod index;
+mod reader;
+mod writer;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Mutex, RwLock};
+use serde::Serialize;
+
+pub(crate) use format::{BlobFooter, BlobHeader};
+pub(crate) use index::{BlobIndex, BlobRef, encode_blob, encode_inline};
+pub(crate) use reader::BlobFileReader;
+pub(crate) use writer::BlobFileWriter;
+
+use crate::cache::{BlockCache, CachedBlock, Priority};
+use crate::error::{Error, Result, show_key};
+use crate::fs::FileSystem;
+use crate::stats::Stats;
+use crate::value::PinnableValue;
+
+/// Garbage bytes found per blob file (by a flush or a compaction), to be logged with its edit.
+pub(crate) type BlobGarbage = BTreeMap<u64, u64>;
+
+/// Adds the record an index points at to `garbage`, when it points into a blob file.
+pub(crate) fn note_garbage(garbage: &mut BlobGarbage, kind: u8, value: &[u8]) {
+    if kind == crate::key::ValueKind::BlobIndex as u8
+        && let Some(blob) = BlobIndex::decode(value).and_then(|i| i.blob())
+    {
+        *garbage.entry(blob.file).or_default() += blob.size;
+    }
+}
+
+/// When a key expires, as [`crate::Db::get_expiration`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Expiration {
+    /// The value was written without a TTL.
+    Never,
+    /// Seconds since the Unix epoch.
+    At(u64),
+}
+
+/// Where the records of a file with `footer` end.
+pub(crate) fn records_end(footer: &BlobFooter) -> u64 {
+    format::HEADER_SIZE as u64 + footer.record_bytes
+}
+
+/// Where a blob file stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlobFileState {
+    /// Being appended to.
+    Open,
+    /// Sealed (footer written) or recovered after a crash: read only.
+    Sealed,
+    /// Wholly garbage or expired: deleted once no reader can reach it.
+    Obsolete,
+    /// Evicted by FIFO (`max_db_size`): its keys read as absent; deleted once no reader holds it.
+    Evicted,
+}
+
+/// One blob file the store knows of.
+#[derive(Debug)]
+pub(crate) struct BlobFile {
+    pub number: u64,
+    pub column_family: u32,
+    /// The TTL bucket the file serves; `None` for values without TTL.
+    pub ttl_range: Option<(u64, u64)>,
+    pub(crate) meta: Mutex<BlobFileMeta>,
+    /// Writes that appended to the file and are not committed yet: such a file is not evicted.
+    pub(crate) pending_writes: AtomicUsize,
+    reader: OnceLock<Arc<BlobFileReader>>,
+}
+
+/// What changes about a blob file over its life.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlobFileMeta {
+    pub footer: BlobFooter,
+    pub file_size: u64,
+    pub garbage_bytes: u64,
+    pub state: BlobFileState,
+}
+
+impl BlobFile {
+    pub(crate) fn new(
+        number: u64,
+        column_family: u32,
+        ttl_range: Option<(u64, u64)>,
+        meta: BlobFileMeta,
+    ) -> Self {
+        BlobFile {
+            number,
+            column_family,
+            ttl_range,
+            meta: Mutex::new(meta),
+            pending_writes: AtomicUsize::new(0),
+            reader: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn state(&self) -> BlobFileState {
+        self.meta.lock().state
+    }
+}
+
+/// A blob file as the properties report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlobFileProperties {
+    pub number: u64,
+    /// Bytes on disk.
+    pub file_size: u64,
+    pub records: u64,
+    /// Bytes of records.
+    pub record_bytes: u64,
+    /// Bytes of records no live index points at any more.
+    pub garbage_bytes: u64,
+    /// `record_bytes - garbage_bytes`.
+    pub live_bytes: u64,
+    /// A file of values written with a TTL.
+    pub has_ttl: bool,
+    /// The records' smallest and largest expiration (seconds since the epoch), when they have one.
+    pub expiration_range: Option<(u64, u64)>,
+    pub state: BlobFileState,
+}
+
+/// A view generation for blob file deletion. Every read view holds the epoch current when it was
+/// installed; a blob file that becomes obsolete joins the current epoch's list, and a new epoch
+/// begins. Each epoch holds its successor, so an epoch ends only after every older one: when it
+/// ends, no view that could reach its files is left, and they are deleted.
+pub(crate) struct BlobEpoch {
+    doomed: Mutex<Vec<u64>>,
+    next: OnceLock<Arc<BlobEpoch>>,
+    store: Arc<BlobStore>,
+}
+
+impl std::fmt::Debug for BlobEpoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobEpoch")
+            .field("doomed", &self.doomed.lock().len())
+            .finish()
+    }
+}
+
+impl BlobEpoch {
+    pub(crate) fn first(store: Arc<BlobStore>) -> Arc<Self> {
+        Arc::new(BlobEpoch {
+            doomed: Mutex::new(Vec::new()),
+            next: OnceLock::new(),
+            store,
+        })
+    }
+}
+
+impl Drop for BlobEpoch {
+    fn drop(&mut self) {
+        self.store
+            .delete_files(std::mem::take(&mut *self.doomed.lock()));
+        // Successors that only this epoch held end now, iteratively (a long chain must not
+        // recurse).
+        let mut next = self.next.take();
+        while let Some(epoch) = next {
+            match Arc::try_unwrap(epoch) {
+                Ok(mut e) => {
+                    e.store.delete_files(std::mem::take(&mut *e.doomed.lock()));
+                    next = e.next.take();
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// What a blob index resolves to for a reader.
+#[derive(Debug)]
+pub(crate) enum Resolved {
+    /// Expired, or its blob file was evicted: the key reads as absent.
+    Gone,
+    /// The value is the `len` bytes at `start` of the index itself (inline with a TTL).
+    Inline { start: usize, len: usize },
+    /// The value, read from its blob file (or the cache).
+    Blob(Arc<Vec<u8>>),
+    /// Present, value not read (`keys_only`).
+    Unread,
+}
+
+/// Every blob file of the store, the read path, and the per-file accounting.
+pub(crate) struct BlobStore {
+    pub(crate) dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    stats: Arc<Stats>,
+    cache: Option<Arc<BlockCache>>,
+    files: RwLock<BTreeMap<u64, Arc<BlobFile>>>,
+    /// Files evicted by FIFO, for as long as the MANIFEST remembers them.
+    evicted: RwLock<HashSet<u64>>,
+    /// The epoch new read views join.
+    epoch: Mutex<Option<Arc<BlobEpoch>>>,
+}
+
+impl std::fmt::Debug for BlobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobStore")
+            .field("files", &self.files.read().len())
+            .finish()
+    }
+}
+
+impl BlobStore {
+    pub(crate) fn new(
+        dir: &Path,
+        fs: Arc<dyn FileSystem>,
+        stats: Arc<Stats>,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Arc<Self> {
+        let store = Arc::new(BlobStore {
+            dir: dir.to_path_buf(),
+            fs,
+            stats,
+            cache,
+            files: RwLock::new(BTreeMap::new()),
+            evicted: RwLock::new(HashSet::new()),
+            epoch: Mutex::new(None),
+        });
+        *store.epoch.lock() = Some(BlobEpoch::first(store.clone()));
+        store
+    }
+
+    /// The epoch a view installed now joins.
+    pub(crate) fn current_epoch(&self) -> Option<Arc<BlobEpoch>> {
+        self.epoch.lock().clone()
+    }
+
+    /// Ends the store's epochs (at close): the chain holds the store, and the store the chain.
+    pub(crate) fn shutdown(&self) {
+        self.epoch.lock().take();
+    }
+
+    pub(crate) fn filesystem(&self) -> &dyn FileSystem {
+        self.fs.as_ref()
+    }
+
+    pub(crate) fn path(&self, number: u64) -> PathBuf {
+        crate::filename::blob_file(&self.dir, number)
+    }
+
+    pub(crate) fn insert(&self, file: Arc<BlobFile>) {
+        self.files.write().insert(file.number, file);
+    }
+
+    pub(crate) fn get(&self, number: u64) -> Option<Arc<BlobFile>> {
+        self.files.read().get(&number).cloned()
+    }
+
+    /// The files of column family `cf` (every state), by number.
+    pub(crate) fn files_of(&self, cf: u32) -> Vec<Arc<BlobFile>> {
+        self.files
+            .read()
+            .values()
+            .filter(|f| f.column_family == cf)
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn mark_evicted(&self, number: u64) {
+        self.evicted.write().insert(number);
+    }
+
+    pub(crate) fn is_evicted(&self, number: u64) -> bool {
+        self.evicted.read().contains(&number)
+    }
+
+    /// Adds `bytes` of garbage to file `number` (unknown files are ignored: already deleted).
+    pub(crate) fn add_garbage(&self, garbage: &BlobGarbage) {
+        let files = self.files.read();
+        for (n, bytes) in garbage {
+            if let Some(f) = files.get(n) {
+                f.meta.lock().garbage_bytes += bytes;
+            }
+        }
+    }
+
+    /// Makes `numbers` unreachable for new readers and has them deleted when the current epoch
+    /// (and every older one) ends. The caller re-installs every read view afterwards, so that
+    /// idle column families leave the old epoch too.
+    pub(crate) fn retire(&self, numbers: &[u64], state: BlobFileState) {
+        if numbers.is_empty() {
+            return;
+        }
+        for n in numbers {
+            if let Some(f) = self.get(*n) {
+                f.meta.lock().state = state;
+            }
+        }
+        let mut epoch = self.epoch.lock();
+        let Some(current) = epoch.as_ref() else {
+            // Closing: nothing reads any more.
+            drop(epoch);
+            return self.delete_files(numbers.to_vec());
+        };
+        current.doomed.lock().extend_from_slice(numbers);
+        let next = Arc::new(BlobEpoch {
+            doomed: Mutex::new(Vec::new()),
+            next: OnceLock::new(),
+            store: current.store.clone(),
+        });
+        let _ = current.next.set(next.clone());
+        *epoch = Some(next);
+    }
+
+    fn delete_files(&self, numbers: Vec<u64>) {
+        for n in numbers {
+            // Cached values of the file age out: no index points at them any more.
+            self.files.write().remove(&n);
+            if self.fs.remove(&self.path(n)).is_ok() {
+                self.stats.blob_files_deleted.inc();
+            }
+        }
+    }
+
+    /// The reader of file `number`.
+    fn reader(&self, number: u64, key: &[u8]) -> Result<Arc<BlobFileReader>> {
+        let file = self.get(number).ok_or_else(|| {
+            Error::corruption(
+                self.path(number),
+                format!("blob file referenced by key {} is missing", show_key(key)),
+            )
+        })?;
+        if let Some(r) = file.reader.get() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(BlobFileReader::open(self.fs.as_ref(), &self.path(number))?);
+        Ok(file.reader.get_or_init(|| r).clone())
+    }
+
+    /// Reads the value of `blob`, which belongs to `key`, through the cache.
+    pub(crate) fn fetch(
+        &self,
+        blob: BlobRef,
+        key: &[u8],
+        fill_cache: bool,
+    ) -> Result<Arc<Vec<u8>>> {
+        let cache_key = (blob.file, blob.offset);
+        if let Some(cache) = &self.cache
+            && let Some(CachedBlock::Blob(v)) = cache.lookup(cache_key)
+        {
+            self.stats.blob_cache_hit.inc();
+            return Ok(v);
+        }
+        if self.cache.is_some() {
+            self.stats.blob_cache_miss.inc();
+        }
+        let value = Arc::new(self.reader(blob.file, key)?.read(blob, key)?);
+        self.stats.blob_reads.inc();
+        self.stats.blob_bytes_read.add(blob.size);
+        if fill_cache && let Some(cache) = &self.cache {
+            cache.insert(cache_key, CachedBlock::Blob(value.clone()), Priority::Low);
+        }
+        Ok(value)
+    }
+
+    /// What the blob index `index` (the value of `key`) means for a reader at `now`.
+    pub(crate) fn resolve(
+        &self,
+        index: &[u8],
+        key: &[u8],
+        now: u64,
+        keys_only: bool,
+        fill_cache: bool,
+    ) -> Result<Resolved> {
+        let decoded = BlobIndex::decode(index).ok_or_else(|| {
+            Error::corruption(
+                &self.dir,
+                format!("malformed blob index for key {}", show_key(key)),
+            )
+        })?;
+        if decoded.is_expired(now) {
+            return Ok(Resolved::Gone);
+        }
+        match decoded {
+            BlobIndex::Inline { value, .. } => Ok(Resolved::Inline {
+                start: index.len() - value.len(),
+                len: value.len(),
+            }),
+            BlobIndex::Blob { blob, .. } => {
+                if self.is_evicted(blob.file) {
+                    return Ok(Resolved::Gone);
+                }
+                if keys_only {
+                    return Ok(Resolved::Unread);
+                }
+                Ok(Resolved::Blob(self.fetch(blob, key, fill_cache)?))
+            }
+        }
+    }
+
+    /// Resolves a blob index found by a point lookup into the value returned.
+    pub(crate) fn resolve_value(
+        &self,
+        found: PinnableValue,
+        key: &[u8],
+        now: u64,
+        keys_only: bool,
+        fill_cache: bool,
+    ) -> Result<Option<PinnableValue>> {
+        Ok(
+            match self.resolve(&found, key, now, keys_only, fill_cache)? {
+                Resolved::Gone => None,
+                Resolved::Inline { .. } if keys_only => Some(PinnableValue::owned(Vec::new())),
+                Resolved::Inline { start, len } => Some(found.narrow(start, len)),
+                Resolved::Blob(v) => Some(PinnableValue::shared(v)),
+                Resolved::Unread => Some(PinnableValue::owned(Vec::new())),
+            },
+        )
+    }
+
+    /// The properties of column family `cf`'s files.
+    pub(crate) fn properties(&self, cf: u32) -> Vec<BlobFileProperties> {
+        self.files_of(cf)
+            .iter()
+            .map(|f| {
+                let m = *f.meta.lock();
+                let (lo, hi) = m.footer.expiration_range;
+                BlobFileProperties {
+                    number: f.number,
+                    file_size: m.file_size,
+                    records: m.footer.records,
+                    record_bytes: m.footer.record_bytes,
+                    garbage_bytes: m.garbage_bytes.min(m.footer.record_bytes),
+                    live_bytes: m.footer.record_bytes.saturating_sub(m.garbage_bytes),
+                    has_ttl: f.ttl_range.is_some(),
+                    expiration_range: (hi != 0).then_some((lo, hi)),
+                    state: m.state,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+//! Reads records of one blob file, verifying each; recovers a file that a crash left unsealed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::format::{
+    BlobFooter, BlobHeader, FOOTER_SIZE, HEADER_SIZE, Record, decode_record, record_len,
+};
+use super::index::BlobRef;
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, RandomAccessFile};
+
+/// An open blob file.
+#[derive(Debug)]
+pub(crate) struct BlobFileReader {
+    pub(crate) path: PathBuf,
+    file: Arc<dyn RandomAccessFile>,
+}
+
+/// What opening an existing file found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recovered {
+    pub header: BlobHeader,
+    pub footer: BlobFooter,
+    /// The file had its footer.
+    pub sealed: bool,
+    /// Bytes at the end of an unsealed file that do not form a whole, intact record (a write cut
+    /// short by a crash).
+    pub torn_bytes: u64,
+    pub file_size: u64,
+}
+
+impl BlobFileReader {
+    /// Opens `path` for reading records, without looking at header or footer (the file may still
+    /// be being written).
+    pub(crate) fn open(fs: &dyn FileSystem, path: &Path) -> Result<Self> {
+        Ok(BlobFileReader {
+            path: path.to_path_buf(),
+            file: fs.open_random(path)?,
+        })
+    }
+
+    fn corruption(&self, detail: impl Into<String>) -> Error {
+        Error::corruption(&self.path, detail)
+    }
+
+    /// Reads the header and, by seeking to the end, the footer. A file without an intact footer
+    /// (its writer crashed) is scanned record by record: the intact prefix is what it holds, and
+    /// the bytes after it are reported as torn. Such a file is never appended to again.
+    pub(crate) fn recover(&self) -> Result<Recovered> {
+        let len = self.file.len()?;
+        let mut head = [0u8; HEADER_SIZE];
+        if len < HEADER_SIZE as u64 {
+            return Err(self.corruption("file shorter than a blob header"));
+        }
+        self.file.read_exact_at(&mut head, 0)?;
+        let header = BlobHeader::decode(&head).map_err(|e| self.corruption(e))?;
+        if len >= (HEADER_SIZE + FOOTER_SIZE) as u64 {
+            let mut tail = [0u8; FOOTER_SIZE];
+            self.file
+                .read_exact_at(&mut tail, len - FOOTER_SIZE as u64)?;
+            if let Some(footer) = BlobFooter::decode(&tail) {
+                if footer.record_bytes + (HEADER_SIZE + FOOTER_SIZE) as u64 != len {
+                    return Err(self.corruption(format!(
+                        "footer counts {} bytes of records in a file of {len} bytes",
+                        footer.record_bytes
+                    )));
+                }
+                return Ok(Recovered {
+                    header,
+                    footer,
+                    sealed: true,
+                    torn_bytes: 0,
+                    file_size: len,
+                });
+            }
+        }
+        let mut footer = BlobFooter::default();
+        let mut offset = HEADER_SIZE as u64;
+        let torn = self.for_each_record(len, |at, size, r| {
+            let _ = at;
+            footer.note(size, r.expiration);
+            offset += size;
+        })?;
+        Ok(Recovered {
+            header,
+            footer,
+            sealed: false,
+            torn_bytes: if torn { len - offset } else { 0 },
+            file_size: len,
+        })
+    }
+
+    /// Calls `f(offset, size, record)` for each intact record from the header up to `end`; stops
+    /// at the first damaged or incomplete one and returns true if it met one.
+    pub(crate) fn for_each_record(
+        &self,
+        end: u64,
+        mut f: impl FnMut(u64, u64, &Record<'_>),
+    ) -> Result<bool> {
+        let mut offset = HEADER_SIZE as u64;
+        let mut buf = Vec::new();
+        while offset < end {
+            let mut head = [0u8; super::format::RECORD_HEADER_SIZE];
+            if end - offset < head.len() as u64 {
+                return Ok(true);
+            }
+            self.file.read_exact_at(&mut head, offset)?;
+            let Some(size) = record_len(&head).map(|n| n as u64) else {
+                return Ok(true);
+            };
+            if size > end - offset {
+                return Ok(true);
+            }
+            buf.resize(size as usize, 0);
+            self.file.read_exact_at(&mut buf, offset)?;
+            let Ok(record) = decode_record(&buf) else {
+                return Ok(true);
+            };
+            f(offset, size, &record);
+            offset += size;
+        }
+        Ok(false)
+    }
+
+    /// Reads, verifies and decompresses the value `blob` points at, which must belong to `key`.
+    pub(crate) fn read(&self, blob: BlobRef, key: &[u8]) -> Result<Vec<u8>> {
+        let size = usize::try_from(blob.size)
+            .map_err(|_| self.corruption(format!("blob size {} out of range", blob.size)))?;
+        let mut buf = vec![0u8; size];
+        self.file
+            .read_exact_at(&mut buf, blob.offset)
+            .map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    self.corruption(format!(
+                        "record at offset {} ({} bytes) lies past the end of the file",
+                        blob.offset, blob.size
+                    ))
+                }
+                other => other,
+            })?;
+        let record = decode_record(&buf)
+            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
+        if record.key != key {
+            return Err(self.corruption(format!(
+                "record at offset {} belongs to key {}, not {}",
+                blob.offset,
+                crate::error::show_key(record.key),
+                crate::error::show_key(key)
+            )));
+        }
+        decode_value(&record)
+            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))
+    }
+}
+
+/// The record's value, decompressed.
+pub(crate) fn decode_value(record: &Record<'_>) -> std::result::Result<Vec<u8>, String> {
+    if record.compressed {
+        crate::sst::decompress_zstd(record.stored_value)
+    } else {
+        Ok(record.stored_value.to_vec())
+    }
+}

@@ -1,0 +1,117 @@
+//! Appends records to one blob file and seals it with a footer.
+
+use std::path::{Path, PathBuf};
+
+use super::format::{BlobFooter, BlobHeader, HEADER_SIZE, encode_record};
+use super::index::BlobRef;
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
+
+/// A blob file being written. Records are appended whole; `flush` hands them to the OS (a process
+/// crash keeps them), `sync` makes them durable, `finish` writes the footer and syncs.
+#[derive(Debug)]
+pub(crate) struct BlobFileWriter {
+    pub(crate) number: u64,
+    path: PathBuf,
+    file: Box<dyn WritableFile>,
+    header: BlobHeader,
+    zstd_level: i32,
+    offset: u64,
+    footer: BlobFooter,
+    scratch: Vec<u8>,
+}
+
+impl BlobFileWriter {
+    /// Creates file `number` in `dir` and writes its header.
+    pub(crate) fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        number: u64,
+        header: BlobHeader,
+        zstd_level: i32,
+    ) -> Result<Self> {
+        let path = crate::filename::blob_file(dir, number);
+        let mut file = fs.create(&path)?;
+        file.append(&header.encode())?;
+        Ok(BlobFileWriter {
+            number,
+            path,
+            file,
+            header,
+            zstd_level,
+            offset: HEADER_SIZE as u64,
+            footer: BlobFooter::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Bytes written so far (header and records).
+    pub(crate) fn file_size(&self) -> u64 {
+        self.offset
+    }
+
+    /// What the records written so far add up to.
+    pub(crate) fn footer(&self) -> BlobFooter {
+        self.footer
+    }
+
+    /// Appends a record for `key`; the value is compressed when the file compresses and that
+    /// saves at least an eighth.
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8], expiration: u64) -> Result<BlobRef> {
+        let compressed = if self.header.compression {
+            zstd::bulk::compress(value, self.zstd_level)
+                .ok()
+                .filter(|c| c.len() < value.len() - value.len() / 8)
+        } else {
+            None
+        };
+        self.scratch.clear();
+        let stored = compressed.as_deref().unwrap_or(value);
+        encode_record(
+            &mut self.scratch,
+            key,
+            stored,
+            expiration,
+            compressed.is_some(),
+        );
+        self.file.append(&self.scratch)?;
+        let blob = BlobRef {
+            file: self.number,
+            offset: self.offset,
+            size: self.scratch.len() as u64,
+            compressed: compressed.is_some(),
+        };
+        self.offset += blob.size;
+        self.footer.note(blob.size, expiration);
+        Ok(blob)
+    }
+
+    /// Hands what was appended to the OS, so readers (and a process crash) see it.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// Writes the footer and syncs; returns the footer and the file's size.
+    pub(crate) fn finish(mut self) -> Result<(BlobFooter, u64)> {
+        let footer = self.footer;
+        self.file.append(&footer.encode())?;
+        self.file
+            .sync()
+            .map_err(|e| annotate(e, &self.path, "sealing"))?;
+        Ok((footer, self.offset + super::format::FOOTER_SIZE as u64))
+    }
+}
+
+fn annotate(e: Error, path: &Path, what: &str) -> Error {
+    match e {
+        Error::Io { context, source } => Error::Io {
+            context: format!("{what} blob file {}: {context}", path.display()),
+            source,
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,551 @@
+//! The database's side of the blob store: separating large values as they are written, sealing
+//! files, and the housekeeping that expires, garbage-collects and evicts whole files (see
+//! `crate::blob` for the files themselves).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::DbInner;
+use super::column_family::ColumnFamilyData;
+use crate::batch::{Op, WriteBatch};
+use crate::blob::{
+    BlobFile, BlobFileMeta, BlobFileState, BlobFileWriter, BlobGarbage, BlobHeader, BlobIndex,
+    encode_blob,
+};
+use crate::error::{Error, Result};
+use crate::key::ValueKind;
+use crate::options::Compression;
+use crate::version::VersionEdit;
+
+/// Which open blob file a value goes to: its column family and, for values with a TTL, the
+/// expiration bucket.
+type WriterKey = (u32, Option<(u64, u64)>);
+
+/// A blob file being appended to by the write path.
+#[derive(Debug)]
+pub(crate) struct OpenBlobWriter {
+    writer: BlobFileWriter,
+    file: Arc<BlobFile>,
+    /// Appended to since the last sync.
+    dirty: bool,
+}
+
+/// The write path's open blob files.
+#[derive(Debug, Default)]
+pub(crate) struct BlobWriters {
+    open: HashMap<WriterKey, OpenBlobWriter>,
+}
+
+/// Blob files a write appended to, until it commits: such a file is not evicted meanwhile.
+#[derive(Debug, Default)]
+pub(crate) struct PendingBlobs(Vec<Arc<BlobFile>>);
+
+impl Drop for PendingBlobs {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            f.pending_writes.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The TTL bucket of a value expiring at `expiration`.
+fn ttl_bucket(expiration: u64, range: u64) -> (u64, u64) {
+    let lo = expiration - expiration % range;
+    (lo, lo.saturating_add(range))
+}
+
+impl DbInner {
+    /// Seconds since the epoch, by the store's clock.
+    pub(super) fn now(&self) -> u64 {
+        self.opts.clock.now_secs()
+    }
+
+    /// Recomputes the smallest value any column family separates (`u64::MAX`: none does), which
+    /// lets writes without large values skip separation at the cost of one load.
+    pub(super) fn update_blob_threshold(&self) {
+        let reg = self.registry.read();
+        let t = reg
+            .by_id
+            .iter()
+            .flatten()
+            .filter(|d| d.opts.enable_blob_files)
+            .map(|d| d.opts.min_blob_size as u64)
+            .min()
+            .unwrap_or(u64::MAX);
+        self.blob_threshold.store(t, Ordering::Release);
+    }
+
+    /// Moves the large values of `batch` to blob files and returns the batch that goes to the WAL
+    /// and memtables, holding blob indexes instead. The blob records are handed to the OS (and
+    /// with `sync`, every blob file with unsynced records is synced) before this returns, so the
+    /// WAL never acknowledges an index whose value could be lost while it survives.
+    pub(super) fn separate_values(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+    ) -> Result<(WriteBatch, PendingBlobs)> {
+        let threshold = self.blob_threshold.load(Ordering::Acquire);
+        let mut pending = PendingBlobs::default();
+        if threshold == u64::MAX {
+            return Ok((batch, pending));
+        }
+        let mut large = false;
+        batch
+            .for_each(|r| {
+                large |= matches!(r.op, Op::Point(ValueKind::Put | ValueKind::BlobIndex))
+                    && r.value.len() as u64 >= threshold;
+            })
+            .map_err(Error::InvalidArgument)?;
+        if !large {
+            return Ok((batch, pending));
+        }
+        let reg = self.registry.read();
+        let mut writers = self.blob_writers.lock();
+        let mut out = WriteBatch::new();
+        let mut failure = None;
+        let mut sealed = Vec::new();
+        batch
+            .for_each(|r| {
+                if failure.is_some() {
+                    return;
+                }
+                let separate = match (r.op, reg.get(r.cf)) {
+                    (Op::Point(ValueKind::Put), Some(cf)) => Some((cf, r.value, 0)),
+                    (Op::Point(ValueKind::BlobIndex), Some(cf)) => match BlobIndex::decode(r.value)
+                    {
+                        Some(BlobIndex::Inline { expiration, value }) => {
+                            Some((cf, value, expiration))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                }
+                .filter(|(cf, value, _)| {
+                    cf.opts.enable_blob_files && value.len() >= cf.opts.min_blob_size
+                });
+                let Some((cf, value, expiration)) = separate else {
+                    return out.add_decoded(&r);
+                };
+                let bucket =
+                    (expiration != 0).then(|| ttl_bucket(expiration, cf.opts.ttl_range_secs));
+                match self.append_blob(&mut writers, cf, bucket, r.key, value, expiration) {
+                    Ok((index, file, full)) => {
+                        if !pending.0.iter().any(|f| Arc::ptr_eq(f, &file)) {
+                            file.pending_writes.fetch_add(1, Ordering::AcqRel);
+                            pending.0.push(file);
+                        }
+                        // Counted as user bytes: the value, not the index standing for it.
+                        self.stats
+                            .bytes_written
+                            .add((value.len() - index.len().min(value.len())) as u64);
+                        out.put_blob_index(r.cf, r.key, &index);
+                        if full {
+                            sealed.push((cf.id, bucket));
+                        }
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            })
+            .map_err(Error::InvalidArgument)?;
+        let mut result = match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        for w in writers.open.values_mut().filter(|w| w.dirty) {
+            let done = if sync {
+                w.writer.sync().map(|()| w.dirty = false)
+            } else {
+                w.writer.flush()
+            };
+            if result.is_ok() {
+                result = done;
+            }
+        }
+        let mut to_seal = Vec::new();
+        for key in sealed {
+            if let Some(w) = writers.open.remove(&key) {
+                to_seal.push(w);
+            }
+        }
+        drop(writers);
+        drop(reg);
+        let sealed_any = !to_seal.is_empty();
+        for w in to_seal {
+            let sealed = self.seal_blob_writer(w);
+            if result.is_ok() {
+                result = sealed;
+            }
+        }
+        result?;
+        if sealed_any {
+            // A sealed file may be evicted (or push the store over `max_db_size`).
+            self.blob_housekeeping_all()?;
+        }
+        Ok((out, pending))
+    }
+
+    /// Appends one value; returns its index, its file, and whether the file is now full.
+    fn append_blob(
+        &self,
+        writers: &mut BlobWriters,
+        cf: &ColumnFamilyData,
+        bucket: Option<(u64, u64)>,
+        key: &[u8],
+        value: &[u8],
+        expiration: u64,
+    ) -> Result<(Vec<u8>, Arc<BlobFile>, bool)> {
+        let slot = match writers.open.entry((cf.id, bucket)) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(self.open_blob_writer(cf, bucket)?)
+            }
+        };
+        let blob = match slot.writer.add(key, value, expiration) {
+            Ok(b) => b,
+            Err(e) => {
+                // The file's tail is unknown: stop appending to it; reopen finds its intact prefix.
+                if let Some(w) = writers.open.remove(&(cf.id, bucket)) {
+                    w.file.meta.lock().state = BlobFileState::Sealed;
+                }
+                return Err(e);
+            }
+        };
+        slot.dirty = true;
+        {
+            let mut m = slot.file.meta.lock();
+            m.footer = slot.writer.footer();
+            m.file_size = slot.writer.file_size();
+        }
+        self.stats.blob_values_written.inc();
+        self.stats.blob_bytes_written.add(blob.size);
+        let full = slot.writer.file_size() >= cf.opts.blob_file_size;
+        Ok((encode_blob(expiration, blob), slot.file.clone(), full))
+    }
+
+    /// Creates a blob file for `cf` and records it in the MANIFEST before anything points into it.
+    fn open_blob_writer(
+        &self,
+        cf: &ColumnFamilyData,
+        bucket: Option<(u64, u64)>,
+    ) -> Result<OpenBlobWriter> {
+        let number = self.versions.lock().new_file_number();
+        let header = BlobHeader {
+            column_family: cf.id,
+            compression: cf.opts.blob_compression == Compression::Zstd,
+            ttl_range: bucket,
+        };
+        let writer = self.create_blob_file(cf, number, header)?;
+        let file = Arc::new(BlobFile::new(
+            number,
+            cf.id,
+            bucket,
+            BlobFileMeta {
+                footer: writer.footer(),
+                file_size: writer.file_size(),
+                garbage_bytes: 0,
+                state: BlobFileState::Open,
+            },
+        ));
+        self.blobs.insert(file.clone());
+        Ok(OpenBlobWriter {
+            writer,
+            file,
+            dirty: false,
+        })
+    }
+
+    /// Creates blob file `number` (header written, directory entry durable) and logs its
+    /// addition.
+    fn create_blob_file(
+        &self,
+        cf: &ColumnFamilyData,
+        number: u64,
+        header: BlobHeader,
+    ) -> Result<BlobFileWriter> {
+        let mut writer = BlobFileWriter::create(
+            self.fs.as_ref(),
+            &self.dir,
+            number,
+            header,
+            cf.opts.zstd_level,
+        )?;
+        let logged = writer
+            .flush()
+            .and_then(|()| self.fs.sync_dir(&self.dir))
+            .and_then(|()| {
+                let edit = VersionEdit {
+                    column_family: cf.id,
+                    blob_files_added: vec![number],
+                    ..Default::default()
+                };
+                let last_seq = self.last_sequence.load(Ordering::Acquire);
+                self.versions.lock().log_and_apply(edit, last_seq)
+            });
+        if let Err(e) = logged {
+            drop(writer);
+            let _ = self.fs.remove(&self.blobs.path(number));
+            return Err(e);
+        }
+        self.stats.blob_files_created.inc();
+        Ok(writer)
+    }
+
+    /// Writes the footer of a full (or, at close, any) open blob file.
+    fn seal_blob_writer(&self, w: OpenBlobWriter) -> Result<()> {
+        let sealed = w.writer.finish();
+        let mut m = w.file.meta.lock();
+        m.state = BlobFileState::Sealed;
+        let (footer, size) = sealed?;
+        m.footer = footer;
+        m.file_size = size;
+        Ok(())
+    }
+
+    /// Seals every open blob file (at close).
+    pub(super) fn close_blob_writers(&self) -> Result<()> {
+        let open: Vec<OpenBlobWriter> = self
+            .blob_writers
+            .lock()
+            .open
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        let mut result = Ok(());
+        for w in open {
+            let r = self.seal_blob_writer(w);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    }
+
+    /// A blob file written by a compaction (garbage collection), for `cf`.
+    pub(super) fn create_gc_blob_file(&self, cf: &ColumnFamilyData) -> Result<BlobFileWriter> {
+        let number = self.versions.lock().new_file_number();
+        let header = BlobHeader {
+            column_family: cf.id,
+            compression: cf.opts.blob_compression == Compression::Zstd,
+            ttl_range: None,
+        };
+        let w = BlobFileWriter::create(
+            self.fs.as_ref(),
+            &self.dir,
+            number,
+            header,
+            cf.opts.zstd_level,
+        )?;
+        self.stats.blob_files_created.inc();
+        Ok(w)
+    }
+
+    /// Installs blob files a compaction wrote, once its edit is logged.
+    pub(super) fn register_sealed_blob_files(
+        &self,
+        cf: u32,
+        files: &[(u64, crate::blob::BlobFooter, u64)],
+    ) {
+        for &(number, footer, file_size) in files {
+            self.blobs.insert(Arc::new(BlobFile::new(
+                number,
+                cf,
+                None,
+                BlobFileMeta {
+                    footer,
+                    file_size,
+                    garbage_bytes: 0,
+                    state: BlobFileState::Sealed,
+                },
+            )));
+        }
+    }
+
+    /// Accounts garbage a logged flush or compaction found.
+    pub(super) fn apply_blob_garbage(&self, garbage: &BlobGarbage) {
+        if !garbage.is_empty() {
+            self.blobs.add_garbage(garbage);
+        }
+    }
+
+    /// The blob files of column family `cf` that garbage collection relocates values out of: the
+    /// oldest `blob_garbage_collection_age_cutoff` of its sealed files without TTL.
+    pub(super) fn gc_candidates(&self, cf: &ColumnFamilyData) -> Vec<u64> {
+        if !cf.opts.enable_blob_garbage_collection {
+            return Vec::new();
+        }
+        let files: Vec<u64> = self
+            .blobs
+            .files_of(cf.id)
+            .iter()
+            .filter(|f| f.ttl_range.is_none() && f.state() != BlobFileState::Evicted)
+            .filter(|f| f.state() != BlobFileState::Obsolete)
+            .map(|f| f.number)
+            .collect();
+        let n = (files.len() as f64 * cf.opts.blob_garbage_collection_age_cutoff) as usize;
+        let mut oldest: Vec<u64> = files
+            .into_iter()
+            .take(n)
+            .filter(|&number| {
+                self.blobs
+                    .get(number)
+                    .is_some_and(|f| f.state() == BlobFileState::Sealed)
+            })
+            .collect();
+        oldest.sort_unstable();
+        oldest
+    }
+
+    /// Housekeeping for every column family.
+    pub(super) fn blob_housekeeping_all(&self) -> Result<()> {
+        let cfs: Vec<Arc<ColumnFamilyData>> = self
+            .registry
+            .read()
+            .by_id
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for cf in cfs {
+            self.blob_housekeeping(&cf)?;
+        }
+        Ok(())
+    }
+
+    /// Drops column family `cf`'s blob files that are wholly expired or wholly garbage, then
+    /// evicts its oldest ones while it is over `max_db_size`. Each change is logged to the
+    /// MANIFEST before it takes effect.
+    pub(super) fn blob_housekeeping(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
+        if cf.is_dropped() {
+            return Ok(());
+        }
+        let _one = self.blob_admin.lock();
+        let now = self.now();
+        let files = self.blobs.files_of(cf.id);
+        let mut expired = Vec::new();
+        let mut garbage = Vec::new();
+        for f in &files {
+            let m = *f.meta.lock();
+            if m.state != BlobFileState::Sealed || f.pending_writes.load(Ordering::Acquire) > 0 {
+                continue;
+            }
+            let max_exp = m.footer.expiration_range.1;
+            if f.ttl_range.is_some() && max_exp != 0 && now >= max_exp && m.footer.records > 0 {
+                expired.push(f.number);
+            } else if m.garbage_bytes >= m.footer.record_bytes {
+                garbage.push(f.number);
+            }
+        }
+        let mut retired = false;
+        if !expired.is_empty() || !garbage.is_empty() {
+            let edit = VersionEdit {
+                column_family: cf.id,
+                blob_files_deleted: expired.iter().chain(&garbage).copied().collect(),
+                ..Default::default()
+            };
+            self.log_cf_edit(edit)?;
+            self.stats.blob_files_expired.add(expired.len() as u64);
+            self.stats.blob_gc_files_obsolete.add(garbage.len() as u64);
+            self.blobs.retire(&expired, BlobFileState::Obsolete);
+            self.blobs.retire(&garbage, BlobFileState::Obsolete);
+            retired = true;
+        }
+        if cf.opts.max_db_size > 0 {
+            retired |= self.evict_while_over_limit(cf)?;
+        }
+        if retired {
+            self.reinstall_all_views();
+        }
+        Ok(())
+    }
+
+    fn log_cf_edit(&self, edit: VersionEdit) -> Result<()> {
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        self.versions.lock().log_and_apply(edit, last_seq)
+    }
+
+    /// Live bytes of column family `cf`: its tables plus its blob files not yet retired.
+    pub(super) fn cf_live_bytes(&self, cf: &ColumnFamilyData) -> u64 {
+        let version = cf.current_view().version.clone();
+        let tables: u64 = version.levels.iter().flatten().map(|f| f.file_size).sum();
+        let blobs: u64 = self
+            .blobs
+            .files_of(cf.id)
+            .iter()
+            .map(|f| *f.meta.lock())
+            .filter(|m| matches!(m.state, BlobFileState::Open | BlobFileState::Sealed))
+            .map(|m| m.file_size)
+            .sum();
+        tables + blobs
+    }
+
+    /// FIFO eviction: the oldest blob files go, those with a TTL first (earliest expiration
+    /// first), then the others oldest first, until the column family fits `max_db_size`. A file
+    /// still being written is sealed first when nothing else is left.
+    fn evict_while_over_limit(&self, cf: &ColumnFamilyData) -> Result<bool> {
+        let mut evicted_any = false;
+        let mut sealed_open = false;
+        while self.cf_live_bytes(cf) > cf.opts.max_db_size {
+            let mut candidates: Vec<(bool, u64, u64, Arc<BlobFile>)> = self
+                .blobs
+                .files_of(cf.id)
+                .into_iter()
+                .filter(|f| {
+                    f.state() == BlobFileState::Sealed
+                        && f.pending_writes.load(Ordering::Acquire) == 0
+                })
+                .map(|f| {
+                    let exp = f.meta.lock().footer.expiration_range.1;
+                    (f.ttl_range.is_none(), exp, f.number, f)
+                })
+                .collect();
+            candidates.sort_by_key(|(no_ttl, exp, number, _)| (*no_ttl, *exp, *number));
+            let Some((_, _, _, victim)) = candidates.into_iter().next() else {
+                if sealed_open {
+                    break;
+                }
+                sealed_open = true;
+                let open: Vec<OpenBlobWriter> = {
+                    let mut w = self.blob_writers.lock();
+                    let keys: Vec<WriterKey> =
+                        w.open.keys().filter(|k| k.0 == cf.id).copied().collect();
+                    keys.iter().filter_map(|k| w.open.remove(k)).collect()
+                };
+                if open.is_empty() {
+                    break;
+                }
+                for w in open {
+                    self.seal_blob_writer(w)?;
+                }
+                continue;
+            };
+            let edit = VersionEdit {
+                column_family: cf.id,
+                blob_files_evicted: vec![(
+                    victim.number,
+                    self.last_sequence.load(Ordering::Acquire),
+                )],
+                ..Default::default()
+            };
+            self.log_cf_edit(edit)?;
+            let m = *victim.meta.lock();
+            self.blobs.mark_evicted(victim.number);
+            self.blobs.retire(&[victim.number], BlobFileState::Evicted);
+            self.stats.blob_fifo_evicted_files.inc();
+            self.stats.blob_fifo_evicted_keys.add(m.footer.records);
+            self.stats.blob_fifo_evicted_bytes.add(m.file_size);
+            evicted_any = true;
+        }
+        Ok(evicted_any)
+    }
+
+    /// Installs a fresh read view for every column family, so that each joins the current blob
+    /// epoch and older epochs can end.
+    pub(super) fn reinstall_all_views(&self) {
+        let mut st = self.state.lock();
+        let ids: Vec<u32> = st.cfs.iter().flatten().map(|cs| cs.data.id).collect();
+        for id in ids {
+            self.install_view(&mut st, id);
+        }
+    }
+}
