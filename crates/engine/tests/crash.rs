@@ -4,7 +4,8 @@
 //! batch spans three column families that flush at different rates, so the kill finds them with
 //! different amounts of the WAL flushed: recovery must still apply every batch whole or not at all.
 //! Each batch also writes a `doomed` key and range-deletes the previous batch's one, so range
-//! tombstones are recovered from the WAL and from tables alike.
+//! tombstones are recovered from the WAL and from tables alike. One column family keeps its values
+//! in blob files, so synced values must survive in blob files a kill may leave unsealed.
 //!
 //! The child is this same test binary, re-run with `STRATA_CRASH_CHILD_DIR` set.
 
@@ -36,8 +37,14 @@ fn options() -> Options {
     o.write_buffer_size = 64 << 10;
     o.create_missing_column_families = true;
     for (name, buffer) in [(CFS[1], 16 << 10), (CFS[2], 1 << 20)] {
+        // The fast-flushing column family keeps its values in blob files (small ones, so many
+        // files are sealed and begun while the kills land): synced values must survive there too.
+        let blobs = name == CFS[1];
         let cf = ColumnFamilyOptions {
             write_buffer_size: buffer,
+            enable_blob_files: blobs,
+            min_blob_size: 16,
+            blob_file_size: 32 << 10,
             ..Default::default()
         };
         o.column_families.insert(name.to_string(), cf);

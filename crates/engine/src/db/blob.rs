@@ -421,6 +421,7 @@ impl DbInner {
         }
         let _one = self.blob_admin.lock();
         let now = self.now();
+        self.seal_expired_writers(cf.id, now)?;
         let files = self.blobs.files_of(cf.id);
         let mut expired = Vec::new();
         let mut garbage = Vec::new();
@@ -455,6 +456,28 @@ impl DbInner {
         }
         if retired {
             self.reinstall_all_views();
+        }
+        Ok(())
+    }
+
+    /// Seals the open TTL files of column family `cf` whose every record has expired, so that
+    /// they can go whole; later writes of their bucket start a new file.
+    fn seal_expired_writers(&self, cf: u32, now: u64) -> Result<()> {
+        let done: Vec<OpenBlobWriter> = {
+            let mut w = self.blob_writers.lock();
+            let keys: Vec<WriterKey> = w
+                .open
+                .iter()
+                .filter(|((id, bucket), ow)| {
+                    let max_exp = ow.writer.footer().expiration_range.1;
+                    *id == cf && bucket.is_some() && max_exp != 0 && now >= max_exp
+                })
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter().filter_map(|k| w.open.remove(k)).collect()
+        };
+        for w in done {
+            self.seal_blob_writer(w)?;
         }
         Ok(())
     }

@@ -354,7 +354,10 @@ fn replay_wals(
             let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
                 Error::corruption(&path, "WAL record shorter than a batch header")
             })?;
-            if missing_blob(&batch, blobs, &path)?.is_some() {
+            // Only records replay applies matter: those of live column families not yet flushed.
+            let applies = |cf: u32| log_numbers.get(&cf).is_some_and(|&log| number >= log);
+            let now = opts.clock.now_secs();
+            if missing_blob(&batch, blobs, &path, applies, now)?.is_some() {
                 // The write's blob record did not survive (a crash before its blob file was
                 // synced): it was never synced itself, so neither was anything after it.
                 skipped += 1;
@@ -472,20 +475,28 @@ fn recover_blob_files(versions: &VersionSet, blobs: &BlobStore, stats: &Stats) -
     Ok(())
 }
 
-/// The first blob index of `batch` pointing past what its blob file holds, if any. An index into
-/// an evicted file is fine (it reads as absent); one into a file the MANIFEST does not know is
+/// The first blob index of `batch` (among records `applies` says replay applies) pointing past what
+/// its blob file holds, if any. An index into an evicted file, or an expired one whose file expired
+/// whole, is fine (it reads as absent); one into a file the MANIFEST does not know otherwise is
 /// corruption.
-fn missing_blob(batch: &WriteBatch, blobs: &BlobStore, wal: &Path) -> Result<Option<u64>> {
+fn missing_blob(
+    batch: &WriteBatch,
+    blobs: &BlobStore,
+    wal: &Path,
+    applies: impl Fn(u32) -> bool,
+    now: u64,
+) -> Result<Option<u64>> {
     let mut missing = None;
     let mut unknown = None;
     batch
         .for_each(|r| {
-            if r.op != Op::Point(ValueKind::BlobIndex) || missing.is_some() {
+            if r.op != Op::Point(ValueKind::BlobIndex) || missing.is_some() || !applies(r.cf) {
                 return;
             }
-            let Some(blob) = BlobIndex::decode(r.value).and_then(|d| d.blob()) else {
+            let Some(index) = BlobIndex::decode(r.value) else {
                 return;
             };
+            let Some(blob) = index.blob() else { return };
             match blobs.get(blob.file) {
                 Some(f) => {
                     let m = *f.meta.lock();
@@ -494,7 +505,7 @@ fn missing_blob(batch: &WriteBatch, blobs: &BlobStore, wal: &Path) -> Result<Opt
                         missing = Some(blob.file);
                     }
                 }
-                None if blobs.is_evicted(blob.file) => {}
+                None if blobs.is_evicted(blob.file) || index.is_expired(now) => {}
                 None => unknown = Some(blob.file),
             }
         })

@@ -1,0 +1,470 @@
+//! The blob store through the public API: key-value separation, TTL with a test clock, garbage
+//! collection, FIFO eviction, damage and torn tails.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{collect, collect_backward};
+use strata_engine::{
+    BlobFileState, Db, Expiration, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions,
+};
+
+const NOW: u64 = 1_700_000_000;
+
+fn options(clock: &Arc<ManualClock>) -> Options {
+    let mut o = Options::default();
+    o.enable_blob_files = true;
+    o.min_blob_size = 100;
+    o.blob_file_size = 64 << 10;
+    o.write_buffer_size = 64 << 10;
+    o.ttl_range_secs = 100;
+    o.clock = clock.clone();
+    o
+}
+
+/// A value of 300 to 600 bytes that does not compress, ending in `fill`.
+fn big(i: u32, fill: u8) -> Vec<u8> {
+    let mut v = format!("value{i}-").into_bytes();
+    let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ fill as u64;
+    while v.len() < 300 + (i % 7) as usize * 50 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(x as u8);
+    }
+    v.push(fill);
+    v
+}
+
+fn blob_files_on_disk(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".blob")
+        })
+        .count()
+}
+
+#[test]
+fn large_values_live_in_blob_files_and_read_back_every_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..400u32 {
+        let k = format!("k{i:04}").into_bytes();
+        // Every third value is small and stays inline.
+        let v = if i % 3 == 0 {
+            b"small".to_vec()
+        } else {
+            big(i, b'x')
+        };
+        db.put(&k, &v).unwrap();
+        expected.insert(k, v);
+    }
+    let mut b = WriteBatch::new();
+    b.put("k9999", big(9999, b'b'));
+    b.delete("k0001");
+    db.write(
+        b,
+        &WriteOptions {
+            sync: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    expected.insert(b"k9999".to_vec(), big(9999, b'b'));
+    expected.remove(&b"k0001".to_vec());
+    let stats = db.statistics();
+    assert_eq!(stats.blob_values_written, 267);
+    let check = |db: &Db| {
+        let want: Vec<_> = expected.clone().into_iter().collect();
+        assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), want);
+        assert_eq!(
+            collect_backward(db.iter(&ReadOptions::default()).unwrap()),
+            want
+        );
+        for (k, v) in &expected {
+            assert_eq!(db.get(k).unwrap().unwrap().as_ref(), v.as_slice());
+        }
+        let keys: Vec<Vec<u8>> = expected.keys().rev().cloned().collect();
+        for (k, got) in keys
+            .iter()
+            .zip(db.multi_get(&ReadOptions::default(), &keys))
+        {
+            assert_eq!(got.unwrap().unwrap().as_ref(), expected[k].as_slice());
+        }
+        assert!(db.get("k0001").unwrap().is_none());
+        // keys_only reads no value at all.
+        let ko = ReadOptions {
+            keys_only: true,
+            ..Default::default()
+        };
+        assert_eq!(db.get_with(&ko, "k0002").unwrap().unwrap().len(), 0);
+        let mut it = db.iter(&ko).unwrap();
+        it.seek(b"k0002");
+        assert_eq!((it.key(), it.value()), (&b"k0002"[..], &b""[..]));
+    };
+    check(&db);
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    assert!(props.live_blob_files >= 1);
+    assert!(props.blob_live_bytes > 266 * 300);
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    check(&db);
+    // Compaction moved indexes, not values: the tables are far smaller than the values.
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    assert!(
+        props.total_sst_bytes * 5 < props.blob_file_bytes,
+        "{props:?}"
+    );
+    drop(db);
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    check(&db);
+    let files = db.properties_cf(&db.default_cf()).unwrap().blob_files;
+    assert!(
+        files.iter().all(|f| f.state == BlobFileState::Sealed),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn ttl_values_expire_for_every_reader_at_once_and_compaction_removes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    let cf = db.default_cf();
+    db.put("old", "forever").unwrap();
+    db.put("shadowed", "older value").unwrap();
+    db.put_with_ttl(&cf, "small", "s", 50).unwrap();
+    db.put_with_ttl(&cf, "large", big(1, b'l'), 50).unwrap();
+    db.put_with_ttl(&cf, "shadowed", big(2, b's'), 50).unwrap();
+    db.put_with_ttl(&cf, "later", big(3, b'z'), 500).unwrap();
+    assert_eq!(
+        db.get_expiration(&cf, "small").unwrap(),
+        Some(Expiration::At(NOW + 50))
+    );
+    assert_eq!(
+        db.get_expiration(&cf, "old").unwrap(),
+        Some(Expiration::Never)
+    );
+    assert_eq!(db.get_expiration(&cf, "absent").unwrap(), None);
+    assert!(db.put_with_ttl(&cf, "zero", "v", 0).is_err());
+    let snapshot = db.snapshot();
+    db.flush().unwrap();
+    assert_eq!(
+        db.get("large").unwrap().unwrap().as_ref(),
+        big(1, b'l').as_slice()
+    );
+    clock.advance(50);
+    let alive = vec![
+        (b"later".to_vec(), big(3, b'z')),
+        (b"old".to_vec(), b"forever".to_vec()),
+    ];
+    for k in ["small", "large", "shadowed"] {
+        assert!(db.get(k).unwrap().is_none(), "{k}");
+        assert_eq!(db.get_expiration(&cf, k).unwrap(), None);
+        // A snapshot taken before expiry does not bring the value back.
+        let at = ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..Default::default()
+        };
+        assert!(db.get_with(&at, k).unwrap().is_none(), "{k} at snapshot");
+    }
+    // An expired value hides the older one it replaced.
+    let keys = ["small", "large", "shadowed", "old"];
+    let got: Vec<_> = db
+        .multi_get(&ReadOptions::default(), &keys)
+        .into_iter()
+        .map(|r| r.unwrap().map(|v| v.into_vec()))
+        .collect();
+    assert_eq!(got, vec![None, None, None, Some(b"forever".to_vec())]);
+    assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), alive);
+    assert_eq!(
+        collect_backward(db.iter(&ReadOptions::default()).unwrap()),
+        alive
+    );
+    drop(snapshot);
+    db.compact_range(None, None).unwrap();
+    let s = db.statistics();
+    assert_eq!(s.compaction_keys_expired, 3, "{s:?}");
+    assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), alive);
+    // The file of the bucket that expired is deleted whole; the later bucket's stays.
+    assert!(s.blob_files_expired >= 1, "{s:?}");
+    assert_eq!(blob_files_on_disk(dir.path()), 1);
+    drop(db);
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), alive);
+    clock.advance(1000);
+    assert!(db.get("later").unwrap().is_none());
+}
+
+#[test]
+fn garbage_collection_empties_old_files_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = options(&clock);
+    o.blob_file_size = 16 << 10;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    for round in 0..3u8 {
+        for i in 0..200u32 {
+            // Round 2 rewrites only half: the other half stays live in round 1's files.
+            if round < 2 || i % 2 == 0 {
+                db.put(format!("k{i:04}"), big(i, b'a' + round)).unwrap();
+            }
+        }
+    }
+    db.flush().unwrap();
+    let before = db.properties_cf(&db.default_cf()).unwrap();
+    db.compact_range(None, None).unwrap();
+    let s = db.statistics();
+    assert!(s.blob_gc_relocated_keys >= 100, "{s:?}");
+    let after = db.properties_cf(&db.default_cf()).unwrap();
+    // Every sealed file is either new (no garbage) or gone; only the file still being written
+    // keeps garbage (overwrites within it), as it is not collected until sealed.
+    for f in &after.blob_files {
+        assert!(
+            f.state != BlobFileState::Sealed || f.garbage_bytes == 0,
+            "{f:?}"
+        );
+    }
+    assert!(
+        after.blob_file_bytes < before.blob_file_bytes / 2,
+        "{before:?} {after:?}"
+    );
+    for i in 0..200u32 {
+        let want = big(i, if i % 2 == 0 { b'c' } else { b'b' });
+        assert_eq!(
+            db.get(format!("k{i:04}")).unwrap().unwrap().as_ref(),
+            want.as_slice()
+        );
+    }
+    drop(db);
+    // Deleted once no reader needed them: only the live files remain on disk, and reopen agrees.
+    let db = Db::open(dir.path(), o).unwrap();
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    assert_eq!(blob_files_on_disk(dir.path()), props.live_blob_files);
+    assert_eq!(
+        collect(db.iter(&ReadOptions::default()).unwrap()).len(),
+        200
+    );
+}
+
+#[test]
+fn an_iterator_keeps_relocated_files_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = options(&clock);
+    o.blob_file_size = 8 << 10;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    o.cache_size = 0;
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}"), big(i, b'a')).unwrap();
+    }
+    db.flush().unwrap();
+    let it = db.iter(&ReadOptions::default()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}"), big(i, b'b')).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    assert!(db.statistics().blob_gc_files_obsolete > 0);
+    // The held iterator still reads the old values from files that are now garbage.
+    let got = collect(it);
+    assert_eq!(got.len(), 100);
+    assert!(got.iter().all(|(_, v)| v.ends_with(b"a")));
+    assert!(
+        db.statistics().blob_files_deleted > 0,
+        "deleted once the iterator went"
+    );
+}
+
+#[test]
+fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = options(&clock);
+    o.blob_file_size = 8 << 10;
+    o.max_db_size = 64 << 10;
+    o.enable_blob_garbage_collection = false;
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    db.put("small", "inline values are never evicted").unwrap();
+    let n = 600u32;
+    for i in 0..n {
+        db.put(format!("k{i:04}"), big(i, b'e')).unwrap();
+    }
+    let s = db.statistics();
+    assert!(s.blob_fifo_evicted_files > 0, "{s:?}");
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    assert!(props.live_bytes <= o.max_db_size, "{props:?}");
+    // Evicted keys read as absent, from the oldest on; the newest survive; nothing is wrong.
+    let present: Vec<bool> = (0..n)
+        .map(|i| match db.get(format!("k{i:04}")).unwrap() {
+            Some(v) => {
+                assert_eq!(v.as_ref(), big(i, b'e').as_slice());
+                true
+            }
+            None => false,
+        })
+        .collect();
+    let first_present = present.iter().position(|p| *p).unwrap();
+    assert!(first_present > 0);
+    assert!(
+        present[first_present..].iter().all(|p| *p),
+        "eviction left a hole"
+    );
+    assert!(db.get("small").unwrap().is_some());
+    // An overwrite of an evicted key lives on, through compaction and reopen.
+    db.put("k0000", "rewritten").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    assert!(db.statistics().compaction_blob_indexes_evicted > 0);
+    assert_eq!(db.get("k0000").unwrap().unwrap().as_ref(), b"rewritten");
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    assert_eq!(db.get("k0000").unwrap().unwrap().as_ref(), b"rewritten");
+    assert!(
+        db.get("k0001").unwrap().is_none(),
+        "eviction survives reopen"
+    );
+    assert!(db.get(format!("k{:04}", n - 1)).unwrap().is_some());
+}
+
+#[test]
+fn a_damaged_blob_record_is_corruption_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = options(&clock);
+    o.cache_size = 0;
+    o.blob_compression = strata_engine::Compression::None;
+    {
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        db.put("victim", vec![b'v'; 500]).unwrap();
+    }
+    let blob = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "blob"))
+        .unwrap();
+    let mut data = std::fs::read(&blob).unwrap();
+    let n = data.len();
+    data[n - 100] ^= 0xff; // inside the value, before the footer
+    std::fs::write(&blob, &data).unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    match db.get("victim") {
+        Err(strata_engine::Error::Corruption { file, .. }) => assert_eq!(file, blob),
+        other => panic!("{other:?}"),
+    }
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    assert!(!it.valid());
+    assert!(it.status().unwrap_err().is_corruption());
+}
+
+/// Copies a store's files as a crash would leave them: whatever reached the OS.
+fn crash_copy(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_torn_blob_file_tail_is_detected_and_recovery_stops_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let o = options(&clock);
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let sync = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    for i in 0..10u32 {
+        db.put_with(&sync, format!("k{i}"), big(i, b't')).unwrap();
+    }
+    crash_copy(dir.path(), copy.path());
+    drop(db);
+    // The last record lost its tail (a crash mid-write, before its blob file was synced).
+    let blob = std::fs::read_dir(copy.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "blob"))
+        .unwrap();
+    let data = std::fs::read(&blob).unwrap();
+    std::fs::write(&blob, &data[..data.len() - 20]).unwrap();
+    let db = Db::open(copy.path(), o).unwrap();
+    assert_eq!(db.statistics().blob_torn_files, 1);
+    for i in 0..9u32 {
+        assert_eq!(
+            db.get(format!("k{i}")).unwrap().unwrap().as_ref(),
+            big(i, b't').as_slice()
+        );
+    }
+    assert!(
+        db.get("k9").unwrap().is_none(),
+        "the torn write is not replayed"
+    );
+    // The torn file is never appended to again; new writes go to a new file and survive.
+    db.put_with(&sync, "after", big(77, b'n')).unwrap();
+    drop(db);
+    let db = Db::open(copy.path(), options(&Arc::new(ManualClock::new(NOW)))).unwrap();
+    assert_eq!(
+        db.get("after").unwrap().unwrap().as_ref(),
+        big(77, b'n').as_slice()
+    );
+    assert_eq!(
+        db.get("k8").unwrap().unwrap().as_ref(),
+        big(8, b't').as_slice()
+    );
+}
+
+#[test]
+fn column_families_keep_their_own_blob_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = Options::default();
+    o.clock = clock.clone();
+    let db = Db::open(dir.path(), o).unwrap();
+    let mut cfo = strata_engine::ColumnFamilyOptions::default();
+    cfo.enable_blob_files = true;
+    cfo.min_blob_size = 10;
+    let docs = db.create_cf("docs", cfo).unwrap();
+    db.put_cf(&docs, "d", vec![1u8; 50]).unwrap();
+    db.put("plain", vec![1u8; 50]).unwrap();
+    let s = db.statistics();
+    assert_eq!(s.blob_values_written, 1);
+    // TTL works without blob files too: the value is kept inline with its expiration.
+    db.put_with_ttl(&db.default_cf(), "t", vec![2u8; 5000], 10)
+        .unwrap();
+    assert_eq!(db.statistics().blob_values_written, 1);
+    clock.advance(10);
+    assert!(db.get("t").unwrap().is_none());
+    assert_eq!(
+        db.get_cf(&docs, "d").unwrap().unwrap().as_ref(),
+        &[1u8; 50][..]
+    );
+    assert_eq!(db.properties_cf(&docs).unwrap().live_blob_files, 1);
+    // Dropping the column family deletes its blob files at the next open.
+    db.drop_cf(&docs).unwrap();
+    drop(db);
+    let mut o = Options::default();
+    o.clock = clock;
+    let _db = Db::open(dir.path(), o).unwrap();
+    assert_eq!(blob_files_on_disk(dir.path()), 0);
+}
