@@ -15,12 +15,15 @@
     clippy::field_reassign_with_default
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use strata_engine::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use strata_engine::{
+    Clock, Db, ManualClock, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -42,10 +45,20 @@ fn value(rng: &mut StdRng, op: u64) -> Vec<u8> {
 }
 
 /// Tiny buffers and level targets: flushes, L0 compactions, level compactions and trivial moves
-/// happen all the time. `dynamic` switches RocksDB's dynamic level sizing.
-fn options(dynamic: bool) -> Options {
+/// happen all the time. `dynamic` switches RocksDB's dynamic level sizing. With a clock, values of
+/// 30 bytes or more go to small blob files that garbage collection keeps relocating, and TTLs are
+/// judged by that clock.
+fn options(dynamic: bool, clock: Option<&Arc<ManualClock>>) -> Options {
     {
         let mut o = Options::default();
+        if let Some(clock) = clock {
+            o.clock = clock.clone();
+            o.enable_blob_files = true;
+            o.min_blob_size = 30;
+            o.blob_file_size = 16 << 10;
+            o.ttl_range_secs = 50;
+            o.blob_garbage_collection_age_cutoff = 0.5;
+        }
         o.write_buffer_size = 32 << 10;
         o.max_write_buffer_number = 3;
         o.block_size = 512;
@@ -86,6 +99,14 @@ struct Run {
     range_deletes: u64,
     /// The last range deleted, by key index: the next one may sit beside it or inside it.
     last_range: (u32, u32),
+    /// Blob files and TTL: the test clock, and each TTL value's expiration (values are unique).
+    clock: Option<Arc<ManualClock>>,
+    expirations: HashMap<Vec<u8>, u64>,
+    ttl_puts: u64,
+    expired: u64,
+    /// Blob statistics of earlier opens, summed: values separated, relocated by GC, blob files
+    /// deleted, expired entries compactions removed.
+    blob_counts: [u64; 4],
 }
 
 fn key_at(i: u32) -> Vec<u8> {
@@ -258,6 +279,17 @@ impl Run {
     fn step(&mut self, op: u64) {
         let choice = self.rng.random_range(0..1000);
         match choice {
+            0..=49 if self.clock.is_some() => {
+                let (k, v) = (key(&mut self.rng), value(&mut self.rng, op));
+                let ttl = self.rng.random_range(1..200);
+                let db = self.db.as_ref().expect("open");
+                db.put_with_ttl(&db.default_cf(), &k, &v, ttl).unwrap();
+                let now = self.clock.as_ref().map_or(0, |c| c.now_secs());
+                self.expirations.insert(v.clone(), now + ttl);
+                self.model.insert(k, v);
+                self.ttl_puts += 1;
+            }
+            50..=54 if self.clock.is_some() => self.advance_clock(),
             0..=399 => {
                 let (k, v) = (key(&mut self.rng), value(&mut self.rng, op));
                 let sync = self.rng.random_ratio(1, 100);
@@ -370,14 +402,39 @@ impl Run {
         }
     }
 
+    /// Moves the test clock; every value whose expiration passes vanishes from the model and from
+    /// every snapshot's copy (expiry is by the clock, not by snapshot).
+    fn advance_clock(&mut self) {
+        let Some(clock) = &self.clock else { return };
+        clock.advance(self.rng.random_range(1..60));
+        let now = clock.now_secs();
+        let exp = &self.expirations;
+        let live = |v: &Vec<u8>| exp.get(v).is_none_or(|e| *e > now);
+        let before = self.model.len();
+        self.model.retain(|_, v| live(v));
+        self.expired += (before - self.model.len()) as u64;
+        for (_, m) in &mut self.snapshots {
+            m.retain(|_, v| live(v));
+        }
+    }
+
     fn reopen(&mut self) {
         let db = self.db.take().unwrap();
         let s = db.statistics();
         self.flushes += s.flushes;
         self.compactions += s.compactions;
         self.trivial_moves += s.trivial_moves;
+        for (sum, n) in self.blob_counts.iter_mut().zip([
+            s.blob_values_written,
+            s.blob_gc_relocated_keys,
+            s.blob_files_deleted,
+            s.compaction_keys_expired,
+        ]) {
+            *sum += n;
+        }
         db.close().unwrap();
-        self.db = Some(Db::open(self.dir.path(), options(self.dynamic)).unwrap());
+        self.db =
+            Some(Db::open(self.dir.path(), options(self.dynamic, self.clock.as_ref())).unwrap());
     }
 
     fn pick_snapshot(&mut self) -> Option<usize> {
@@ -391,6 +448,17 @@ impl Run {
 
 #[test]
 fn store_agrees_with_a_btreemap_model() {
+    run_model(false);
+}
+
+/// The same, with values in blob files (relocated by garbage collection) and a fifth of the
+/// puts carrying a TTL while a test clock moves.
+#[test]
+fn store_with_blob_files_and_ttl_agrees_with_a_btreemap_model() {
+    run_model(true);
+}
+
+fn run_model(blobs: bool) {
     let ops: u64 = std::env::var("STRATA_MODEL_OPS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -401,7 +469,8 @@ fn store_agrees_with_a_btreemap_model() {
         .unwrap_or_else(|| rand::rng().next_u64());
     let dir = tempfile::tempdir().unwrap();
     let dynamic = seed.is_multiple_of(2);
-    let db = Db::open(dir.path(), options(dynamic)).unwrap();
+    let clock = blobs.then(|| Arc::new(ManualClock::new(1_700_000_000)));
+    let db = Db::open(dir.path(), options(dynamic, clock.as_ref())).unwrap();
     let mut run = Run {
         rng: StdRng::seed_from_u64(seed),
         dir,
@@ -415,6 +484,11 @@ fn store_agrees_with_a_btreemap_model() {
         trivial_moves: 0,
         range_deletes: 0,
         last_range: (0, 1),
+        clock,
+        expirations: HashMap::new(),
+        ttl_puts: 0,
+        expired: 0,
+        blob_counts: [0; 4],
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for op in 0..ops {
@@ -459,6 +533,20 @@ fn store_agrees_with_a_btreemap_model() {
         run.model.len(),
         props.total_files
     );
+    if blobs {
+        let [written, relocated, deleted, expired] = run.blob_counts;
+        println!(
+            "  blobs: {} TTL puts, {} values expired in the model, {} values in blob files, {} \
+             relocated by GC, {} blob files deleted, {} expired entries removed by compaction",
+            run.ttl_puts, run.expired, written, relocated, deleted, expired
+        );
+        if ops >= 50_000 {
+            assert!(
+                relocated > 0 && deleted > 0 && expired > 0,
+                "blob work should happen"
+            );
+        }
+    }
     if ops >= 50_000 {
         assert!(run.flushes > 500, "the run should flush constantly");
         assert!(run.compactions > 100, "the run should compact constantly");
