@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use strata_engine::{
-    ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -37,6 +37,9 @@ enum Command {
         /// fsync the WAL before returning.
         #[arg(long)]
         sync: bool,
+        /// Seconds until the key expires (it then reads as absent).
+        #[arg(long)]
+        ttl: Option<u64>,
     },
     /// Prints the value of KEY.
     Get { key: String },
@@ -88,8 +91,22 @@ enum Command {
     /// Creates, drops or lists column families.
     #[command(subcommand)]
     Cf(CfCommand),
+    /// Inspects blob files.
+    #[command(subcommand)]
+    Blob(BlobCommand),
     /// Runs db_bench-style workloads (flags as db_bench names them).
     Bench(Box<bench::BenchArgs>),
+}
+
+#[derive(Subcommand, Debug)]
+enum BlobCommand {
+    /// Prints the column family's blob files: number, size, records, live and garbage bytes,
+    /// TTL and expiration range, state.
+    List {
+        /// As JSON (one array) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,10 +178,51 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
         }
-        Command::Put { key, value, sync } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
-            batch.put_cf(cf, codec::decode(&key)?, codec::decode(&value)?);
+        Command::Put {
+            key,
+            value,
+            sync,
+            ttl,
+        } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
+            let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
+            match ttl {
+                Some(0) => return Err("--ttl must be at least 1 second".into()),
+                Some(secs) => {
+                    let now = strata_engine::SystemClock.now_secs();
+                    batch.put_until_cf(cf, key, value, now + secs)
+                }
+                None => batch.put_cf(cf, key, value),
+            }
             Ok(())
         }),
+        Command::Blob(BlobCommand::List { json }) => {
+            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let files = db.properties_cf(&cf).map_err(err)?.blob_files;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&files).map_err(|e| e.to_string())?
+                );
+                return Ok(());
+            }
+            println!("number\tbytes\trecords\tlive\tgarbage\tttl\texpiration\tstate");
+            for f in files {
+                let exp = f
+                    .expiration_range
+                    .map_or("-".to_string(), |(lo, hi)| format!("{lo}..{hi}"));
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{exp}\t{:?}",
+                    f.number,
+                    f.file_size,
+                    f.records,
+                    f.live_bytes,
+                    f.garbage_bytes,
+                    if f.has_ttl { "yes" } else { "no" },
+                    f.state
+                );
+            }
+            Ok(())
+        }
         Command::Get { key } => {
             let (db, cf) = open_cf(&cli.db, &cli.cf)?;
             match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {

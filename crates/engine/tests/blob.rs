@@ -86,7 +86,7 @@ fn large_values_live_in_blob_files_and_read_back_every_way() {
     )
     .unwrap();
     expected.insert(b"k9999".to_vec(), big(9999, b'b'));
-    expected.remove(&b"k0001".to_vec());
+    expected.remove(b"k0001".as_slice());
     let stats = db.statistics();
     assert_eq!(stats.blob_values_written, 267);
     let check = |db: &Db| {

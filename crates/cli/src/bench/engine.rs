@@ -41,6 +41,8 @@ pub struct StrataEngine {
     /// Key number `n` lives in `cfs[n % cfs.len()]` (db_bench's layout).
     cfs: Vec<ColumnFamily>,
     write: WriteOptions,
+    /// Seconds every written value lives (0: forever).
+    ttl: u64,
 }
 
 /// The numeric value of a bench key (zero-padded decimal), as db_bench picks column families by it.
@@ -74,6 +76,10 @@ impl StrataEngine {
             target_file_size_base: args.target_file_size_base,
             level_compaction_dynamic_level_bytes: args.level_compaction_dynamic_level_bytes,
             disable_auto_compactions: args.disable_auto_compactions,
+            enable_blob_files: args.enable_blob_files,
+            min_blob_size: args.min_blob_size,
+            blob_file_size: args.blob_file_size,
+            blob_compression: compression,
             ..Default::default()
         };
         let names: Vec<String> = (1..args.num_column_families)
@@ -105,6 +111,7 @@ impl StrataEngine {
                 sync: args.sync,
                 disable_wal: args.disable_wal,
             },
+            ttl: args.ttl,
         })
     }
 }
@@ -126,11 +133,17 @@ impl BenchEngine for StrataEngine {
 
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String> {
         let mut b = WriteBatch::new();
+        let expiration = (self.ttl > 0).then(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+                + self.ttl
+        });
         for (k, v) in entries {
-            if self.cfs.len() == 1 {
-                b.put(k, v);
-            } else {
-                b.put_cf(self.cf_of(k), k, v);
+            match expiration {
+                Some(e) => b.put_until_cf(self.cf_of(k), k, v, e),
+                None if self.cfs.len() == 1 => b.put(k, v),
+                None => b.put_cf(self.cf_of(k), k, v),
             }
         }
         self.db.write(b, &self.write).map_err(err)
@@ -253,7 +266,7 @@ impl BenchEngine for StrataEngine {
 
     fn disk_bytes_written(&self) -> Option<u64> {
         let s = self.db.statistics();
-        Some(s.wal_bytes + s.flush_bytes + s.compaction_bytes_written)
+        Some(s.wal_bytes + s.flush_bytes + s.compaction_bytes_written + s.blob_bytes_written)
     }
 
     fn stats(&self) -> String {
@@ -293,7 +306,8 @@ impl BenchEngine for StrataEngine {
         format!(
             "{}\nblock cache: {} hits, {} misses (data {}/{}, index {}/{}, filter {}/{} hits/misses), {} bytes used, {} pinned; bloom: {} checked, {} useful; write groups: {} for {} batches\n\
              compactions: {} ({} trivial moves), {} bytes read, {} bytes written; stalls: {} ({} slowdowns, {} stops, {} us)\n\
-             range deletions: {} written, {} entries hidden from reads, {} iterator reseeks; compaction dropped {} covered entries and {} tombstones, deleted {} covered tables",
+             range deletions: {} written, {} entries hidden from reads, {} iterator reseeks; compaction dropped {} covered entries and {} tombstones, deleted {} covered tables\n\
+             blobs: {} live files, {} bytes ({} live, {} garbage); {} values written, {} bytes; {} reads ({}/{} cache hits/misses); gc relocated {} values, {} bytes; {} files deleted, {} expired, {} evicted",
             levels.join("\n"),
             s.block_cache_hit,
             s.block_cache_miss,
@@ -322,7 +336,33 @@ impl BenchEngine for StrataEngine {
             s.range_del_reseeks,
             s.compaction_keys_range_deleted,
             s.compaction_range_tombstones_dropped,
-            s.tables_dropped_by_range_deletion
+            s.tables_dropped_by_range_deletion,
+            p.column_families
+                .iter()
+                .map(|c| c.live_blob_files)
+                .sum::<usize>(),
+            p.column_families
+                .iter()
+                .map(|c| c.blob_file_bytes)
+                .sum::<u64>(),
+            p.column_families
+                .iter()
+                .map(|c| c.blob_live_bytes)
+                .sum::<u64>(),
+            p.column_families
+                .iter()
+                .map(|c| c.blob_garbage_bytes)
+                .sum::<u64>(),
+            s.blob_values_written,
+            s.blob_bytes_written,
+            s.blob_reads,
+            s.blob_cache_hit,
+            s.blob_cache_miss,
+            s.blob_gc_relocated_keys,
+            s.blob_gc_relocated_bytes,
+            s.blob_files_deleted,
+            s.blob_files_expired,
+            s.blob_fifo_evicted_files
         )
     }
 

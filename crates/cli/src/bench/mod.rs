@@ -158,6 +158,18 @@ pub struct BenchArgs {
     /// readwhilewriting: writes per second for the writer thread (0: as fast as it can).
     #[arg(long = "benchmark_write_rate_limit", default_value_t = 0)]
     pub benchmark_write_rate_limit: u64,
+    /// Key-value separation: values of at least --min_blob_size bytes go to blob files.
+    #[arg(long = "enable_blob_files", num_args = 0..=1, default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub enable_blob_files: bool,
+    /// Smallest value stored in a blob file.
+    #[arg(long = "min_blob_size", default_value_t = 4096)]
+    pub min_blob_size: usize,
+    /// Size at which a blob file is sealed and another begun.
+    #[arg(long = "blob_file_size", default_value_t = 256 << 20)]
+    pub blob_file_size: u64,
+    /// Fill workloads write every value with this TTL in seconds (0: none; Strata only).
+    #[arg(long, default_value_t = 0)]
+    pub ttl: u64,
     /// Engine: strata, or rocksdb (needs the `rocksdb` cargo feature).
     #[arg(long, default_value = "strata")]
     pub engine: String,

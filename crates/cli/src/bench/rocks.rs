@@ -64,6 +64,12 @@ impl RocksEngine {
         opts.set_write_buffer_size(args.write_buffer_size);
         opts.set_max_background_jobs(args.max_background_jobs as i32);
         opts.set_max_total_wal_size(args.max_total_wal_size);
+        opts.set_enable_blob_files(args.enable_blob_files);
+        opts.set_min_blob_size(args.min_blob_size as u64);
+        opts.set_blob_file_size(args.blob_file_size);
+        if args.ttl > 0 {
+            return Err("--ttl is Strata's: RocksDB's integrated BlobDB has no TTL".into());
+        }
         opts.set_compression_type(match args.compression_type.as_str() {
             "none" => DBCompressionType::None,
             "zstd" => DBCompressionType::Zstd,
@@ -180,7 +186,12 @@ impl BenchEngine for RocksEngine {
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0)
         };
-        Some(ticker("wal.bytes") + ticker("flush.write.bytes") + ticker("compact.write.bytes"))
+        Some(
+            ticker("wal.bytes")
+                + ticker("flush.write.bytes")
+                + ticker("compact.write.bytes")
+                + ticker("blobdb.blob.file.bytes.written"),
+        )
     }
 
     fn stats(&self) -> String {

@@ -77,8 +77,7 @@ impl BlobFileReader {
         }
         let mut footer = BlobFooter::default();
         let mut offset = HEADER_SIZE as u64;
-        let torn = self.for_each_record(len, |at, size, r| {
-            let _ = at;
+        let torn = self.for_each_record(len, |_, size, r| {
             footer.note(size, r.expiration);
             offset += size;
         })?;
