@@ -451,8 +451,8 @@ fn store_agrees_with_a_btreemap_model() {
     run_model(false);
 }
 
-/// The same, with values in blob files (relocated by garbage collection) and a fifth of the
-/// puts carrying a TTL while a test clock moves.
+/// The same, with values in blob files (relocated by garbage collection) and one operation in
+/// twenty a put with a TTL while a test clock moves.
 #[test]
 fn store_with_blob_files_and_ttl_agrees_with_a_btreemap_model() {
     run_model(true);
