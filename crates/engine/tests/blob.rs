@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{collect, collect_backward};
+use common::{collect, collect_backward, files_with_extension};
 use strata_engine::{
     BlobFileState, Db, Expiration, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions,
 };
@@ -45,16 +45,7 @@ fn big(i: u32, fill: u8) -> Vec<u8> {
 }
 
 fn blob_files_on_disk(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".blob")
-        })
-        .count()
+    files_with_extension(dir, "blob").len()
 }
 
 #[test]
@@ -354,11 +345,7 @@ fn a_damaged_blob_record_is_corruption_naming_the_file() {
         let db = Db::open(dir.path(), o.clone()).unwrap();
         db.put("victim", vec![b'v'; 500]).unwrap();
     }
-    let blob = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "blob"))
-        .unwrap();
+    let blob = files_with_extension(dir.path(), "blob").remove(0);
     let mut data = std::fs::read(&blob).unwrap();
     let n = data.len();
     data[n - 100] ^= 0xff; // inside the value, before the footer
@@ -401,11 +388,7 @@ fn a_torn_blob_file_tail_is_detected_and_recovery_stops_before_it() {
     crash_copy(dir.path(), copy.path());
     drop(db);
     // The last record lost its tail (a crash mid-write, before its blob file was synced).
-    let blob = std::fs::read_dir(copy.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "blob"))
-        .unwrap();
+    let blob = files_with_extension(copy.path(), "blob").remove(0);
     let data = std::fs::read(&blob).unwrap();
     std::fs::write(&blob, &data[..data.len() - 20]).unwrap();
     let db = Db::open(copy.path(), o).unwrap();

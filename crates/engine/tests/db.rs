@@ -341,16 +341,7 @@ fn obsolete_wal_files_are_deleted() {
         db.put(format!("r{round}"), "v").unwrap();
         db.flush().unwrap();
     }
-    let logs = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".log")
-        })
-        .count();
+    let logs = common::files_with_extension(dir.path(), "log").len();
     assert_eq!(logs, 1, "only the live WAL remains");
     assert_eq!(db.properties().live_wal_files, 1);
 }

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use strata_engine::{
-    ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options, ReadOptions,
-    WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Compression, Db, DbIterator, Options, ReadOptions,
+    SystemClock, WriteBatch, WriteOptions,
 };
 
 use super::BenchArgs;
@@ -133,12 +133,7 @@ impl BenchEngine for StrataEngine {
 
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String> {
         let mut b = WriteBatch::new();
-        let expiration = (self.ttl > 0).then(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-                + self.ttl
-        });
+        let expiration = (self.ttl > 0).then(|| SystemClock.now_secs() + self.ttl);
         for (k, v) in entries {
             match expiration {
                 Some(e) => b.put_until_cf(self.cf_of(k), k, v, e),

@@ -373,6 +373,22 @@ impl BlobStore {
         Ok(value)
     }
 
+    /// Decodes the blob index `index`, the value of `key`; a malformed one is corruption.
+    pub(crate) fn decode_index<'a>(&self, index: &'a [u8], key: &[u8]) -> Result<BlobIndex<'a>> {
+        BlobIndex::decode(index).ok_or_else(|| {
+            Error::corruption(
+                &self.dir,
+                format!("malformed blob index for key {}", show_key(key)),
+            )
+        })
+    }
+
+    /// Whether `index` still stands for a value at `now`: not expired, its blob file not
+    /// evicted. Reads nothing.
+    pub(crate) fn is_live(&self, index: &BlobIndex<'_>, now: u64) -> bool {
+        !index.is_expired(now) && index.blob().is_none_or(|b| !self.is_evicted(b.file))
+    }
+
     /// What the blob index `index` (the value of `key`) means for a reader at `now`.
     pub(crate) fn resolve(
         &self,
@@ -382,13 +398,8 @@ impl BlobStore {
         keys_only: bool,
         fill_cache: bool,
     ) -> Result<Resolved> {
-        let decoded = BlobIndex::decode(index).ok_or_else(|| {
-            Error::corruption(
-                &self.dir,
-                format!("malformed blob index for key {}", show_key(key)),
-            )
-        })?;
-        if decoded.is_expired(now) {
+        let decoded = self.decode_index(index, key)?;
+        if !self.is_live(&decoded, now) {
             return Ok(Resolved::Gone);
         }
         match decoded {
@@ -397,9 +408,6 @@ impl BlobStore {
                 len: value.len(),
             }),
             BlobIndex::Blob { blob, .. } => {
-                if self.is_evicted(blob.file) {
-                    return Ok(Resolved::Gone);
-                }
                 if keys_only {
                     return Ok(Resolved::Unread);
                 }

@@ -362,15 +362,7 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         let mut kind = ValueKind::from_u8(key::kind_byte(ikey));
         let mut value = Cow::Borrowed(it.value());
         if kind == Some(ValueKind::BlobIndex) {
-            let index = BlobIndex::decode(it.value()).ok_or_else(|| {
-                crate::Error::corruption(
-                    ctx.blobs.store.dir.clone(),
-                    format!(
-                        "compaction met a malformed blob index for key {}",
-                        crate::error::show_key(user_key)
-                    ),
-                )
-            })?;
+            let index = ctx.blobs.store.decode_index(it.value(), user_key)?;
             let blob = index.blob();
             if index.is_expired(ctx.blobs.now) {
                 // Gone for every reader from now on: a deletion at the same sequence number.

@@ -162,22 +162,15 @@ impl DbInner {
                 result = done;
             }
         }
-        let mut to_seal = Vec::new();
-        for key in sealed {
-            if let Some(w) = writers.open.remove(&key) {
-                to_seal.push(w);
-            }
-        }
+        let to_seal: Vec<OpenBlobWriter> = sealed
+            .iter()
+            .filter_map(|key| writers.open.remove(key))
+            .collect();
         drop(writers);
         drop(reg);
         let sealed_any = !to_seal.is_empty();
-        for w in to_seal {
-            let sealed = self.seal_blob_writer(w);
-            if result.is_ok() {
-                result = sealed;
-            }
-        }
-        result?;
+        let sealing = self.seal_blob_writers(to_seal);
+        result.and(sealing)?;
         if sealed_any {
             // A sealed file may be evicted (or push the store over `max_db_size`).
             self.blob_housekeeping_all()?;
@@ -229,13 +222,23 @@ impl DbInner {
         cf: &ColumnFamilyData,
         bucket: Option<(u64, u64)>,
     ) -> Result<OpenBlobWriter> {
-        let number = self.versions.lock().new_file_number();
-        let header = BlobHeader {
-            column_family: cf.id,
-            compression: cf.opts.blob_compression == Compression::Zstd,
-            ttl_range: bucket,
-        };
-        let writer = self.create_blob_file(cf, number, header)?;
+        let mut writer = self.new_blob_file(cf, bucket)?;
+        let number = writer.number;
+        let logged = writer
+            .flush()
+            .and_then(|()| self.fs.sync_dir(&self.dir))
+            .and_then(|()| {
+                self.log_cf_edit(VersionEdit {
+                    column_family: cf.id,
+                    blob_files_added: vec![number],
+                    ..Default::default()
+                })
+            });
+        if let Err(e) = logged {
+            drop(writer);
+            let _ = self.fs.remove(&self.blobs.path(number));
+            return Err(e);
+        }
         let file = Arc::new(BlobFile::new(
             number,
             cf.id,
@@ -255,38 +258,26 @@ impl DbInner {
         })
     }
 
-    /// Creates blob file `number` (header written, directory entry durable) and logs its
-    /// addition.
-    fn create_blob_file(
+    /// A new blob file of `cf` for the TTL bucket `bucket` (`None`: values without TTL), header
+    /// written. Compactions write relocated values to one; the caller logs its addition.
+    pub(super) fn new_blob_file(
         &self,
         cf: &ColumnFamilyData,
-        number: u64,
-        header: BlobHeader,
+        bucket: Option<(u64, u64)>,
     ) -> Result<BlobFileWriter> {
-        let mut writer = BlobFileWriter::create(
+        let number = self.versions.lock().new_file_number();
+        let header = BlobHeader {
+            column_family: cf.id,
+            compression: cf.opts.blob_compression == Compression::Zstd,
+            ttl_range: bucket,
+        };
+        let writer = BlobFileWriter::create(
             self.fs.as_ref(),
             &self.dir,
             number,
             header,
             cf.opts.zstd_level,
         )?;
-        let logged = writer
-            .flush()
-            .and_then(|()| self.fs.sync_dir(&self.dir))
-            .and_then(|()| {
-                let edit = VersionEdit {
-                    column_family: cf.id,
-                    blob_files_added: vec![number],
-                    ..Default::default()
-                };
-                let last_seq = self.last_sequence.load(Ordering::Acquire);
-                self.versions.lock().log_and_apply(edit, last_seq)
-            });
-        if let Err(e) = logged {
-            drop(writer);
-            let _ = self.fs.remove(&self.blobs.path(number));
-            return Err(e);
-        }
         self.stats.blob_files_created.inc();
         Ok(writer)
     }
@@ -304,40 +295,35 @@ impl DbInner {
 
     /// Seals every open blob file (at close).
     pub(super) fn close_blob_writers(&self) -> Result<()> {
-        let open: Vec<OpenBlobWriter> = self
-            .blob_writers
-            .lock()
+        let open = self.take_blob_writers(|_, _| true);
+        self.seal_blob_writers(open)
+    }
+
+    /// Removes from the open set the writers `pick` chooses.
+    fn take_blob_writers(
+        &self,
+        pick: impl Fn(&WriterKey, &OpenBlobWriter) -> bool,
+    ) -> Vec<OpenBlobWriter> {
+        let mut w = self.blob_writers.lock();
+        let keys: Vec<WriterKey> = w
             .open
-            .drain()
-            .map(|(_, w)| w)
+            .iter()
+            .filter(|(k, ow)| pick(k, ow))
+            .map(|(k, _)| *k)
             .collect();
+        keys.iter().filter_map(|k| w.open.remove(k)).collect()
+    }
+
+    /// Seals every writer of `writers`; the first failure is returned after all were tried.
+    fn seal_blob_writers(&self, writers: Vec<OpenBlobWriter>) -> Result<()> {
         let mut result = Ok(());
-        for w in open {
+        for w in writers {
             let r = self.seal_blob_writer(w);
             if result.is_ok() {
                 result = r;
             }
         }
         result
-    }
-
-    /// A blob file written by a compaction (garbage collection), for `cf`.
-    pub(super) fn create_gc_blob_file(&self, cf: &ColumnFamilyData) -> Result<BlobFileWriter> {
-        let number = self.versions.lock().new_file_number();
-        let header = BlobHeader {
-            column_family: cf.id,
-            compression: cf.opts.blob_compression == Compression::Zstd,
-            ttl_range: None,
-        };
-        let w = BlobFileWriter::create(
-            self.fs.as_ref(),
-            &self.dir,
-            number,
-            header,
-            cf.opts.zstd_level,
-        )?;
-        self.stats.blob_files_created.inc();
-        Ok(w)
     }
 
     /// Installs blob files a compaction wrote, once its edit is logged.
@@ -374,26 +360,23 @@ impl DbInner {
         if !cf.opts.enable_blob_garbage_collection {
             return Vec::new();
         }
-        let files: Vec<u64> = self
+        // Files by number, oldest first; retired ones no longer count.
+        let files: Vec<Arc<BlobFile>> = self
             .blobs
             .files_of(cf.id)
-            .iter()
-            .filter(|f| f.ttl_range.is_none() && f.state() != BlobFileState::Evicted)
-            .filter(|f| f.state() != BlobFileState::Obsolete)
-            .map(|f| f.number)
-            .collect();
-        let n = (files.len() as f64 * cf.opts.blob_garbage_collection_age_cutoff) as usize;
-        let mut oldest: Vec<u64> = files
             .into_iter()
-            .take(n)
-            .filter(|&number| {
-                self.blobs
-                    .get(number)
-                    .is_some_and(|f| f.state() == BlobFileState::Sealed)
+            .filter(|f| {
+                f.ttl_range.is_none()
+                    && matches!(f.state(), BlobFileState::Open | BlobFileState::Sealed)
             })
             .collect();
-        oldest.sort_unstable();
-        oldest
+        let n = (files.len() as f64 * cf.opts.blob_garbage_collection_age_cutoff) as usize;
+        files
+            .iter()
+            .take(n)
+            .filter(|f| f.state() == BlobFileState::Sealed)
+            .map(|f| f.number)
+            .collect()
     }
 
     /// Housekeeping for every column family.
@@ -463,23 +446,11 @@ impl DbInner {
     /// Seals the open TTL files of column family `cf` whose every record has expired, so that
     /// they can go whole; later writes of their bucket start a new file.
     fn seal_expired_writers(&self, cf: u32, now: u64) -> Result<()> {
-        let done: Vec<OpenBlobWriter> = {
-            let mut w = self.blob_writers.lock();
-            let keys: Vec<WriterKey> = w
-                .open
-                .iter()
-                .filter(|((id, bucket), ow)| {
-                    let max_exp = ow.writer.footer().expiration_range.1;
-                    *id == cf && bucket.is_some() && max_exp != 0 && now >= max_exp
-                })
-                .map(|(k, _)| *k)
-                .collect();
-            keys.iter().filter_map(|k| w.open.remove(k)).collect()
-        };
-        for w in done {
-            self.seal_blob_writer(w)?;
-        }
-        Ok(())
+        let done = self.take_blob_writers(|(id, bucket), ow| {
+            let max_exp = ow.writer.footer().expiration_range.1;
+            *id == cf && bucket.is_some() && max_exp != 0 && now >= max_exp
+        });
+        self.seal_blob_writers(done)
     }
 
     fn log_cf_edit(&self, edit: VersionEdit) -> Result<()> {
@@ -528,18 +499,11 @@ impl DbInner {
                     break;
                 }
                 sealed_open = true;
-                let open: Vec<OpenBlobWriter> = {
-                    let mut w = self.blob_writers.lock();
-                    let keys: Vec<WriterKey> =
-                        w.open.keys().filter(|k| k.0 == cf.id).copied().collect();
-                    keys.iter().filter_map(|k| w.open.remove(k)).collect()
-                };
+                let open = self.take_blob_writers(|(id, _), _| *id == cf.id);
                 if open.is_empty() {
                     break;
                 }
-                for w in open {
-                    self.seal_blob_writer(w)?;
-                }
+                self.seal_blob_writers(open)?;
                 continue;
             };
             let edit = VersionEdit {

@@ -210,7 +210,7 @@ impl DbInner {
         } else {
             let snapshots = self.snapshots.sequences();
             let new_file_number = || self.versions.lock().new_file_number();
-            let new_blob_file = || self.create_gc_blob_file(cf);
+            let new_blob_file = || self.new_blob_file(cf, None);
             let ctx = JobContext {
                 fs: self.fs.as_ref(),
                 dir: &self.dir,

@@ -665,19 +665,8 @@ impl DbInner {
         Ok(match found {
             Lookup::Found(_) => Some(crate::Expiration::Never),
             Lookup::Indexed(index) => {
-                let decoded = crate::blob::BlobIndex::decode(&index).ok_or_else(|| {
-                    Error::corruption(
-                        &self.dir,
-                        format!(
-                            "malformed blob index for key {}",
-                            crate::error::show_key(user_key)
-                        ),
-                    )
-                })?;
-                let evicted = decoded
-                    .blob()
-                    .is_some_and(|b| self.blobs.is_evicted(b.file));
-                if decoded.is_expired(self.now()) || evicted {
+                let decoded = self.blobs.decode_index(&index, user_key)?;
+                if !self.blobs.is_live(&decoded, self.now()) {
                     None
                 } else if decoded.expiration() == 0 {
                     Some(crate::Expiration::Never)

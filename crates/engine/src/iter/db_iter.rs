@@ -136,42 +136,16 @@ impl DbIterator {
         self.inner.status()
     }
 
-    /// Whether the blob index `index` of `user_key` still stands for a value: not expired, its
-    /// blob file not evicted. Reads nothing.
+    /// Whether the blob index `index` still stands for a value: not expired, its blob file not
+    /// evicted. Reads nothing.
     fn index_is_live(&self, index: &[u8]) -> bool {
-        BlobIndex::decode(index).is_none_or(|d| {
-            !d.is_expired(self.blobs.now)
-                && d.blob()
-                    .is_none_or(|b| !self.blobs.store.is_evicted(b.file))
-        })
+        BlobIndex::decode(index).is_none_or(|d| self.blobs.store.is_live(&d, self.blobs.now))
     }
 
-    /// Sets where the value of the entry found is: `Some(false)` when the key turns out absent
-    /// (expired or evicted), `None` after an error.
-    fn settle_current(&mut self, kind: ValueKind, user_key: &[u8], value: &[u8]) -> Option<bool> {
-        self.current = match kind {
-            ValueKind::BlobIndex => {
-                let b = &self.blobs;
-                match b
-                    .store
-                    .resolve(value, user_key, b.now, b.keys_only, b.fill_cache)
-                {
-                    Ok(Resolved::Gone) => return Some(false),
-                    Ok(Resolved::Inline { .. }) if b.keys_only => CurrentValue::Empty,
-                    Ok(Resolved::Inline { start, len }) => CurrentValue::Inline { start, len },
-                    Ok(Resolved::Blob(v)) => CurrentValue::Blob(v),
-                    Ok(Resolved::Unread) => CurrentValue::Empty,
-                    Err(e) => {
-                        self.error = Some(e);
-                        self.valid = false;
-                        return None;
-                    }
-                }
-            }
-            _ if self.blobs.keys_only => CurrentValue::Empty,
-            _ => CurrentValue::Entry,
-        };
-        Some(true)
+    /// Records an error met while iterating; the iterator is invalid from then on.
+    fn fail(&mut self, e: Error) {
+        self.error = Some(e);
+        self.valid = false;
     }
 
     fn below_upper(&self, user_key: &[u8]) -> bool {
@@ -197,34 +171,23 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(uk);
                         skipping = true;
                     }
-                    Some(ValueKind::Put) if !(skipping && uk <= self.saved_key.as_slice()) => {
-                        self.current = if self.blobs.keys_only {
-                            CurrentValue::Empty
-                        } else {
-                            CurrentValue::Entry
-                        };
-                        self.valid = true;
-                        self.saved_key.clear();
-                        return;
-                    }
-                    Some(ValueKind::BlobIndex)
+                    Some(kind @ (ValueKind::Put | ValueKind::BlobIndex))
                         if !(skipping && uk <= self.saved_key.as_slice()) =>
                     {
-                        let uk = uk.to_vec();
-                        let value = self.inner.value().to_vec();
-                        match self.settle_current(ValueKind::BlobIndex, &uk, &value) {
-                            Some(true) => {
+                        match current_value(&self.blobs, kind, uk, self.inner.value()) {
+                            Ok(Some(current)) => {
+                                self.current = current;
                                 self.valid = true;
                                 self.saved_key.clear();
                                 return;
                             }
                             // Expired or evicted: absent, and it hides older versions.
-                            Some(false) => {
+                            Ok(None) => {
                                 self.saved_key.clear();
-                                self.saved_key.extend_from_slice(&uk);
+                                self.saved_key.extend_from_slice(uk);
                                 skipping = true;
                             }
-                            None => return,
+                            Err(e) => return self.fail(e),
                         }
                     }
                     _ => {}
@@ -282,15 +245,17 @@ impl DbIterator {
             self.direction = Direction::Forward;
             return;
         }
-        let (uk, value) = (self.saved_key.clone(), self.saved_value.clone());
-        match self.settle_current(last_kind, &uk, &value) {
-            Some(true) => self.valid = true,
+        match current_value(&self.blobs, last_kind, &self.saved_key, &self.saved_value) {
+            Ok(Some(current)) => {
+                self.current = current;
+                self.valid = true;
+            }
             // Checked live above; the only way here is a file evicted meanwhile.
-            Some(false) => {
+            Ok(None) => {
                 self.valid = false;
                 self.direction = Direction::Forward;
             }
-            None => {}
+            Err(e) => self.fail(e),
         }
     }
 
@@ -401,4 +366,35 @@ impl DbIterator {
         }
         self.find_prev_user_entry();
     }
+}
+
+/// Where the value of a found entry of `kind` is; `None` when the key turns out absent (an
+/// expired index, or one into an evicted blob file).
+fn current_value(
+    blobs: &BlobReads,
+    kind: ValueKind,
+    user_key: &[u8],
+    value: &[u8],
+) -> Result<Option<CurrentValue>> {
+    if kind != ValueKind::BlobIndex {
+        return Ok(Some(if blobs.keys_only {
+            CurrentValue::Empty
+        } else {
+            CurrentValue::Entry
+        }));
+    }
+    let resolved = blobs.store.resolve(
+        value,
+        user_key,
+        blobs.now,
+        blobs.keys_only,
+        blobs.fill_cache,
+    )?;
+    Ok(match resolved {
+        Resolved::Gone => None,
+        Resolved::Inline { .. } | Resolved::Unread if blobs.keys_only => Some(CurrentValue::Empty),
+        Resolved::Inline { start, len } => Some(CurrentValue::Inline { start, len }),
+        Resolved::Blob(v) => Some(CurrentValue::Blob(v)),
+        Resolved::Unread => Some(CurrentValue::Empty),
+    })
 }

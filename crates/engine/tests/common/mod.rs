@@ -31,16 +31,16 @@ pub fn collect_backward(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// Table files in a store's directory.
-pub fn tables_on_disk(dir: &Path) -> usize {
+/// Files in a store's directory whose extension is `ext`, by path.
+pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "sst")
-        })
-        .count()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect()
+}
+
+/// Table files in a store's directory.
+pub fn tables_on_disk(dir: &Path) -> usize {
+    files_with_extension(dir, "sst").len()
 }
