@@ -54,7 +54,10 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
-pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
+pub use fs::{
+    FaultError, FaultInjectionFs, FileLock, FileSystem, FsOp, RandomAccessFile, StdFileSystem,
+    WritableFile,
+};
 pub use iter::DbIterator;
 pub use key::SequenceNumber;
 pub use options::{

@@ -35,6 +35,9 @@ pub(crate) struct OpenBlobWriter {
 #[derive(Debug, Default)]
 pub(crate) struct BlobWriters {
     open: HashMap<WriterKey, OpenBlobWriter>,
+    /// Files given up after a failed append, whose earlier records may back acknowledged writes:
+    /// kept until a sync makes those durable.
+    abandoned: Vec<OpenBlobWriter>,
 }
 
 /// Blob files a write appended to, until it commits: such a file is not evicted meanwhile.
@@ -77,14 +80,10 @@ impl DbInner {
     }
 
     /// Moves the large values of `batch` to blob files and returns the batch that goes to the WAL
-    /// and memtables, holding blob indexes instead. The blob records are handed to the OS (and
-    /// with `sync`, every blob file with unsynced records is synced) before this returns, so the
-    /// WAL never acknowledges an index whose value could be lost while it survives.
-    pub(super) fn separate_values(
-        &self,
-        batch: WriteBatch,
-        sync: bool,
-    ) -> Result<(WriteBatch, PendingBlobs)> {
+    /// and memtables, holding blob indexes instead. The blob records are handed to the OS before
+    /// this returns (a process crash keeps them); a synced write group syncs the blob files before
+    /// its log, so the WAL never vouches for an index whose value could be lost.
+    pub(super) fn separate_values(&self, batch: WriteBatch) -> Result<(WriteBatch, PendingBlobs)> {
         let threshold = self.blob_threshold.load(Ordering::Acquire);
         let mut pending = PendingBlobs::default();
         if threshold == u64::MAX {
@@ -153,11 +152,7 @@ impl DbInner {
             None => Ok(()),
         };
         for w in writers.open.values_mut().filter(|w| w.dirty) {
-            let done = if sync {
-                w.writer.sync().map(|()| w.dirty = false)
-            } else {
-                w.writer.flush()
-            };
+            let done = w.writer.flush();
             if result.is_ok() {
                 result = done;
             }
@@ -200,6 +195,7 @@ impl DbInner {
                 // The file's tail is unknown: stop appending to it; reopen finds its intact prefix.
                 if let Some(w) = writers.open.remove(&(cf.id, bucket)) {
                     w.file.meta.lock().state = BlobFileState::Sealed;
+                    writers.abandoned.push(w);
                 }
                 return Err(e);
             }
@@ -224,8 +220,10 @@ impl DbInner {
     ) -> Result<OpenBlobWriter> {
         let mut writer = self.new_blob_file(cf, bucket)?;
         let number = writer.number;
+        // The header is synced before the MANIFEST names the file: a crash must not leave a
+        // named blob file too short to open.
         let logged = writer
-            .flush()
+            .sync()
             .and_then(|()| self.fs.sync_dir(&self.dir))
             .and_then(|()| {
                 self.log_cf_edit(VersionEdit {
@@ -234,11 +232,9 @@ impl DbInner {
                     ..Default::default()
                 })
             });
-        if let Err(e) = logged {
-            drop(writer);
-            let _ = self.fs.remove(&self.blobs.path(number));
-            return Err(e);
-        }
+        // On failure the file stays: the edit may have reached the disk before the error, and the
+        // next open deletes the file if no MANIFEST names it.
+        logged?;
         let file = Arc::new(BlobFile::new(
             number,
             cf.id,
@@ -294,6 +290,23 @@ impl DbInner {
     }
 
     /// Seals every open blob file (at close).
+    /// Syncs every open blob file with unsynced records. Called before anything that makes blob
+    /// indexes durable: a WAL sync (a synced write must not sit behind an index whose value a crash
+    /// can lose, or recovery stops before it) and a flush's MANIFEST edit (once the table stands in
+    /// for the WAL, nothing else vouches for those records).
+    pub(super) fn sync_blob_writers(&self) -> Result<()> {
+        let mut writers = self.blob_writers.lock();
+        for w in writers.open.values_mut().filter(|w| w.dirty) {
+            w.writer.sync()?;
+            w.dirty = false;
+        }
+        while let Some(w) = writers.abandoned.last_mut() {
+            w.writer.sync()?;
+            writers.abandoned.pop();
+        }
+        Ok(())
+    }
+
     pub(super) fn close_blob_writers(&self) -> Result<()> {
         let open = self.take_blob_writers(|_, _| true);
         self.seal_blob_writers(open)

@@ -240,15 +240,9 @@ impl DbInner {
                 // The relocated values' files must be durable before the MANIFEST names them.
                 self.fs.sync_dir(&self.dir)?;
             }
-            if let Err(e) = self.versions.lock().log_and_apply(edit, last_seq) {
-                for f in &out.files {
-                    let _ = self.fs.remove(&table_file(&self.dir, f.number));
-                }
-                for (n, _, _) in &out.blob_files {
-                    let _ = self.fs.remove(&self.blobs.path(*n));
-                }
-                return Err(e);
-            }
+            // On failure the outputs stay: the edit may have reached the disk before the error, and
+            // the next open deletes whatever no MANIFEST names.
+            self.versions.lock().log_and_apply(edit, last_seq)?;
             self.register_sealed_blob_files(cf.id, &out.blob_files);
             self.apply_blob_garbage(&out.blob_garbage);
             self.stats

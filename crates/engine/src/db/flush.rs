@@ -198,10 +198,12 @@ impl DbInner {
             edit.new_files.push((0, meta));
         }
         let last_seq = self.last_sequence.load(Ordering::Acquire);
-        if let Err(e) = self.versions.lock().log_and_apply(edit, last_seq) {
-            let _ = self.fs.remove(&table_file(&self.dir, number));
-            return Err(e);
-        }
+        let logged = self
+            .sync_blob_writers()
+            .and_then(|()| self.versions.lock().log_and_apply(edit, last_seq));
+        // On failure the table stays: the edit may have reached the disk before the error, and the
+        // next open deletes the table if no MANIFEST names it.
+        logged?;
         self.apply_blob_garbage(&garbage);
         self.stats.flushes.inc();
         info.duration = started.elapsed();

@@ -376,7 +376,7 @@ impl Db {
             }
         }
         // Large values go to blob files first; the files stay unevictable until the write lands.
-        let (batch, _pending) = self.inner.separate_values(batch, opts.sync)?;
+        let (batch, _pending) = self.inner.separate_values(batch)?;
         self.inner.write(batch, opts)
     }
 
@@ -898,7 +898,7 @@ impl DbInner {
         // The leader of any group in flight finishes before we take the WAL.
         let result = {
             let mut wal = self.wal.lock();
-            wal.sync()
+            self.sync_blob_writers().and_then(|()| wal.sync())
         };
         self.scheduler.shutdown();
         let sealed = self.close_blob_writers();

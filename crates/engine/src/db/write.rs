@@ -184,6 +184,7 @@ impl DbInner {
                 // crash even without sync.
                 w.flush()?;
                 if need_sync {
+                    self.sync_blob_writers()?;
                     w.sync()?;
                 }
                 Ok(n)
@@ -406,6 +407,7 @@ impl DbInner {
                 self.fs.sync_dir(&self.dir)?;
                 // Sync the old log so that nothing acknowledged in it can be lost while a synced
                 // write in the new log survives: recovery must never see a hole.
+                self.sync_blob_writers()?;
                 wal.sync()?;
                 let old_bytes = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
                 wal.writer = Some(LogWriter::new(file));

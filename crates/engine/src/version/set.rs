@@ -348,6 +348,9 @@ impl VersionSet {
             }
         };
         if logged.is_err() {
+            // The record may be in the file, whole or torn: appending more could make it durable
+            // (or unreadable) behind the state's back. The next edit starts a new MANIFEST.
+            self.manifest = None;
             match before.0 {
                 Some(cf) => self.cfs.insert(id, cf),
                 None => self.cfs.remove(&id),
@@ -375,5 +378,43 @@ impl VersionSet {
         if let Some(cf) = self.cfs.get_mut(&id) {
             cf.options = options;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fs::{FaultError, FaultInjectionFs, FsOp};
+
+    fn add_blob_file(number: u64) -> VersionEdit {
+        VersionEdit {
+            column_family: 0,
+            blob_files_added: vec![number],
+            ..Default::default()
+        }
+    }
+
+    /// An edit whose MANIFEST write failed was rolled back in memory; a later edit must not make
+    /// its record durable behind the state's back.
+    #[test]
+    fn a_failed_edit_never_reaches_a_later_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let fault = FaultInjectionFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(fault.clone());
+        let mut set = VersionSet::new_empty(dir.path(), fs.clone());
+        set.write_snapshot(0).unwrap();
+
+        fault.fail_after(&[FsOp::Sync], 0, FaultError::Eio);
+        assert!(set.log_and_apply(add_blob_file(7), 0).is_err());
+        assert!(!set.column_families()[&0].blob_files.contains_key(&7));
+        fault.clear_faults();
+        set.log_and_apply(add_blob_file(8), 0).unwrap();
+
+        let recovered = VersionSet::recover(dir.path(), fs).unwrap();
+        let files = &recovered.column_families()[&0].blob_files;
+        assert!(files.contains_key(&8));
+        assert!(!files.contains_key(&7), "the failed edit came back");
     }
 }

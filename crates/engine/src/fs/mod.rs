@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
+mod fault;
+pub use fault::{FaultError, FaultInjectionFs, FsOp};
+
 /// A file being written from start to end (WAL, table, MANIFEST).
 pub trait WritableFile: Send + Sync + Debug {
     /// Appends to the file; may buffer.
@@ -67,6 +70,16 @@ impl StdFileSystem {
     pub fn shared() -> Arc<dyn FileSystem> {
         Arc::new(StdFileSystem)
     }
+}
+
+/// Opens `path` for writing from empty, creating it if needed.
+fn create_truncated(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| io_err("create", path, e))
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -164,12 +177,7 @@ impl FileLock for StdFileLock {}
 
 impl FileSystem for StdFileSystem {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_err("create", path, e))?;
+        let file = create_truncated(path)?;
         Ok(Box::new(StdWritableFile {
             path: path.to_path_buf(),
             file,

@@ -1,0 +1,547 @@
+//! A filesystem that fails on command and forgets what was never synced, as a power loss would.
+//!
+//! It writes to the real filesystem but remembers, per file, how many bytes were last made durable
+//! by `sync`, and which directory entries (files created, renames) no `sync_dir` has covered yet.
+//! [`FaultInjectionFs::deactivate`] models the moment power goes: every later call fails, so a
+//! store being dropped cannot write more. [`FaultInjectionFs::drop_unsynced_data`] then rewinds
+//! the directory to what a disk would hold after the crash: files cut back to their synced length,
+//! unsynced renames undone, unsynced creations removed. Deletions are taken as durable.
+//!
+//! Separately, rules make chosen operations fail with `EIO` or `ENOSPC` after N calls or at random,
+//! to check that the engine returns the error, stops writing where it must, and never damages what
+//! is already on disk.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile, io_err};
+use crate::error::{Error, Result};
+
+/// The operations a fault rule can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FsOp {
+    /// Positional reads and whole-file reads.
+    Read,
+    /// Appends to a file being written.
+    Write,
+    /// `sync` of a file being written.
+    Sync,
+    /// Creating a file.
+    Create,
+    /// Renaming a file.
+    Rename,
+    /// Removing a file.
+    Remove,
+    /// Syncing a directory.
+    SyncDir,
+}
+
+impl FsOp {
+    /// Every operation.
+    pub const ALL: [FsOp; 7] = [
+        FsOp::Read,
+        FsOp::Write,
+        FsOp::Sync,
+        FsOp::Create,
+        FsOp::Rename,
+        FsOp::Remove,
+        FsOp::SyncDir,
+    ];
+    /// Everything that changes the disk.
+    pub const MUTATING: [FsOp; 6] = [
+        FsOp::Write,
+        FsOp::Sync,
+        FsOp::Create,
+        FsOp::Rename,
+        FsOp::Remove,
+        FsOp::SyncDir,
+    ];
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultError {
+    /// `EIO`: the device failed.
+    Eio,
+    /// `ENOSPC`: the device is full.
+    NoSpace,
+}
+
+impl FaultError {
+    fn os_error(self) -> std::io::Error {
+        match self {
+            FaultError::Eio => std::io::Error::from_raw_os_error(5),
+            FaultError::NoSpace => std::io::Error::from_raw_os_error(28),
+        }
+    }
+}
+
+/// When a rule fires.
+#[derive(Debug, Clone, Copy)]
+enum Trigger {
+    /// Every call after the first `n` matching ones.
+    After(u64),
+    /// Each matching call with probability 1/n.
+    OneIn(u64),
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    ops: Vec<FsOp>,
+    trigger: Trigger,
+    error: FaultError,
+    seen: u64,
+}
+
+#[derive(Debug)]
+struct Renamed {
+    from: PathBuf,
+    to: PathBuf,
+    /// What `to` held before, restored when the rename is undone.
+    replaced: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    active: bool,
+    /// Durable length of every file written through this filesystem.
+    synced_len: HashMap<PathBuf, u64>,
+    /// Files whose creation no directory sync has covered.
+    unsynced_creates: HashSet<PathBuf>,
+    /// Renames no directory sync has covered, oldest first.
+    unsynced_renames: Vec<Renamed>,
+    rules: Vec<Rule>,
+    rng: u64,
+    injected: u64,
+}
+
+impl FaultState {
+    /// `Err` when `op` on `path` must fail now.
+    fn check(&mut self, op: FsOp, path: &Path) -> Result<()> {
+        if !self.active {
+            return Err(Error::io(
+                format!("{op:?} {} after simulated power loss", path.display()),
+                std::io::Error::from_raw_os_error(5),
+            ));
+        }
+        for i in 0..self.rules.len() {
+            if !self.rules[i].ops.contains(&op) {
+                continue;
+            }
+            self.rules[i].seen += 1;
+            let fire = match self.rules[i].trigger {
+                Trigger::After(n) => self.rules[i].seen > n,
+                Trigger::OneIn(n) => self.next_random().is_multiple_of(n.max(1)),
+            };
+            if fire {
+                self.injected += 1;
+                return Err(Error::io(
+                    format!("injected {op:?} fault on {}", path.display()),
+                    self.rules[i].error.os_error(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: reproducible from the seed a rule was given, no dependency needed.
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// A [`FileSystem`] over the real one that injects errors and simulates power loss. For tests and
+/// `strata stress`; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct FaultInjectionFs {
+    state: Arc<Mutex<FaultState>>,
+}
+
+impl Default for FaultInjectionFs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultInjectionFs {
+    /// An active filesystem with no fault rules.
+    pub fn new() -> Self {
+        FaultInjectionFs {
+            state: Arc::new(Mutex::new(FaultState {
+                active: true,
+                rng: 0x9e37_79b9_7f4a_7c15,
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// From now on, every call of one of `ops` after the first `n` fails with `error`.
+    pub fn fail_after(&self, ops: &[FsOp], n: u64, error: FaultError) {
+        self.add_rule(ops, Trigger::After(n), error);
+    }
+
+    /// From now on, each call of one of `ops` fails with probability `1/one_in`; `seed` makes the
+    /// sequence of failures reproducible.
+    pub fn fail_randomly(&self, ops: &[FsOp], one_in: u64, error: FaultError, seed: u64) {
+        let mut st = self.state.lock();
+        st.rng = seed | 1;
+        drop(st);
+        self.add_rule(ops, Trigger::OneIn(one_in), error);
+    }
+
+    fn add_rule(&self, ops: &[FsOp], trigger: Trigger, error: FaultError) {
+        self.state.lock().rules.push(Rule {
+            ops: ops.to_vec(),
+            trigger,
+            error,
+            seen: 0,
+        });
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.state.lock().rules.clear();
+    }
+
+    /// How many errors the rules have injected so far.
+    pub fn injected(&self) -> u64 {
+        self.state.lock().injected
+    }
+
+    /// The power goes: every later call fails until [`Self::drop_unsynced_data`].
+    pub fn deactivate(&self) {
+        self.state.lock().active = false;
+    }
+
+    /// Rewinds the disk to what survives a power loss that lost every unsynced byte, then accepts
+    /// calls again (fault rules are kept). Call it once nothing holds a file open for writing (the
+    /// store was dropped), or a late writer could write past the cut.
+    pub fn drop_unsynced_data(&self) -> Result<()> {
+        self.rewind(|_, _| 0)
+    }
+
+    /// As [`Self::drop_unsynced_data`], except that each file keeps a random share of its unsynced
+    /// tail (none, some, possibly cut mid-record, or all), as a disk that wrote back some pages
+    /// before the power went would.
+    pub fn drop_random_unsynced_data(&self, seed: u64) -> Result<()> {
+        let mut rng = FaultState {
+            rng: seed | 1,
+            ..Default::default()
+        };
+        self.rewind(move |_, unsynced| match rng.next_random() % 3 {
+            0 => 0,
+            1 => unsynced,
+            _ => rng.next_random() % (unsynced + 1),
+        })
+    }
+
+    /// `keep(path, unsynced_bytes)` says how many unsynced bytes of a file survive.
+    fn rewind(&self, mut keep: impl FnMut(&Path, u64) -> u64) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut files: Vec<(&PathBuf, &u64)> = st.synced_len.iter().collect();
+        files.sort();
+        for (path, &synced) in files {
+            if st.unsynced_creates.contains(path) {
+                continue;
+            }
+            match OpenOptions::new().write(true).open(path) {
+                Ok(f) => {
+                    let len = f.metadata().map_err(|e| io_err("stat", path, e))?.len();
+                    let unsynced = len.saturating_sub(synced);
+                    let cut = synced.min(len) + keep(path, unsynced).min(unsynced);
+                    f.set_len(cut).map_err(|e| io_err("truncate", path, e))?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("open", path, e)),
+            }
+        }
+        for r in std::mem::take(&mut st.unsynced_renames).into_iter().rev() {
+            if r.to.exists() {
+                std::fs::rename(&r.to, &r.from).map_err(|e| io_err("undo rename", &r.to, e))?;
+            }
+            if let Some(old) = r.replaced {
+                std::fs::write(&r.to, old).map_err(|e| io_err("restore", &r.to, e))?;
+            }
+        }
+        for path in std::mem::take(&mut st.unsynced_creates) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove", &path, e)),
+            }
+        }
+        st.synced_len.clear();
+        st.active = true;
+        Ok(())
+    }
+
+    fn check(&self, op: FsOp, path: &Path) -> Result<()> {
+        self.state.lock().check(op, path)
+    }
+}
+
+/// A file being written: its own buffer, so that bytes never handed over die with a crash instead
+/// of being written by a destructor after the cut.
+#[derive(Debug)]
+struct FaultWritableFile {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    written: u64,
+    fs: FaultInjectionFs,
+}
+
+impl WritableFile for FaultWritableFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.fs.check(FsOp::Write, &self.path)?;
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= super::WRITE_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.fs.check(FsOp::Write, &self.path)?;
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| io_err("write", &self.path, e))?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.fs.check(FsOp::Sync, &self.path)?;
+        self.file
+            .sync_data()
+            .map_err(|e| io_err("sync", &self.path, e))?;
+        self.fs
+            .state
+            .lock()
+            .synced_len
+            .insert(self.path.clone(), self.written);
+        Ok(())
+    }
+}
+
+impl Drop for FaultWritableFile {
+    fn drop(&mut self) {
+        if self.fs.state.lock().active {
+            let _ = self.flush();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FaultRandomAccessFile {
+    path: PathBuf,
+    inner: Arc<dyn RandomAccessFile>,
+    fs: FaultInjectionFs,
+}
+
+impl RandomAccessFile for FaultRandomAccessFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.fs.check(FsOp::Read, &self.path)?;
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+}
+
+impl FileSystem for FaultInjectionFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.check(FsOp::Create, path)?;
+        let file = super::create_truncated(path)?;
+        let mut st = self.state.lock();
+        st.synced_len.insert(path.to_path_buf(), 0);
+        st.unsynced_creates.insert(path.to_path_buf());
+        drop(st);
+        Ok(Box::new(FaultWritableFile {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::new(),
+            written: 0,
+            fs: self.clone(),
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.check(FsOp::Read, path)?;
+        Ok(Arc::new(FaultRandomAccessFile {
+            path: path.to_path_buf(),
+            inner: StdFileSystem.open_random(path)?,
+            fs: self.clone(),
+        }))
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        self.check(FsOp::Read, path)?;
+        StdFileSystem.read_all(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.check(FsOp::Rename, from)?;
+        let replaced = match std::fs::read(to) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err("read", to, e)),
+        };
+        StdFileSystem.rename(from, to)?;
+        let mut st = self.state.lock();
+        if let Some(len) = st.synced_len.remove(from) {
+            st.synced_len.insert(to.to_path_buf(), len);
+        }
+        st.unsynced_renames.push(Renamed {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            replaced,
+        });
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.check(FsOp::Remove, path)?;
+        StdFileSystem.remove(path)?;
+        let mut st = self.state.lock();
+        st.synced_len.remove(path);
+        st.unsynced_creates.remove(path);
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.check(FsOp::Read, dir)?;
+        StdFileSystem.list(dir)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.check(FsOp::Create, dir)?;
+        StdFileSystem.create_dir_all(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.check(FsOp::SyncDir, dir)?;
+        StdFileSystem.sync_dir(dir)?;
+        let mut st = self.state.lock();
+        st.unsynced_creates.retain(|p| p.parent() != Some(dir));
+        st.unsynced_renames.retain(|r| r.to.parent() != Some(dir));
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.check(FsOp::Create, path)?;
+        StdFileSystem.lock(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn write(fs: &FaultInjectionFs, path: &Path, data: &[u8], sync: bool) -> Box<dyn WritableFile> {
+        let mut f = fs.create(path).unwrap();
+        f.append(data).unwrap();
+        f.flush().unwrap();
+        if sync {
+            f.sync().unwrap();
+        }
+        f
+    }
+
+    #[test]
+    fn a_crash_keeps_synced_bytes_and_drops_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultInjectionFs::new();
+        let synced = dir.path().join("synced");
+        let mut f = write(&fs, &synced, b"durable", true);
+        f.append(b" and lost").unwrap();
+        f.flush().unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        let lost = dir.path().join("lost");
+        let _g = write(&fs, &lost, b"never in a directory sync", true);
+
+        fs.deactivate();
+        assert!(
+            f.append(b"x").is_err(),
+            "writes fail once the power is gone"
+        );
+        drop(f);
+        fs.drop_unsynced_data().unwrap();
+        assert_eq!(std::fs::read(&synced).unwrap(), b"durable");
+        assert!(
+            !lost.exists(),
+            "a creation no directory sync covered is gone"
+        );
+    }
+
+    #[test]
+    fn an_unsynced_rename_is_undone_and_the_old_target_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultInjectionFs::new();
+        let (tmp, current) = (dir.path().join("CURRENT.tmp"), dir.path().join("CURRENT"));
+        drop(write(&fs, &current, b"old", true));
+        fs.sync_dir(dir.path()).unwrap();
+        drop(write(&fs, &tmp, b"new", true));
+        fs.rename(&tmp, &current).unwrap();
+        fs.deactivate();
+        fs.drop_unsynced_data().unwrap();
+        assert_eq!(std::fs::read(&current).unwrap(), b"old");
+        assert!(!tmp.exists());
+
+        drop(write(&fs, &tmp, b"new", true));
+        fs.rename(&tmp, &current).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        fs.deactivate();
+        fs.drop_unsynced_data().unwrap();
+        assert_eq!(std::fs::read(&current).unwrap(), b"new");
+    }
+
+    #[test]
+    fn rules_fail_after_n_calls_and_at_random_reproducibly() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultInjectionFs::new();
+        fs.fail_after(&[FsOp::Create], 2, FaultError::NoSpace);
+        for i in 0..2 {
+            fs.create(&dir.path().join(format!("{i}"))).unwrap();
+        }
+        let err = fs.create(&dir.path().join("3")).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(28)));
+        assert_eq!(fs.injected(), 1);
+        fs.clear_faults();
+        fs.create(&dir.path().join("4")).unwrap();
+
+        let pattern = |seed| {
+            let fs = FaultInjectionFs::new();
+            fs.fail_randomly(&[FsOp::Read], 4, FaultError::Eio, seed);
+            (0..64)
+                .map(|_| fs.read_all(&dir.path().join("4")).is_err())
+                .collect::<Vec<_>>()
+        };
+        let a = pattern(7);
+        assert_eq!(a, pattern(7));
+        let failures = a.iter().filter(|&&f| f).count();
+        assert!((4..=32).contains(&failures), "{failures} of 64 failed");
+    }
+}
