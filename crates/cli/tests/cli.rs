@@ -203,3 +203,39 @@ fn bench_prints_db_bench_lines() {
     ));
     assert!(out.contains("(2000 of 2000 found)"), "{out}");
 }
+
+#[test]
+fn verify_reports_a_damaged_file_and_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for i in 0..20 {
+        stdout(&strata(&db, &["put", &format!("k{i:02}"), "value"]));
+    }
+    stdout(&strata(&db, &["flush"]));
+    let report = stdout(&strata(&db, &["verify"]));
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains(".sst\ttable") && l.ends_with("\tok")),
+        "{report}"
+    );
+
+    let table = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let mut bytes = std::fs::read(&table).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&table, bytes).unwrap();
+    let out = strata(&db, &["verify"]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let name = table.file_name().unwrap().to_string_lossy().into_owned();
+    let line = text.lines().find(|l| l.starts_with(&name)).unwrap();
+    assert!(line.contains("corruption"), "{line}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 of"),
+        "{out:?}"
+    );
+}

@@ -41,6 +41,7 @@ mod range_del;
 mod sst;
 mod stats;
 mod value;
+mod verify;
 mod version;
 mod wal;
 
@@ -67,6 +68,7 @@ pub use options::{
 pub use sst::TableProperties;
 pub use stats::Statistics;
 pub use value::PinnableValue;
+pub use verify::{FileReport, VerifyReport, verify_store};
 
 /// Thin handles on internals for the criterion benches in `benches/`. Not part of the API.
 #[doc(hidden)]

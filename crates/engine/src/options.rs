@@ -238,7 +238,8 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail when a store already exists.
     pub error_if_exists: bool,
-    /// Verify every table's blocks at open, and fail open on any corruption.
+    /// Verify every block of every live table and every record of every sealed blob file at open,
+    /// and fail open on any corruption.
     pub paranoid_checks: bool,
     /// Open table readers kept in the table cache (default 1000).
     pub max_open_files: usize,

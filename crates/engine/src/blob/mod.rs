@@ -11,9 +11,9 @@
 //! A blob file is deleted only once no reader can reach it: files that become obsolete are handed
 //! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first.
 
-mod format;
+pub(crate) mod format;
 mod index;
-mod reader;
+pub(crate) mod reader;
 mod writer;
 
 use std::collections::{BTreeMap, HashSet};

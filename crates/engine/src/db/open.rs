@@ -167,7 +167,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
 
     let blobs = BlobStore::new(dir, fs.clone(), stats.clone(), block_cache.clone());
-    recover_blob_files(&versions, &blobs, &stats)?;
+    recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks)?;
     let (last_seq, skipped) = replay_wals(dir, &opts, &mut versions, &cf_opts, &mut wals, &blobs)?;
     stats.wal_records_skipped.add(skipped);
 
@@ -437,7 +437,13 @@ fn remove_obsolete_files(
 /// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash
 /// left unsealed (its intact prefix is what it holds). A file that is missing or whose header is
 /// damaged fails the open with `Corruption`.
-fn recover_blob_files(versions: &VersionSet, blobs: &BlobStore, stats: &Stats) -> Result<()> {
+/// Opens every blob file the MANIFEST names; `paranoid` reads every record of the sealed ones.
+fn recover_blob_files(
+    versions: &VersionSet,
+    blobs: &BlobStore,
+    stats: &Stats,
+    paranoid: bool,
+) -> Result<()> {
     for (&cf, data) in versions.column_families() {
         for (&number, &garbage) in &data.blob_files {
             let path = blobs.path(number);
@@ -448,6 +454,9 @@ fn recover_blob_files(versions: &VersionSet, blobs: &BlobStore, stats: &Stats) -
                 other => other,
             })?;
             let found = reader.recover()?;
+            if paranoid && found.sealed {
+                crate::verify::check_blob(blobs.filesystem(), &path)?;
+            }
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();
             }

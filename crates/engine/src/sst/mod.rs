@@ -11,7 +11,7 @@ pub(crate) use block::{Block, BlockBuilder};
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub(crate) use format::decompress as decompress_zstd;
 pub use properties::TableProperties;
-pub(crate) use reader::{BlockReadOptions, PendingKey, TableIter};
+pub(crate) use reader::{BlockReadOptions, MetaBlocks, PendingKey, TableIter, TableReader};
 pub(crate) use table_cache::{MetaPolicy, TableCache};
 
 #[cfg(test)]
