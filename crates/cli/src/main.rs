@@ -2,6 +2,7 @@
 
 mod bench;
 mod codec;
+mod stress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,9 @@ enum Command {
     Blob(BlobCommand),
     /// Runs db_bench-style workloads (flags as db_bench names them).
     Bench(Box<bench::BenchArgs>),
+    /// Runs db_stress-style randomized operations verified against an expected-state file, or
+    /// with --crash_test, kills and restarts such runs to check recovery.
+    Stress(Box<stress::StressArgs>),
     /// Checks every checksum of every file of a closed store and that each file the MANIFEST
     /// names exists; exits non-zero when anything is damaged.
     Verify {
@@ -197,6 +201,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Bench(args) => bench::run(&cli.db, *args),
         Command::Verify { json } => verify(&cli.db, json),
+        Command::Stress(args) => stress::run(&cli.db, *args),
         Command::Cf(command) => {
             let db = open(&cli.db)?;
             match command {

@@ -239,3 +239,69 @@ fn verify_reports_a_damaged_file_and_exits_non_zero() {
         "{out:?}"
     );
 }
+
+#[test]
+fn stress_verifies_every_read_and_rejects_bad_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let args = [
+        "stress",
+        "--threads",
+        "3",
+        "--ops_per_thread",
+        "3000",
+        "--max_key",
+        "2000",
+        "--reopen",
+        "2",
+        "--enable_blob_files",
+    ];
+    let out = stdout(&strata(&db, &args));
+    assert!(out.contains("stress: 9000 operations"), "{out}");
+    assert!(out.contains("2 reopens"), "{out}");
+    // A second run starts by verifying the first one's keys.
+    let out = stdout(&strata(&db, &args));
+    assert!(out.contains("verified 2000 keys"), "{out}");
+
+    let bad = strata(&db, &["stress", "--readpercent", "90"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("add up to 150"));
+    let other = dir.path().join("other");
+    stdout(&strata(&other, &["put", "k", "v"]));
+    let orphan = strata(&other, &["stress"]);
+    assert!(String::from_utf8_lossy(&orphan.stderr).contains("is missing"));
+}
+
+/// The crash test: SIGKILL at random moments, every restart verifies the whole expected state.
+/// `STRATA_CRASH_SECS` (default 60) bounds it.
+#[test]
+fn crash_test_survives_repeated_sigkills() {
+    let secs = std::env::var("STRATA_CRASH_SECS").unwrap_or_else(|_| "60".into());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = stdout(&strata(
+        &db,
+        &[
+            "stress",
+            "--crash_test",
+            "--duration",
+            &secs,
+            "--kill_interval",
+            "3",
+            "--max_key",
+            "5000",
+            "--enable_blob_files",
+            "--ttl",
+            "86400",
+        ],
+    ));
+    println!("{out}");
+    let cycles: u64 = out
+        .split("SIGKILL cycles")
+        .next()
+        .and_then(|s| s.rsplit(' ').nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(cycles >= 3, "{out}");
+    assert!(out.contains("final verification passed"), "{out}");
+}
