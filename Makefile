@@ -1,5 +1,6 @@
 # `make run`: build, then show Strata working on ./strata-data (a short bench, then its stats).
-# `make test`: install what is missing, then format check, clippy, every test, and the WASI build.
+# `make test`: install what is missing, then format check, clippy, every test (the crash test among
+# them), the WASI build, and a short run of each fuzz target (see doc/testing.md).
 
 CARGO ?= cargo
 DATA ?= ./strata-data
@@ -20,6 +21,7 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
+	./scripts/fuzz.sh
 
 fmt:
 	$(CARGO) fmt --all

@@ -70,6 +70,10 @@ pub use stats::Statistics;
 pub use value::PinnableValue;
 pub use verify::{FileReport, VerifyReport, verify_store};
 
+#[doc(hidden)]
+#[path = "fuzz.rs"]
+pub mod __fuzz;
+
 /// Thin handles on internals for the criterion benches in `benches/`. Not part of the API.
 #[doc(hidden)]
 pub mod __bench {

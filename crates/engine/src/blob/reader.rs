@@ -34,10 +34,14 @@ impl BlobFileReader {
     /// Opens `path` for reading records, without looking at header or footer (the file may still
     /// be being written).
     pub(crate) fn open(fs: &dyn FileSystem, path: &Path) -> Result<Self> {
-        Ok(BlobFileReader {
+        Ok(Self::from_file(path, fs.open_random(path)?))
+    }
+
+    pub(crate) fn from_file(path: &Path, file: Arc<dyn RandomAccessFile>) -> Self {
+        BlobFileReader {
             path: path.to_path_buf(),
-            file: fs.open_random(path)?,
-        })
+            file,
+        }
     }
 
     fn corruption(&self, detail: impl Into<String>) -> Error {

@@ -173,7 +173,8 @@ impl Block {
         let shared = get_varint32(data, &mut pos)?;
         let unshared = get_varint32(data, &mut pos)? as usize;
         get_varint32(data, &mut pos)?;
-        if shared != 0 {
+        // A restart key is whole, and an internal key has at least its 8-byte trailer.
+        if shared != 0 || unshared < 8 {
             return None;
         }
         data.get(pos..pos.checked_add(unshared)?)
@@ -414,6 +415,19 @@ mod tests {
         assert_eq!(user_key(it.key()), b"key00050");
         it.prev();
         assert_eq!(user_key(it.key()), b"key00048");
+    }
+
+    #[test]
+    fn a_restart_key_shorter_than_a_trailer_is_damage_not_a_panic() {
+        // Found by the `block` fuzz target: two entries whose whole keys are 2 bytes, each at a
+        // restart point, then the restart array [0, 5] and its count; a seek compares the second.
+        let data = vec![
+            0, 2, 0, b'a', b'b', 0, 2, 0, b'c', b'd', 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0,
+        ];
+        let block = Arc::new(Block::new(data, std::path::Path::new("t.sst")).unwrap());
+        let mut it = block.iter();
+        it.seek(&crate::key::lookup_key(b"key", 5));
+        assert!(!it.valid());
     }
 
     #[test]

@@ -1,0 +1,6 @@
+//! Arbitrary bytes as a wal: decoded and walked; only errors, never a panic.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    strata_engine::__fuzz::wal(data);
+});
