@@ -201,10 +201,14 @@ fn value_bytes(key: u64, n: u32, max: usize) -> Vec<u8> {
     v
 }
 
-/// The value number a stored value carries, if its bytes are exactly what that number writes.
-fn decode_value(key: u64, v: &[u8], max: usize) -> Option<u32> {
-    let n = u32::from_str_radix(std::str::from_utf8(v.get(11..19)?).ok()?, 16).ok()?;
-    (value_bytes(key, n, max) == v).then_some(n)
+/// The value number `key` holds: 0 when absent, else the number its value carries, provided its
+/// bytes are exactly what that number writes.
+fn stored_number(key: u64, got: Option<&[u8]>, max: usize) -> Result<u32, String> {
+    let Some(v) = got else { return Ok(0) };
+    v.get(11..19)
+        .and_then(|hex| u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok())
+        .filter(|&n| value_bytes(key, n, max) == v)
+        .ok_or_else(|| format!("malformed value {v:?}"))
 }
 
 /// Locks on keys: a key maps to one of a fixed set of stripes; several are taken in order.
@@ -404,15 +408,8 @@ fn verify_all(shared: &Shared<'_>) -> Result<(u64, u64), String> {
             let got = db
                 .get_cf(cf, key_bytes(key))
                 .map_err(|e| format!("key {key}: {e}"))?;
-            let n = match got {
-                None => 0,
-                Some(v) => decode_value(key, &v, max).ok_or_else(|| {
-                    format!(
-                        "key {key} in column family {i}: malformed value {:?}",
-                        v.as_ref()
-                    )
-                })?,
-            };
+            let n = stored_number(key, got.as_deref(), max)
+                .map_err(|e| format!("key {key} in column family {i}: {e}"))?;
             match seen {
                 None => seen = Some(n),
                 Some(first) if first != n => {
@@ -532,11 +529,8 @@ fn expect(shared: &Shared<'_>, key: u64) -> u32 {
 
 fn check_value(shared: &Shared<'_>, key: u64, got: Option<&[u8]>, how: &str) -> Result<(), String> {
     let want = expect(shared, key);
-    let n = match got {
-        None => 0,
-        Some(v) => decode_value(key, v, shared.args.value_size)
-            .ok_or_else(|| format!("{how} key {key}: malformed value {v:?}"))?,
-    };
+    let n = stored_number(key, got, shared.args.value_size)
+        .map_err(|e| format!("{how} key {key}: {e}"))?;
     shared.verified_reads.fetch_add(1, Ordering::Relaxed);
     if n != want {
         return Err(format!("{how} key {key}: read value {n}, expected {want}"));

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::batch::WriteBatch;
 use crate::blob::format::FOOTER_SIZE;
-use crate::blob::reader::BlobFileReader;
+use crate::blob::reader::{BlobFileReader, Recovered};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK};
 use crate::fs::FileSystem;
@@ -131,8 +131,8 @@ fn check_edit(record: &[u8], path: &Path) -> Result<()> {
     VersionEdit::decode(record, path).map(|_| ())
 }
 
-/// Reads every record of a blob file against its footer; paranoid open uses it too.
-pub(crate) fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
+/// Reads every record of a blob file; an unsealed one must end in an intact record.
+fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
     let reader = BlobFileReader::open(fs, path)?;
     let found = reader.recover()?;
     if !found.sealed {
@@ -148,7 +148,13 @@ pub(crate) fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
         }
         return Ok(found.footer.records);
     }
-    // The footer's counts were trusted to open the file; here every record is read against them.
+    check_sealed_blob(&reader, &found)
+}
+
+/// Reads every record of a sealed blob file against its footer, whose counts were trusted to open
+/// it; paranoid open uses it too.
+pub(crate) fn check_sealed_blob(reader: &BlobFileReader, found: &Recovered) -> Result<u64> {
+    let path = &reader.path;
     let (mut records, mut bytes) = (0u64, 0u64);
     let end = found.file_size - FOOTER_SIZE as u64;
     let damaged = reader.for_each_record(end, |_, size, _| {
@@ -194,14 +200,12 @@ fn check_manifest_names_exist(dir: &Path, fs: Arc<dyn FileSystem>, report: &mut 
     let blobs = versions
         .column_families()
         .values()
-        .flat_map(|cf| cf.blob_files.keys().copied().collect::<Vec<_>>())
-        .filter(|n| {
-            !versions
-                .column_families()
-                .values()
-                .any(|cf| cf.evicted_blob_files.contains_key(n))
+        .flat_map(|cf| {
+            cf.blob_files
+                .keys()
+                .filter(|n| !cf.evicted_blob_files.contains_key(n))
         })
-        .map(|n| (filename::blob_file(dir, n), "blob"));
+        .map(|&n| (filename::blob_file(dir, n), "blob"));
     let named: Vec<_> = tables.chain(blobs).collect();
     for (path, kind) in named {
         let name = path

@@ -289,7 +289,6 @@ impl DbInner {
         Ok(())
     }
 
-    /// Seals every open blob file (at close).
     /// Syncs every open blob file with unsynced records. Called before anything that makes blob
     /// indexes durable: a WAL sync (a synced write must not sit behind an index whose value a crash
     /// can lose, or recovery stops before it) and a flush's MANIFEST edit (once the table stands in
@@ -307,6 +306,7 @@ impl DbInner {
         Ok(())
     }
 
+    /// Seals every open blob file (at close).
     pub(super) fn close_blob_writers(&self) -> Result<()> {
         let open = self.take_blob_writers(|_, _| true);
         self.seal_blob_writers(open)

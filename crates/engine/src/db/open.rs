@@ -436,8 +436,7 @@ fn remove_obsolete_files(
 
 /// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash
 /// left unsealed (its intact prefix is what it holds). A file that is missing or whose header is
-/// damaged fails the open with `Corruption`.
-/// Opens every blob file the MANIFEST names; `paranoid` reads every record of the sealed ones.
+/// damaged fails the open with `Corruption`. `paranoid` also reads every record of the sealed ones.
 fn recover_blob_files(
     versions: &VersionSet,
     blobs: &BlobStore,
@@ -455,7 +454,7 @@ fn recover_blob_files(
             })?;
             let found = reader.recover()?;
             if paranoid && found.sealed {
-                crate::verify::check_blob(blobs.filesystem(), &path)?;
+                crate::verify::check_sealed_blob(&reader, &found)?;
             }
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();

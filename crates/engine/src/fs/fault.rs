@@ -116,8 +116,23 @@ struct FaultState {
     /// Renames no directory sync has covered, oldest first.
     unsynced_renames: Vec<Renamed>,
     rules: Vec<Rule>,
-    rng: u64,
+    rng: XorShift,
     injected: u64,
+}
+
+/// xorshift64*: reproducible from a seed, no dependency needed.
+#[derive(Debug, Default)]
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
 }
 
 impl FaultState {
@@ -129,39 +144,26 @@ impl FaultState {
                 std::io::Error::from_raw_os_error(5),
             ));
         }
-        for i in 0..self.rules.len() {
-            if !self.rules[i].ops.contains(&op) {
-                continue;
-            }
-            self.rules[i].seen += 1;
-            let fire = match self.rules[i].trigger {
-                Trigger::After(n) => self.rules[i].seen > n,
-                Trigger::OneIn(n) => self.next_random().is_multiple_of(n.max(1)),
+        for rule in self.rules.iter_mut().filter(|r| r.ops.contains(&op)) {
+            rule.seen += 1;
+            let fire = match rule.trigger {
+                Trigger::After(n) => rule.seen > n,
+                Trigger::OneIn(n) => self.rng.next().is_multiple_of(n.max(1)),
             };
             if fire {
                 self.injected += 1;
                 return Err(Error::io(
                     format!("injected {op:?} fault on {}", path.display()),
-                    self.rules[i].error.os_error(),
+                    rule.error.os_error(),
                 ));
             }
         }
         Ok(())
     }
-
-    fn next_random(&mut self) -> u64 {
-        // xorshift64*: reproducible from the seed a rule was given, no dependency needed.
-        let mut x = self.rng.max(1);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
-/// A [`FileSystem`] over the real one that injects errors and simulates power loss. For tests and
-/// `strata stress`; see the module documentation.
+/// A [`FileSystem`] over the real one that injects errors and simulates power loss, for tests; see
+/// the module documentation.
 #[derive(Debug, Clone)]
 pub struct FaultInjectionFs {
     state: Arc<Mutex<FaultState>>,
@@ -179,7 +181,7 @@ impl FaultInjectionFs {
         FaultInjectionFs {
             state: Arc::new(Mutex::new(FaultState {
                 active: true,
-                rng: 0x9e37_79b9_7f4a_7c15,
+                rng: XorShift(0x9e37_79b9_7f4a_7c15),
                 ..Default::default()
             })),
         }
@@ -194,7 +196,7 @@ impl FaultInjectionFs {
     /// sequence of failures reproducible.
     pub fn fail_randomly(&self, ops: &[FsOp], one_in: u64, error: FaultError, seed: u64) {
         let mut st = self.state.lock();
-        st.rng = seed | 1;
+        st.rng = XorShift(seed | 1);
         drop(st);
         self.add_rule(ops, Trigger::OneIn(one_in), error);
     }
@@ -234,14 +236,11 @@ impl FaultInjectionFs {
     /// tail (none, some, possibly cut mid-record, or all), as a disk that wrote back some pages
     /// before the power went would.
     pub fn drop_random_unsynced_data(&self, seed: u64) -> Result<()> {
-        let mut rng = FaultState {
-            rng: seed | 1,
-            ..Default::default()
-        };
-        self.rewind(move |_, unsynced| match rng.next_random() % 3 {
+        let mut rng = XorShift(seed | 1);
+        self.rewind(move |_, unsynced| match rng.next() % 3 {
             0 => 0,
             1 => unsynced,
-            _ => rng.next_random() % (unsynced + 1),
+            _ => rng.next() % (unsynced + 1),
         })
     }
 
