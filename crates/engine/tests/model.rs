@@ -1,13 +1,27 @@
 //! A randomized model test: a seeded stream of operations runs against the store and against a
-//! `BTreeMap`, and every read must agree. Tiny write buffers and level targets make flushes and
-//! compactions of every kind constant, so reads cross memtables, L0 and several levels while
-//! snapshots and iterators are held across compactions. Snapshots taken along the way keep
-//! a copy of the model and are checked until released; reopen checks recovery. Range deletions
-//! come in every shape (narrow, wide, single-key, adjacent to and nested in the previous one) and
-//! land across memtables, flushes and compactions.
+//! `BTreeMap` per column family, and every read must agree.
 //!
-//! `STRATA_MODEL_OPS` (default 100000) and `STRATA_MODEL_SEED` (default: random) control a run; the
-//! seed is printed on failure.
+//! The stream covers every public operation: puts, deletes and range deletions of every shape
+//! (narrow, wide, single-key, adjacent to and nested in the previous one) in up to four column
+//! families, write batches across them, gets, MultiGet across column families, bounded iterators
+//! walking both ways, snapshots (each keeps a copy of the models and is checked until released),
+//! creating and dropping column families (and using a dropped one's handle, which must fail),
+//! flushes, manual compactions, iterators held across compactions, reopens and simulated power
+//! losses. Tiny write buffers and level targets keep flushes and compactions of every kind
+//! constant. With blob files, values go to small blob files that garbage collection keeps
+//! relocating, and puts with a TTL expire as a test clock moves.
+//!
+//! A power loss runs through `FaultInjectionFs`: everything unsynced is dropped (all of it, or a
+//! random share of each file's tail). The recovered store must then equal the models after some
+//! prefix of the writes that reaches the last one acknowledged with `sync`: the test undoes the
+//! unsynced writes one at a time, newest first, until the models match.
+//!
+//! Operations are data generated from the seed, so a failing stream can be replayed. On failure
+//! the test shrinks it (drops chunks of operations, then parts of batches, keeping whatever still
+//! fails) and prints the short sequence that fails.
+//!
+//! `STRATA_MODEL_OPS` (default 100000), `STRATA_MODEL_SEED` (default: random) and
+//! `STRATA_MODEL_SHRINK_SECS` (default 300) control a run; the seed is printed on failure.
 
 #![allow(
     clippy::unwrap_used,
@@ -17,135 +31,453 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use strata_engine::{
-    Clock, Db, ManualClock, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Db, Error, FaultInjectionFs, ManualClock, Options,
+    ReadOptions, Snapshot, WriteBatch, WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+static EMPTY: Model = BTreeMap::new();
+
 const KEY_SPACE: u32 = 3000;
-
-fn key(rng: &mut StdRng) -> Vec<u8> {
-    format!("key{:05}", rng.random_range(0..KEY_SPACE)).into_bytes()
-}
-
-fn value(rng: &mut StdRng, op: u64) -> Vec<u8> {
-    let len = if rng.random_ratio(1, 50) {
-        rng.random_range(1000..5000)
-    } else {
-        rng.random_range(0..40)
-    };
-    let mut v = format!("{op}:").into_bytes();
-    v.resize(v.len() + len, b'a' + (op % 26) as u8);
-    v
-}
-
-/// Tiny buffers and level targets: flushes, L0 compactions, level compactions and trivial moves
-/// happen all the time. `dynamic` switches RocksDB's dynamic level sizing. With a clock, values of
-/// 30 bytes or more go to small blob files that garbage collection keeps relocating, and TTLs are
-/// judged by that clock.
-fn options(dynamic: bool, clock: Option<&Arc<ManualClock>>) -> Options {
-    {
-        let mut o = Options::default();
-        if let Some(clock) = clock {
-            o.clock = clock.clone();
-            o.enable_blob_files = true;
-            o.min_blob_size = 30;
-            o.blob_file_size = 16 << 10;
-            o.ttl_range_secs = 50;
-            o.blob_garbage_collection_age_cutoff = 0.5;
-        }
-        o.write_buffer_size = 32 << 10;
-        o.max_write_buffer_number = 3;
-        o.block_size = 512;
-        // Odd seeds: a cache small enough to churn, holding index and filter blocks (pinned at
-        // L0), evicting by CLOCK; even seeds: the defaults.
-        if !dynamic {
-            o.cache_size = 64 << 10;
-            o.cache_kind = strata_engine::CacheKind::Clock;
-            o.cache_index_and_filter_blocks = true;
-            o.pin_l0_filter_and_index_blocks_in_cache = true;
-        } else {
-            o.cache_size = 4 << 20;
-        }
-        o.level0_file_num_compaction_trigger = 2;
-        o.level0_slowdown_writes_trigger = 6;
-        o.level0_stop_writes_trigger = 10;
-        // Range deletions keep the live set small: a small base level still makes it deep.
-        o.max_bytes_for_level_base = 32 << 10;
-        o.max_bytes_for_level_multiplier = 4;
-        o.target_file_size_base = 16 << 10;
-        o.level_compaction_dynamic_level_bytes = dynamic;
-        o
-    }
-}
-
-struct Run {
-    rng: StdRng,
-    dir: tempfile::TempDir,
-    db: Option<Db>,
-    model: Model,
-    snapshots: Vec<(Snapshot, Model)>,
-    checks: u64,
-    dynamic: bool,
-    /// Statistics of earlier opens, summed.
-    flushes: u64,
-    compactions: u64,
-    trivial_moves: u64,
-    range_deletes: u64,
-    /// The last range deleted, by key index: the next one may sit beside it or inside it.
-    last_range: (u32, u32),
-    /// Blob files and TTL: the test clock, and each TTL value's expiration (values are unique).
-    clock: Option<Arc<ManualClock>>,
-    expirations: HashMap<Vec<u8>, u64>,
-    ttl_puts: u64,
-    expired: u64,
-    /// Blob statistics of earlier opens, summed: values separated, relocated by GC, blob files
-    /// deleted, expired entries compactions removed.
-    blob_counts: [u64; 4],
-}
+/// Column family slots: 0 is the default; 1..=3 are `cf1`..`cf3`, created and dropped as the
+/// stream goes.
+const SLOTS: usize = 4;
 
 fn key_at(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }
 
-impl Run {
-    /// A range to delete, `[start, end)`, in one of several shapes.
-    fn range(&mut self) -> (Vec<u8>, Vec<u8>) {
+fn slot_name(slot: usize) -> String {
+    if slot == 0 {
+        "default".to_string()
+    } else {
+        format!("cf{slot}")
+    }
+}
+
+/// A value, unique to the operation that wrote it (TTL expirations are looked up by value).
+#[derive(Clone, Copy, Debug)]
+struct Val {
+    id: u64,
+    len: u32,
+}
+
+impl Val {
+    fn bytes(self) -> Vec<u8> {
+        let mut v = format!("{}:", self.id).into_bytes();
+        v.resize(v.len() + self.len as usize, b'a' + (self.id % 26) as u8);
+        v
+    }
+}
+
+/// One write, in column family slot `.0`. A range `[from, to)` of key indexes; `to == from`
+/// deletes the single key `from` (up to the key followed by a zero byte).
+#[derive(Clone, Debug)]
+enum Write {
+    Put(usize, u32, Val),
+    Delete(usize, u32),
+    DeleteRange(usize, u32, u32),
+}
+
+impl Write {
+    fn slot(&self) -> usize {
+        match self {
+            Write::Put(s, ..) | Write::Delete(s, ..) | Write::DeleteRange(s, ..) => *s,
+        }
+    }
+}
+
+fn range_bounds(from: u32, to: u32) -> (Vec<u8>, Vec<u8>) {
+    let start = key_at(from);
+    if to == from {
+        let mut end = start.clone();
+        end.push(0);
+        (start, end)
+    } else {
+        (start, key_at(to))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    First,
+    Last,
+    Seek(u32),
+    SeekForPrev(u32),
+}
+
+/// A snapshot reference `at` picks one of the snapshots held at the time (modulo their number), or
+/// reads the latest when none is held or it is `None`.
+#[derive(Clone, Debug)]
+enum Op {
+    Write {
+        write: Write,
+        sync: bool,
+    },
+    Batch(Vec<Write>),
+    PutTtl {
+        cf: usize,
+        key: u32,
+        value: Val,
+        ttl: u64,
+    },
+    AdvanceClock(u64),
+    Get {
+        cf: usize,
+        key: u32,
+        at: Option<u8>,
+    },
+    MultiGet {
+        keys: Vec<(usize, u32)>,
+        at: Option<u8>,
+    },
+    Iter {
+        cf: usize,
+        lower: Option<u32>,
+        upper: Option<u32>,
+        start: Start,
+        walk: u64,
+        at: Option<u8>,
+    },
+    TakeSnapshot,
+    ReleaseSnapshot(u8),
+    Flush(usize),
+    CompactRange(usize, Option<(u32, u32)>),
+    /// An iterator held across 200 writes, a flush and a full compaction still sees its moment.
+    HeldIterator {
+        cf: usize,
+        at: Option<u8>,
+    },
+    CreateCf(usize),
+    DropCf(usize),
+    Reopen,
+    /// A power loss: `tail` keeps a random share of each file's unsynced bytes, by that seed.
+    Crash {
+        tail: Option<u64>,
+    },
+}
+
+/// How the stream is run: `dynamic` switches dynamic level sizing (and the cache set-up),
+/// `blobs` blob files and TTL puts; `sabotage` plants a bug in the model (it ignores deletions
+/// in `cf2`) so the shrinker has something to find.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    dynamic: bool,
+    blobs: bool,
+    sabotage: bool,
+}
+
+/// Tiny buffers and level targets: flushes, L0 compactions, level compactions and trivial moves
+/// happen all the time. With blob files, values of 30 bytes or more go to small blob files that
+/// garbage collection keeps relocating, and TTLs are judged by the test clock.
+fn options(cfg: Config, fs: &FaultInjectionFs, clock: Option<&Arc<ManualClock>>) -> Options {
+    let mut o = Options::default();
+    o.filesystem = Arc::new(fs.clone());
+    if let Some(clock) = clock {
+        o.clock = clock.clone();
+        o.enable_blob_files = true;
+        o.min_blob_size = 30;
+        o.blob_file_size = 16 << 10;
+        o.ttl_range_secs = 50;
+        o.blob_garbage_collection_age_cutoff = 0.5;
+    }
+    o.write_buffer_size = 32 << 10;
+    o.max_write_buffer_number = 3;
+    o.block_size = 512;
+    // Static sizing: a cache small enough to churn, holding index and filter blocks (pinned at
+    // L0), evicting by CLOCK; dynamic sizing: the defaults.
+    if !cfg.dynamic {
+        o.cache_size = 64 << 10;
+        o.cache_kind = strata_engine::CacheKind::Clock;
+        o.cache_index_and_filter_blocks = true;
+        o.pin_l0_filter_and_index_blocks_in_cache = true;
+    } else {
+        o.cache_size = 4 << 20;
+    }
+    o.level0_file_num_compaction_trigger = 2;
+    o.level0_slowdown_writes_trigger = 6;
+    o.level0_stop_writes_trigger = 10;
+    // Range deletions keep the live set small: a small base level still makes it deep.
+    o.max_bytes_for_level_base = 32 << 10;
+    o.max_bytes_for_level_multiplier = 4;
+    o.target_file_size_base = 16 << 10;
+    o.level_compaction_dynamic_level_bytes = cfg.dynamic;
+    o
+}
+
+/// The operation stream of a seed. It tracks which column families it created so that most
+/// operations name live ones; the runner copes with any stream (a shrunk one lacks context).
+struct Generator {
+    rng: StdRng,
+    blobs: bool,
+    live: [bool; SLOTS],
+    /// The last range deleted, by key index: the next one may sit beside it or inside it.
+    last_range: (u32, u32),
+    next_id: u64,
+}
+
+impl Generator {
+    fn new(seed: u64, blobs: bool) -> Self {
+        Generator {
+            rng: StdRng::seed_from_u64(seed),
+            blobs,
+            live: [true, false, false, false],
+            last_range: (0, 1),
+            next_id: 0,
+        }
+    }
+
+    fn key(&mut self) -> u32 {
+        self.rng.random_range(0..KEY_SPACE)
+    }
+
+    fn value(&mut self) -> Val {
+        let len = if self.rng.random_ratio(1, 50) {
+            self.rng.random_range(1000..5000)
+        } else {
+            self.rng.random_range(0..40)
+        };
+        self.next_id += 1;
+        Val {
+            id: self.next_id,
+            len,
+        }
+    }
+
+    /// The default column family more often than not, else a live other one.
+    fn slot(&mut self) -> usize {
+        let others: Vec<usize> = (1..SLOTS).filter(|&s| self.live[s]).collect();
+        if others.is_empty() || self.rng.random_ratio(3, 5) {
+            0
+        } else {
+            others[self.rng.random_range(0..others.len())]
+        }
+    }
+
+    fn at(&mut self) -> Option<u8> {
+        self.rng.random_ratio(1, 2).then(|| self.rng.random())
+    }
+
+    /// A range to delete in one of several shapes.
+    fn range(&mut self, slot: usize) -> Write {
         let (last_from, last_to) = self.last_range;
-        let rng = &mut self.rng;
-        let from = rng.random_range(0..KEY_SPACE);
-        let (from, to) = match rng.random_range(0..12) {
-            0..=6 => (from, from + rng.random_range(1..30)),
-            7 => (from, from + rng.random_range(30..300)),
-            8 => {
-                // A single key: up to the key followed by a zero byte.
-                let k = key_at(from);
-                let mut end = k.clone();
-                end.push(0);
-                return (k, end);
-            }
-            9 => (last_to, last_to + rng.random_range(1..30)),
+        let from = self.key();
+        let (from, to) = match self.rng.random_range(0..12) {
+            0..=6 => (from, from + self.rng.random_range(1..30)),
+            7 => (from, from + self.rng.random_range(30..300)),
+            8 => return Write::DeleteRange(slot, from, from),
+            9 => (last_to, last_to + self.rng.random_range(1..30)),
             _ => {
-                let a = rng.random_range(last_from..last_to);
-                (a, rng.random_range(a + 1..=last_to))
+                let a = self.rng.random_range(last_from..last_to);
+                (a, self.rng.random_range(a + 1..=last_to))
             }
         };
         self.last_range = (from, to);
-        (key_at(from), key_at(to))
+        Write::DeleteRange(slot, from, to)
     }
 
-    fn model_delete_range(model: &mut Model, start: &[u8], end: &[u8]) {
-        let doomed: Vec<Vec<u8>> = model
-            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in doomed {
-            model.remove(&k);
+    fn write(&mut self, slot: usize) -> Write {
+        if self.rng.random_ratio(1, 100) {
+            self.range(slot)
+        } else if self.rng.random_ratio(1, 4) {
+            Write::Delete(slot, self.key())
+        } else {
+            Write::Put(slot, self.key(), self.value())
+        }
+    }
+
+    fn op(&mut self) -> Op {
+        let choice = self.rng.random_range(0..1000);
+        match choice {
+            0..=49 if self.blobs => Op::PutTtl {
+                cf: self.slot(),
+                key: self.key(),
+                value: self.value(),
+                ttl: self.rng.random_range(1..200),
+            },
+            50..=54 if self.blobs => Op::AdvanceClock(self.rng.random_range(1..60)),
+            0..=399 => {
+                let slot = self.slot();
+                let write = Write::Put(slot, self.key(), self.value());
+                Op::Write {
+                    write,
+                    sync: self.rng.random_ratio(1, 100),
+                }
+            }
+            400..=484 => Op::Write {
+                write: Write::Delete(self.slot(), self.key()),
+                sync: false,
+            },
+            485..=499 => {
+                let slot = self.slot();
+                Op::Write {
+                    write: self.range(slot),
+                    sync: false,
+                }
+            }
+            500..=559 => {
+                let n = self.rng.random_range(1..20);
+                Op::Batch(
+                    (0..n)
+                        .map(|_| {
+                            let slot = self.slot();
+                            self.write(slot)
+                        })
+                        .collect(),
+                )
+            }
+            560..=759 => Op::Get {
+                cf: self.slot(),
+                key: self.key(),
+                at: self.at(),
+            },
+            760..=799 => {
+                let n = self.rng.random_range(1..40);
+                let single = self.rng.random_ratio(1, 2);
+                let mut keys: Vec<(usize, u32)> = (0..n)
+                    .map(|_| (if single { 0 } else { self.slot() }, self.key()))
+                    .collect();
+                keys.push(keys[0]);
+                Op::MultiGet {
+                    keys,
+                    at: self.at(),
+                }
+            }
+            800..=899 => Op::Iter {
+                cf: self.slot(),
+                lower: self.rng.random_ratio(1, 2).then(|| self.key()),
+                upper: self.rng.random_ratio(1, 2).then(|| self.key()),
+                start: match self.rng.random_range(0..4) {
+                    0 => Start::First,
+                    1 => Start::Last,
+                    2 => Start::Seek(self.key()),
+                    _ => Start::SeekForPrev(self.key()),
+                },
+                walk: self.rng.random(),
+                at: self.at(),
+            },
+            900..=929 => Op::TakeSnapshot,
+            930..=964 => Op::ReleaseSnapshot(self.rng.random()),
+            965..=984 => Op::Flush(self.slot()),
+            985..=990 => {
+                let (a, b) = (self.key(), self.key());
+                let range = (choice < 989).then(|| (a.min(b), a.max(b)));
+                Op::CompactRange(self.slot(), range)
+            }
+            991..=994 => Op::HeldIterator {
+                cf: self.slot(),
+                at: self.at(),
+            },
+            995..=997 => {
+                // Mostly toggles a column family; now and then asks for the impossible: create
+                // one that exists, drop one that is gone, drop the default.
+                let slot = self.rng.random_range(0..SLOTS);
+                let toggle = !self.rng.random_ratio(1, 5);
+                let create = (slot != 0 && !self.live[slot]) == toggle;
+                if toggle && slot != 0 {
+                    self.live[slot] = create;
+                }
+                if create {
+                    Op::CreateCf(slot)
+                } else {
+                    Op::DropCf(slot)
+                }
+            }
+            998 => Op::Crash {
+                tail: self.rng.random_ratio(1, 2).then(|| self.rng.random()),
+            },
+            _ => Op::Reopen,
+        }
+    }
+}
+
+/// A live column family: its handle, its model, and which creation it is (a slot dropped and
+/// created again is a new column family).
+struct Cf {
+    handle: ColumnFamily,
+    model: Model,
+    incarnation: u64,
+}
+
+/// Each slot's column family at a snapshot: which creation it was, and its model then.
+type SnapshotModels = Vec<Option<(u64, Model)>>;
+
+/// What one write did to the models: (slot, incarnation, key, the value before).
+type Undo = Vec<(usize, u64, Vec<u8>, Option<Vec<u8>>)>;
+
+#[derive(Debug, Default)]
+struct Tally {
+    ops: u64,
+    checks: u64,
+    flushes: u64,
+    compactions: u64,
+    trivial_moves: u64,
+    range_deletes: u64,
+    crashes: u64,
+    writes_lost: u64,
+    reopens: u64,
+    cf_created: u64,
+    cf_dropped: u64,
+    refused: u64,
+    ttl_puts: u64,
+    expired: u64,
+    /// Values separated, relocated by GC, blob files deleted, expired entries compactions removed.
+    blob_counts: [u64; 4],
+    /// Files in the default column family and its deepest non-empty level, at the end.
+    tables: u64,
+    deepest: usize,
+    keys: u64,
+}
+
+struct Runner {
+    cfg: Config,
+    dir: tempfile::TempDir,
+    fs: FaultInjectionFs,
+    clock: Option<Arc<ManualClock>>,
+    db: Option<Db>,
+    cfs: Vec<Option<Cf>>,
+    /// Handles of dropped column families, until the store reopens.
+    stale: Vec<Option<ColumnFamily>>,
+    snapshots: Vec<(Snapshot, SnapshotModels)>,
+    /// Writes since the last one known durable, oldest first.
+    unsynced: Vec<Undo>,
+    incarnations: u64,
+    expirations: HashMap<Vec<u8>, u64>,
+    tally: Tally,
+}
+
+impl Runner {
+    fn new(cfg: Config) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultInjectionFs::new();
+        let clock = cfg.blobs.then(|| Arc::new(ManualClock::new(1_700_000_000)));
+        let db = Db::open(dir.path(), options(cfg, &fs, clock.as_ref())).unwrap();
+        let default = Cf {
+            handle: db.default_cf(),
+            model: Model::new(),
+            incarnation: 0,
+        };
+        Runner {
+            cfg,
+            dir,
+            fs,
+            clock,
+            db: Some(db),
+            cfs: vec![Some(default), None, None, None],
+            stale: vec![None; SLOTS],
+            snapshots: Vec::new(),
+            unsynced: Vec::new(),
+            incarnations: 0,
+            expirations: HashMap::new(),
+            tally: Tally::default(),
         }
     }
 
@@ -153,59 +485,286 @@ impl Run {
         self.db.as_ref().expect("open")
     }
 
-    fn check_get(&mut self, at: Option<usize>) {
-        let k = key(&mut self.rng);
-        let (opts, model) = self.view(at);
-        let got = self.db().get_with(&opts, &k).unwrap().map(|v| v.into_vec());
-        assert_eq!(
-            got,
-            model.get(&k).cloned(),
-            "get {:?} at snapshot {at:?}",
-            String::from_utf8_lossy(&k)
-        );
-        self.checks += 1;
+    fn now(&self) -> u64 {
+        self.clock.as_ref().map_or(0, |c| c.now_secs())
     }
 
-    /// A batch of keys (some repeated) through `multi_get`, each checked against the model.
-    fn check_multi_get(&mut self, at: Option<usize>) {
-        let n = self.rng.random_range(1..40);
-        let mut keys: Vec<Vec<u8>> = (0..n).map(|_| key(&mut self.rng)).collect();
-        keys.push(keys[0].clone());
-        let (opts, model) = self.view(at);
-        let got = self.db().multi_get(&opts, &keys);
+    fn live(&self, value: &[u8]) -> bool {
+        let now = self.now();
+        self.expirations.get(value).is_none_or(|e| *e > now)
+    }
+
+    /// Applies a write to the models, recording what it replaced in `undo`.
+    fn apply(&mut self, write: &Write, undo: &mut Undo) {
+        let slot = write.slot();
+        if self.cfg.sabotage && slot == 2 && !matches!(write, Write::Put(..)) {
+            return;
+        }
+        let Some(cf) = self.cfs[slot].as_mut() else {
+            return;
+        };
+        let doomed: Vec<Vec<u8>> = match write {
+            Write::Put(_, k, v) => {
+                let k = key_at(*k);
+                let old = cf.model.insert(k.clone(), v.bytes());
+                undo.push((slot, cf.incarnation, k, old));
+                return;
+            }
+            Write::Delete(_, k) => vec![key_at(*k)],
+            Write::DeleteRange(_, from, to) => {
+                self.tally.range_deletes += 1;
+                let (start, end) = range_bounds(*from, *to);
+                cf.model
+                    .range::<[u8], _>((Bound::Included(&start[..]), Bound::Excluded(&end[..])))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            }
+        };
+        for k in doomed {
+            if let Some(old) = cf.model.remove(&k) {
+                undo.push((slot, cf.incarnation, k, Some(old)));
+            }
+        }
+    }
+
+    /// Records a write that succeeded: a synced one makes every earlier one durable.
+    fn acknowledged(&mut self, undo: Undo, sync: bool) {
+        if sync {
+            self.unsynced.clear();
+        } else if !undo.is_empty() {
+            self.unsynced.push(undo);
+        }
+    }
+
+    /// Calls `write` with the column family of `slot`: live, it must succeed and the models follow;
+    /// dropped, it must fail with `InvalidArgument` and nothing changes; never created, the
+    /// operation is skipped (a shrunk stream may lack its creation).
+    fn expect_refused(&mut self, result: strata_engine::Result<()>, what: &str) {
+        match result {
+            Err(Error::InvalidArgument(_)) => self.tally.refused += 1,
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    fn write(&mut self, write: &Write, sync: bool) {
+        let slot = write.slot();
+        let handle = match (&self.cfs[slot], &self.stale[slot]) {
+            (Some(cf), _) => cf.handle.clone(),
+            (None, Some(stale)) => {
+                let stale = stale.clone();
+                let result = self.single_write(&stale, write, sync);
+                return self.expect_refused(result, "write to a dropped column family");
+            }
+            (None, None) => return,
+        };
+        self.single_write(&handle, write, sync).unwrap();
+        let mut undo = Undo::new();
+        self.apply(write, &mut undo);
+        self.acknowledged(undo, sync);
+    }
+
+    /// One write through the narrowest API: the `_with` forms in the default column family, the
+    /// `_cf` forms elsewhere (a one-entry batch when synced).
+    fn single_write(
+        &self,
+        cf: &ColumnFamily,
+        write: &Write,
+        sync: bool,
+    ) -> strata_engine::Result<()> {
+        let db = self.db();
+        let wo = WriteOptions {
+            sync,
+            disable_wal: false,
+        };
+        if cf.id() != 0 && sync {
+            let mut b = WriteBatch::new();
+            add_to_batch(&mut b, cf, write);
+            return db.write(b, &wo);
+        }
+        match (write, cf.id() == 0) {
+            (Write::Put(_, k, v), true) => db.put_with(&wo, key_at(*k), v.bytes()),
+            (Write::Put(_, k, v), false) => db.put_cf(cf, key_at(*k), v.bytes()),
+            (Write::Delete(_, k), true) => db.delete_with(&wo, key_at(*k)),
+            (Write::Delete(_, k), false) => db.delete_cf(cf, key_at(*k)),
+            (Write::DeleteRange(_, from, to), true) => {
+                let (s, e) = range_bounds(*from, *to);
+                db.delete_range_with(&wo, s, e)
+            }
+            (Write::DeleteRange(_, from, to), false) => {
+                let (s, e) = range_bounds(*from, *to);
+                db.delete_range_cf(cf, s, e)
+            }
+        }
+    }
+
+    /// One batch across column families; with a dropped one in it, the whole batch is refused.
+    fn batch(&mut self, writes: &[Write]) {
+        let mut b = WriteBatch::new();
+        let mut refused = false;
+        for w in writes {
+            match (&self.cfs[w.slot()], &self.stale[w.slot()]) {
+                (Some(cf), _) => add_to_batch(&mut b, &cf.handle, w),
+                (None, Some(stale)) => {
+                    add_to_batch(&mut b, stale, w);
+                    refused = true;
+                }
+                (None, None) => {}
+            }
+        }
+        let result = self.db().write(b, &WriteOptions::default());
+        if refused {
+            return self.expect_refused(result, "batch naming a dropped column family");
+        }
+        result.unwrap();
+        let mut undo = Undo::new();
+        for w in writes {
+            self.apply(w, &mut undo);
+        }
+        self.acknowledged(undo, false);
+    }
+
+    fn put_ttl(&mut self, slot: usize, key: u32, value: Val, ttl: u64) {
+        let Some(cf) = &self.cfs[slot] else { return };
+        let (k, v) = (key_at(key), value.bytes());
+        self.db().put_with_ttl(&cf.handle, &k, &v, ttl).unwrap();
+        self.expirations.insert(v, self.now() + ttl);
+        self.tally.ttl_puts += 1;
+        let mut undo = Undo::new();
+        self.apply(&Write::Put(slot, key, value), &mut undo);
+        self.acknowledged(undo, false);
+    }
+
+    /// Moves the test clock; every value whose expiration passes vanishes from the models and
+    /// from every snapshot's copy (expiry is by the clock, not by snapshot).
+    fn advance_clock(&mut self, secs: u64) {
+        let Some(clock) = &self.clock else { return };
+        clock.advance(secs);
+        let now = clock.now_secs();
+        let exp = &self.expirations;
+        let live = |v: &Vec<u8>| exp.get(v).is_none_or(|e| *e > now);
+        for cf in self.cfs.iter_mut().flatten() {
+            let before = cf.model.len();
+            cf.model.retain(|_, v| live(v));
+            self.tally.expired += (before - cf.model.len()) as u64;
+        }
+        for (_, models) in &mut self.snapshots {
+            for (_, m) in models.iter_mut().flatten() {
+                m.retain(|_, v| live(v));
+            }
+        }
+    }
+
+    fn snapshot_index(&self, at: Option<u8>) -> Option<usize> {
+        let n = self.snapshots.len();
+        at.filter(|_| n > 0).map(|i| i as usize % n)
+    }
+
+    /// Read options and the model a read of `slot` at `at` must match. A column family created
+    /// after the snapshot reads as empty at it.
+    fn view(&self, slot: usize, at: Option<usize>) -> (ReadOptions, &Model) {
+        let cf = self.cfs[slot].as_ref().expect("live column family");
+        match at {
+            None => (ReadOptions::default(), &cf.model),
+            Some(i) => {
+                let (snap, models) = &self.snapshots[i];
+                let model = match &models[slot] {
+                    Some((inc, m)) if *inc == cf.incarnation => m,
+                    _ => &EMPTY,
+                };
+                let opts = ReadOptions {
+                    snapshot: Some(snap.clone()),
+                    ..Default::default()
+                };
+                (opts, model)
+            }
+        }
+    }
+
+    /// A read of a column family that is gone must fail with `InvalidArgument`; one never
+    /// created is skipped. Returns whether `slot` is live.
+    fn readable(&mut self, slot: usize) -> bool {
+        if self.cfs[slot].is_some() {
+            return true;
+        }
+        if let Some(stale) = self.stale[slot].clone() {
+            let result = self.db().get_cf(&stale, b"key").map(|_| ());
+            self.expect_refused(result, "read of a dropped column family");
+        }
+        false
+    }
+
+    fn get(&mut self, slot: usize, key: u32, at: Option<u8>) {
+        if !self.readable(slot) {
+            return;
+        }
+        let at = self.snapshot_index(at);
+        let k = key_at(key);
+        let (opts, model) = self.view(slot, at);
+        let cf = &self.cfs[slot].as_ref().unwrap().handle;
+        let got = self.db().get_cf_with(&opts, cf, &k).unwrap();
+        assert_eq!(
+            got.map(|v| v.into_vec()),
+            model.get(&k).cloned(),
+            "get {:?} in {} at snapshot {at:?}",
+            String::from_utf8_lossy(&k),
+            slot_name(slot)
+        );
+        self.tally.checks += 1;
+    }
+
+    /// A batch of keys (some repeated, possibly across column families) through MultiGet.
+    fn multi_get(&mut self, keys: &[(usize, u32)], at: Option<u8>) {
+        let keys: Vec<(usize, u32)> = keys
+            .iter()
+            .copied()
+            .filter(|&(slot, _)| self.readable(slot))
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let at = self.snapshot_index(at);
+        let opts = self.view(0, at).0;
+        let got = if keys.iter().all(|&(slot, _)| slot == 0) {
+            let plain: Vec<Vec<u8>> = keys.iter().map(|&(_, k)| key_at(k)).collect();
+            self.db().multi_get(&opts, &plain)
+        } else {
+            let pairs: Vec<(&ColumnFamily, Vec<u8>)> = keys
+                .iter()
+                .map(|&(slot, k)| (&self.cfs[slot].as_ref().unwrap().handle, key_at(k)))
+                .collect();
+            self.db().multi_get_cf(&opts, &pairs)
+        };
         assert_eq!(got.len(), keys.len());
-        for (k, v) in keys.iter().zip(got) {
+        for (&(slot, k), v) in keys.iter().zip(got) {
+            let k = key_at(k);
             assert_eq!(
                 v.unwrap().map(|v| v.into_vec()),
-                model.get(k).cloned(),
-                "multi_get {:?} at snapshot {at:?}",
-                String::from_utf8_lossy(k)
+                self.view(slot, at).1.get(&k).cloned(),
+                "multi_get {:?} in {} at snapshot {at:?}",
+                String::from_utf8_lossy(&k),
+                slot_name(slot)
             );
-            self.checks += 1;
         }
+        self.tally.checks += keys.len() as u64;
     }
 
-    fn view(&self, at: Option<usize>) -> (ReadOptions, Model) {
-        match at {
-            Some(i) => (
-                ReadOptions {
-                    snapshot: Some(self.snapshots[i].0.clone()),
-                    ..Default::default()
-                },
-                self.snapshots[i].1.clone(),
-            ),
-            None => (ReadOptions::default(), self.model.clone()),
+    /// Starts somewhere, then walks a random number of steps (switching direction now and then),
+    /// comparing every position with the model.
+    fn iter(
+        &mut self,
+        slot: usize,
+        bounds: (Option<u32>, Option<u32>),
+        start: Start,
+        walk: u64,
+        at: Option<u8>,
+    ) {
+        if !self.readable(slot) {
+            return;
         }
-    }
-
-    fn check_iter(&mut self, at: Option<usize>) {
-        let (mut opts, model) = self.view(at);
-        if self.rng.random_ratio(1, 2) {
-            opts.lower_bound = Some(key(&mut self.rng));
-        }
-        if self.rng.random_ratio(1, 2) {
-            opts.upper_bound = Some(key(&mut self.rng));
-        }
+        let at = self.snapshot_index(at);
+        let (mut opts, model) = self.view(slot, at);
+        opts.lower_bound = bounds.0.map(key_at);
+        opts.upper_bound = bounds.1.map(key_at);
         let lower = opts
             .lower_bound
             .clone()
@@ -218,50 +777,47 @@ impl Run {
             (Bound::Included(l), Bound::Excluded(u)) if l >= u => Vec::new(),
             _ => model.range::<Vec<u8>, _>((lower, upper)).collect(),
         };
-        let mut it = self.db().iter(&opts).unwrap();
-        let target = key(&mut self.rng);
-        // Start somewhere, then walk a random number of steps in a random direction (switching
-        // direction now and then), comparing every position with the model.
-        let mut pos: Option<usize> = match self.rng.random_range(0..4) {
-            0 => {
+        let cf = &self.cfs[slot].as_ref().unwrap().handle;
+        let mut it = self.db().iter_cf(&opts, cf).unwrap();
+        let mut pos: Option<usize> = match start {
+            Start::First => {
                 it.seek_to_first();
                 (!in_range.is_empty()).then_some(0)
             }
-            1 => {
+            Start::Last => {
                 it.seek_to_last();
                 in_range.len().checked_sub(1)
             }
-            2 => {
+            Start::Seek(t) => {
+                let target = key_at(t);
                 it.seek(&target);
                 let i = in_range.partition_point(|(k, _)| k.as_slice() < target.as_slice());
                 (i < in_range.len()).then_some(i)
             }
-            _ => {
+            Start::SeekForPrev(t) => {
+                let target = key_at(t);
                 it.seek_for_prev(&target);
                 in_range
                     .partition_point(|(k, _)| k.as_slice() <= target.as_slice())
                     .checked_sub(1)
             }
         };
-        let steps = self.rng.random_range(0..60);
-        let mut forward = self.rng.random_ratio(1, 2);
+        let mut rng = StdRng::seed_from_u64(walk);
+        let steps = rng.random_range(0..60);
+        let mut forward = rng.random_ratio(1, 2);
+        let mut checks = 0;
         for _ in 0..steps {
-            match pos {
-                None => {
-                    assert!(!it.valid(), "iterator valid past the model's end at {at:?}");
-                    break;
-                }
-                Some(i) => {
-                    assert!(it.valid(), "iterator ended early at model index {i}");
-                    assert_eq!(it.key(), in_range[i].0.as_slice());
-                    assert_eq!(it.value(), in_range[i].1.as_slice());
-                    self.checks += 1;
-                }
-            }
-            if self.rng.random_ratio(1, 10) {
+            let Some(i) = pos else {
+                assert!(!it.valid(), "iterator valid past the model's end at {at:?}");
+                break;
+            };
+            assert!(it.valid(), "iterator ended early at model index {i}");
+            assert_eq!(it.key(), in_range[i].0.as_slice());
+            assert_eq!(it.value(), in_range[i].1.as_slice());
+            checks += 1;
+            if rng.random_ratio(1, 10) {
                 forward = !forward;
             }
-            let i = pos.unwrap_or_default();
             if forward {
                 it.next();
                 pos = (i + 1 < in_range.len()).then_some(i + 1);
@@ -274,157 +830,159 @@ impl Run {
             assert!(!it.valid());
         }
         it.status().unwrap();
+        self.tally.checks += checks;
     }
 
-    fn step(&mut self, op: u64) {
-        let choice = self.rng.random_range(0..1000);
-        match choice {
-            0..=49 if self.clock.is_some() => {
-                let (k, v) = (key(&mut self.rng), value(&mut self.rng, op));
-                let ttl = self.rng.random_range(1..200);
-                let db = self.db.as_ref().expect("open");
-                db.put_with_ttl(&db.default_cf(), &k, &v, ttl).unwrap();
-                let now = self.clock.as_ref().map_or(0, |c| c.now_secs());
-                self.expirations.insert(v.clone(), now + ttl);
-                self.model.insert(k, v);
-                self.ttl_puts += 1;
+    fn held_iterator(&mut self, slot: usize, at: Option<u8>) {
+        if !self.readable(slot) {
+            return;
+        }
+        let at = self.snapshot_index(at);
+        let (opts, model) = self.view(slot, at);
+        let model = model.clone();
+        let handle = self.cfs[slot].as_ref().unwrap().handle.clone();
+        let mut it = self.db().iter_cf(&opts, &handle).unwrap();
+        for i in 0..200u32 {
+            let k = (i * 7919) % KEY_SPACE;
+            self.db().put_cf(&handle, key_at(k), b"later").unwrap();
+            let mut undo = Undo::new();
+            let cf = self.cfs[slot].as_mut().unwrap();
+            let old = cf.model.insert(key_at(k), b"later".to_vec());
+            undo.push((slot, cf.incarnation, key_at(k), old));
+            self.acknowledged(undo, false);
+        }
+        self.db().flush_cf(&handle).unwrap();
+        self.db().compact_range_cf(&handle, None, None).unwrap();
+        it.seek_to_first();
+        for (k, v) in &model {
+            assert!(it.valid(), "held iterator ended early");
+            assert_eq!(
+                (it.key(), it.value()),
+                (k.as_slice(), v.as_slice()),
+                "held iterator"
+            );
+            it.next();
+        }
+        assert!(!it.valid());
+        it.status().unwrap();
+        self.tally.checks += model.len() as u64;
+    }
+
+    fn take_snapshot(&mut self) {
+        if self.snapshots.len() < 6 {
+            let s = self.db().snapshot();
+            let models = self
+                .cfs
+                .iter()
+                .map(|cf| cf.as_ref().map(|cf| (cf.incarnation, cf.model.clone())))
+                .collect();
+            self.snapshots.push((s, models));
+        }
+    }
+
+    fn create_cf(&mut self, slot: usize) {
+        let opts: ColumnFamilyOptions = (*options(self.cfg, &self.fs, self.clock.as_ref())).clone();
+        let result = self.db().create_cf(&slot_name(slot), opts);
+        if self.cfs[slot].is_some() {
+            return self.expect_refused(result.map(|_| ()), "creating an existing column family");
+        }
+        self.incarnations += 1;
+        self.cfs[slot] = Some(Cf {
+            handle: result.unwrap(),
+            model: Model::new(),
+            incarnation: self.incarnations,
+        });
+        self.stale[slot] = None;
+        self.tally.cf_created += 1;
+    }
+
+    fn drop_cf(&mut self, slot: usize) {
+        match (slot, &self.cfs[slot], &self.stale[slot]) {
+            (0, Some(cf), _) => {
+                let result = self.db().drop_cf(&cf.handle);
+                self.expect_refused(result, "dropping the default column family");
             }
-            50..=54 if self.clock.is_some() => self.advance_clock(),
-            0..=399 => {
-                let (k, v) = (key(&mut self.rng), value(&mut self.rng, op));
-                let sync = self.rng.random_ratio(1, 100);
-                self.db()
-                    .put_with(
-                        &WriteOptions {
-                            sync,
-                            disable_wal: false,
-                        },
-                        &k,
-                        &v,
-                    )
-                    .unwrap();
-                self.model.insert(k, v);
+            (_, Some(cf), _) => {
+                self.db().drop_cf(&cf.handle).unwrap();
+                self.stale[slot] = self.cfs[slot].take().map(|cf| cf.handle);
+                self.tally.cf_dropped += 1;
             }
-            400..=484 => {
-                let k = key(&mut self.rng);
-                self.db().delete(&k).unwrap();
-                self.model.remove(&k);
+            (_, None, Some(stale)) => {
+                let result = self.db().drop_cf(stale);
+                self.expect_refused(result, "dropping a dropped column family");
             }
-            485..=499 => {
-                let (start, end) = self.range();
-                self.db().delete_range(&start, &end).unwrap();
-                Self::model_delete_range(&mut self.model, &start, &end);
-                self.range_deletes += 1;
-            }
-            500..=559 => {
-                let mut b = WriteBatch::new();
-                for _ in 0..self.rng.random_range(1..20) {
-                    let k = key(&mut self.rng);
-                    if self.rng.random_ratio(1, 100) {
-                        let (start, end) = self.range();
-                        b.delete_range(&start, &end);
-                        Self::model_delete_range(&mut self.model, &start, &end);
-                        self.range_deletes += 1;
-                    } else if self.rng.random_ratio(1, 4) {
-                        b.delete(&k);
-                        self.model.remove(&k);
-                    } else {
-                        let v = value(&mut self.rng, op);
-                        b.put(&k, &v);
-                        self.model.insert(k, v);
-                    }
-                }
-                self.db().write(b, &WriteOptions::default()).unwrap();
-            }
-            560..=759 => {
-                let at = self.pick_snapshot();
-                self.check_get(at);
-            }
-            760..=799 => {
-                let at = self.pick_snapshot();
-                self.check_multi_get(at);
-            }
-            800..=899 => {
-                let at = self.pick_snapshot();
-                self.check_iter(at);
-            }
-            900..=929 => {
-                if self.snapshots.len() < 6 {
-                    let s = self.db().snapshot();
-                    self.snapshots.push((s, self.model.clone()));
-                }
-            }
-            930..=964 => {
-                if !self.snapshots.is_empty() {
-                    let i = self.rng.random_range(0..self.snapshots.len());
+            (_, None, None) => {}
+        }
+    }
+
+    fn step(&mut self, op: &Op) {
+        self.tally.ops += 1;
+        match op {
+            Op::Write { write, sync } => self.write(write, *sync),
+            Op::Batch(writes) => self.batch(writes),
+            Op::PutTtl {
+                cf,
+                key,
+                value,
+                ttl,
+            } => self.put_ttl(*cf, *key, *value, *ttl),
+            Op::AdvanceClock(secs) => self.advance_clock(*secs),
+            Op::Get { cf, key, at } => self.get(*cf, *key, *at),
+            Op::MultiGet { keys, at } => self.multi_get(keys, *at),
+            Op::Iter {
+                cf,
+                lower,
+                upper,
+                start,
+                walk,
+                at,
+            } => self.iter(*cf, (*lower, *upper), *start, *walk, *at),
+            Op::TakeSnapshot => self.take_snapshot(),
+            Op::ReleaseSnapshot(i) => {
+                if let Some(i) = self.snapshot_index(Some(*i)) {
                     self.snapshots.swap_remove(i);
                 }
             }
-            965..=984 => self.db().flush().unwrap(),
-            985..=988 => {
-                // Manual compaction of a random range, snapshots and iterators notwithstanding.
-                let (a, b) = (key(&mut self.rng), key(&mut self.rng));
-                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                self.db().compact_range(Some(&lo), Some(&hi)).unwrap();
-            }
-            989..=990 => self.db().compact_range(None, None).unwrap(),
-            991..=996 => {
-                // An iterator held across writes, flushes and compactions still sees its moment.
-                let at = self.pick_snapshot();
-                let (opts, model) = self.view(at);
-                let mut it = self.db().iter(&opts).unwrap();
-                for i in 0..200u32 {
-                    let k = format!("key{:05}", (i * 7919) % KEY_SPACE).into_bytes();
-                    self.db().put(&k, b"later").unwrap();
-                    self.model.insert(k, b"later".to_vec());
+            Op::Flush(slot) => {
+                if let Some(cf) = &self.cfs[*slot] {
+                    self.db().flush_cf(&cf.handle).unwrap();
                 }
-                self.db().flush().unwrap();
-                self.db().compact_range(None, None).unwrap();
-                it.seek_to_first();
-                for (k, v) in &model {
-                    assert!(it.valid(), "held iterator ended early");
-                    assert_eq!(
-                        (it.key(), it.value()),
-                        (k.as_slice(), v.as_slice()),
-                        "held iterator"
-                    );
-                    it.next();
+            }
+            Op::CompactRange(slot, range) => {
+                if let Some(cf) = &self.cfs[*slot] {
+                    let range = range.map(|(a, b)| (key_at(a), key_at(b)));
+                    let (lo, hi) = match &range {
+                        Some((a, b)) => (Some(&a[..]), Some(&b[..])),
+                        None => (None, None),
+                    };
+                    self.db().compact_range_cf(&cf.handle, lo, hi).unwrap();
                 }
-                assert!(!it.valid());
-                it.status().unwrap();
-                self.checks += model.len() as u64;
             }
-            _ => {
-                // Snapshots do not survive a reopen.
-                self.snapshots.clear();
-                self.reopen();
+            Op::HeldIterator { cf, at } => self.held_iterator(*cf, *at),
+            Op::CreateCf(slot) => self.create_cf(*slot),
+            Op::DropCf(slot) => self.drop_cf(*slot),
+            Op::Reopen => {
+                self.shut_down();
+                self.db.take().unwrap().close().unwrap();
+                self.unsynced.clear();
+                self.open();
+                let recovered = self.read_everything();
+                assert!(self.models_match(&recovered), "reopen lost or changed data");
+                self.tally.reopens += 1;
             }
+            Op::Crash { tail } => self.crash(*tail),
         }
     }
 
-    /// Moves the test clock; every value whose expiration passes vanishes from the model and from
-    /// every snapshot's copy (expiry is by the clock, not by snapshot).
-    fn advance_clock(&mut self) {
-        let Some(clock) = &self.clock else { return };
-        clock.advance(self.rng.random_range(1..60));
-        let now = clock.now_secs();
-        let exp = &self.expirations;
-        let live = |v: &Vec<u8>| exp.get(v).is_none_or(|e| *e > now);
-        let before = self.model.len();
-        self.model.retain(|_, v| live(v));
-        self.expired += (before - self.model.len()) as u64;
-        for (_, m) in &mut self.snapshots {
-            m.retain(|_, v| live(v));
-        }
-    }
-
-    fn reopen(&mut self) {
-        let db = self.db.take().unwrap();
-        let s = db.statistics();
-        self.flushes += s.flushes;
-        self.compactions += s.compactions;
-        self.trivial_moves += s.trivial_moves;
-        for (sum, n) in self.blob_counts.iter_mut().zip([
+    /// Before the store goes: snapshots cannot outlive it, and its statistics join the tally.
+    fn shut_down(&mut self) {
+        self.snapshots.clear();
+        let s = self.db().statistics();
+        let t = &mut self.tally;
+        t.flushes += s.flushes;
+        t.compactions += s.compactions;
+        t.trivial_moves += s.trivial_moves;
+        for (sum, n) in t.blob_counts.iter_mut().zip([
             s.blob_values_written,
             s.blob_gc_relocated_keys,
             s.blob_files_deleted,
@@ -432,124 +990,373 @@ impl Run {
         ]) {
             *sum += n;
         }
-        db.close().unwrap();
-        self.db =
-            Some(Db::open(self.dir.path(), options(self.dynamic, self.clock.as_ref())).unwrap());
     }
 
-    fn pick_snapshot(&mut self) -> Option<usize> {
-        if self.snapshots.is_empty() || self.rng.random_ratio(1, 2) {
-            None
-        } else {
-            Some(self.rng.random_range(0..self.snapshots.len()))
+    /// Opens the store again and takes new handles: the column families it lists must be
+    /// exactly the live ones (creating and dropping them is durable at once).
+    fn open(&mut self) {
+        let db = Db::open(
+            self.dir.path(),
+            options(self.cfg, &self.fs, self.clock.as_ref()),
+        )
+        .unwrap();
+        let mut listed = db.list_cf();
+        listed.sort();
+        let mut expected: Vec<String> = (0..SLOTS)
+            .filter(|&s| self.cfs[s].is_some())
+            .map(slot_name)
+            .collect();
+        expected.sort();
+        assert_eq!(listed, expected, "column families after reopening");
+        for (slot, cf) in self.cfs.iter_mut().enumerate() {
+            if let Some(cf) = cf {
+                cf.handle = db.cf(&slot_name(slot)).unwrap();
+            }
         }
+        self.stale = vec![None; SLOTS];
+        self.db = Some(db);
+    }
+
+    /// The whole content of every live column family.
+    fn read_everything(&self) -> Vec<Option<Model>> {
+        self.cfs
+            .iter()
+            .map(|cf| {
+                let cf = cf.as_ref()?;
+                let mut it = self
+                    .db()
+                    .iter_cf(&ReadOptions::default(), &cf.handle)
+                    .unwrap();
+                it.seek_to_first();
+                let mut m = Model::new();
+                while it.valid() {
+                    m.insert(it.key().to_vec(), it.value().to_vec());
+                    it.next();
+                }
+                it.status().unwrap();
+                Some(m)
+            })
+            .collect()
+    }
+
+    fn models_match(&self, store: &[Option<Model>]) -> bool {
+        self.cfs.iter().zip(store).all(|(cf, got)| match (cf, got) {
+            (Some(cf), Some(got)) => cf.model.iter().filter(|(_, v)| self.live(v)).eq(got.iter()),
+            _ => true,
+        })
+    }
+
+    /// The power goes. The recovered store must equal the models after a prefix of the writes
+    /// that reaches the last synced one: undo unsynced writes, newest first, until they match.
+    fn crash(&mut self, tail: Option<u64>) {
+        self.shut_down();
+        self.fs.deactivate();
+        drop(self.db.take());
+        match tail {
+            Some(seed) => self.fs.drop_random_unsynced_data(seed).unwrap(),
+            None => self.fs.drop_unsynced_data().unwrap(),
+        }
+        self.open();
+        let recovered = self.read_everything();
+        let unsynced = self.unsynced.len();
+        while !self.models_match(&recovered) {
+            let undo = self.unsynced.pop().unwrap_or_else(|| {
+                panic!(
+                    "after a power loss the store matches no prefix of the writes that keeps \
+                     every synced one ({unsynced} unsynced writes undone)"
+                )
+            });
+            for (slot, incarnation, k, old) in undo.into_iter().rev() {
+                let Some(cf) = self.cfs[slot].as_mut() else {
+                    continue;
+                };
+                if cf.incarnation != incarnation {
+                    continue;
+                }
+                match old {
+                    Some(v) => cf.model.insert(k, v),
+                    None => cf.model.remove(&k),
+                };
+            }
+            self.tally.writes_lost += 1;
+        }
+        let now = self.now();
+        let exp = &self.expirations;
+        for cf in self.cfs.iter_mut().flatten() {
+            cf.model.retain(|_, v| exp.get(v).is_none_or(|e| *e > now));
+        }
+        self.unsynced.clear();
+        self.tally.crashes += 1;
+    }
+
+    /// A final clean reopen and a full comparison.
+    fn finish(mut self) -> Tally {
+        self.step(&Op::Reopen);
+        let db = self.db();
+        let props = db.properties_cf(&db.default_cf()).unwrap();
+        self.tally.deepest = props.levels.iter().rposition(|l| l.files > 0).unwrap_or(0);
+        self.tally.tables = props.total_files as u64;
+        self.tally.keys = self
+            .cfs
+            .iter()
+            .flatten()
+            .map(|cf| cf.model.len() as u64)
+            .sum();
+        self.tally.ops -= 1;
+        self.shut_down();
+        self.tally
+    }
+}
+
+fn add_to_batch(b: &mut WriteBatch, cf: &ColumnFamily, write: &Write) {
+    match write {
+        Write::Put(_, k, v) => b.put_cf(cf, key_at(*k), v.bytes()),
+        Write::Delete(_, k) => b.delete_cf(cf, key_at(*k)),
+        Write::DeleteRange(_, from, to) => {
+            let (s, e) = range_bounds(*from, *to);
+            b.delete_range_cf(cf, s, e)
+        }
+    }
+}
+
+/// Where and how a stream failed: the index of the failing operation (the stream's length for
+/// the final check) and the panic message.
+#[derive(Debug)]
+struct Failure {
+    at: usize,
+    message: String,
+}
+
+/// Runs a stream on a fresh store.
+fn execute(cfg: Config, ops: impl Iterator<Item = Op>) -> Result<Tally, Failure> {
+    let mut done = 0;
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut runner = Runner::new(cfg);
+        for op in ops {
+            runner.step(&op);
+            done += 1;
+        }
+        runner.finish()
+    }));
+    outcome.map_err(|payload| Failure {
+        at: done,
+        message: payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    })
+}
+
+/// Simpler forms of one operation: a batch or a MultiGet with one element fewer.
+fn simpler(op: &Op) -> Vec<Op> {
+    fn without<T: Clone>(items: &[T], i: usize) -> Vec<T> {
+        let mut v = items.to_vec();
+        v.remove(i);
+        v
+    }
+    match op {
+        Op::Batch(w) if w.len() > 1 => (0..w.len()).map(|i| Op::Batch(without(w, i))).collect(),
+        Op::MultiGet { keys, at } if keys.len() > 1 => (0..keys.len())
+            .map(|i| Op::MultiGet {
+                keys: without(keys, i),
+                at: *at,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Shrinks a failing stream until `deadline`: drops ever smaller chunks of operations, then
+/// simplifies the operations left, keeping each change that still fails. Returns the smallest
+/// failing stream and its failure, or `None` when the stream does not fail when replayed.
+fn shrink(cfg: Config, ops: Vec<Op>, deadline: Instant) -> Option<(Vec<Op>, Failure)> {
+    let fails = |ops: &[Op]| execute(cfg, ops.iter().cloned()).err();
+    let mut failure = fails(&ops)?;
+    let mut ops = ops;
+    ops.truncate(failure.at + 1);
+    let mut chunk = ops.len().div_ceil(2).max(1);
+    loop {
+        let mut progress = false;
+        let mut i = 0;
+        while i < ops.len() && Instant::now() < deadline {
+            let end = (i + chunk).min(ops.len());
+            let candidate: Vec<Op> = ops[..i].iter().chain(&ops[end..]).cloned().collect();
+            match fails(&candidate) {
+                Some(f) => {
+                    ops = candidate;
+                    ops.truncate(f.at + 1);
+                    failure = f;
+                    progress = true;
+                }
+                None => i += chunk,
+            }
+        }
+        if Instant::now() >= deadline || (chunk == 1 && !progress) {
+            break;
+        }
+        chunk = (chunk / 2).max(1);
+    }
+    let mut i = 0;
+    while i < ops.len() && Instant::now() < deadline {
+        let found = simpler(&ops[i]).into_iter().find_map(|op| {
+            let mut candidate = ops.clone();
+            candidate[i] = op;
+            fails(&candidate).map(|f| (candidate, f))
+        });
+        match found {
+            Some((candidate, f)) => {
+                ops = candidate;
+                failure = f;
+            }
+            None => i += 1,
+        }
+    }
+    Some((ops, failure))
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// Runs a seed's stream; on failure shrinks it and panics with the shortest failing sequence.
+fn run_model(blobs: bool) -> (u64, u64, Tally) {
+    let ops = env_u64("STRATA_MODEL_OPS").unwrap_or(100_000);
+    let seed = env_u64("STRATA_MODEL_SEED").unwrap_or_else(|| rand::rng().next_u64());
+    let cfg = Config {
+        dynamic: seed.is_multiple_of(2),
+        blobs,
+        sabotage: false,
+    };
+    let mut g = Generator::new(seed, blobs);
+    match execute(
+        cfg,
+        std::iter::repeat_with(move || g.op()).take(ops as usize),
+    ) {
+        Ok(tally) => (seed, ops, tally),
+        Err(failure) => {
+            eprintln!(
+                "model test failed at operation {}: {}\nrerun with STRATA_MODEL_SEED={seed} \
+                 STRATA_MODEL_OPS={ops}; shrinking...",
+                failure.at, failure.message
+            );
+            let mut g = Generator::new(seed, blobs);
+            let prefix: Vec<Op> = (0..=failure.at.min(ops as usize - 1))
+                .map(|_| g.op())
+                .collect();
+            let secs = env_u64("STRATA_MODEL_SHRINK_SECS").unwrap_or(300);
+            let hook = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|_| {}));
+            let shrunk = shrink(cfg, prefix, Instant::now() + Duration::from_secs(secs));
+            std::panic::set_hook(hook);
+            match shrunk {
+                Some((ops, f)) => {
+                    let listing: Vec<String> = ops.iter().map(|op| format!("  {op:?}")).collect();
+                    panic!(
+                        "seed {seed} ({cfg:?}): shrunk to {} operations, failing at {} with: \
+                         {}\n{}",
+                        ops.len(),
+                        f.at,
+                        f.message,
+                        listing.join("\n")
+                    )
+                }
+                None => panic!("seed {seed}: the failure did not recur on replay"),
+            }
+        }
+    }
+}
+
+fn report(seed: u64, ops: u64, t: &Tally) {
+    println!(
+        "model test: seed {seed}, {ops} operations ({} range deletions), {} reads checked; {} \
+         flushes, {} compactions, {} trivial moves; {} power losses ({} unsynced writes lost), \
+         {} reopens; {} column families created, {} dropped, {} misuses refused; {} keys at the \
+         end, {} tables in the default column family, deepest level L{}",
+        t.range_deletes,
+        t.checks,
+        t.flushes,
+        t.compactions,
+        t.trivial_moves,
+        t.crashes,
+        t.writes_lost,
+        t.reopens,
+        t.cf_created,
+        t.cf_dropped,
+        t.refused,
+        t.keys,
+        t.tables,
+        t.deepest
+    );
+    if ops >= 50_000 {
+        assert!(t.flushes > 500, "the run should flush constantly");
+        assert!(t.compactions > 100, "the run should compact constantly");
+        assert!(t.deepest >= 2, "data should reach deeper levels");
+        assert!(
+            t.crashes > 10 && t.writes_lost > 0,
+            "power losses should lose unsynced writes"
+        );
+        assert!(t.cf_created > 10 && t.cf_dropped > 10 && t.refused > 10);
     }
 }
 
 #[test]
 fn store_agrees_with_a_btreemap_model() {
-    run_model(false);
+    let (seed, ops, tally) = run_model(false);
+    report(seed, ops, &tally);
 }
 
 /// The same, with values in blob files (relocated by garbage collection) and one operation in
 /// twenty a put with a TTL while a test clock moves.
 #[test]
 fn store_with_blob_files_and_ttl_agrees_with_a_btreemap_model() {
-    run_model(true);
+    let (seed, ops, t) = run_model(true);
+    report(seed, ops, &t);
+    let [written, relocated, deleted, expired] = t.blob_counts;
+    println!(
+        "  blobs: {} TTL puts, {} values expired in the model, {} values in blob files, {} \
+         relocated by GC, {} blob files deleted, {} expired entries removed by compaction",
+        t.ttl_puts, t.expired, written, relocated, deleted, expired
+    );
+    if ops >= 50_000 {
+        assert!(
+            relocated > 0 && deleted > 0 && expired > 0,
+            "blob work should happen"
+        );
+    }
 }
 
-fn run_model(blobs: bool) {
-    let ops: u64 = std::env::var("STRATA_MODEL_OPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100_000);
-    let seed: u64 = std::env::var("STRATA_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::rng().next_u64());
-    let dir = tempfile::tempdir().unwrap();
-    let dynamic = seed.is_multiple_of(2);
-    let clock = blobs.then(|| Arc::new(ManualClock::new(1_700_000_000)));
-    let db = Db::open(dir.path(), options(dynamic, clock.as_ref())).unwrap();
-    let mut run = Run {
-        rng: StdRng::seed_from_u64(seed),
-        dir,
-        db: Some(db),
-        model: Model::new(),
-        snapshots: Vec::new(),
-        checks: 0,
-        dynamic,
-        flushes: 0,
-        compactions: 0,
-        trivial_moves: 0,
-        range_deletes: 0,
-        last_range: (0, 1),
-        clock,
-        expirations: HashMap::new(),
-        ttl_puts: 0,
-        expired: 0,
-        blob_counts: [0; 4],
+/// A bug planted in the model (it ignores deletions in `cf2`) makes a long stream fail; the
+/// shrinker must cut it down to the few operations that show it: create `cf2`, write a key there,
+/// delete it, and (unless the final check does it) read it.
+#[test]
+fn shrinking_finds_a_short_failing_sequence() {
+    let cfg = Config {
+        dynamic: false,
+        blobs: false,
+        sabotage: true,
     };
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        for op in 0..ops {
-            run.step(op);
-        }
-    }));
-    if let Err(e) = outcome {
-        eprintln!("model test failed: rerun with STRATA_MODEL_SEED={seed} STRATA_MODEL_OPS={ops}");
-        std::panic::resume_unwind(e);
-    }
-    // A last full comparison after a final reopen.
-    run.snapshots.clear();
-    run.reopen();
-    let db = run.db.take().unwrap();
-    let mut it = db.iter(&ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    for (k, v) in &run.model {
-        assert!(
-            it.valid(),
-            "seed {seed}: store ends before {:?}",
-            String::from_utf8_lossy(k)
-        );
-        assert_eq!(
-            (it.key(), it.value()),
-            (k.as_slice(), v.as_slice()),
-            "seed {seed}"
-        );
-        it.next();
-    }
-    assert!(!it.valid(), "seed {seed}: store has extra keys");
-    let props = db.properties_cf(&db.default_cf()).unwrap();
-    let deepest = props.levels.iter().rposition(|l| l.files > 0).unwrap_or(0);
+    let mut g = Generator::new(11, false);
+    let ops: Vec<Op> = (0..20_000).map(|_| g.op()).collect();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let first = execute(cfg, ops.iter().cloned()).err();
+    let shrunk = shrink(cfg, ops, Instant::now() + Duration::from_secs(600));
+    std::panic::set_hook(hook);
+    let first = first.expect("the sabotaged model fails");
+    let (ops, failure) = shrunk.expect("the failure recurs");
     println!(
-        "model test: seed {seed}, {ops} operations ({} range deletions), {} reads checked; {} \
-         flushes, {} compactions, {} trivial moves; {} keys and {} tables at the end, deepest \
-         level L{deepest}",
-        run.range_deletes,
-        run.checks,
-        run.flushes,
-        run.compactions,
-        run.trivial_moves,
-        run.model.len(),
-        props.total_files
+        "planted bug: failed at operation {}, shrunk to {} operations: {ops:?}",
+        first.at,
+        ops.len()
     );
-    if blobs {
-        let [written, relocated, deleted, expired] = run.blob_counts;
-        println!(
-            "  blobs: {} TTL puts, {} values expired in the model, {} values in blob files, {} \
-             relocated by GC, {} blob files deleted, {} expired entries removed by compaction",
-            run.ttl_puts, run.expired, written, relocated, deleted, expired
-        );
-        if ops >= 50_000 {
-            assert!(
-                relocated > 0 && deleted > 0 && expired > 0,
-                "blob work should happen"
-            );
-        }
-    }
-    if ops >= 50_000 {
-        assert!(run.flushes > 500, "the run should flush constantly");
-        assert!(run.compactions > 100, "the run should compact constantly");
-        assert!(deepest >= 2, "data should reach deeper levels");
-    }
+    assert!(ops.len() <= 4, "not minimal: {ops:?}");
+    assert!(matches!(ops[0], Op::CreateCf(2)), "{ops:?}");
+    assert!(failure.at <= ops.len());
+    // The shrunk stream fails only because of the planted bug.
+    let honest = Config {
+        sabotage: false,
+        ..cfg
+    };
+    execute(honest, ops.into_iter()).expect("the store itself is right");
 }
