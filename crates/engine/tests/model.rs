@@ -9,7 +9,8 @@
 //! flushes, manual compactions, iterators held across compactions, reopens and simulated power
 //! losses. Tiny write buffers and level targets keep flushes and compactions of every kind
 //! constant. With blob files, values go to small blob files that garbage collection keeps
-//! relocating, and puts with a TTL expire as a test clock moves.
+//! relocating, and puts with a TTL (`put_with_ttl`, `put_until`) expire as a test clock moves while
+//! `get_expiration` reports when.
 //!
 //! A power loss runs through `FaultInjectionFs`: everything unsynced is dropped (all of it, or a
 //! random share of each file's tail). The recovered store must then equal the models after some
@@ -38,8 +39,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use strata_engine::{
-    Clock, ColumnFamily, ColumnFamilyOptions, Db, Error, FaultInjectionFs, ManualClock, Options,
-    ReadOptions, Snapshot, WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Db, Error, Expiration, FaultInjectionFs, ManualClock,
+    Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -123,13 +124,19 @@ enum Op {
         sync: bool,
     },
     Batch(Vec<Write>),
+    /// `put_with_ttl`, or with `absolute`, `put_until` the same moment.
     PutTtl {
         cf: usize,
         key: u32,
         value: Val,
         ttl: u64,
+        absolute: bool,
     },
     AdvanceClock(u64),
+    GetExpiration {
+        cf: usize,
+        key: u32,
+    },
     Get {
         cf: usize,
         key: u32,
@@ -302,6 +309,7 @@ impl Generator {
                 key: self.key(),
                 value: self.value(),
                 ttl: self.rng.random_range(1..200),
+                absolute: self.rng.random_ratio(1, 2),
             },
             50..=54 if self.blobs => Op::AdvanceClock(self.rng.random_range(1..60)),
             0..=399 => {
@@ -334,7 +342,11 @@ impl Generator {
                         .collect(),
                 )
             }
-            560..=759 => Op::Get {
+            560..=579 => Op::GetExpiration {
+                cf: self.slot(),
+                key: self.key(),
+            },
+            580..=759 => Op::Get {
                 cf: self.slot(),
                 key: self.key(),
                 at: self.at(),
@@ -623,11 +635,16 @@ impl Runner {
         self.acknowledged(undo, false);
     }
 
-    fn put_ttl(&mut self, slot: usize, key: u32, value: Val, ttl: u64) {
+    fn put_ttl(&mut self, slot: usize, key: u32, value: Val, ttl: u64, absolute: bool) {
         let Some(cf) = &self.cfs[slot] else { return };
         let (k, v) = (key_at(key), value.bytes());
-        self.db().put_with_ttl(&cf.handle, &k, &v, ttl).unwrap();
-        self.expirations.insert(v, self.now() + ttl);
+        let expiration = self.now() + ttl;
+        if absolute {
+            self.db().put_until(&cf.handle, &k, &v, expiration).unwrap();
+        } else {
+            self.db().put_with_ttl(&cf.handle, &k, &v, ttl).unwrap();
+        }
+        self.expirations.insert(v, expiration);
         self.tally.ttl_puts += 1;
         let mut undo = Undo::new();
         self.apply(&Write::Put(slot, key, value), &mut undo);
@@ -706,6 +723,29 @@ impl Runner {
             got.map(|v| v.into_vec()),
             model.get(&k).cloned(),
             "get {:?} in {} at snapshot {at:?}",
+            String::from_utf8_lossy(&k),
+            slot_name(slot)
+        );
+        self.tally.checks += 1;
+    }
+
+    /// A key's expiration: `At` for a value written with a TTL, `Never` for one without, `None`
+    /// when absent.
+    fn get_expiration(&mut self, slot: usize, key: u32) {
+        if !self.readable(slot) {
+            return;
+        }
+        let k = key_at(key);
+        let cf = self.cfs[slot].as_ref().unwrap();
+        let expected = cf.model.get(&k).map(|v| match self.expirations.get(v) {
+            Some(&at) => Expiration::At(at),
+            None => Expiration::Never,
+        });
+        let got = self.db().get_expiration(&cf.handle, &k).unwrap();
+        assert_eq!(
+            got,
+            expected,
+            "get_expiration {:?} in {}",
             String::from_utf8_lossy(&k),
             slot_name(slot)
         );
@@ -925,7 +965,9 @@ impl Runner {
                 key,
                 value,
                 ttl,
-            } => self.put_ttl(*cf, *key, *value, *ttl),
+                absolute,
+            } => self.put_ttl(*cf, *key, *value, *ttl, *absolute),
+            Op::GetExpiration { cf, key } => self.get_expiration(*cf, *key),
             Op::AdvanceClock(secs) => self.advance_clock(*secs),
             Op::Get { cf, key, at } => self.get(*cf, *key, *at),
             Op::MultiGet { keys, at } => self.multi_get(keys, *at),
