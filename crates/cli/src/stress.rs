@@ -24,7 +24,8 @@ use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_engine::{
-    Clock, ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, Snapshot, WriteBatch,
+    WriteOptions,
 };
 
 /// db_stress's flags (a subset), with db_stress's names.
@@ -60,6 +61,11 @@ pub struct StressArgs {
     /// Percent that are MultiGets of up to 8 keys.
     #[arg(long, default_value_t = 5)]
     pub multigetpercent: u32,
+    /// One operation in this many (per thread) also takes a snapshot and reads a key in every
+    /// column family at it, checked against the expected state; the snapshot is held for up to 64
+    /// operations and the key read again at it, which must give the same bytes (0: never).
+    #[arg(long = "acquire_snapshot_one_in", default_value_t = 20)]
+    pub acquire_snapshot_one_in: u32,
     /// Keys a range deletion or an iteration spans at most.
     #[arg(long = "range_width", default_value_t = 10)]
     pub range_width: u64,
@@ -239,6 +245,7 @@ struct Shared<'a> {
     failure: Mutex<Option<String>>,
     ops: AtomicU64,
     verified_reads: AtomicU64,
+    snapshots_checked: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -353,6 +360,7 @@ pub fn run(dir: &Path, args: StressArgs) -> Result<(), String> {
         failure: Mutex::new(None),
         ops: AtomicU64::new(0),
         verified_reads: AtomicU64::new(0),
+        snapshots_checked: AtomicU64::new(0),
     };
     let (keys, resolved) = verify_all(&shared)?;
     println!("verified {keys} keys ({resolved} in-flight writes resolved)");
@@ -383,10 +391,11 @@ pub fn run(dir: &Path, args: StressArgs) -> Result<(), String> {
     let ops = shared.ops.load(Ordering::Relaxed);
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "stress: {ops} operations in {secs:.1} s ({:.0} ops/sec), {} reads verified, {} reopens, \
-         {keys} keys verified at the end",
+        "stress: {ops} operations in {secs:.1} s ({:.0} ops/sec), {} reads verified, {} snapshots \
+         read again, {} reopens, {keys} keys verified at the end",
         ops as f64 / secs,
         shared.verified_reads.load(Ordering::Relaxed),
+        shared.snapshots_checked.load(Ordering::Relaxed),
         args.reopen
     );
     Ok(())
@@ -466,8 +475,11 @@ fn worker(shared: &Shared<'_>, seed: u64) {
         } else {
             (args.ops_per_thread - done).min(64)
         };
-        for _ in 0..chunk {
-            if let Err(msg) = one_op(shared, db, cfs, &mut rng) {
+        // Snapshots live within a chunk: a reopen must not find the store still held.
+        let mut held: Vec<HeldSnapshot> = Vec::new();
+        for i in 0..chunk {
+            let last = i + 1 == chunk;
+            if let Err(msg) = step(shared, db, cfs, &mut rng, &mut held, i, last) {
                 shared.fail(msg);
                 return;
             }
@@ -475,6 +487,32 @@ fn worker(shared: &Shared<'_>, seed: u64) {
         done += chunk;
         shared.ops.fetch_add(chunk, Ordering::Relaxed);
     }
+}
+
+/// Operation `i` of a chunk: now and then a snapshot first; then one operation; then the checks
+/// of the snapshots due (all of them at the chunk's `last` operation).
+fn step(
+    shared: &Shared<'_>,
+    db: &Db,
+    cfs: &[ColumnFamily],
+    rng: &mut StdRng,
+    held: &mut Vec<HeldSnapshot>,
+    i: u64,
+    last: bool,
+) -> Result<(), String> {
+    let a = shared.args;
+    if a.acquire_snapshot_one_in > 0 && rng.random_ratio(1, a.acquire_snapshot_one_in) {
+        let key = rng.random_range(0..a.max_key);
+        let release_at = i + rng.random_range(1..=64);
+        held.push(take_snapshot(shared, db, cfs, key, release_at)?);
+    }
+    one_op(shared, db, cfs, rng)?;
+    let (due, kept): (Vec<_>, Vec<_>) = std::mem::take(held)
+        .into_iter()
+        .partition(|h| last || h.release_at <= i);
+    *held = kept;
+    due.into_iter()
+        .try_for_each(|h| check_snapshot(shared, db, cfs, h))
 }
 
 fn one_op(
@@ -520,6 +558,75 @@ fn one_op(
         .map(|_| rng.random_range(0..a.max_key))
         .collect();
     check_multi_get(shared, db, &cfs[rng.random_range(0..cfs.len())], &keys)
+}
+
+/// A snapshot and what `key` read at it in every column family.
+struct HeldSnapshot {
+    snapshot: Snapshot,
+    key: u64,
+    values: Vec<Option<Vec<u8>>>,
+    release_at: u64,
+}
+
+/// Takes a snapshot with `key` locked and reads the key at it in every column family: each read
+/// must match the expected state (every write is one batch across all column families).
+fn take_snapshot(
+    shared: &Shared<'_>,
+    db: &Db,
+    cfs: &[ColumnFamily],
+    key: u64,
+    release_at: u64,
+) -> Result<HeldSnapshot, String> {
+    let _g = shared.locks.lock([key]);
+    let snapshot = db.snapshot();
+    let values = read_at(db, cfs, key, &snapshot)?;
+    for v in &values {
+        check_value(shared, key, v.as_deref(), "snapshot get")?;
+    }
+    Ok(HeldSnapshot {
+        snapshot,
+        key,
+        values,
+        release_at,
+    })
+}
+
+/// Reads the key of a held snapshot again, however many writes landed since: the same bytes.
+fn check_snapshot(
+    shared: &Shared<'_>,
+    db: &Db,
+    cfs: &[ColumnFamily],
+    held: HeldSnapshot,
+) -> Result<(), String> {
+    let again = read_at(db, cfs, held.key, &held.snapshot)?;
+    if again != held.values {
+        return Err(format!(
+            "key {} read differently at the same snapshot (sequence {})",
+            held.key,
+            held.snapshot.sequence()
+        ));
+    }
+    shared.snapshots_checked.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+fn read_at(
+    db: &Db,
+    cfs: &[ColumnFamily],
+    key: u64,
+    snapshot: &Snapshot,
+) -> Result<Vec<Option<Vec<u8>>>, String> {
+    let opts = ReadOptions {
+        snapshot: Some(snapshot.clone()),
+        ..Default::default()
+    };
+    cfs.iter()
+        .map(|cf| {
+            db.get_cf_with(&opts, cf, key_bytes(key))
+                .map(|v| v.map(|v| v.into_vec()))
+                .map_err(|e| format!("snapshot get key {key}: {e}"))
+        })
+        .collect()
 }
 
 /// What value number `key` must hold now (its lock is held, so nothing is in flight).

@@ -259,6 +259,14 @@ fn stress_verifies_every_read_and_rejects_bad_flags() {
     let out = stdout(&strata(&db, &args));
     assert!(out.contains("stress: 9000 operations"), "{out}");
     assert!(out.contains("2 reopens"), "{out}");
+    // One operation in 20 takes a snapshot (about 450 here), each read again before it goes.
+    let snapshots: u64 = out
+        .split(" snapshots read again")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(snapshots > 200, "{out}");
     // A second run starts by verifying the first one's keys.
     let out = stdout(&strata(&db, &args));
     assert!(out.contains("verified 2000 keys"), "{out}");
