@@ -548,9 +548,8 @@ impl Runner {
         }
     }
 
-    /// Calls `write` with the column family of `slot`: live, it must succeed and the models follow;
-    /// dropped, it must fail with `InvalidArgument` and nothing changes; never created, the
-    /// operation is skipped (a shrunk stream may lack its creation).
+    /// Misuse (a dropped column family, an existing name, the default dropped) must be refused
+    /// with `InvalidArgument`.
     fn expect_refused(&mut self, result: strata_engine::Result<()>, what: &str) {
         match result {
             Err(Error::InvalidArgument(_)) => self.tally.refused += 1,
@@ -558,6 +557,9 @@ impl Runner {
         }
     }
 
+    /// A write to the column family of the write's slot: live, it must succeed and the models
+    /// follow; dropped, it must be refused and nothing changes; never created, it is skipped (a
+    /// shrunk stream may lack the creation).
     fn write(&mut self, write: &Write, sync: bool) {
         let slot = write.slot();
         let handle = match (&self.cfs[slot], &self.stale[slot]) {
