@@ -897,7 +897,12 @@ impl Runner {
         self.db().compact_range_cf(&handle, None, None).unwrap();
         it.seek_to_first();
         for (k, v) in &model {
-            assert!(it.valid(), "held iterator ended early");
+            assert!(
+                it.valid(),
+                "held iterator ended early before {:?}: {:?}",
+                String::from_utf8_lossy(k),
+                it.status()
+            );
             assert_eq!(
                 (it.key(), it.value()),
                 (k.as_slice(), v.as_slice()),

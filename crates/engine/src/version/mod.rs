@@ -29,11 +29,22 @@ impl Version {
     /// Applies an edit, producing the next version.
     pub(crate) fn apply(&self, edit: &VersionEdit) -> Version {
         let mut next = self.clone();
+        let mut removed: Vec<Arc<FileMetaData>> = Vec::new();
         for (level, number) in &edit.deleted_files {
-            next.levels[*level].retain(|f| f.number != *number);
+            next.levels[*level].retain(|f| {
+                let keep = f.number != *number;
+                if !keep {
+                    removed.push(f.clone());
+                }
+                keep
+            });
         }
         for (level, f) in &edit.new_files {
-            next.levels[*level].push(Arc::new(f.clone()));
+            // A table moved to another level keeps its `Arc`: files are deleted once no version
+            // holds their `Arc`, so a fresh one would let a later compaction of the moved table
+            // delete it under a reader of a version from before the move.
+            let moved = removed.iter().find(|r| r.number == f.number && ***r == *f);
+            next.levels[*level].push(moved.cloned().unwrap_or_else(|| Arc::new(f.clone())));
         }
         next.levels[0].sort_by(|a, b| {
             b.largest_seq
@@ -164,5 +175,46 @@ impl Version {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod move_tests {
+    use super::*;
+
+    fn table(number: u64) -> FileMetaData {
+        FileMetaData {
+            number,
+            file_size: 100,
+            smallest: crate::key::internal_key(b"a", 1, 1),
+            largest: crate::key::internal_key(b"b", 1, 1),
+            smallest_seq: 1,
+            largest_seq: 1,
+            num_entries: 1,
+            num_deletions: 0,
+            num_range_deletions: 0,
+        }
+    }
+
+    #[test]
+    fn a_trivial_move_keeps_the_tables_identity() {
+        let v0 = Version::default().apply(&VersionEdit {
+            new_files: vec![(0, table(7))],
+            ..Default::default()
+        });
+        let v1 = v0.apply(&VersionEdit {
+            deleted_files: vec![(0, 7)],
+            new_files: vec![(1, table(7))],
+            ..Default::default()
+        });
+        assert!(v1.levels[0].is_empty());
+        assert!(Arc::ptr_eq(&v0.levels[0][0], &v1.levels[1][0]));
+        // Every version holds the moved table's one `Arc`; a new table gets its own.
+        let v2 = v1.apply(&VersionEdit {
+            new_files: vec![(0, table(8))],
+            ..Default::default()
+        });
+        assert_eq!(Arc::strong_count(&v2.levels[1][0]), 3);
+        assert_eq!(Arc::strong_count(&v2.levels[0][0]), 1);
     }
 }
