@@ -260,12 +260,7 @@ fn stress_verifies_every_read_and_rejects_bad_flags() {
     assert!(out.contains("stress: 9000 operations"), "{out}");
     assert!(out.contains("2 reopens"), "{out}");
     // One operation in 20 takes a snapshot (about 450 here), each read again before it goes.
-    let snapshots: u64 = out
-        .split(" snapshots read again")
-        .next()
-        .and_then(|s| s.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
+    let snapshots = number_before(&out, " snapshots read again");
     assert!(snapshots > 200, "{out}");
     // A second run starts by verifying the first one's keys.
     let out = stdout(&strata(&db, &args));
@@ -304,12 +299,16 @@ fn crash_test_survives_repeated_sigkills() {
         ],
     ));
     println!("{out}");
-    let cycles: u64 = out
-        .split("SIGKILL cycles")
-        .next()
-        .and_then(|s| s.rsplit(' ').nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap();
+    let cycles = number_before(&out, " SIGKILL cycles");
     assert!(cycles >= 3, "{out}");
     assert!(out.contains("final verification passed"), "{out}");
+}
+
+/// The number printed just before the first `phrase` in `out`.
+fn number_before(out: &str, phrase: &str) -> u64 {
+    out.split(phrase)
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {phrase:?} in {out}"))
 }

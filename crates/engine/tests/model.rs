@@ -392,9 +392,10 @@ impl Generator {
                 // Mostly toggles a column family; now and then asks for the impossible: create
                 // one that exists, drop one that is gone, drop the default.
                 let slot = self.rng.random_range(0..SLOTS);
-                let toggle = !self.rng.random_ratio(1, 5);
-                let create = (slot != 0 && !self.live[slot]) == toggle;
-                if toggle && slot != 0 {
+                let absent = slot != 0 && !self.live[slot];
+                let sensible = !self.rng.random_ratio(1, 5);
+                let create = if sensible { absent } else { !absent };
+                if sensible && slot != 0 {
                     self.live[slot] = create;
                 }
                 if create {
@@ -422,12 +423,19 @@ struct Cf {
 /// Each slot's column family at a snapshot: which creation it was, and its model then.
 type SnapshotModels = Vec<Option<(u64, Model)>>;
 
+impl Cf {
+    /// Sets `key` in the model, recording what it replaced in `undo`.
+    fn put(&mut self, slot: usize, key: Vec<u8>, value: Vec<u8>, undo: &mut Undo) {
+        let old = self.model.insert(key.clone(), value);
+        undo.push((slot, self.incarnation, key, old));
+    }
+}
+
 /// What one write did to the models: (slot, incarnation, key, the value before).
 type Undo = Vec<(usize, u64, Vec<u8>, Option<Vec<u8>>)>;
 
 #[derive(Debug, Default)]
 struct Tally {
-    ops: u64,
     checks: u64,
     flushes: u64,
     compactions: u64,
@@ -502,8 +510,7 @@ impl Runner {
     }
 
     fn live(&self, value: &[u8]) -> bool {
-        let now = self.now();
-        self.expirations.get(value).is_none_or(|e| *e > now)
+        unexpired(&self.expirations, self.now(), value)
     }
 
     /// Applies a write to the models, recording what it replaced in `undo`.
@@ -516,12 +523,7 @@ impl Runner {
             return;
         };
         let doomed: Vec<Vec<u8>> = match write {
-            Write::Put(_, k, v) => {
-                let k = key_at(*k);
-                let old = cf.model.insert(k.clone(), v.bytes());
-                undo.push((slot, cf.incarnation, k, old));
-                return;
-            }
+            Write::Put(_, k, v) => return cf.put(slot, key_at(*k), v.bytes(), undo),
             Write::Delete(_, k) => vec![key_at(*k)],
             Write::DeleteRange(_, from, to) => {
                 self.tally.range_deletes += 1;
@@ -658,9 +660,14 @@ impl Runner {
     fn advance_clock(&mut self, secs: u64) {
         let Some(clock) = &self.clock else { return };
         clock.advance(secs);
-        let now = clock.now_secs();
+        self.drop_expired();
+    }
+
+    /// Removes what has expired by now from the models and the snapshots' copies.
+    fn drop_expired(&mut self) {
+        let now = self.now();
         let exp = &self.expirations;
-        let live = |v: &Vec<u8>| exp.get(v).is_none_or(|e| *e > now);
+        let live = |v: &Vec<u8>| unexpired(exp, now, v);
         for cf in self.cfs.iter_mut().flatten() {
             let before = cf.model.len();
             cf.model.retain(|_, v| live(v));
@@ -889,8 +896,7 @@ impl Runner {
             self.db().put_cf(&handle, key_at(k), b"later").unwrap();
             let mut undo = Undo::new();
             let cf = self.cfs[slot].as_mut().unwrap();
-            let old = cf.model.insert(key_at(k), b"later".to_vec());
-            undo.push((slot, cf.incarnation, key_at(k), old));
+            cf.put(slot, key_at(k), b"later".to_vec(), &mut undo);
             self.acknowledged(undo, false);
         }
         self.db().flush_cf(&handle).unwrap();
@@ -963,7 +969,6 @@ impl Runner {
     }
 
     fn step(&mut self, op: &Op) {
-        self.tally.ops += 1;
         match op {
             Op::Write { write, sync } => self.write(write, *sync),
             Op::Batch(writes) => self.batch(writes),
@@ -1129,11 +1134,8 @@ impl Runner {
             }
             self.tally.writes_lost += 1;
         }
-        let now = self.now();
-        let exp = &self.expirations;
-        for cf in self.cfs.iter_mut().flatten() {
-            cf.model.retain(|_, v| exp.get(v).is_none_or(|e| *e > now));
-        }
+        // Undone writes may have restored values that expired meanwhile.
+        self.drop_expired();
         self.unsynced.clear();
         self.tally.crashes += 1;
     }
@@ -1151,10 +1153,14 @@ impl Runner {
             .flatten()
             .map(|cf| cf.model.len() as u64)
             .sum();
-        self.tally.ops -= 1;
         self.shut_down();
         self.tally
     }
+}
+
+/// Whether `value` is still alive at `now`: values written with a TTL are in `expirations`.
+fn unexpired(expirations: &HashMap<Vec<u8>, u64>, now: u64, value: &[u8]) -> bool {
+    expirations.get(value).is_none_or(|e| *e > now)
 }
 
 fn add_to_batch(b: &mut WriteBatch, cf: &ColumnFamily, write: &Write) {
@@ -1264,6 +1270,15 @@ fn shrink(cfg: Config, ops: Vec<Op>, deadline: Instant) -> Option<(Vec<Op>, Fail
     Some((ops, failure))
 }
 
+/// Runs `f` without printing the panics of the failing replays it makes.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = f();
+    std::panic::set_hook(hook);
+    out
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
 }
@@ -1294,10 +1309,8 @@ fn run_model(blobs: bool) -> (u64, u64, Tally) {
                 .map(|_| g.op())
                 .collect();
             let secs = env_u64("STRATA_MODEL_SHRINK_SECS").unwrap_or(300);
-            let hook = std::panic::take_hook();
-            std::panic::set_hook(Box::new(|_| {}));
-            let shrunk = shrink(cfg, prefix, Instant::now() + Duration::from_secs(secs));
-            std::panic::set_hook(hook);
+            let shrunk =
+                quietly(|| shrink(cfg, prefix, Instant::now() + Duration::from_secs(secs)));
             match shrunk {
                 Some((ops, f)) => {
                     let listing: Vec<String> = ops.iter().map(|op| format!("  {op:?}")).collect();
@@ -1387,11 +1400,13 @@ fn shrinking_finds_a_short_failing_sequence() {
     };
     let mut g = Generator::new(11, false);
     let ops: Vec<Op> = (0..20_000).map(|_| g.op()).collect();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let first = execute(cfg, ops.iter().cloned()).err();
-    let shrunk = shrink(cfg, ops, Instant::now() + Duration::from_secs(600));
-    std::panic::set_hook(hook);
+    let (first, shrunk) = quietly(|| {
+        let first = execute(cfg, ops.iter().cloned()).err();
+        (
+            first,
+            shrink(cfg, ops, Instant::now() + Duration::from_secs(600)),
+        )
+    });
     let first = first.expect("the sabotaged model fails");
     let (ops, failure) = shrunk.expect("the failure recurs");
     println!(

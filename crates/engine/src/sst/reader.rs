@@ -486,21 +486,14 @@ impl TableReader {
             return Ok(Lookup::Deleted);
         }
         match ValueKind::from_u8(key::kind_byte(it.key())) {
-            Some(ValueKind::Put) => {
+            Some(kind @ (ValueKind::Put | ValueKind::BlobIndex)) => {
                 let (start, len) = it.value_range();
-                Ok(Lookup::Found(PinnableValue::pinned(
-                    block.clone(),
-                    start,
-                    len,
-                )))
-            }
-            Some(ValueKind::BlobIndex) => {
-                let (start, len) = it.value_range();
-                Ok(Lookup::Indexed(PinnableValue::pinned(
-                    block.clone(),
-                    start,
-                    len,
-                )))
+                let value = PinnableValue::pinned(block.clone(), start, len);
+                Ok(if kind == ValueKind::Put {
+                    Lookup::Found(value)
+                } else {
+                    Lookup::Indexed(value)
+                })
             }
             Some(ValueKind::Delete) => Ok(Lookup::Deleted),
             None => Err(Error::corruption(
