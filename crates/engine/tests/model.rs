@@ -860,7 +860,11 @@ impl Runner {
                 assert!(!it.valid(), "iterator valid past the model's end at {at:?}");
                 break;
             };
-            assert!(it.valid(), "iterator ended early at model index {i}");
+            assert!(
+                it.valid(),
+                "iterator ended early at model index {i}: {:?}",
+                it.status()
+            );
             assert_eq!(it.key(), in_range[i].0.as_slice());
             assert_eq!(it.value(), in_range[i].1.as_slice());
             checks += 1;

@@ -262,6 +262,14 @@ impl BlobStore {
         self.files.write().insert(file.number, file);
     }
 
+    /// Drops `numbers` from the store without touching the files (an edit adding them failed).
+    pub(crate) fn forget(&self, numbers: impl IntoIterator<Item = u64>) {
+        let mut files = self.files.write();
+        for n in numbers {
+            files.remove(&n);
+        }
+    }
+
     pub(crate) fn get(&self, number: u64) -> Option<Arc<BlobFile>> {
         self.files.read().get(&number).cloned()
     }

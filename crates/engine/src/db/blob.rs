@@ -40,7 +40,8 @@ pub(crate) struct BlobWriters {
     abandoned: Vec<OpenBlobWriter>,
 }
 
-/// Blob files a write appended to, until it commits: such a file is not evicted meanwhile.
+/// Blob files a write (or a compaction) added to, until it commits: such a file is neither
+/// evicted nor retired meanwhile.
 #[derive(Debug, Default)]
 pub(crate) struct PendingBlobs(Vec<Arc<BlobFile>>);
 
@@ -339,14 +340,16 @@ impl DbInner {
         result
     }
 
-    /// Installs blob files a compaction wrote, once its edit is logged.
+    /// Installs blob files a compaction wrote, before its edit is logged. They count as being
+    /// written to (neither evicted nor retired) until the returned guard goes.
     pub(super) fn register_sealed_blob_files(
         &self,
         cf: u32,
         files: &[(u64, crate::blob::BlobFooter, u64)],
-    ) {
+    ) -> PendingBlobs {
+        let mut pending = PendingBlobs::default();
         for &(number, footer, file_size) in files {
-            self.blobs.insert(Arc::new(BlobFile::new(
+            let file = Arc::new(BlobFile::new(
                 number,
                 cf,
                 None,
@@ -356,8 +359,12 @@ impl DbInner {
                     garbage_bytes: 0,
                     state: BlobFileState::Sealed,
                 },
-            )));
+            ));
+            file.pending_writes.fetch_add(1, Ordering::AcqRel);
+            self.blobs.insert(file.clone());
+            pending.0.push(file);
         }
+        pending
     }
 
     /// Accounts garbage a logged flush or compaction found.
@@ -412,6 +419,14 @@ impl DbInner {
     /// evicts its oldest ones while it is over `max_db_size`. Each change is logged to the
     /// MANIFEST before it takes effect.
     pub(super) fn blob_housekeeping(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
+        match self.housekeep_blob_files(cf) {
+            // Dropped meanwhile: its blob files go with it, nothing is left to keep.
+            Err(_) if cf.is_dropped() => Ok(()),
+            done => done,
+        }
+    }
+
+    fn housekeep_blob_files(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
         if cf.is_dropped() {
             return Ok(());
         }

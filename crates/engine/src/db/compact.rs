@@ -240,10 +240,17 @@ impl DbInner {
                 // The relocated values' files must be durable before the MANIFEST names them.
                 self.fs.sync_dir(&self.dir)?;
             }
-            // On failure the outputs stay: the edit may have reached the disk before the error, and
-            // the next open deletes whatever no MANIFEST names.
-            self.versions.lock().log_and_apply(edit, last_seq)?;
-            self.register_sealed_blob_files(cf.id, &out.blob_files);
+            // Readable before the version naming them is: another thread may install a view of
+            // that version as soon as it is logged.
+            let pending = self.register_sealed_blob_files(cf.id, &out.blob_files);
+            // On failure the outputs stay on disk: the edit may have reached it before the error,
+            // and the next open deletes whatever no MANIFEST names.
+            let logged = self.versions.lock().log_and_apply(edit, last_seq);
+            if logged.is_err() {
+                self.blobs.forget(out.blob_files.iter().map(|(n, _, _)| *n));
+            }
+            drop(pending);
+            logged?;
             self.apply_blob_garbage(&out.blob_garbage);
             self.stats
                 .blob_gc_relocated_keys

@@ -566,6 +566,9 @@ impl DbInner {
     /// installed in order.
     fn install_view(&self, st: &mut State, id: u32) {
         let Some(cs) = st.cf(id) else { return };
+        // The epoch before the version: a blob file retired after this point joins this epoch or
+        // a later one, so it outlives the view; one retired before is already dead in the version.
+        let blob_epoch = self.blobs.current_epoch();
         let Some(version) = self.versions.lock().current(id) else {
             return;
         };
@@ -575,7 +578,7 @@ impl DbInner {
             imm: cs.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
             pressure,
             version,
-            _blob_epoch: self.blobs.current_epoch(),
+            _blob_epoch: blob_epoch,
         };
         *cs.data.view.write() = Arc::new(view);
         st.tracker.set_pressure(id, pressure);
@@ -849,9 +852,12 @@ impl DbInner {
                 },
                 last_seq,
             )?;
+            // Set under the version lock: a background job whose edit was refused because of this
+            // drop takes the lock after it, so it sees the flag and ends quietly instead of
+            // reporting a background error.
+            cf.dropped.store(true, Ordering::Release);
             last
         };
-        cf.dropped.store(true, Ordering::Release);
         self.registry.write().remove(cf.id);
         self.update_blob_threshold();
         let wals = {
