@@ -451,3 +451,119 @@ fn column_families_keep_their_own_blob_settings() {
     let _db = Db::open(dir.path(), o).unwrap();
     assert_eq!(blob_files_on_disk(dir.path()), 0);
 }
+
+/// The fault-injecting filesystem, except that creating a table waits while `held` is set: a
+/// flush stuck there keeps the one background thread from anything else.
+#[derive(Debug, Default)]
+struct HeldFlushes {
+    inner: strata_engine::FaultInjectionFs,
+    held: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
+    flush_waiting: std::sync::atomic::AtomicBool,
+}
+
+impl HeldFlushes {
+    fn release(&self) {
+        *self.held.lock().unwrap() = false;
+        self.changed.notify_all();
+    }
+}
+
+impl strata_engine::FileSystem for HeldFlushes {
+    fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
+        if path.extension().is_some_and(|e| e == "sst") {
+            let mut held = self.held.lock().unwrap();
+            self.flush_waiting
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            while *held {
+                held = self.changed.wait(held).unwrap();
+            }
+        }
+        self.inner.create(path)
+    }
+    fn open_random(
+        &self,
+        path: &Path,
+    ) -> strata_engine::Result<Arc<dyn strata_engine::RandomAccessFile>> {
+        self.inner.open_random(path)
+    }
+    fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
+        self.inner.read_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata_engine::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> strata_engine::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> strata_engine::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> strata_engine::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+/// A full blob file is sealed (footer, sync) by a background job, not by the write that filled
+/// it. Until then a synced write must still sync it: the WAL it syncs vouches for the indexes
+/// pointing into it.
+#[test]
+fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let fs = Arc::new(HeldFlushes::default());
+    *fs.held.lock().unwrap() = true;
+    let mut o = options(&clock);
+    o.filesystem = fs.clone();
+    o.max_background_jobs = 1;
+    o.blob_file_size = 8 << 10;
+    o.write_buffer_size = 16 << 10;
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    // Small values fill a memtable; its flush holds the only background thread.
+    let mut i = 0u32;
+    while !fs.flush_waiting.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(i < 100_000, "no flush started");
+        db.put(format!("small{i:06}"), "inline").unwrap();
+        i += 1;
+    }
+    for i in 0..40u32 {
+        db.put(format!("k{i:04}"), big(i, b'f')).unwrap();
+    }
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    assert!(
+        props
+            .blob_files
+            .iter()
+            .any(|b| b.state == BlobFileState::Open && b.file_size >= o.blob_file_size),
+        "a full file waits for its seal: {:?}",
+        props.blob_files
+    );
+    let synced = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    db.put_with(&synced, "last", big(99, b's')).unwrap();
+    // Power loss before the seal could run.
+    fs.inner.deactivate();
+    fs.release();
+    drop(db);
+    fs.inner.drop_unsynced_data().unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..40u32 {
+        let got = db.get(format!("k{i:04}")).unwrap();
+        assert_eq!(got.as_deref(), Some(big(i, b'f').as_slice()), "k{i:04}");
+    }
+    assert_eq!(
+        db.get("last").unwrap().as_deref(),
+        Some(big(99, b's').as_slice())
+    );
+}

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use parking_lot::Mutex;
+
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
 use crate::batch::{Op, WriteBatch};
@@ -15,7 +17,7 @@ use crate::blob::{
 };
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
-use crate::options::Compression;
+use crate::options::{Compression, Executor};
 use crate::version::VersionEdit;
 
 /// Which open blob file a value goes to: its column family and, for values with a TTL, the
@@ -38,7 +40,13 @@ pub(crate) struct BlobWriters {
     /// Files given up after a failed append, whose earlier records may back acknowledged writes:
     /// kept until a sync makes those durable.
     abandoned: Vec<OpenBlobWriter>,
+    /// Full files waiting for a background job to write their footer (a seal syncs the whole
+    /// file, which must not stall the write that filled it). Until sealed, a sync covers them too.
+    sealing: Vec<SealingWriter>,
 }
+
+/// A full blob file on its way to being sealed; `None` once it is.
+type SealingWriter = Arc<Mutex<Option<OpenBlobWriter>>>;
 
 /// Blob files a write (or a compaction) added to, until it commits: such a file is neither
 /// evicted nor retired meanwhile.
@@ -164,13 +172,8 @@ impl DbInner {
             .collect();
         drop(writers);
         drop(reg);
-        let sealed_any = !to_seal.is_empty();
-        let sealing = self.seal_blob_writers(to_seal);
+        let sealing = self.seal_full_blob_writers(to_seal);
         result.and(sealing)?;
-        if sealed_any {
-            // A sealed file may be evicted (or push the store over `max_db_size`).
-            self.blob_housekeeping_all()?;
-        }
         Ok((out, pending))
     }
 
@@ -290,6 +293,55 @@ impl DbInner {
         Ok(())
     }
 
+    /// Seals files the write path filled: queued for a background job when there are threads,
+    /// here otherwise.
+    fn seal_full_blob_writers(&self, full: Vec<OpenBlobWriter>) -> Result<()> {
+        if full.is_empty() {
+            return Ok(());
+        }
+        if self.scheduler.mode() == Executor::Inline {
+            self.seal_blob_writers(full)?;
+        } else {
+            self.blob_writers
+                .lock()
+                .sealing
+                .extend(full.into_iter().map(|w| Arc::new(Mutex::new(Some(w)))));
+            // The flush job seals them; the default column family always exists to carry it.
+            if let Some(cf) = self.registry.read().get(0) {
+                self.scheduler.schedule_flush(cf);
+            }
+        }
+        // The full file counts as live until sealed: a store past `max_db_size` evicts its older
+        // sealed files now, as the write that pushed it over returns.
+        self.blob_housekeeping_all()
+    }
+
+    /// Seals the files queued by `seal_full_blob_writers`, then runs housekeeping on them.
+    pub(super) fn seal_queued_blob_writers(&self) -> Result<()> {
+        let queued = self.blob_writers.lock().sealing.clone();
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let mut result = Ok(());
+        for slot in &queued {
+            // Held while sealing: a sync that comes meanwhile waits, and then finds it sealed.
+            let mut slot = slot.lock();
+            if let Some(w) = slot.take() {
+                let sealed = self.seal_blob_writer(w);
+                if result.is_ok() {
+                    result = sealed;
+                }
+            }
+        }
+        self.blob_writers
+            .lock()
+            .sealing
+            .retain(|s| !queued.iter().any(|q| Arc::ptr_eq(q, s)));
+        result?;
+        // A sealed file may be evicted (or push the store over `max_db_size`).
+        self.blob_housekeeping_all()
+    }
+
     /// Syncs every open blob file with unsynced records. Called before anything that makes blob
     /// indexes durable: a WAL sync (a synced write must not sit behind an index whose value a crash
     /// can lose, or recovery stops before it) and a flush's MANIFEST edit (once the table stands in
@@ -300,6 +352,12 @@ impl DbInner {
             w.writer.sync()?;
             w.dirty = false;
         }
+        for slot in &writers.sealing {
+            if let Some(w) = slot.lock().as_mut().filter(|w| w.dirty) {
+                w.writer.sync()?;
+                w.dirty = false;
+            }
+        }
         while let Some(w) = writers.abandoned.last_mut() {
             w.writer.sync()?;
             writers.abandoned.pop();
@@ -309,8 +367,9 @@ impl DbInner {
 
     /// Seals every open blob file (at close).
     pub(super) fn close_blob_writers(&self) -> Result<()> {
+        let queued = self.seal_queued_blob_writers();
         let open = self.take_blob_writers(|_, _| true);
-        self.seal_blob_writers(open)
+        queued.and(self.seal_blob_writers(open))
     }
 
     /// Removes from the open set the writers `pick` chooses.

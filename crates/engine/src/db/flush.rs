@@ -70,6 +70,10 @@ pub(crate) fn write_level0_table(
 
 impl BackgroundWork for DbInner {
     fn flush(&self, cf: &Arc<ColumnFamilyData>) {
+        // Blob files the write path filled ride on the flush queue.
+        if let Err(e) = self.seal_queued_blob_writers() {
+            self.set_background_error(&e);
+        }
         // An error is recorded as the background error by flush_oldest; nothing more to do here.
         while let Ok(true) = self.flush_oldest(cf) {}
     }
