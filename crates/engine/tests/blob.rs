@@ -528,33 +528,38 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
     o.blob_file_size = 8 << 10;
     o.write_buffer_size = 16 << 10;
     let db = Db::open(dir.path(), o.clone()).unwrap();
-    // Small values fill a memtable; its flush holds the only background thread.
-    let mut i = 0u32;
-    while !fs.flush_waiting.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(i < 100_000, "no flush started");
-        db.put(format!("small{i:06}"), "inline").unwrap();
-        i += 1;
-    }
-    for i in 0..40u32 {
-        db.put(format!("k{i:04}"), big(i, b'f')).unwrap();
-    }
-    let props = db.properties_cf(&db.default_cf()).unwrap();
-    assert!(
-        props
-            .blob_files
-            .iter()
-            .any(|b| b.state == BlobFileState::Open && b.file_size >= o.blob_file_size),
-        "a full file waits for its seal: {:?}",
-        props.blob_files
-    );
-    let synced = WriteOptions {
-        sync: true,
-        ..Default::default()
-    };
-    db.put_with(&synced, "last", big(99, b's')).unwrap();
-    // Power loss before the seal could run.
-    fs.inner.deactivate();
-    fs.release();
+    db.put("small", "inline").unwrap();
+    std::thread::scope(|s| {
+        // A flush held at its table keeps the only background thread from sealing anything.
+        let flusher = s.spawn(|| db.flush());
+        let mut waited = 0;
+        while !fs.flush_waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(waited < 60_000, "the flush never reached its table");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            waited += 1;
+        }
+        for i in 0..40u32 {
+            db.put(format!("k{i:04}"), big(i, b'f')).unwrap();
+        }
+        let props = db.properties_cf(&db.default_cf()).unwrap();
+        assert!(
+            props
+                .blob_files
+                .iter()
+                .any(|b| b.state == BlobFileState::Open && b.file_size >= o.blob_file_size),
+            "a full file waits for its seal: {:?}",
+            props.blob_files
+        );
+        let synced = WriteOptions {
+            sync: true,
+            ..Default::default()
+        };
+        db.put_with(&synced, "last", big(99, b's')).unwrap();
+        // Power loss before the seal could run; the held flush then fails.
+        fs.inner.deactivate();
+        fs.release();
+        assert!(flusher.join().unwrap().is_err());
+    });
     drop(db);
     fs.inner.drop_unsynced_data().unwrap();
     let db = Db::open(dir.path(), o).unwrap();
