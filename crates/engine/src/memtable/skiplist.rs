@@ -245,28 +245,7 @@ impl SkipList {
         // SAFETY: the node is live; its key was written above and is not mutated again.
         let key = unsafe { (*node).key() };
         let mut prev = [self.head; MAX_HEIGHT];
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        // The node that stopped the level above: met again one level down, it is known to be
-        // past `key` without another comparison (a cache miss and a memcmp saved per level).
-        let mut known_ge: *const Node = ptr::null();
-        loop {
-            let n = self.next(x, level);
-            if !n.is_null()
-                && n != known_ge
-                // SAFETY: n is a live node when non-null.
-                && compare_internal(unsafe { (*n).key() }, key) == CmpOrdering::Less
-            {
-                x = n;
-                continue;
-            }
-            known_ge = n;
-            prev[level] = x;
-            if level == 0 {
-                break;
-            }
-            level -= 1;
-        }
+        self.find_ge(key, Some(&mut prev));
         let cur = self.max_height.load(Ordering::Relaxed);
         if height > cur {
             // Readers that see the new height before the links find null (end) at those levels and
@@ -286,9 +265,20 @@ impl SkipList {
 
     /// The first node with key >= `target`, or null.
     pub(crate) fn seek_ge(&self, target: &[u8]) -> *const Node {
+        self.find_ge(target, None)
+    }
+
+    /// The first node with key >= `target`, or null; with `prev`, also the last node before it at
+    /// every level (where an insert links in).
+    fn find_ge(
+        &self,
+        target: &[u8],
+        mut prev: Option<&mut [*const Node; MAX_HEIGHT]>,
+    ) -> *const Node {
         let mut x = self.head;
         let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        // As in `insert`: a node that stopped a level is not compared again below it.
+        // The node that stopped the level above: met again one level down, it is known to be
+        // past `target` without another comparison (a cache miss and a memcmp saved per level).
         let mut known_ge: *const Node = ptr::null();
         loop {
             let n = self.next(x, level);
@@ -298,12 +288,16 @@ impl SkipList {
                 && compare_internal(unsafe { (*n).key() }, target) == CmpOrdering::Less
             {
                 x = n;
-            } else if level == 0 {
-                return n;
-            } else {
-                known_ge = n;
-                level -= 1;
+                continue;
             }
+            if let Some(prev) = prev.as_deref_mut() {
+                prev[level] = x;
+            }
+            if level == 0 {
+                return n;
+            }
+            known_ge = n;
+            level -= 1;
         }
     }
 
