@@ -7,67 +7,35 @@
     clippy::field_reassign_with_default
 )]
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strata_engine::{
-    Db, Error, FileLock, FileSystem, Options, RandomAccessFile, StdFileSystem, WritableFile,
-};
-
-/// The real filesystem, except that creating `.sst` files fails with ENOSPC while `full` is set.
-#[derive(Debug, Default)]
-struct FullDisk {
-    full: AtomicBool,
-}
-
-impl FileSystem for FullDisk {
-    fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn WritableFile>> {
-        if self.full.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
-            return Err(Error::Io {
-                context: format!("create {}", path.display()),
-                source: std::io::Error::from_raw_os_error(28), // ENOSPC
-            });
-        }
-        StdFileSystem.create(path)
-    }
-    fn open_random(&self, path: &Path) -> strata_engine::Result<Arc<dyn RandomAccessFile>> {
-        StdFileSystem.open_random(path)
-    }
-    fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
-        StdFileSystem.read_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> strata_engine::Result<()> {
-        StdFileSystem.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> strata_engine::Result<()> {
-        StdFileSystem.remove(path)
-    }
-    fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
-        StdFileSystem.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> strata_engine::Result<()> {
-        StdFileSystem.create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> strata_engine::Result<()> {
-        StdFileSystem.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        StdFileSystem.exists(path)
-    }
-    fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn FileLock>> {
-        StdFileSystem.lock(path)
-    }
-}
+use common::CreateHook;
+use strata_engine::{Db, Error, Options, StdFileSystem};
 
 #[test]
 fn a_failed_flush_fails_writes_promptly_and_reads_keep_working() {
     let dir = tempfile::tempdir().unwrap();
-    let disk = Arc::new(FullDisk::default());
+    // The real filesystem, except that creating `.sst` files fails with ENOSPC while `full` is set.
+    let full = Arc::new(AtomicBool::new(false));
+    let disk = {
+        let full = full.clone();
+        Arc::new(CreateHook::new(Arc::new(StdFileSystem), move |path| {
+            if full.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
+                return Err(Error::Io {
+                    context: format!("create {}", path.display()),
+                    source: std::io::Error::from_raw_os_error(28), // ENOSPC
+                });
+            }
+            Ok(())
+        }))
+    };
     let opts = {
         let mut o = Options::default();
         o.write_buffer_size = 16 << 10;
-        o.filesystem = disk.clone();
+        o.filesystem = disk;
         o
     };
     let db = Db::open(dir.path(), opts.clone()).unwrap();
@@ -75,7 +43,7 @@ fn a_failed_flush_fails_writes_promptly_and_reads_keep_working() {
         db.put(format!("before{i:03}"), "v").unwrap();
     }
     db.flush().unwrap();
-    disk.full.store(true, Ordering::SeqCst);
+    full.store(true, Ordering::SeqCst);
 
     db.put("unflushed", "still readable").unwrap();
     let flush = db.flush();
@@ -112,7 +80,7 @@ fn a_failed_flush_fails_writes_promptly_and_reads_keep_working() {
     drop(db);
 
     // The disk has room again: a reopen replays the WAL and loses nothing acknowledged.
-    disk.full.store(false, Ordering::SeqCst);
+    full.store(false, Ordering::SeqCst);
     let db = Db::open(dir.path(), opts).unwrap();
     assert_eq!(
         db.get("unflushed").unwrap().unwrap(),

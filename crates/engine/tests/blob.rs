@@ -452,25 +452,17 @@ fn column_families_keep_their_own_blob_settings() {
     assert_eq!(blob_files_on_disk(dir.path()), 0);
 }
 
-/// The fault-injecting filesystem, except that creating a table waits while `held` is set: a
-/// flush stuck there keeps the one background thread from anything else.
+/// Makes creating a table wait while `held` is set: a flush stuck there keeps the one background
+/// thread from anything else.
 #[derive(Debug, Default)]
 struct HeldFlushes {
-    inner: strata_engine::FaultInjectionFs,
     held: std::sync::Mutex<bool>,
     changed: std::sync::Condvar,
     flush_waiting: std::sync::atomic::AtomicBool,
 }
 
 impl HeldFlushes {
-    fn release(&self) {
-        *self.held.lock().unwrap() = false;
-        self.changed.notify_all();
-    }
-}
-
-impl strata_engine::FileSystem for HeldFlushes {
-    fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
+    fn wait_if_table(&self, path: &Path) {
         if path.extension().is_some_and(|e| e == "sst") {
             let mut held = self.held.lock().unwrap();
             self.flush_waiting
@@ -479,37 +471,11 @@ impl strata_engine::FileSystem for HeldFlushes {
                 held = self.changed.wait(held).unwrap();
             }
         }
-        self.inner.create(path)
     }
-    fn open_random(
-        &self,
-        path: &Path,
-    ) -> strata_engine::Result<Arc<dyn strata_engine::RandomAccessFile>> {
-        self.inner.open_random(path)
-    }
-    fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
-        self.inner.read_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> strata_engine::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> strata_engine::Result<()> {
-        self.inner.remove(path)
-    }
-    fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> strata_engine::Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> strata_engine::Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::FileLock>> {
-        self.inner.lock(path)
+
+    fn release(&self) {
+        *self.held.lock().unwrap() = false;
+        self.changed.notify_all();
     }
 }
 
@@ -520,10 +486,20 @@ impl strata_engine::FileSystem for HeldFlushes {
 fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW));
-    let fs = Arc::new(HeldFlushes::default());
-    *fs.held.lock().unwrap() = true;
+    let power = strata_engine::FaultInjectionFs::new();
+    let flushes = Arc::new(HeldFlushes::default());
+    *flushes.held.lock().unwrap() = true;
     let mut o = options(&clock);
-    o.filesystem = fs.clone();
+    o.filesystem = {
+        let flushes = flushes.clone();
+        Arc::new(common::CreateHook::new(
+            Arc::new(power.clone()),
+            move |path| {
+                flushes.wait_if_table(path);
+                Ok(())
+            },
+        ))
+    };
     o.max_background_jobs = 1;
     o.blob_file_size = 8 << 10;
     o.write_buffer_size = 16 << 10;
@@ -533,7 +509,10 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
         // A flush held at its table keeps the only background thread from sealing anything.
         let flusher = s.spawn(|| db.flush());
         let mut waited = 0;
-        while !fs.flush_waiting.load(std::sync::atomic::Ordering::SeqCst) {
+        while !flushes
+            .flush_waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             assert!(waited < 60_000, "the flush never reached its table");
             std::thread::sleep(std::time::Duration::from_millis(1));
             waited += 1;
@@ -556,12 +535,12 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
         };
         db.put_with(&synced, "last", big(99, b's')).unwrap();
         // Power loss before the seal could run; the held flush then fails.
-        fs.inner.deactivate();
-        fs.release();
+        power.deactivate();
+        flushes.release();
         assert!(flusher.join().unwrap().is_err());
     });
     drop(db);
-    fs.inner.drop_unsynced_data().unwrap();
+    power.drop_unsynced_data().unwrap();
     let db = Db::open(dir.path(), o).unwrap();
     for i in 0..40u32 {
         let got = db.get(format!("k{i:04}")).unwrap();

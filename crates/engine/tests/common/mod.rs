@@ -44,3 +44,70 @@ pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
 pub fn tables_on_disk(dir: &Path) -> usize {
     files_with_extension(dir, "sst").len()
 }
+
+/// A filesystem over `inner` that runs a hook before every `create`; the create fails with the
+/// hook's error. Tests use it to refuse or hold back particular files.
+pub struct CreateHook {
+    inner: std::sync::Arc<dyn strata_engine::FileSystem>,
+    hook: Box<BeforeCreate>,
+}
+
+/// Runs before a create; an error fails it.
+type BeforeCreate = dyn Fn(&Path) -> strata_engine::Result<()> + Send + Sync;
+
+impl CreateHook {
+    pub fn new(
+        inner: std::sync::Arc<dyn strata_engine::FileSystem>,
+        hook: impl Fn(&Path) -> strata_engine::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        CreateHook {
+            inner,
+            hook: Box::new(hook),
+        }
+    }
+}
+
+impl std::fmt::Debug for CreateHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateHook")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl strata_engine::FileSystem for CreateHook {
+    fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
+        (self.hook)(path)?;
+        self.inner.create(path)
+    }
+    fn open_random(
+        &self,
+        path: &Path,
+    ) -> strata_engine::Result<std::sync::Arc<dyn strata_engine::RandomAccessFile>> {
+        self.inner.open_random(path)
+    }
+    fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
+        self.inner.read_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata_engine::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> strata_engine::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> strata_engine::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> strata_engine::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::FileLock>> {
+        self.inner.lock(path)
+    }
+}
