@@ -31,13 +31,10 @@ impl Version {
         let mut next = self.clone();
         let mut removed: Vec<Arc<FileMetaData>> = Vec::new();
         for (level, number) in &edit.deleted_files {
-            next.levels[*level].retain(|f| {
-                let keep = f.number != *number;
-                if !keep {
-                    removed.push(f.clone());
-                }
-                keep
-            });
+            let files = &mut next.levels[*level];
+            if let Some(i) = files.iter().position(|f| f.number == *number) {
+                removed.push(files.remove(i));
+            }
         }
         for (level, f) in &edit.new_files {
             // A table moved to another level keeps its `Arc`: files are deleted once no version
