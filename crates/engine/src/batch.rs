@@ -60,8 +60,15 @@ pub(crate) struct BatchRecord<'a> {
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty batch with room for about `bytes` of records.
+    pub(crate) fn with_capacity(bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER_SIZE + bytes);
+        rep.resize(HEADER_SIZE, 0);
         WriteBatch {
-            rep: vec![0; HEADER_SIZE],
+            rep,
             invalid: None,
             cfs: Vec::new(),
         }
@@ -218,6 +225,11 @@ impl WriteBatch {
             ));
         }
         self.note_cf(cf);
+        // One reservation per record: growing by doubling would copy a large value's bytes
+        // several times over.
+        let varints = 1 + 5 + 10 + if value.is_some() { 10 } else { 0 };
+        self.rep
+            .reserve(varints + key.len() + value.map_or(0, <[u8]>::len));
         self.rep.push(kind);
         put_varint32(&mut self.rep, cf);
         put_length_prefixed(&mut self.rep, key);

@@ -124,6 +124,7 @@ impl BlobFooter {
 }
 
 /// Appends one record to `out`; the value is stored as given (already compressed or not).
+#[cfg(test)]
 pub(crate) fn encode_record(
     out: &mut Vec<u8>,
     key: &[u8],
@@ -131,16 +132,31 @@ pub(crate) fn encode_record(
     expiration: u64,
     compressed: bool,
 ) {
-    let start = out.len();
-    put_fixed32(out, 0);
-    put_fixed32(out, key.len() as u32);
-    put_fixed32(out, stored_value.len() as u32);
-    put_fixed64(out, expiration);
-    out.push(compressed as u8);
+    out.extend_from_slice(&record_header(key, stored_value, expiration, compressed));
     out.extend_from_slice(key);
     out.extend_from_slice(stored_value);
-    let crc = crc32c::crc32c(&out[start + 4..]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The header of a record of `key` and `stored_value`; the record is this, the key, the value.
+/// Its checksum covers all three, so a writer can append the parts without gathering them.
+pub(crate) fn record_header(
+    key: &[u8],
+    stored_value: &[u8],
+    expiration: u64,
+    compressed: bool,
+) -> [u8; RECORD_HEADER_SIZE] {
+    let mut h = [0u8; RECORD_HEADER_SIZE];
+    h[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    h[8..12].copy_from_slice(&(stored_value.len() as u32).to_le_bytes());
+    h[12..20].copy_from_slice(&expiration.to_le_bytes());
+    h[20] = compressed as u8;
+    let crc = [key, stored_value]
+        .iter()
+        .fold(crc32c::crc32c(&h[4..]), |crc, part| {
+            crc32c::crc32c_append(crc, part)
+        });
+    h[..4].copy_from_slice(&crc.to_le_bytes());
+    h
 }
 
 /// One record as stored.

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::format::{BlobFooter, BlobHeader, HEADER_SIZE, encode_record};
+use super::format::{BlobFooter, BlobHeader, HEADER_SIZE, record_header};
 use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -18,7 +18,6 @@ pub(crate) struct BlobFileWriter {
     zstd_level: i32,
     offset: u64,
     footer: BlobFooter,
-    scratch: Vec<u8>,
 }
 
 impl BlobFileWriter {
@@ -41,7 +40,6 @@ impl BlobFileWriter {
             zstd_level,
             offset: HEADER_SIZE as u64,
             footer: BlobFooter::default(),
-            scratch: Vec::new(),
         })
     }
 
@@ -65,20 +63,15 @@ impl BlobFileWriter {
         } else {
             None
         };
-        self.scratch.clear();
         let stored = compressed.as_deref().unwrap_or(value);
-        encode_record(
-            &mut self.scratch,
-            key,
-            stored,
-            expiration,
-            compressed.is_some(),
-        );
-        self.file.append(&self.scratch)?;
+        let header = record_header(key, stored, expiration, compressed.is_some());
+        for part in [&header[..], key, stored] {
+            self.file.append(part)?;
+        }
         let blob = BlobRef {
             file: self.number,
             offset: self.offset,
-            size: self.scratch.len() as u64,
+            size: (header.len() + key.len() + stored.len()) as u64,
             compressed: compressed.is_some(),
         };
         self.offset += blob.size;

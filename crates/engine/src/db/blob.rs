@@ -99,10 +99,21 @@ impl DbInner {
             return Ok((batch, pending));
         }
         let mut large = false;
+        // The rebuilt batch's size: a separated value leaves a blob index of at most this many
+        // bytes, so the batch is allocated once.
+        const INDEX_ROOM: usize = 64;
+        let mut out_size = 0;
         batch
             .for_each(|r| {
-                large |= matches!(r.op, Op::Point(ValueKind::Put | ValueKind::BlobIndex))
+                let separated = matches!(r.op, Op::Point(ValueKind::Put | ValueKind::BlobIndex))
                     && r.value.len() as u64 >= threshold;
+                large |= separated;
+                out_size += r.key.len()
+                    + if separated {
+                        INDEX_ROOM
+                    } else {
+                        r.value.len() + 16
+                    };
             })
             .map_err(Error::InvalidArgument)?;
         if !large {
@@ -110,7 +121,7 @@ impl DbInner {
         }
         let reg = self.registry.read();
         let mut writers = self.blob_writers.lock();
-        let mut out = WriteBatch::new();
+        let mut out = WriteBatch::with_capacity(out_size);
         let mut failure = None;
         let mut sealed = Vec::new();
         batch

@@ -161,20 +161,29 @@ impl DbInner {
 
         // WAL-logged batches take the first sequence numbers so that their merged record is contiguous.
         let mut seq = first_seq;
-        let mut logged = None::<WriteBatch>;
+        let mut logged_writes = 0;
         for w in writes.iter_mut().filter(|w| !w.disable_wal) {
             w.batch.set_sequence(seq);
             seq += w.batch.len() as u64;
-            match logged.as_mut() {
-                None => logged = Some(w.batch.clone()),
-                Some(b) => b.append(&w.batch),
-            }
+            logged_writes += 1;
         }
         for w in writes.iter_mut().filter(|w| w.disable_wal) {
             w.batch.set_sequence(seq);
             seq += w.batch.len() as u64;
         }
         let last_seq = seq - 1;
+        // A group of one (the common case without concurrent writers) logs its batch as it is;
+        // only a real group pays for a merged copy.
+        let merged = (logged_writes > 1).then(|| {
+            let mut logged = writes.iter().filter(|w| !w.disable_wal);
+            let mut merged = logged.next().map(|w| w.batch.clone()).unwrap_or_default();
+            logged.for_each(|w| merged.append(&w.batch));
+            merged
+        });
+        let logged = match &merged {
+            Some(m) => Some(m),
+            None => writes.iter().find(|w| !w.disable_wal).map(|w| &w.batch),
+        };
 
         if let Some(record) = logged {
             let need_sync = writes.iter().any(|w| w.sync);

@@ -84,3 +84,30 @@ fn mid_log_damage_is_corruption_naming_the_file() {
     assert_eq!(got.last().unwrap(), &recs[4]);
     assert!(!got.contains(&recs[0]));
 }
+
+#[test]
+fn a_record_is_split_only_when_it_overflows_its_block() {
+    let fits = vec![vec![5u8; BLOCK_SIZE - HEADER_SIZE], b"next".to_vec()];
+    let data = write_log(&fits);
+    assert_eq!(
+        data.len(),
+        BLOCK_SIZE + HEADER_SIZE + 4,
+        "no padding, no split"
+    );
+    assert_eq!(
+        read_all(&data, ReadOutcome::FailOnMidLogDamage).unwrap(),
+        (fits, 0)
+    );
+
+    let overflows = vec![vec![6u8; BLOCK_SIZE - HEADER_SIZE + 1]];
+    let data = write_log(&overflows);
+    assert_eq!(
+        data.len(),
+        BLOCK_SIZE + HEADER_SIZE + 1,
+        "one byte in a second fragment"
+    );
+    assert_eq!(
+        read_all(&data, ReadOutcome::FailOnMidLogDamage).unwrap(),
+        (overflows, 0)
+    );
+}

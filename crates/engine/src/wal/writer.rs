@@ -21,8 +21,19 @@ impl LogWriter {
         }
     }
 
-    /// Frames `record` and appends it with one write call; returns the bytes appended.
+    /// Frames `record` and appends it; returns the bytes appended.
     pub(crate) fn add_record(&mut self, record: &[u8]) -> Result<usize> {
+        if HEADER_SIZE + record.len() <= BLOCK_SIZE - self.block_offset {
+            // Fits the current block whole: header and payload go straight to the file's buffer,
+            // without a copy into scratch first.
+            let header = fragment_header(FragmentType::Full, record);
+            self.file.append(&header)?;
+            self.file.append(record)?;
+            let n = HEADER_SIZE + record.len();
+            self.block_offset += n;
+            self.bytes_written += n as u64;
+            return Ok(n);
+        }
         self.scratch.clear();
         let mut rest = record;
         let mut first = true;
@@ -44,9 +55,7 @@ impl LogWriter {
             };
             let payload = &rest[..take];
             self.scratch
-                .extend_from_slice(&fragment_crc(ty as u8, payload).to_le_bytes());
-            self.scratch.extend_from_slice(&(take as u16).to_le_bytes());
-            self.scratch.push(ty as u8);
+                .extend_from_slice(&fragment_header(ty, payload));
             self.scratch.extend_from_slice(payload);
             self.block_offset += HEADER_SIZE + take;
             rest = &rest[take..];
@@ -71,4 +80,13 @@ impl LogWriter {
     pub(crate) fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
+}
+
+/// `crc: u32 LE | length: u16 LE | type: u8` for one fragment carrying `payload`.
+fn fragment_header(ty: FragmentType, payload: &[u8]) -> [u8; HEADER_SIZE] {
+    let mut h = [0u8; HEADER_SIZE];
+    h[..4].copy_from_slice(&fragment_crc(ty as u8, payload).to_le_bytes());
+    h[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+    h[6] = ty as u8;
+    h
 }
