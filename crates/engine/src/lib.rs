@@ -50,7 +50,7 @@ pub use blob::{BlobFileProperties, BlobFileState, Expiration};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
+    BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
     LevelProperties, Properties, Snapshot,
 };
 pub use error::{Error, Result};

@@ -110,15 +110,15 @@ fn large_values_live_in_blob_files_and_read_back_every_way() {
     };
     check(&db);
     let props = db.properties_cf(&db.default_cf()).unwrap();
-    assert!(props.live_blob_files >= 1);
-    assert!(props.blob_live_bytes > 266 * 300);
+    assert!(props.blobs.live_blob_files >= 1);
+    assert!(props.blobs.blob_live_bytes > 266 * 300);
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     check(&db);
     // Compaction moved indexes, not values: the tables are far smaller than the values.
     let props = db.properties_cf(&db.default_cf()).unwrap();
     assert!(
-        props.total_sst_bytes * 5 < props.blob_file_bytes,
+        props.total_sst_bytes * 5 < props.blobs.blob_file_bytes,
         "{props:?}"
     );
     drop(db);
@@ -233,7 +233,7 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
         );
     }
     assert!(
-        after.blob_file_bytes < before.blob_file_bytes / 2,
+        after.blobs.blob_file_bytes < before.blobs.blob_file_bytes / 2,
         "{before:?} {after:?}"
     );
     for i in 0..200u32 {
@@ -247,7 +247,7 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
     // Deleted once no reader needed them: only the live files remain on disk, and reopen agrees.
     let db = Db::open(dir.path(), o).unwrap();
     let props = db.properties_cf(&db.default_cf()).unwrap();
-    assert_eq!(blob_files_on_disk(dir.path()), props.live_blob_files);
+    assert_eq!(blob_files_on_disk(dir.path()), props.blobs.live_blob_files);
     assert_eq!(
         collect(db.iter(&ReadOptions::default()).unwrap()).len(),
         200
@@ -442,14 +442,48 @@ fn column_families_keep_their_own_blob_settings() {
         db.get_cf(&docs, "d").unwrap().unwrap().as_ref(),
         &[1u8; 50][..]
     );
-    assert_eq!(db.properties_cf(&docs).unwrap().live_blob_files, 1);
-    // Dropping the column family deletes its blob files at the next open.
+    assert_eq!(db.properties_cf(&docs).unwrap().blobs.live_blob_files, 1);
+    // The store's blob totals add up every column family's.
+    let mut cfo = strata_engine::ColumnFamilyOptions::default();
+    cfo.enable_blob_files = true;
+    cfo.min_blob_size = 100;
+    let media = db.create_cf("media", cfo).unwrap();
+    db.put_cf(&media, "m", vec![3u8; 300]).unwrap();
+    let all = db.properties();
+    let (d, m) = (
+        db.properties_cf(&docs).unwrap(),
+        db.properties_cf(&media).unwrap(),
+    );
+    assert_eq!(all.blobs.live_blob_files, 2);
+    assert!(d.blobs.blob_file_bytes > 0 && m.blobs.blob_file_bytes > 0);
+    assert_eq!(
+        all.blobs.blob_file_bytes,
+        d.blobs.blob_file_bytes + m.blobs.blob_file_bytes
+    );
+    assert_eq!(
+        all.blobs.blob_live_bytes,
+        d.blobs.blob_live_bytes + m.blobs.blob_live_bytes
+    );
+    assert_eq!(all.blobs.blob_garbage_bytes, 0);
+    assert_eq!(
+        all.live_bytes,
+        all.column_families
+            .iter()
+            .map(|c| c.live_bytes)
+            .sum::<u64>()
+    );
+    assert!(all.live_bytes >= all.blobs.blob_file_bytes);
+    // Serialized flat, beside the table totals, as the admin API shows them.
+    let json = serde_json::to_value(&all).unwrap();
+    assert_eq!(json["live_blob_files"], 2);
+    assert_eq!(json["column_families"][1]["live_blob_files"], 1);
+    // Dropping a column family deletes its blob files (and no other's) at the next open.
     db.drop_cf(&docs).unwrap();
     drop(db);
     let mut o = Options::default();
     o.clock = clock;
     let _db = Db::open(dir.path(), o).unwrap();
-    assert_eq!(blob_files_on_disk(dir.path()), 0);
+    assert_eq!(blob_files_on_disk(dir.path()), 1, "media's file stays");
 }
 
 /// Makes creating a table wait while `held` is set: a flush stuck there keeps the one background

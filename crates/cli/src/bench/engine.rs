@@ -332,22 +332,10 @@ impl BenchEngine for StrataEngine {
             s.compaction_keys_range_deleted,
             s.compaction_range_tombstones_dropped,
             s.tables_dropped_by_range_deletion,
-            p.column_families
-                .iter()
-                .map(|c| c.live_blob_files)
-                .sum::<usize>(),
-            p.column_families
-                .iter()
-                .map(|c| c.blob_file_bytes)
-                .sum::<u64>(),
-            p.column_families
-                .iter()
-                .map(|c| c.blob_live_bytes)
-                .sum::<u64>(),
-            p.column_families
-                .iter()
-                .map(|c| c.blob_garbage_bytes)
-                .sum::<u64>(),
+            p.blobs.live_blob_files,
+            p.blobs.blob_file_bytes,
+            p.blobs.blob_live_bytes,
+            p.blobs.blob_garbage_bytes,
             s.blob_values_written,
             s.blob_bytes_written,
             s.blob_reads,

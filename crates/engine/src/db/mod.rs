@@ -20,7 +20,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use column_family::ColumnFamily;
 pub use properties::{
-    BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties, Properties,
+    BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
+    Properties,
 };
 pub use snapshot::Snapshot;
 

@@ -106,6 +106,16 @@ pub struct ColumnFamilyProperties {
     pub oldest_wal_needed: Option<u64>,
     /// Its blob files (those evicted or obsolete included until they are deleted), oldest first.
     pub blob_files: Vec<crate::BlobFileProperties>,
+    /// Totals over `blob_files` (serialized inline, beside the other fields).
+    #[serde(flatten)]
+    pub blobs: BlobTotals,
+    /// Live table plus live blob bytes: what `max_db_size` limits.
+    pub live_bytes: u64,
+}
+
+/// Blob-file totals of one column family, or of the whole store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BlobTotals {
     /// Blob files being written or sealed (not yet retired).
     pub live_blob_files: usize,
     /// Bytes of those files.
@@ -116,8 +126,16 @@ pub struct ColumnFamilyProperties {
     pub blob_garbage_bytes: u64,
     /// Blob files evicted by FIFO since the store was created.
     pub evicted_blob_files: usize,
-    /// Live table plus live blob bytes: what `max_db_size` limits.
-    pub live_bytes: u64,
+}
+
+impl std::ops::AddAssign<&BlobTotals> for BlobTotals {
+    fn add_assign(&mut self, o: &BlobTotals) {
+        self.live_blob_files += o.live_blob_files;
+        self.blob_file_bytes += o.blob_file_bytes;
+        self.blob_live_bytes += o.blob_live_bytes;
+        self.blob_garbage_bytes += o.blob_garbage_bytes;
+        self.evicted_blob_files += o.evicted_blob_files;
+    }
 }
 
 /// The store's shape at one moment.
@@ -131,6 +149,11 @@ pub struct Properties {
     pub total_sst_bytes: u64,
     /// Pending compaction bytes summed over the column families.
     pub pending_compaction_bytes: u64,
+    /// Blob files of all column families (serialized inline, beside the other fields).
+    #[serde(flatten)]
+    pub blobs: BlobTotals,
+    /// Live table plus live blob bytes of all column families.
+    pub live_bytes: u64,
     /// Flushes running now.
     pub flushes_running: usize,
     /// Compactions running now.
@@ -208,6 +231,8 @@ impl DbInner {
                 p.total_files += c.total_files;
                 p.total_sst_bytes += c.total_sst_bytes;
                 p.pending_compaction_bytes += c.pending_compaction_bytes;
+                p.blobs += &c.blobs;
+                p.live_bytes += c.live_bytes;
                 p.column_families.push(c);
             }
         }
@@ -312,18 +337,18 @@ impl DbInner {
                 crate::BlobFileState::Open | crate::BlobFileState::Sealed
             )
         }) {
-            p.live_blob_files += 1;
-            p.blob_file_bytes += b.file_size;
-            p.blob_live_bytes += b.live_bytes;
-            p.blob_garbage_bytes += b.garbage_bytes;
+            p.blobs.live_blob_files += 1;
+            p.blobs.blob_file_bytes += b.file_size;
+            p.blobs.blob_live_bytes += b.live_bytes;
+            p.blobs.blob_garbage_bytes += b.garbage_bytes;
         }
-        p.evicted_blob_files = self
+        p.blobs.evicted_blob_files = self
             .versions
             .lock()
             .column_families()
             .get(&cf.id)
             .map_or(0, |c| c.evicted_blob_files.len());
-        p.live_bytes = p.total_sst_bytes + p.blob_file_bytes;
+        p.live_bytes = p.total_sst_bytes + p.blobs.blob_file_bytes;
         Some(p)
     }
 }
