@@ -53,12 +53,35 @@ type SealingWriter = Arc<Mutex<Option<OpenBlobWriter>>>;
 #[derive(Debug, Default)]
 pub(crate) struct PendingBlobs(Vec<Arc<BlobFile>>);
 
+impl PendingBlobs {
+    /// Holds `file` (once, however often it is named) until the guard drops.
+    fn hold(&mut self, file: Arc<BlobFile>) {
+        if !self.0.iter().any(|f| Arc::ptr_eq(f, &file)) {
+            file.pending_writes.fetch_add(1, Ordering::AcqRel);
+            self.0.push(file);
+        }
+    }
+}
+
 impl Drop for PendingBlobs {
     fn drop(&mut self) {
         for f in &self.0 {
             f.pending_writes.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Runs every step, then reports the first failure: one step failing must not leave the later
+/// ones (flushes, seals) undone.
+fn first_error(steps: impl IntoIterator<Item = Result<()>>) -> Result<()> {
+    // Not try_fold: that would stop at the first failure.
+    let mut first = Ok(());
+    for step in steps {
+        if first.is_ok() {
+            first = step;
+        }
+    }
+    first
 }
 
 /// The TTL bucket of a value expiring at `expiration`.
@@ -150,10 +173,7 @@ impl DbInner {
                     (expiration != 0).then(|| ttl_bucket(expiration, cf.opts.ttl_range_secs));
                 match self.append_blob(&mut writers, cf, bucket, r.key, value, expiration) {
                     Ok((index, file, full)) => {
-                        if !pending.0.iter().any(|f| Arc::ptr_eq(f, &file)) {
-                            file.pending_writes.fetch_add(1, Ordering::AcqRel);
-                            pending.0.push(file);
-                        }
+                        pending.hold(file);
                         // Counted as user bytes: the value, not the index standing for it.
                         self.stats
                             .bytes_written
@@ -167,16 +187,14 @@ impl DbInner {
                 }
             })
             .map_err(Error::InvalidArgument)?;
-        let mut result = match failure {
-            Some(e) => Err(e),
-            None => Ok(()),
-        };
-        for w in writers.open.values_mut().filter(|w| w.dirty) {
-            let done = w.writer.flush();
-            if result.is_ok() {
-                result = done;
-            }
-        }
+        let flushed = first_error(
+            writers
+                .open
+                .values_mut()
+                .filter(|w| w.dirty)
+                .map(|w| w.writer.flush()),
+        );
+        let result = failure.map_or(flushed, Err);
         let to_seal: Vec<OpenBlobWriter> = sealed
             .iter()
             .filter_map(|key| writers.open.remove(key))
@@ -333,17 +351,11 @@ impl DbInner {
         if queued.is_empty() {
             return Ok(());
         }
-        let mut result = Ok(());
-        for slot in &queued {
+        let result = first_error(queued.iter().map(|slot| {
             // Held while sealing: a sync that comes meanwhile waits, and then finds it sealed.
             let mut slot = slot.lock();
-            if let Some(w) = slot.take() {
-                let sealed = self.seal_blob_writer(w);
-                if result.is_ok() {
-                    result = sealed;
-                }
-            }
-        }
+            slot.take().map_or(Ok(()), |w| self.seal_blob_writer(w))
+        }));
         self.blob_writers
             .lock()
             .sealing
@@ -400,14 +412,7 @@ impl DbInner {
 
     /// Seals every writer of `writers`; the first failure is returned after all were tried.
     fn seal_blob_writers(&self, writers: Vec<OpenBlobWriter>) -> Result<()> {
-        let mut result = Ok(());
-        for w in writers {
-            let r = self.seal_blob_writer(w);
-            if result.is_ok() {
-                result = r;
-            }
-        }
-        result
+        first_error(writers.into_iter().map(|w| self.seal_blob_writer(w)))
     }
 
     /// Installs blob files a compaction wrote, before its edit is logged. They count as being
@@ -430,9 +435,9 @@ impl DbInner {
                     state: BlobFileState::Sealed,
                 },
             ));
-            file.pending_writes.fetch_add(1, Ordering::AcqRel);
-            self.blobs.insert(file.clone());
-            pending.0.push(file);
+            // Held before the store lists it, so no eviction or retirement ever sees it unheld.
+            pending.hold(file.clone());
+            self.blobs.insert(file);
         }
         pending
     }
