@@ -123,20 +123,6 @@ impl BlobFooter {
     }
 }
 
-/// Appends one record to `out`; the value is stored as given (already compressed or not).
-#[cfg(test)]
-pub(crate) fn encode_record(
-    out: &mut Vec<u8>,
-    key: &[u8],
-    stored_value: &[u8],
-    expiration: u64,
-    compressed: bool,
-) {
-    out.extend_from_slice(&record_header(key, stored_value, expiration, compressed));
-    out.extend_from_slice(key);
-    out.extend_from_slice(stored_value);
-}
-
 /// The header of a record of `key` and `stored_value`; the record is this, the key, the value.
 /// Its checksum covers all three, so a writer can append the parts without gathering them.
 pub(crate) fn record_header(
@@ -150,11 +136,10 @@ pub(crate) fn record_header(
     h[8..12].copy_from_slice(&(stored_value.len() as u32).to_le_bytes());
     h[12..20].copy_from_slice(&expiration.to_le_bytes());
     h[20] = compressed as u8;
-    let crc = [key, stored_value]
-        .iter()
-        .fold(crc32c::crc32c(&h[4..]), |crc, part| {
-            crc32c::crc32c_append(crc, part)
-        });
+    let crc = crc32c::crc32c_append(
+        crc32c::crc32c_append(crc32c::crc32c(&h[4..]), key),
+        stored_value,
+    );
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -224,8 +209,12 @@ mod tests {
         let fe = f.encode();
         assert_eq!(fe.len(), FOOTER_SIZE);
         assert_eq!(BlobFooter::decode(&fe), Some(f));
-        let mut rec = Vec::new();
-        encode_record(&mut rec, b"key", b"value", 7, false);
+        let rec = [
+            &record_header(b"key", b"value", 7, false)[..],
+            b"key",
+            b"value",
+        ]
+        .concat();
         let r = decode_record(&rec).unwrap();
         assert_eq!(
             (r.key, r.stored_value, r.expiration),

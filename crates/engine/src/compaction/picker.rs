@@ -330,20 +330,9 @@ fn pick_dense_in_tombstones(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::internal_key;
 
     fn file(number: u64, lo: &str, hi: &str, size: u64) -> Arc<FileMetaData> {
-        Arc::new(FileMetaData {
-            number,
-            file_size: size,
-            smallest: internal_key(lo.as_bytes(), 1, 1),
-            largest: internal_key(hi.as_bytes(), 1, 1),
-            smallest_seq: 1,
-            largest_seq: 1,
-            num_entries: 1,
-            num_deletions: 0,
-            num_range_deletions: 0,
-        })
+        Arc::new(FileMetaData::for_test(number, lo, hi, size))
     }
 
     fn opts() -> ColumnFamilyOptions {

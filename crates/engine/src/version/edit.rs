@@ -54,6 +54,22 @@ impl FileMetaData {
             && user_key <= crate::key::user_key(&self.largest)
     }
 
+    /// A one-entry table over `[lo, hi]` at sequence 1, for tests of levels and picking.
+    #[cfg(test)]
+    pub(crate) fn for_test(number: u64, lo: &str, hi: &str, file_size: u64) -> Self {
+        FileMetaData {
+            number,
+            file_size,
+            smallest: crate::key::internal_key(lo.as_bytes(), 1, 1),
+            largest: crate::key::internal_key(hi.as_bytes(), 1, 1),
+            smallest_seq: 1,
+            largest_seq: 1,
+            num_entries: 1,
+            num_deletions: 0,
+            num_range_deletions: 0,
+        }
+    }
+
     /// The MANIFEST's record of a table just written.
     pub(crate) fn from_table(
         number: u64,

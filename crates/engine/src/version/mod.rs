@@ -180,17 +180,7 @@ mod move_tests {
     use super::*;
 
     fn table(number: u64) -> FileMetaData {
-        FileMetaData {
-            number,
-            file_size: 100,
-            smallest: crate::key::internal_key(b"a", 1, 1),
-            largest: crate::key::internal_key(b"b", 1, 1),
-            smallest_seq: 1,
-            largest_seq: 1,
-            num_entries: 1,
-            num_deletions: 0,
-            num_range_deletions: 0,
-        }
+        FileMetaData::for_test(number, "a", "b", 100)
     }
 
     #[test]
