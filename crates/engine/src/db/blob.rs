@@ -33,6 +33,16 @@ pub(crate) struct OpenBlobWriter {
     dirty: bool,
 }
 
+impl OpenBlobWriter {
+    fn sync_if_dirty(&mut self) -> Result<()> {
+        if self.dirty {
+            self.writer.sync()?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
 /// The write path's open blob files.
 #[derive(Debug, Default)]
 pub(crate) struct BlobWriters {
@@ -371,14 +381,12 @@ impl DbInner {
     /// for the WAL, nothing else vouches for those records).
     pub(super) fn sync_blob_writers(&self) -> Result<()> {
         let mut writers = self.blob_writers.lock();
-        for w in writers.open.values_mut().filter(|w| w.dirty) {
-            w.writer.sync()?;
-            w.dirty = false;
+        for w in writers.open.values_mut() {
+            w.sync_if_dirty()?;
         }
         for slot in &writers.sealing {
-            if let Some(w) = slot.lock().as_mut().filter(|w| w.dirty) {
-                w.writer.sync()?;
-                w.dirty = false;
+            if let Some(w) = slot.lock().as_mut() {
+                w.sync_if_dirty()?;
             }
         }
         while let Some(w) = writers.abandoned.last_mut() {
