@@ -25,8 +25,9 @@ pub(crate) struct Recovered {
     /// The file had its footer.
     pub sealed: bool,
     /// Bytes at the end of an unsealed file that do not form a whole, intact record (a write cut
-    /// short by a crash).
+    /// short by a crash); zeros a writer had reserved past its last record are not counted.
     pub torn_bytes: u64,
+    /// Where the file's data ends: the whole of a sealed file, an unsealed one's intact records.
     pub file_size: u64,
 }
 
@@ -50,7 +51,8 @@ impl BlobFileReader {
 
     /// Reads the header and, by seeking to the end, the footer. A file without an intact footer
     /// (its writer crashed) is scanned record by record: the intact prefix is what it holds, and
-    /// the bytes after it are reported as torn. Such a file is never appended to again.
+    /// the bytes after it, unless all zero, are reported as torn. Such a file is never appended
+    /// to again.
     pub(crate) fn recover(&self) -> Result<Recovered> {
         let len = self.file.len()?;
         let mut head = [0u8; HEADER_SIZE];
@@ -81,17 +83,51 @@ impl BlobFileReader {
         }
         let mut footer = BlobFooter::default();
         let mut offset = HEADER_SIZE as u64;
-        let torn = self.for_each_record(len, |_, size, r| {
+        let stopped_early = self.for_each_record(len, |_, size, r| {
             footer.note(size, r.expiration);
             offset += size;
         })?;
+        // A writer may have extended the file ahead of its appends (`FileSystem::create_sized`),
+        // so a crash can leave zeros after the last record, or after a footer it had written but
+        // not yet trimmed the file to. Neither is damage.
+        let mut sealed = false;
+        let mut data_end = offset;
+        let mut torn = false;
+        if stopped_early {
+            let footer_end = offset + FOOTER_SIZE as u64;
+            let footer_follows = footer_end <= len && {
+                let mut tail = [0u8; FOOTER_SIZE];
+                self.file.read_exact_at(&mut tail, offset)?;
+                BlobFooter::decode(&tail) == Some(footer)
+            };
+            if footer_follows && self.is_zero(footer_end, len)? {
+                sealed = true;
+                data_end = footer_end;
+            } else {
+                torn = !self.is_zero(offset, len)?;
+            }
+        }
         Ok(Recovered {
             header,
             footer,
-            sealed: false,
-            torn_bytes: if torn { len - offset } else { 0 },
-            file_size: len,
+            sealed,
+            torn_bytes: if torn { len - data_end } else { 0 },
+            file_size: data_end,
         })
+    }
+
+    /// True when the bytes in `[from, to)` are all zero.
+    fn is_zero(&self, mut from: u64, to: u64) -> Result<bool> {
+        let mut buf = vec![0u8; 64 << 10];
+        while from < to {
+            let n = (to - from).min(buf.len() as u64) as usize;
+            self.file.read_exact_at(&mut buf[..n], from)?;
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            from += n as u64;
+        }
+        Ok(true)
     }
 
     /// Calls `f(offset, size, record)` for each intact record from the header up to `end`; stops

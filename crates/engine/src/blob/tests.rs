@@ -20,7 +20,7 @@ fn write_file(
     seal: bool,
 ) -> Vec<BlobRef> {
     let fs = StdFileSystem;
-    let mut w = BlobFileWriter::create(&fs, dir, number, header(None), 3).unwrap();
+    let mut w = BlobFileWriter::create(&fs, dir, number, header(None), 3, 1 << 20).unwrap();
     let refs = values
         .iter()
         .map(|(k, v, exp)| w.add(k, v, *exp).unwrap())
@@ -149,4 +149,40 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
     assert!(!exists(1) && !exists(2));
     assert_eq!(stats.blob_files_deleted.get(), 2);
     store.shutdown();
+}
+
+#[test]
+fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = StdFileSystem;
+    let values: &[(&[u8], Vec<u8>, u64)] = &[(b"a", vec![1; 300], 0), (b"b", vec![2; 500], 5)];
+    for seal in [false, true] {
+        let number = 10 + seal as u64;
+        let refs = write_file(dir.path(), number, values, seal);
+        let path = crate::filename::blob_file(dir.path(), number);
+        let mut data = std::fs::read(&path).unwrap();
+        let data_len = data.len() as u64;
+        // As a crash leaves a file extended ahead of its writer (before or after the footer).
+        data.resize(data.len() + 70_000, 0);
+        std::fs::write(&path, &data).unwrap();
+        let r = BlobFileReader::open(&fs, &path).unwrap();
+        let found = r.recover().unwrap();
+        assert_eq!(found.sealed, seal);
+        assert_eq!(found.torn_bytes, 0);
+        assert_eq!(found.file_size, data_len);
+        assert_eq!(found.footer.records, 2);
+        assert_eq!(found.footer.expiration_range, (5, 5));
+        if seal {
+            assert_eq!(crate::verify::check_sealed_blob(&r, &found).unwrap(), 2);
+        }
+        assert_eq!(r.read(refs[1], b"b").unwrap(), vec![2; 500]);
+        // A byte that is not zero in the spare space is damage.
+        let at = data.len() - 1000;
+        data[at] = 1;
+        std::fs::write(&path, &data).unwrap();
+        let found = BlobFileReader::open(&fs, &path).unwrap().recover().unwrap();
+        assert!(!found.sealed);
+        assert_eq!(found.torn_bytes, data.len() as u64 - found.file_size);
+        assert_eq!(found.footer.records, 2);
+    }
 }

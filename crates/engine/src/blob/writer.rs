@@ -21,16 +21,18 @@ pub(crate) struct BlobFileWriter {
 }
 
 impl BlobFileWriter {
-    /// Creates file `number` in `dir` and writes its header.
+    /// Creates file `number` in `dir`, expected to grow to about `expected_size` bytes, and
+    /// writes its header.
     pub(crate) fn create(
         fs: &dyn FileSystem,
         dir: &Path,
         number: u64,
         header: BlobHeader,
         zstd_level: i32,
+        expected_size: u64,
     ) -> Result<Self> {
         let path = crate::filename::blob_file(dir, number);
-        let mut file = fs.create(&path)?;
+        let mut file = fs.create_sized(&path, expected_size)?;
         file.append(&header.encode())?;
         Ok(BlobFileWriter {
             number,
@@ -93,7 +95,7 @@ impl BlobFileWriter {
         let footer = self.footer;
         self.file.append(&footer.encode())?;
         self.file
-            .sync()
+            .finish()
             .map_err(|e| annotate(e, &self.path, "sealing"))?;
         Ok((footer, self.offset + super::format::FOOTER_SIZE as u64))
     }

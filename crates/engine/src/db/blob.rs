@@ -316,6 +316,7 @@ impl DbInner {
             number,
             header,
             cf.opts.zstd_level,
+            cf.opts.blob_file_size,
         )?;
         self.stats.blob_files_created.inc();
         Ok(writer)

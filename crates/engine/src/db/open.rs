@@ -459,18 +459,13 @@ fn recover_blob_files(
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();
             }
-            let size = if found.sealed {
-                found.file_size
-            } else {
-                found.file_size - found.torn_bytes
-            };
             blobs.insert(Arc::new(BlobFile::new(
                 number,
                 cf,
                 found.header.ttl_range,
                 BlobFileMeta {
                     footer: found.footer,
-                    file_size: size,
+                    file_size: found.file_size,
                     garbage_bytes: garbage,
                     state: BlobFileState::Sealed,
                 },

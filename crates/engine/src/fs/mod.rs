@@ -10,6 +10,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 
 mod fault;
+#[cfg(target_os = "linux")]
+mod mapped;
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 
 /// A file being written from start to end (WAL, table, MANIFEST).
@@ -20,6 +22,11 @@ pub trait WritableFile: Send + Sync + Debug {
     fn flush(&mut self) -> Result<()>;
     /// Flushes and makes the contents durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Syncs for the last time; the file ends at the last byte appended (a file from
+    /// [`FileSystem::create_sized`] gives back its spare space). Nothing is appended after.
+    fn finish(&mut self) -> Result<()> {
+        self.sync()
+    }
 }
 
 /// A file read at arbitrary offsets by several threads (tables).
@@ -41,6 +48,14 @@ pub trait FileLock: Send + Sync + Debug {}
 pub trait FileSystem: Send + Sync + Debug {
     /// Creates (or truncates) a file for writing.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates a file of appends expected to grow to about `expected_len` bytes. Until
+    /// [`WritableFile::finish`] the file may hold zeroed spare space past the bytes appended, and
+    /// a crash leaves it there: only formats whose readers take a zero tail for empty space (blob
+    /// files) may use this. The default is [`FileSystem::create`].
+    fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = expected_len;
+        self.create(path)
+    }
     /// Opens a file for positional reads.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Reads a whole file (WAL and MANIFEST replay, CURRENT).
@@ -183,6 +198,18 @@ impl FileSystem for StdFileSystem {
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
         }))
+    }
+
+    /// On Linux the file is written through a mapping populated ahead of the writer
+    /// (`mapped.rs`): an append of a large value costs a copy instead of a syscall and the
+    /// kernel's page-cache work.
+    fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
+        #[cfg(target_os = "linux")]
+        if let Some(file) = mapped::MappedWritableFile::create(path, expected_len)? {
+            return Ok(Box::new(file));
+        }
+        let _ = expected_len;
+        self.create(path)
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
