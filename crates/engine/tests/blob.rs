@@ -372,6 +372,47 @@ fn crash_copy(from: &Path, to: &Path) {
 }
 
 #[test]
+fn a_crash_copy_of_a_live_store_opens_whole_and_gives_back_reserved_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let o = options(&clock);
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    for i in 0..10u32 {
+        db.put(format!("k{i}"), big(i, b'w')).unwrap();
+    }
+    // The open blob file as a process crash leaves it (with whatever its writer reserved).
+    crash_copy(dir.path(), copy.path());
+    drop(db);
+    let blob = files_with_extension(copy.path(), "blob").remove(0);
+    let copied = std::fs::read(&blob).unwrap();
+    let db = Db::open(copy.path(), o.clone()).unwrap();
+    assert_eq!(db.statistics().blob_torn_files, 0);
+    for i in 0..10u32 {
+        assert_eq!(
+            db.get(format!("k{i}")).unwrap().unwrap().as_ref(),
+            big(i, b'w').as_slice()
+        );
+    }
+    let file_size = db.properties_cf(&db.default_cf()).unwrap().blob_files[0].file_size;
+    assert!(file_size < o.blob_file_size);
+    let trimmed = std::fs::read(&blob).unwrap();
+    assert_eq!(
+        trimmed.len() as u64,
+        file_size,
+        "the reserved zeros are gone"
+    );
+    assert_eq!(trimmed[..], copied[..trimmed.len()]);
+    assert!(copied[trimmed.len()..].iter().all(|&b| b == 0));
+    drop(db);
+    let db = Db::open(copy.path(), o).unwrap();
+    assert_eq!(
+        db.get("k9").unwrap().unwrap().as_ref(),
+        big(9, b'w').as_slice()
+    );
+}
+
+#[test]
 fn a_torn_blob_file_tail_is_detected_and_recovery_stops_before_it() {
     // A blob file may be extended ahead of its writer, so the copy can end in zeros past the
     // last record; a crash mid-write leaves that record either cut short or with its end still

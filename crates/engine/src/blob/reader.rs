@@ -29,6 +29,8 @@ pub(crate) struct Recovered {
     pub torn_bytes: u64,
     /// Where the file's data ends: the whole of a sealed file, an unsealed one's intact records.
     pub file_size: u64,
+    /// Zeros past `file_size` that a crashed writer had reserved (recovery trims them).
+    pub spare_bytes: u64,
 }
 
 impl BlobFileReader {
@@ -78,6 +80,7 @@ impl BlobFileReader {
                     sealed: true,
                     torn_bytes: 0,
                     file_size: len,
+                    spare_bytes: 0,
                 });
             }
         }
@@ -113,6 +116,7 @@ impl BlobFileReader {
             sealed,
             torn_bytes: if torn { len - data_end } else { 0 },
             file_size: data_end,
+            spare_bytes: if torn { 0 } else { len - data_end },
         })
     }
 

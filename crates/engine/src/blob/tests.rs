@@ -170,6 +170,7 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         assert_eq!(found.sealed, seal);
         assert_eq!(found.torn_bytes, 0);
         assert_eq!(found.file_size, data_len);
+        assert_eq!(found.spare_bytes, 70_000);
         assert_eq!(found.footer.records, 2);
         assert_eq!(found.footer.expiration_range, (5, 5));
         if seal {
@@ -183,6 +184,7 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         let found = BlobFileReader::open(&fs, &path).unwrap().recover().unwrap();
         assert!(!found.sealed);
         assert_eq!(found.torn_bytes, data.len() as u64 - found.file_size);
+        assert_eq!(found.spare_bytes, 0);
         assert_eq!(found.footer.records, 2);
     }
 }

@@ -459,6 +459,10 @@ fn recover_blob_files(
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();
             }
+            if found.spare_bytes > 0 {
+                // Or every later open would read the zeros again (up to `blob_file_size`).
+                blobs.filesystem().truncate(&path, found.file_size)?;
+            }
             blobs.insert(Arc::new(BlobFile::new(
                 number,
                 cf,

@@ -424,6 +424,15 @@ impl FileSystem for FaultInjectionFs {
         Ok(())
     }
 
+    fn truncate(&self, path: &Path, len: u64) -> Result<()> {
+        self.check(FsOp::Write, path)?;
+        StdFileSystem.truncate(path, len)?;
+        if let Some(synced) = self.state.lock().synced_len.get_mut(path) {
+            *synced = len;
+        }
+        Ok(())
+    }
+
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         self.check(FsOp::Read, dir)?;
         StdFileSystem.list(dir)
@@ -493,6 +502,22 @@ mod tests {
             !lost.exists(),
             "a creation no directory sync covered is gone"
         );
+    }
+
+    #[test]
+    fn a_truncation_is_durable_up_to_the_length_it_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultInjectionFs::new();
+        let path = dir.path().join("f");
+        let mut f = write(&fs, &path, b"synced", true);
+        f.append(b" unsynced tail").unwrap();
+        f.flush().unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        fs.truncate(&path, 15).unwrap();
+        fs.deactivate();
+        drop(f);
+        fs.drop_unsynced_data().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"synced unsynced");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 
 mod fault;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 
@@ -64,6 +64,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Cuts a file to its first `len` bytes and syncs it (recovery gives back the spare space a
+    /// crashed writer of a [`FileSystem::create_sized`] file had reserved).
+    fn truncate(&self, path: &Path, len: u64) -> Result<()>;
     /// Names (not paths) of the entries in a directory.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
     /// Creates a directory and its parents.
@@ -204,7 +207,7 @@ impl FileSystem for StdFileSystem {
     /// (`mapped.rs`): an append of a large value costs a copy instead of a syscall and the
     /// kernel's page-cache work.
     fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
         if let Some(file) = mapped::MappedWritableFile::create(path, expected_len)? {
             return Ok(Box::new(file));
         }
@@ -239,6 +242,16 @@ impl FileSystem for StdFileSystem {
 
     fn remove(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|e| io_err("remove", path, e))
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err("open", path, e))?;
+        file.set_len(len)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| io_err("truncate", path, e))
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {

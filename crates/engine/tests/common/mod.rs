@@ -80,6 +80,14 @@ impl strata_engine::FileSystem for CreateHook {
         (self.hook)(path)?;
         self.inner.create(path)
     }
+    fn create_sized(
+        &self,
+        path: &Path,
+        expected_len: u64,
+    ) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
+        (self.hook)(path)?;
+        self.inner.create_sized(path, expected_len)
+    }
     fn open_random(
         &self,
         path: &Path,
@@ -94,6 +102,9 @@ impl strata_engine::FileSystem for CreateHook {
     }
     fn remove(&self, path: &Path) -> strata_engine::Result<()> {
         self.inner.remove(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> strata_engine::Result<()> {
+        self.inner.truncate(path, len)
     }
     fn list(&self, dir: &Path) -> strata_engine::Result<Vec<String>> {
         self.inner.list(dir)
