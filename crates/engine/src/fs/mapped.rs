@@ -6,13 +6,16 @@
 //! already in the page cache, dirty and writable.
 //!
 //! Durability is that of `write()`: a store into a `MAP_SHARED` mapping is in the page cache the
-//! moment it is made, so a process crash keeps it; `sync` is fdatasync, which writes back pages
-//! dirtied through the mapping like any other.
+//! moment it is made, so a process crash keeps it. `sync` is a synchronous msync of the appended
+//! range, which on Linux is an fdatasync of that range: it writes back the pages dirtied through
+//! the mapping but not the zeroed ones populated ahead.
 //!
 //! Only pages the helper populated are written through the mapping. Populating a page makes the
 //! filesystem reserve its block, so a later store there cannot fault on a full disk, which would
 //! kill the process with SIGBUS instead of returning an error. Bytes past the populated pages are
-//! kept and written with `pwrite` on flush, which reports a full disk as an error.
+//! kept and written with `pwrite` on flush, which reports a full disk as an error. (As with any
+//! mapped file, another process truncating the file under the writer would fault it; a store's
+//! files are its own.)
 //!
 //! The file is extended (sparse) to its expected size when created; `finish`, or dropping the
 //! writer, trims it to what was appended. A crash leaves the zero tail, which readers of the
@@ -36,14 +39,15 @@ const AHEAD: usize = 4 << 20;
 const CHUNK: usize = 512 << 10;
 /// Mappings stay below this; a larger expected size is written past it with pwrite.
 const MAX_MAPPING: u64 = 1 << 30;
-const PAGE: usize = 4096;
 
 /// One file's mapping, shared by its writer and the helper thread. It is unmapped when the last
 /// of them lets go, so the helper never touches an unmapped range.
 #[derive(Debug)]
 struct Region {
     base: *mut u8,
+    /// A multiple of `page`.
     len: usize,
+    page: usize,
     /// Bytes from the start whose pages are populated: the writer may store below this.
     populated: AtomicUsize,
     /// How far the writer wants pages populated.
@@ -177,10 +181,14 @@ impl MappedWritableFile {
             .truncate(true)
             .open(path)
             .map_err(|e| io_err("create", path, e))?;
-        let pages = expected_len
-            .clamp(PAGE as u64, MAX_MAPPING)
-            .div_ceil(PAGE as u64);
-        let len = (pages * PAGE as u64) as usize;
+        // SAFETY: sysconf only reads a system constant.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            n if n > 0 => n as usize,
+            _ => 4096,
+        };
+        let len = expected_len
+            .clamp(page as u64, MAX_MAPPING)
+            .next_multiple_of(page as u64) as usize;
         file.set_len(len as u64)
             .map_err(|e| io_err("extend", path, e))?;
         // SAFETY: a fresh shared read-write mapping of the file's first `len` bytes, which exist
@@ -202,6 +210,7 @@ impl MappedWritableFile {
         let region = Arc::new(Region {
             base: base.cast(),
             len,
+            page,
             populated: AtomicUsize::new(0),
             wanted: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -225,7 +234,7 @@ impl MappedWritableFile {
         let Some(region) = &self.region else { return };
         let wanted = region.wanted.load(Ordering::Relaxed);
         if wanted < region.len && end + AHEAD / 2 >= wanted {
-            let target = (end + AHEAD).next_multiple_of(PAGE).min(region.len);
+            let target = (end + AHEAD).next_multiple_of(region.page).min(region.len);
             region.wanted.store(target, Ordering::Relaxed);
             self.populator.thread.unpark();
         }
