@@ -32,9 +32,12 @@ use parking_lot::Mutex;
 use super::{WritableFile, io_err};
 use crate::error::Result;
 
-/// How far ahead of the writer the helper keeps pages populated. The writer wakes the helper each
-/// time it has used half of it, so a wake-up (one futex call) is paid once per 2 MB appended.
-const AHEAD: usize = 4 << 20;
+/// How far ahead of the writer the helper keeps pages populated: as much as the file already
+/// holds, between these bounds. A file that is written slowly (one of many TTL buckets, say) so
+/// reserves little memory and disk, and a fast one wakes the helper (one futex call) only once
+/// per 2 MB appended, when it has used half of the window.
+const MIN_AHEAD: usize = 64 << 10;
+const MAX_AHEAD: usize = 4 << 20;
 /// The most the helper populates in one call, so that one fast writer does not starve another.
 const CHUNK: usize = 512 << 10;
 /// Mappings stay below this; a larger expected size is written past it with pwrite.
@@ -229,12 +232,13 @@ impl MappedWritableFile {
         Ok(Some(file))
     }
 
-    /// Asks the helper for pages past `end` when fewer than half of AHEAD are left.
+    /// Asks the helper for pages past `end` when fewer than half of the window are left.
     fn want_populated(&self, end: usize) {
         let Some(region) = &self.region else { return };
         let wanted = region.wanted.load(Ordering::Relaxed);
-        if wanted < region.len && end + AHEAD / 2 >= wanted {
-            let target = (end + AHEAD).next_multiple_of(region.page).min(region.len);
+        let ahead = end.clamp(MIN_AHEAD, MAX_AHEAD);
+        if wanted < region.len && end + ahead / 2 >= wanted {
+            let target = (end + ahead).next_multiple_of(region.page).min(region.len);
             region.wanted.store(target, Ordering::Relaxed);
             self.populator.thread.unpark();
         }
@@ -397,6 +401,32 @@ mod tests {
         f.sync().unwrap();
         f.finish().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn the_window_populated_ahead_grows_with_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = create(&dir.path().join("f"), 64 << 20);
+        let wanted =
+            |f: &MappedWritableFile| f.region.as_ref().unwrap().wanted.load(Ordering::Relaxed);
+        f.append(&record(0, 10_000)).unwrap();
+        assert_eq!(
+            wanted(&f),
+            MIN_AHEAD,
+            "a file barely written reserves little"
+        );
+        let mut len = 10_000;
+        while len < 8 << 20 {
+            f.append(&record(1, 4096)).unwrap();
+            len += 4096;
+            let w = wanted(&f);
+            let ahead = len.clamp(MIN_AHEAD, MAX_AHEAD);
+            assert!(
+                w >= len + ahead / 2 && w <= len + ahead + 4096,
+                "{w} at {len}"
+            );
+        }
+        f.finish().unwrap();
     }
 
     #[test]
