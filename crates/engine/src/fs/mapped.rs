@@ -63,7 +63,7 @@ struct Region {
 // only asks the kernel to populate pages of it; the single writer is the only thread that stores
 // into it, and only below `populated`, which the helper publishes with Release after populating.
 unsafe impl Send for Region {}
-// SAFETY: as for Send; every field other than `base` and `len` is atomic.
+// SAFETY: as for Send; `base`, `len` and `page` never change, and every other field is atomic.
 unsafe impl Sync for Region {}
 
 impl Region {
