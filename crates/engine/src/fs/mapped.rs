@@ -21,7 +21,7 @@
 //! writer, trims it to what was appended. A crash leaves the zero tail, which readers of the
 //! format must take for empty space (the blob reader does).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,7 +29,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::{WritableFile, io_err};
+use super::{WritableFile, create_truncated, io_err};
 use crate::error::Result;
 
 /// How far ahead of the writer the helper keeps pages populated: as much as the file already
@@ -164,9 +164,8 @@ pub(crate) struct MappedWritableFile {
     populator: &'static Populator,
     /// Bytes appended: the file's length once trimmed.
     len: u64,
-    /// Appended bytes past the populated pages, written at `pending_at` on flush.
+    /// The last appended bytes, past the populated pages: written by pwrite on flush.
     pending: Vec<u8>,
-    pending_at: u64,
 }
 
 impl MappedWritableFile {
@@ -176,14 +175,7 @@ impl MappedWritableFile {
         let Some(populator) = Populator::get() else {
             return Ok(None);
         };
-        // Mapping a file for writing needs it open for reading too.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_err("create", path, e))?;
+        let file = create_truncated(path)?;
         // SAFETY: sysconf only reads a system constant.
         let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
             n if n > 0 => n as usize,
@@ -207,7 +199,7 @@ impl MappedWritableFile {
             )
         };
         if base == libc::MAP_FAILED {
-            file.set_len(0).map_err(|e| io_err("truncate", path, e))?;
+            // The ordinary create the caller falls back to truncates the file again.
             return Ok(None);
         }
         let region = Arc::new(Region {
@@ -226,7 +218,6 @@ impl MappedWritableFile {
             populator,
             len: 0,
             pending: Vec::new(),
-            pending_at: 0,
         };
         file.want_populated(0);
         Ok(Some(file))
@@ -277,12 +268,7 @@ impl WritableFile for MappedWritableFile {
                     );
                 }
             }
-            _ => {
-                if self.pending.is_empty() {
-                    self.pending_at = self.len;
-                }
-                self.pending.extend_from_slice(data);
-            }
+            _ => self.pending.extend_from_slice(data),
         }
         self.len = end as u64;
         self.want_populated(end);
@@ -291,8 +277,9 @@ impl WritableFile for MappedWritableFile {
 
     fn flush(&mut self) -> Result<()> {
         if !self.pending.is_empty() {
+            let at = self.len - self.pending.len() as u64;
             self.file
-                .write_all_at(&self.pending, self.pending_at)
+                .write_all_at(&self.pending, at)
                 .map_err(|e| io_err("write", &self.path, e))?;
             self.pending.clear();
         }

@@ -90,9 +90,11 @@ impl StdFileSystem {
     }
 }
 
-/// Opens `path` for writing from empty, creating it if needed.
+/// Opens `path` for writing from empty, creating it if needed. Read access too, which mapping
+/// the file for writing (`mapped.rs`) needs.
 fn create_truncated(path: &Path) -> Result<File> {
     OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)
