@@ -5,6 +5,11 @@ pub fn decode(s: &str) -> Result<Vec<u8>, String> {
     let Some(hex) = s.strip_prefix("0x") else {
         return Ok(s.as_bytes().to_vec());
     };
+    if !hex.is_ascii() {
+        return Err(format!(
+            "{s}: not valid hex (only 0-9, a-f and A-F after 0x)"
+        ));
+    }
     if hex.len() % 2 != 0 {
         return Err(format!("{s}: hex needs an even number of digits"));
     }
@@ -51,6 +56,9 @@ mod tests {
         assert_eq!(decode("0x00ff10").unwrap(), vec![0, 255, 16]);
         assert!(decode("0x0").is_err());
         assert!(decode("0xzz").is_err());
+        // A multi-byte character must not be cut in half by the digit pairs.
+        assert!(decode("0xaé1").is_err());
+        assert!(decode("0xé").is_err());
         assert_eq!(encode(b"users/alice"), "users/alice");
         assert_eq!(encode(&[0, 1]), "0x0001");
         assert_eq!(

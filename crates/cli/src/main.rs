@@ -107,6 +107,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rebuilds the MANIFEST of a damaged store from its intact tables, blob files and WALs
+    /// (RocksDB's RepairDB), keeps damaged files aside in DIR/lost/, compacts, and reports what
+    /// it kept and lost. The way out when an open fails with a corruption error.
+    Repair {
+        /// As JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,6 +139,7 @@ enum CfCommand {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -141,13 +150,36 @@ fn main() -> ExitCode {
     }
 }
 
-fn open(dir: &PathBuf) -> Result<Db, String> {
-    Db::open(dir, Options::default()).map_err(|e| format!("cannot open {}: {e}", dir.display()))
+/// Output piped into a reader that stops early (`strata scan | head -1`) ends the process quietly,
+/// as it does for other Unix tools, instead of a panic in `println!`.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists, and SIG_DFL is a
+    // valid disposition for SIGPIPE. Exercised by the CLI test that pipes `scan` into `head`.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Whether a command may create the store: only commands that write do, so a mistyped `--db`
+/// given to a reading command says there is no store instead of making an empty one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Create {
+    IfMissing,
+    Never,
+}
+
+fn open(dir: &PathBuf, create: Create) -> Result<Db, String> {
+    let opts = Options {
+        create_if_missing: create == Create::IfMissing,
+        ..Options::default()
+    };
+    Db::open(dir, opts).map_err(|e| format!("cannot open {}: {e}", dir.display()))
 }
 
 /// Opens the store and looks up the column family `--cf` names.
-fn open_cf(dir: &PathBuf, name: &str) -> Result<(Db, ColumnFamily), String> {
-    let db = open(dir)?;
+fn open_cf(dir: &PathBuf, name: &str, create: Create) -> Result<(Db, ColumnFamily), String> {
+    let db = open(dir, create)?;
     let cf = db.cf(name).map_err(|e| e.to_string())?;
     Ok((db, cf))
 }
@@ -159,7 +191,7 @@ fn write_one(
     sync: bool,
     fill: impl FnOnce(&mut WriteBatch, &ColumnFamily) -> Result<(), String>,
 ) -> Result<(), String> {
-    let (db, cf) = open_cf(dir, cf_name)?;
+    let (db, cf) = open_cf(dir, cf_name, Create::IfMissing)?;
     let mut batch = WriteBatch::new();
     fill(&mut batch, &cf)?;
     let opts = WriteOptions {
@@ -169,9 +201,21 @@ fn write_one(
     db.write(batch, &opts).map_err(|e| e.to_string())
 }
 
+/// True when `dir` holds anything a store is made of (a CURRENT may be missing or damaged).
+fn holds_store_files(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name == "CURRENT"
+                || name.starts_with("MANIFEST-")
+                || [".sst", ".log", ".blob"].iter().any(|s| name.ends_with(s))
+        })
+    })
+}
+
 fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
-    if !dir.join("CURRENT").exists() {
-        return Err(format!("{}: no store here", dir.display()));
+    if !holds_store_files(dir) {
+        return Err(format!("no store at {}", dir.display()));
     }
     let report = strata_engine::verify_store(dir, &Options::default())
         .map_err(|e| format!("cannot verify {}: {e}", dir.display()))?;
@@ -183,7 +227,11 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
     } else {
         println!("file\tkind\tbytes\tentries\tstatus");
         for f in &report.files {
-            let status = f.problem.as_deref().unwrap_or("ok");
+            let status = match (&f.problem, &f.note) {
+                (Some(problem), _) => problem.clone(),
+                (None, Some(note)) => format!("ok: {note}"),
+                (None, None) => "ok".to_string(),
+            };
             println!(
                 "{}\t{}\t{}\t{}\t{status}",
                 f.name, f.kind, f.bytes, f.entries
@@ -192,8 +240,51 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
     }
     match report.damaged().count() {
         0 => Ok(()),
-        n => Err(format!("{n} of {} files damaged", report.files.len())),
+        n => Err(format!(
+            "{n} of {} files damaged (`strata repair` rebuilds the store from the intact ones)",
+            report.files.len()
+        )),
     }
+}
+
+fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
+    if !holds_store_files(dir) {
+        return Err(format!("no store at {}", dir.display()));
+    }
+    let report = strata_engine::repair_store(dir, &Options::default())
+        .map_err(|e| format!("cannot repair {}: {e}", dir.display()))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    if !report.manifest_read {
+        println!(
+            "no MANIFEST could be read: every intact table was put back, so keys deleted before \
+             may have returned"
+        );
+    }
+    println!(
+        "kept {} tables and {} blob files; replayed {} WAL records into {} tables",
+        report.tables_kept,
+        report.blob_files_kept,
+        report.wal_records_replayed,
+        report.tables_from_wals
+    );
+    println!("column families: {}", report.column_families.join(", "));
+    for lost in &report.lost {
+        println!("lost: {}: {}", lost.name, lost.reason);
+    }
+    if !report.lost.is_empty() {
+        println!(
+            "{} files are kept aside in {}",
+            report.lost.len(),
+            dir.join("lost").display()
+        );
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -201,9 +292,14 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Bench(args) => bench::run(&cli.db, *args),
         Command::Verify { json } => verify(&cli.db, json),
+        Command::Repair { json } => repair(&cli.db, json),
         Command::Stress(args) => stress::run(&cli.db, *args),
         Command::Cf(command) => {
-            let db = open(&cli.db)?;
+            let create = match command {
+                CfCommand::Create { .. } => Create::IfMissing,
+                CfCommand::Drop { .. } | CfCommand::List => Create::Never,
+            };
+            let db = open(&cli.db, create)?;
             match command {
                 CfCommand::Create { name } => db
                     .create_cf(&name, ColumnFamilyOptions::default())
@@ -228,15 +324,16 @@ fn run(cli: Cli) -> Result<(), String> {
             match ttl {
                 Some(0) => return Err("--ttl must be at least 1 second".into()),
                 Some(secs) => {
+                    // A TTL past the end of time never expires; wrapping would expire it at once.
                     let now = strata_engine::SystemClock.now_secs();
-                    batch.put_until_cf(cf, key, value, now + secs)
+                    batch.put_until_cf(cf, key, value, now.saturating_add(secs))
                 }
                 None => batch.put_cf(cf, key, value),
             }
             Ok(())
         }),
         Command::Blob(BlobCommand::List { json }) => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
             let files = db.properties_cf(&cf).map_err(err)?.blob_files;
             if json {
                 println!(
@@ -264,7 +361,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Get { key } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
             match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
                 Some(v) => {
                     println!("{}", codec::encode(&v));
@@ -289,7 +386,7 @@ fn run(cli: Cli) -> Result<(), String> {
             to,
             limit,
         } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
             let mut opts = ReadOptions {
                 fill_cache: false,
                 ..Default::default()
@@ -317,7 +414,7 @@ fn run(cli: Cli) -> Result<(), String> {
             it.status().map_err(err)
         }
         Command::Stats => {
-            let db = open(&cli.db)?;
+            let db = open(&cli.db, Create::Never)?;
             let out = serde_json::json!({
                 "properties": db.properties(),
                 "statistics": db.statistics(),
@@ -329,11 +426,11 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Flush => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
             db.flush_cf(&cf).map_err(err)
         }
         Command::Compact { from, to } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
             let from = from.as_deref().map(codec::decode).transpose()?;
             let to = to.as_deref().map(codec::decode).transpose()?;
             db.compact_range_cf(&cf, from.as_deref(), to.as_deref())

@@ -758,7 +758,7 @@ fn write(
             match a.ttl {
                 Some(ttl) => {
                     let now = strata_engine::SystemClock.now_secs();
-                    batch.put_until_cf(cf, k, v, now + ttl);
+                    batch.put_until_cf(cf, k, v, now.saturating_add(ttl));
                 }
                 None => batch.put_cf(cf, k, v),
             }

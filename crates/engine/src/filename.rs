@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 pub(crate) const CURRENT: &str = "CURRENT";
 pub(crate) const LOCK: &str = "LOCK";
+/// Where files are kept aside that an open could not prove obsolete, or that `repair` found
+/// damaged: never deleted by the engine.
+pub(crate) const LOST_DIR: &str = "lost";
 
 pub(crate) fn table_file(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.sst"))

@@ -51,7 +51,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
-    LevelProperties, Properties, Snapshot,
+    LevelProperties, LostFile, Properties, RepairReport, Snapshot, repair_store,
 };
 pub use error::{Error, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};

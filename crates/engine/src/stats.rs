@@ -142,6 +142,9 @@ statistics! {
     write_stall_micros,
     /// WAL records skipped as damaged during recovery (`WalRecovery::SkipCorrupted`).
     wal_records_skipped,
+    /// Tables and blob files an open moved to `lost/` instead of deleting: no surviving MANIFEST
+    /// edit names them, and the MANIFEST's last record was cut short.
+    files_kept_aside,
     /// Compactions that rewrote tables.
     compactions,
     /// Compactions that moved a table down a level without rewriting it.

@@ -13,7 +13,7 @@ use crate::batch::WriteBatch;
 use crate::blob::format::FOOTER_SIZE;
 use crate::blob::reader::{BlobFileReader, Recovered};
 use crate::error::{Error, Result};
-use crate::filename::{self, CURRENT, FileKind, LOCK};
+use crate::filename::{self, CURRENT, FileKind, LOCK, LOST_DIR};
 use crate::fs::FileSystem;
 use crate::options::Options;
 use crate::sst::{MetaBlocks, TableReader};
@@ -32,8 +32,13 @@ pub struct FileReport {
     pub bytes: u64,
     /// Entries (tables), records (WAL, MANIFEST, blob files) checked.
     pub entries: u64,
-    /// What is wrong with it, or `None` when every check passed.
+    /// What is wrong with it, or `None` when every check passed (or the file holds nothing the
+    /// store needs).
     pub problem: Option<String>,
+    /// What the file is when that is not plain: a crash's leftover that no MANIFEST names (the
+    /// next open deletes it), a log whose last record a crash cut short, a file kept aside in
+    /// `lost/`. Not damage.
+    pub note: Option<String>,
 }
 
 /// The result of `verify_store`.
@@ -62,61 +67,181 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let _lock = fs.lock(&dir.join(LOCK))?;
     let mut names = fs.list(dir)?;
     names.sort();
+    let versions = VersionSet::recover(dir, fs.clone());
+    let referenced = versions.as_ref().ok().map(Referenced::new);
     let mut report = VerifyReport::default();
     for name in names {
         let path = dir.join(&name);
-        let (kind, checked) = match filename::parse(&name) {
+        let kind = filename::parse(&name);
+        let (kind_name, checked) = match kind {
             FileKind::Table(n) => ("table", check_table(&fs, &path, n)),
             FileKind::Wal(_) => ("wal", check_log(fs.as_ref(), &path, check_batch)),
             FileKind::Manifest(_) => ("manifest", check_log(fs.as_ref(), &path, check_edit)),
             FileKind::Blob(_) => ("blob", check_blob(fs.as_ref(), &path)),
-            _ if name == CURRENT => ("current", Ok(1)),
+            _ if name == CURRENT => ("current", Ok(Checked::whole(1))),
             _ => continue,
         };
         let bytes = fs.open_random(&path).and_then(|f| f.len()).unwrap_or(0);
-        report.files.push(FileReport {
+        let mut file = FileReport {
             name,
-            kind: kind.to_string(),
+            kind: kind_name.to_string(),
             bytes,
-            entries: *checked.as_ref().unwrap_or(&0),
-            problem: checked.err().map(|e| e.to_string()),
-        });
+            entries: 0,
+            problem: None,
+            note: None,
+        };
+        match checked {
+            Ok(c) => {
+                file.entries = c.entries;
+                file.note = c.torn_tail;
+            }
+            Err(e) => file.problem = Some(e.to_string()),
+        }
+        if let Some(leftover) = referenced.as_ref().and_then(|r| r.leftover(kind)) {
+            // What no MANIFEST needs cannot damage the store, whatever state it is in.
+            file.note = Some(match file.problem.take() {
+                Some(p) => format!("{leftover}; it is also unreadable: {p}"),
+                None => leftover.to_string(),
+            });
+        }
+        report.files.push(file);
     }
-    check_manifest_names_exist(dir, fs, &mut report);
+    report_lost_files(dir, fs.as_ref(), &mut report);
+    match versions {
+        Ok(v) => check_manifest_names_exist(dir, &v, &mut report),
+        Err(e) => report_unrecoverable(e, &mut report),
+    }
     Ok(report)
 }
 
-fn check_table(fs: &Arc<dyn FileSystem>, path: &Path, number: u64) -> Result<u64> {
+/// What a file check found: entries or records read, and a note when a log's last record was
+/// cut short.
+struct Checked {
+    entries: u64,
+    torn_tail: Option<String>,
+}
+
+impl Checked {
+    fn whole(entries: u64) -> Self {
+        Checked {
+            entries,
+            torn_tail: None,
+        }
+    }
+}
+
+/// Which files the recovered MANIFEST needs.
+struct Referenced {
+    tables: BTreeSet<u64>,
+    blobs: BTreeSet<u64>,
+    min_log: u64,
+    manifest: u64,
+}
+
+impl Referenced {
+    fn new(v: &VersionSet) -> Self {
+        Referenced {
+            tables: v.live_tables().collect(),
+            blobs: v
+                .column_families()
+                .values()
+                .flat_map(|cf| cf.blob_files.keys().copied())
+                .collect(),
+            min_log: v.min_log_number(),
+            manifest: v.manifest_number(),
+        }
+    }
+
+    /// Why a file of `kind` is a leftover no MANIFEST needs, or `None` when it is needed.
+    fn leftover(&self, kind: FileKind) -> Option<&'static str> {
+        let unnamed = match kind {
+            FileKind::Table(n) => !self.tables.contains(&n),
+            FileKind::Blob(n) => !self.blobs.contains(&n),
+            FileKind::Wal(n) => n < self.min_log,
+            FileKind::Manifest(n) => n != self.manifest,
+            _ => false,
+        };
+        unnamed.then_some(
+            "unreferenced leftover: the MANIFEST does not need it (unfinished or superseded work \
+             of a crash, which the next open removes)",
+        )
+    }
+}
+
+/// Adds a report for each file kept aside in `lost/`: never read by the store, so not damage.
+fn report_lost_files(dir: &Path, fs: &dyn FileSystem, report: &mut VerifyReport) {
+    let lost = dir.join(LOST_DIR);
+    if !fs.exists(&lost) {
+        return;
+    }
+    let Ok(mut names) = fs.list(&lost) else {
+        return;
+    };
+    names.sort();
+    for name in names {
+        let bytes = fs
+            .open_random(&lost.join(&name))
+            .and_then(|f| f.len())
+            .unwrap_or(0);
+        report.files.push(FileReport {
+            name: format!("{LOST_DIR}/{name}"),
+            kind: "lost".to_string(),
+            bytes,
+            entries: 0,
+            problem: None,
+            note: Some(
+                "kept aside by an open that could not prove it obsolete, or by repair; the store \
+                 does not read it"
+                    .to_string(),
+            ),
+        });
+    }
+}
+
+fn check_table(fs: &Arc<dyn FileSystem>, path: &Path, number: u64) -> Result<Checked> {
     let file = fs.open_random(path)?;
     let stats = Arc::new(Stats::default());
     let table = TableReader::open(file, path, number, None, MetaBlocks::Held, stats)?;
-    Arc::new(table).verify()
+    Arc::new(table).verify().map(Checked::whole)
 }
 
-/// Reads every record of a log strictly: damage anywhere, a torn tail included, is reported.
+/// Reads every record of a log strictly: damage anywhere is reported, and so is a tail of wrong
+/// bytes; a last record cut short (what a crash during an unsynced append leaves, and what
+/// recovery drops) is a note.
 fn check_log(
     fs: &dyn FileSystem,
     path: &Path,
     check_record: fn(&[u8], &Path) -> Result<()>,
-) -> Result<u64> {
+) -> Result<Checked> {
     let data = fs.read_all(path)?;
-    let mut reader = LogReader::new(&data, path, ReadOutcome::FailOnMidLogDamage);
+    // Every offset, for WALs too: at worst a value holding log bytes makes a crash's torn tail
+    // read as damage here, which only errs towards reporting.
+    let mut reader =
+        LogReader::new(&data, path, ReadOutcome::FailOnMidLogDamage).scanning_every_offset();
     let mut records = 0;
     while let Some(record) = reader.next_record()? {
         check_record(&record, path)?;
         records += 1;
     }
-    if reader.torn_tail_bytes > 0 {
+    let torn = reader.torn_tail_bytes;
+    if let Some(why) = reader.tail_damage {
         return Err(Error::corruption(
             path,
             format!(
-                "the last {} bytes are not an intact record (a write cut short by a crash, or \
-                 damage) after {records} intact records",
-                reader.torn_tail_bytes
+                "{why} in the last {torn} bytes after {records} intact records (wrong bytes, not a \
+                 write cut short)"
             ),
         ));
     }
-    Ok(records)
+    Ok(Checked {
+        entries: records,
+        torn_tail: (torn > 0).then(|| {
+            format!(
+                "the last {torn} bytes are a record cut short (a crash during a write that was \
+                 never synced); recovery drops them"
+            )
+        }),
+    })
 }
 
 fn check_batch(record: &[u8], path: &Path) -> Result<()> {
@@ -131,8 +256,10 @@ fn check_edit(record: &[u8], path: &Path) -> Result<()> {
     VersionEdit::decode(record, path).map(|_| ())
 }
 
-/// Reads every record of a blob file; an unsealed one must end in an intact record.
-fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
+/// Reads every record of a blob file; an unsealed one must end in an intact record (zeros a writer
+/// reserved do not count). A damaged footer makes a sealed file read as an unsealed one with a
+/// torn tail, so such a tail is reported, not excused as a crash's.
+fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<Checked> {
     let reader = BlobFileReader::open(fs, path)?;
     let found = reader.recover()?;
     if !found.sealed {
@@ -146,9 +273,9 @@ fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
                 ),
             ));
         }
-        return Ok(found.footer.records);
+        return Ok(Checked::whole(found.footer.records));
     }
-    check_sealed_blob(&reader, &found)
+    check_sealed_blob(&reader, &found).map(Checked::whole)
 }
 
 /// Reads every record of a sealed blob file against its footer, whose counts were trusted to open
@@ -173,27 +300,41 @@ pub(crate) fn check_sealed_blob(reader: &BlobFileReader, found: &Recovered) -> R
     Ok(records)
 }
 
-/// Adds a report for each table or blob file the MANIFEST names that is not in the directory
-/// (and for CURRENT or its MANIFEST when they cannot be read).
-fn check_manifest_names_exist(dir: &Path, fs: Arc<dyn FileSystem>, report: &mut VerifyReport) {
-    let present: BTreeSet<String> = report.files.iter().map(|f| f.name.clone()).collect();
-    let versions = match VersionSet::recover(dir, fs) {
-        Ok(v) => v,
-        Err(e) => {
-            let problem = Some(format!("the store's state cannot be recovered: {e}"));
-            match report.files.iter_mut().find(|f| f.name == CURRENT) {
-                Some(current) => current.problem = problem,
-                None => report.files.push(FileReport {
-                    name: CURRENT.to_string(),
-                    kind: "current".to_string(),
-                    bytes: 0,
-                    entries: 0,
-                    problem,
-                }),
-            }
-            return;
-        }
+/// Reports the file recovery blames (the MANIFEST, or else CURRENT) when the store's state cannot
+/// be recovered.
+fn report_unrecoverable(e: Error, report: &mut VerifyReport) {
+    let blamed = match &e {
+        Error::Corruption { file, .. } => file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        _ => CURRENT.to_string(),
     };
+    let problem = Some(format!("the store's state cannot be recovered: {e}"));
+    let target = if report.files.iter().any(|f| f.name == blamed) {
+        blamed
+    } else {
+        CURRENT.to_string()
+    };
+    match report.files.iter_mut().find(|f| f.name == target) {
+        Some(file) => {
+            file.problem = problem;
+            file.note = None;
+        }
+        None => report.files.push(FileReport {
+            name: CURRENT.to_string(),
+            kind: "current".to_string(),
+            bytes: 0,
+            entries: 0,
+            problem,
+            note: None,
+        }),
+    }
+}
+
+/// Adds a report for each table or blob file the MANIFEST names that is not in the directory.
+fn check_manifest_names_exist(dir: &Path, versions: &VersionSet, report: &mut VerifyReport) {
+    let present: BTreeSet<String> = report.files.iter().map(|f| f.name.clone()).collect();
     let tables = versions
         .live_tables()
         .map(|n| (filename::table_file(dir, n), "table"));
@@ -219,6 +360,7 @@ fn check_manifest_names_exist(dir: &Path, fs: Arc<dyn FileSystem>, report: &mut 
                 bytes: 0,
                 entries: 0,
                 problem: Some("missing: the MANIFEST names it".to_string()),
+                note: None,
             });
         }
     }

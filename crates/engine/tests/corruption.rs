@@ -167,8 +167,8 @@ fn every_flipped_byte_is_reported_by_verify_and_never_read_as_data() {
                     }
                 }
                 Ok(got) => assert_eq!(got, want, "{what}: wrong data read"),
-                Err(Error::Corruption { file, .. }) => {
-                    assert!(flagged, "{what}: reads failed, verify passed");
+                Err(Error::Corruption { file, detail }) => {
+                    assert!(flagged, "{what}: reads failed ({detail}), verify passed");
                     assert!(
                         file.starts_with(dir.path()),
                         "{what}: corruption names {}",

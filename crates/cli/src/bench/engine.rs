@@ -133,7 +133,7 @@ impl BenchEngine for StrataEngine {
 
     fn write(&self, entries: &[(Vec<u8>, &[u8])]) -> Result<(), String> {
         let mut b = WriteBatch::new();
-        let expiration = (self.ttl > 0).then(|| SystemClock.now_secs() + self.ttl);
+        let expiration = (self.ttl > 0).then(|| SystemClock.now_secs().saturating_add(self.ttl));
         for (k, v) in entries {
             match expiration {
                 Some(e) => b.put_until_cf(self.cf_of(k), k, v, e),

@@ -33,7 +33,7 @@ pub struct BenchArgs {
     )]
     pub benchmarks: String,
     /// Number of keys.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub num: u64,
     /// Reads for read workloads (-1: as many as --num).
     #[arg(long, default_value_t = -1, allow_hyphen_values = true)]

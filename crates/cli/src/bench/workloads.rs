@@ -28,10 +28,12 @@ struct ValueSource {
 }
 
 impl ValueSource {
-    fn new(seed: u64) -> Self {
+    /// A source for values of up to `value_size` bytes, each starting at a different offset.
+    fn new(seed: u64, value_size: usize) -> Self {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut data = Vec::with_capacity(1 << 20);
-        while data.len() < 1 << 20 {
+        let len = (1 << 20).max(value_size.saturating_mul(2));
+        let mut data = Vec::with_capacity(len + 100);
+        while data.len() < len {
             // 50 random bytes then 50 copies of one byte: compresses to roughly 50%.
             data.extend((0..50).map(|_| rng.random_range(b' '..=b'~')));
             let b = rng.random_range(b' '..=b'~');
@@ -41,8 +43,9 @@ impl ValueSource {
     }
 
     fn value(&self, i: u64, size: usize) -> &[u8] {
-        let start = (i as usize * 97) % (self.data.len() - size.min(self.data.len()));
-        &self.data[start..start + size.min(self.data.len())]
+        let size = size.min(self.data.len());
+        let start = (i as usize).wrapping_mul(97) % (self.data.len() - size + 1);
+        &self.data[start..start + size]
     }
 }
 
@@ -166,7 +169,7 @@ fn fill(
     order: Order,
     range_deletions_written: &AtomicU64,
 ) -> Result<(Outcome, f64), String> {
-    let values = ValueSource::new(args.seed);
+    let values = ValueSource::new(args.seed, args.value_size);
     let deletions = RangeDeletions {
         args,
         written: range_deletions_written,
@@ -201,7 +204,7 @@ fn read_while_writing(
     user_bytes: &AtomicU64,
 ) -> Result<(Outcome, f64), String> {
     let done = AtomicBool::new(false);
-    let values = ValueSource::new(args.seed ^ 0xabc);
+    let values = ValueSource::new(args.seed ^ 0xabc, args.value_size);
     std::thread::scope(|s| {
         let writer = s.spawn(|| -> Result<u64, String> {
             let mut rng = StdRng::seed_from_u64(args.seed ^ 0xdead);
@@ -401,9 +404,15 @@ mod tests {
             "never truncated, as format! would not"
         );
         assert_eq!(make_key(u64::MAX, 0), u64::MAX.to_string().as_bytes());
-        let v = ValueSource::new(1);
+        let v = ValueSource::new(1, 100);
         assert_eq!(v.value(12345, 100).len(), 100);
         assert_eq!(v.value(0, 4096).len(), 4096);
+        // Values larger than the default buffer (a division by zero once).
+        let big = 1_048_600;
+        let v = ValueSource::new(1, big);
+        for i in [0, 1, u64::MAX] {
+            assert_eq!(v.value(i, big).len(), big);
+        }
     }
 
     #[test]

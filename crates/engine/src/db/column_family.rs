@@ -71,7 +71,7 @@ impl ColumnFamilyData {
         ColumnFamilyData {
             id,
             name,
-            table_opts: TableOptions::from_options(&opts),
+            table_opts: TableOptions::from_options(&opts, id),
             opts,
             view: RwLock::new(Arc::new(view)),
             compaction: Mutex::new(CompactionState::default()),

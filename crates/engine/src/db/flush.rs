@@ -41,7 +41,25 @@ pub(crate) fn write_level0_table(
         return Ok(None);
     }
     let path = table_file(dir, number);
-    let mut builder = TableBuilder::new(fs.create(&path)?, &path, opts.clone());
+    let built = build_level0_table(fs, dir, &path, mem, opts, snapshots, garbage);
+    if built.is_err() {
+        // No MANIFEST names a table before it is built, so a partial one is only lost space
+        // (on a full disk, the space the next attempt needs).
+        let _ = fs.remove(&path);
+    }
+    built.map(|(props, file_size)| Some(FileMetaData::from_table(number, file_size, props)))
+}
+
+fn build_level0_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    path: &Path,
+    mem: &Arc<MemTable>,
+    opts: &TableOptions,
+    snapshots: &[SequenceNumber],
+    garbage: &mut BlobGarbage,
+) -> Result<(crate::sst::TableProperties, u64)> {
+    let mut builder = TableBuilder::new(fs.create(path)?, path, opts.clone());
     let mut it = mem.iter();
     let mut tombstones = mem.range_tombstones().and_then(TombstoneCursor::over_list);
     it.seek_to_first();
@@ -62,10 +80,10 @@ pub(crate) fn write_level0_table(
     for t in mem.range_tombstones_as_written() {
         builder.add_range_tombstone(t);
     }
-    let (props, file_size) = builder.finish()?;
+    let built = builder.finish()?;
     // The table's directory entry must be durable before the MANIFEST names it.
     fs.sync_dir(dir)?;
-    Ok(Some(FileMetaData::from_table(number, file_size, props)))
+    Ok(built)
 }
 
 impl BackgroundWork for DbInner {

@@ -9,6 +9,7 @@ mod flush;
 mod multi_get;
 mod open;
 mod properties;
+mod repair;
 mod snapshot;
 mod write;
 
@@ -23,6 +24,7 @@ pub use properties::{
     BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
     Properties,
 };
+pub use repair::{LostFile, RepairReport, repair_store};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;

@@ -2,7 +2,7 @@
 //! flush into L0 tables, write a fresh MANIFEST and WAL, delete what is obsolete.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -22,7 +22,7 @@ use crate::blob::{
 };
 use crate::cache::{BlockCache, default_shard_bits};
 use crate::error::{Error, Result};
-use crate::filename::{self, CURRENT, FileKind, LOCK, wal_file};
+use crate::filename::{self, CURRENT, FileKind, LOCK, LOST_DIR, wal_file};
 use crate::fs::FileSystem;
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
@@ -42,7 +42,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     if !fs.exists(dir) {
         if !opts.create_if_missing {
             return Err(Error::InvalidArgument(format!(
-                "{} does not exist (create_if_missing is false)",
+                "no store at {}: the directory does not exist (create_if_missing is false)",
                 dir.display()
             )));
         }
@@ -80,9 +80,19 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         }
         VersionSet::recover(dir, fs.clone())?
     } else {
+        if let Some(found) = data_files_without_current(fs.as_ref(), dir)? {
+            return Err(Error::corruption(
+                dir.join(CURRENT),
+                format!(
+                    "missing, but {} holds {found}: the store's history is lost, not absent, so \
+                     it is not created anew (`strata repair` rebuilds it)",
+                    dir.display()
+                ),
+            ));
+        }
         if !opts.create_if_missing {
             return Err(Error::InvalidArgument(format!(
-                "{} holds no store",
+                "no store at {}: the directory holds no CURRENT file (create_if_missing is false)",
                 dir.display()
             )));
         }
@@ -168,37 +178,56 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 
     let blobs = BlobStore::new(dir, fs.clone(), stats.clone(), block_cache.clone());
     recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks)?;
-    let (last_seq, skipped) = replay_wals(dir, &opts, &mut versions, &cf_opts, &mut wals, &blobs)?;
-    stats.wal_records_skipped.add(skipped);
 
-    // A fresh WAL, then a fresh MANIFEST recording the recovered tables and that every older WAL is
-    // obsolete. Until CURRENT names the new MANIFEST, a crash replays the old WALs again.
-    let wal_number = versions.new_file_number();
-    let wal_path = wal_file(dir, wal_number);
-    let wal_writer = LogWriter::new(fs.create(&wal_path)?);
-    let ids: Vec<u32> = versions.column_families().keys().copied().collect();
-    for id in ids {
-        versions.apply_recovered(&VersionEdit {
-            column_family: id,
-            log_number: Some(wal_number),
-            ..Default::default()
-        })?;
-    }
-    versions.write_snapshot(last_seq)?;
+    // Tables replayed from the WALs, the fresh WAL and the fresh MANIFEST are new files no durable
+    // MANIFEST names until CURRENT names the fresh one: should the open fail before that (a full
+    // disk), they are removed, or each attempt would leave more behind.
+    let mut created = Vec::new();
+    let manifest_before = versions.manifest_number();
+    let recovered = replay_and_persist(
+        dir,
+        &opts,
+        &mut versions,
+        &cf_opts,
+        FoundFiles {
+            wals: &mut wals,
+            tables: &on_disk_tables,
+        },
+        &blobs,
+        &mut created,
+    );
+    let (last_seq, wal_number, wal_writer) = match recovered {
+        Ok((last_seq, skipped, wal_number, wal_writer)) => {
+            stats.wal_records_skipped.add(skipped);
+            (last_seq, wal_number, wal_writer)
+        }
+        Err(e) => {
+            let still_old = VersionSet::current_manifest(dir, fs.as_ref())
+                .is_ok_and(|p| p == dir.join(filename::manifest_name(manifest_before)));
+            if still_old {
+                for path in &created {
+                    let _ = fs.remove(path);
+                }
+            }
+            return Err(e);
+        }
+    };
     let live: HashSet<u64> = versions.live_tables().collect();
     let live_blobs: HashSet<u64> = versions
         .column_families()
         .values()
         .flat_map(|cf| cf.blob_files.keys().copied())
         .collect();
-    remove_obsolete_files(
+    let kept_aside = remove_obsolete_files(
         fs.as_ref(),
         dir,
         &live,
         &live_blobs,
         wal_number,
         versions.manifest_number(),
+        versions.recovered_torn_tail(),
     )?;
+    stats.files_kept_aside.add(kept_aside);
 
     let db_id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
     let mut registry = Registry::default();
@@ -295,6 +324,119 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     Ok(inner)
 }
 
+/// The WALs to replay and the tables found in the store's directory.
+struct FoundFiles<'a> {
+    wals: &'a mut [u64],
+    tables: &'a HashSet<u64>,
+}
+
+/// Replays the WALs into L0 tables, then starts a fresh WAL and a fresh MANIFEST that records the
+/// recovered state and that every older WAL is obsolete (until CURRENT names it, a crash replays
+/// the old WALs again). Every file it creates is pushed to `created`. Returns the last sequence
+/// number, the damaged WAL regions skipped, and the fresh WAL.
+fn replay_and_persist(
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    cf_opts: &BTreeMap<u32, ColumnFamilyOptions>,
+    found: FoundFiles<'_>,
+    blobs: &BlobStore,
+    created: &mut Vec<PathBuf>,
+) -> Result<(u64, u64, u64, LogWriter)> {
+    let FoundFiles {
+        wals,
+        tables: on_disk_tables,
+    } = found;
+    let (last_seq, skipped) = replay_wals(dir, opts, versions, cf_opts, wals, blobs, created)?;
+    if versions.recovered_torn_tail() {
+        check_unnamed_tables(dir, opts.filesystem.as_ref(), versions, on_disk_tables)?;
+    }
+    let wal_number = versions.new_file_number();
+    let wal_path = wal_file(dir, wal_number);
+    created.push(wal_path.clone());
+    let wal_writer = LogWriter::new(opts.filesystem.create(&wal_path)?);
+    let ids: Vec<u32> = versions.column_families().keys().copied().collect();
+    for id in ids {
+        versions.apply_recovered(&VersionEdit {
+            column_family: id,
+            log_number: Some(wal_number),
+            ..Default::default()
+        })?;
+    }
+    versions.write_snapshot(last_seq)?;
+    Ok((last_seq, skipped, wal_number, wal_writer))
+}
+
+/// After a MANIFEST whose last record was cut short: a table on disk that no surviving edit names
+/// is the output of unfinished work only if every write it holds is also in a live table (WAL
+/// records just replayed included). One that holds more may be the lost edit's only copy of
+/// acknowledged writes (a damaged MANIFEST rather than a crash): the open fails naming the
+/// MANIFEST, and nothing is deleted. One that cannot be read is left for the open to keep aside.
+fn check_unnamed_tables(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    versions: &VersionSet,
+    on_disk_tables: &HashSet<u64>,
+) -> Result<()> {
+    let live: HashSet<u64> = versions.live_tables().collect();
+    let manifest = dir.join(filename::manifest_name(versions.manifest_number()));
+    for &n in on_disk_tables.iter().filter(|n| !live.contains(n)) {
+        let path = filename::table_file(dir, n);
+        let Ok(props) = crate::sst::read_properties(fs, &path, n) else {
+            continue;
+        };
+        if props.num_entries + props.num_range_deletions == 0
+            || versions.seqs_covered(props.smallest_seq, props.largest_seq)
+        {
+            continue;
+        }
+        return Err(Error::corruption(
+            manifest,
+            format!(
+                "its last record is cut short, and table {n} (sequence numbers {}..={}), which \
+                 no surviving record names, holds writes no other file holds: the MANIFEST lost \
+                 an edit that had been made durable (`strata repair` rebuilds it from the files)",
+                props.smallest_seq, props.largest_seq
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What data files `dir` holds when it has no CURRENT (`None` when none could hold data): tables,
+/// blob files, WALs that are not empty. A MANIFEST alone is what a crash during a store's creation
+/// leaves, so it does not count.
+fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<String>> {
+    if !fs.exists(dir) {
+        return Ok(None);
+    }
+    let (mut tables, mut blob_files, mut wals) = (0, 0, 0);
+    for name in fs.list(dir)? {
+        match filename::parse(&name) {
+            FileKind::Table(_) => tables += 1,
+            FileKind::Blob(_) => blob_files += 1,
+            FileKind::Wal(_) => {
+                let len = fs.open_random(&dir.join(&name)).and_then(|f| f.len())?;
+                if len > 0 {
+                    wals += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    let counts = [
+        (tables, "table"),
+        (blob_files, "blob file"),
+        (wals, "WAL file"),
+    ];
+    let found: Vec<String> = counts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+        .collect();
+    Ok((!found.is_empty()).then(|| found.join(", ")))
+}
+
 /// Replays the WAL files, newest data last, into one memtable per column family, flushing each to
 /// L0 whenever it fills and at the end. A record is skipped when its column family was dropped or
 /// had already flushed that WAL. Returns the last sequence number seen and the damaged regions
@@ -306,6 +448,7 @@ fn replay_wals(
     cf_opts: &BTreeMap<u32, ColumnFamilyOptions>,
     wals: &mut [u64],
     blobs: &BlobStore,
+    created: &mut Vec<PathBuf>,
 ) -> Result<(u64, u64)> {
     let fs = opts.filesystem.as_ref();
     wals.sort_unstable();
@@ -321,14 +464,15 @@ fn replay_wals(
         .map(|(&id, o)| (id, new_memtable(o, 0)))
         .collect();
     let mut edits: BTreeMap<u32, VersionEdit> = BTreeMap::new();
-    let flush = |versions: &mut VersionSet,
-                 edits: &mut BTreeMap<u32, VersionEdit>,
-                 id: u32,
-                 mem: &Arc<MemTable>|
+    let mut flush = |versions: &mut VersionSet,
+                     edits: &mut BTreeMap<u32, VersionEdit>,
+                     id: u32,
+                     mem: &Arc<MemTable>|
      -> Result<()> {
         let o = &cf_opts[&id];
         let n = versions.new_file_number();
-        let table_opts = TableOptions::from_options(o);
+        created.push(filename::table_file(dir, n));
+        let table_opts = TableOptions::from_options(o, id);
         let mut garbage = BlobGarbage::new();
         let meta = write_level0_table(fs, dir, n, mem, &table_opts, &[], &mut garbage)?;
         let edit = edits.entry(id).or_insert_with(|| VersionEdit {
@@ -408,8 +552,11 @@ fn replay_wals(
     Ok((last_seq, skipped))
 }
 
-/// Deletes WALs older than `wal_number`, superseded MANIFESTs, temp files, and tables no version
-/// names (left by a flush that crashed before its MANIFEST edit).
+/// Deletes WALs older than `wal_number`, superseded MANIFESTs, temp files, and tables and blob
+/// files no version names (left by a flush or compaction that crashed before its MANIFEST edit).
+/// After a MANIFEST whose last record was cut short (`torn_tail`), a table or blob file no
+/// surviving edit names may be the lost edit's, so it is not deleted but moved to `lost/`.
+/// Returns how many files were moved there.
 fn remove_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -417,21 +564,39 @@ fn remove_obsolete_files(
     live_blobs: &HashSet<u64>,
     wal_number: u64,
     manifest_number: u64,
-) -> Result<()> {
+    torn_tail: bool,
+) -> Result<u64> {
+    let mut kept_aside = 0;
     for name in fs.list(dir)? {
-        let obsolete = match filename::parse(&name) {
-            FileKind::Wal(n) => n < wal_number,
-            FileKind::Table(n) => !live_tables.contains(&n),
-            FileKind::Blob(n) => !live_blobs.contains(&n),
-            FileKind::Manifest(n) => n != manifest_number,
-            FileKind::Temp => true,
-            FileKind::Other => false,
+        let (obsolete, data) = match filename::parse(&name) {
+            FileKind::Wal(n) => (n < wal_number, false),
+            FileKind::Table(n) => (!live_tables.contains(&n), true),
+            FileKind::Blob(n) => (!live_blobs.contains(&n), true),
+            FileKind::Manifest(n) => (n != manifest_number, false),
+            FileKind::Temp => (true, false),
+            FileKind::Other => (false, false),
         };
-        if obsolete {
+        if !obsolete {
+            continue;
+        }
+        // A table `check_unnamed_tables` let through holds nothing the live files do not; one it
+        // could not read, and a blob file, may still be the lost edit's.
+        let redundant = match filename::parse(&name) {
+            FileKind::Table(n) => crate::sst::read_properties(fs, &dir.join(&name), n).is_ok(),
+            _ => false,
+        };
+        if data && torn_tail && !redundant {
+            let lost = dir.join(LOST_DIR);
+            fs.create_dir_all(&lost)?;
+            fs.rename(&dir.join(&name), &lost.join(&name))?;
+            fs.sync_dir(&lost)?;
+            fs.sync_dir(dir)?;
+            kept_aside += 1;
+        } else {
             fs.remove(&dir.join(&name))?;
         }
     }
-    Ok(())
+    Ok(kept_aside)
 }
 
 /// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash

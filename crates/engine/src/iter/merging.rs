@@ -224,6 +224,13 @@ impl MergingIterator {
     fn rebuild(&mut self, forward: bool) {
         self.forward = forward;
         self.heap.clear();
+        if self
+            .children
+            .iter()
+            .any(|c| !c.valid() && c.status().is_err())
+        {
+            return; // see `fix_top`
+        }
         self.heap
             .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
         for i in (0..self.heap.len() / 2).rev() {
@@ -236,6 +243,10 @@ impl MergingIterator {
         let top = self.heap[0];
         if self.children[top].valid() {
             self.sift_down(0);
+        } else if self.children[top].status().is_err() {
+            // The stream ends at a child's error: merging on without it would show older
+            // versions of the keys it holds newer ones of (or hides with its tombstones).
+            self.heap.clear();
         } else {
             let last = self.heap.len() - 1;
             self.heap.swap(0, last);

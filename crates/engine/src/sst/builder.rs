@@ -26,11 +26,15 @@ pub(crate) struct TableOptions {
     pub compression: Compression,
     pub zstd_level: i32,
     pub bloom_bits_per_key: u32,
+    /// Recorded in the table's properties, so `repair` can return a table no MANIFEST names to
+    /// its column family.
+    pub column_family: u32,
 }
 
 impl TableOptions {
-    pub(crate) fn from_options(o: &crate::ColumnFamilyOptions) -> Self {
+    pub(crate) fn from_options(o: &crate::ColumnFamilyOptions, column_family: u32) -> Self {
         TableOptions {
+            column_family,
             block_size: o.block_size,
             restart_interval: o.block_restart_interval,
             compression: o.compression,
@@ -68,6 +72,7 @@ impl TableBuilder {
             index_block: BlockBuilder::new(1),
             props: TableProperties {
                 compression: (opts.compression == Compression::Zstd) as u64,
+                column_family: opts.column_family.into(),
                 smallest_seq: u64::MAX,
                 ..Default::default()
             },

@@ -14,5 +14,14 @@ pub use properties::TableProperties;
 pub(crate) use reader::{BlockReadOptions, MetaBlocks, PendingKey, TableIter, TableReader};
 pub(crate) use table_cache::{MetaPolicy, TableCache};
 
+/// The properties of the table at `path`, read without a cache.
+pub(crate) fn read_properties(
+    fs: &dyn crate::fs::FileSystem,
+    path: &std::path::Path,
+    number: u64,
+) -> crate::Result<TableProperties> {
+    TableReader::open_uncached(fs, path, number).map(|t| t.properties().clone())
+}
+
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,9 @@ pub struct TableProperties {
     pub largest_seq: u64,
     /// 1 when blocks may be zstd-compressed.
     pub compression: u64,
+    /// The id of the column family the table was written for (0 in tables from before it was
+    /// recorded).
+    pub column_family: u64,
     /// Smallest internal key.
     #[serde(skip)]
     pub smallest_key: Vec<u8>,
@@ -44,7 +47,7 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
-    fn numbers(&self) -> [(&'static str, u64); 12] {
+    fn numbers(&self) -> [(&'static str, u64); 13] {
         [
             ("strata.num.entries", self.num_entries),
             ("strata.num.deletions", self.num_deletions),
@@ -58,6 +61,7 @@ impl TableProperties {
             ("strata.smallest.seq", self.smallest_seq),
             ("strata.largest.seq", self.largest_seq),
             ("strata.compression", self.compression),
+            ("strata.column.family", self.column_family),
         ]
     }
 
@@ -104,6 +108,7 @@ impl TableProperties {
                         b"strata.smallest.seq" => p.smallest_seq = v,
                         b"strata.largest.seq" => p.largest_seq = v,
                         b"strata.compression" => p.compression = v,
+                        b"strata.column.family" => p.column_family = v,
                         _ => {}
                     }
                 }
@@ -124,6 +129,7 @@ mod tests {
             num_deletions: 2,
             num_range_deletions: 3,
             largest_seq: 99,
+            column_family: 7,
             smallest_key: b"a\0\0\0\0\0\0\0\0".to_vec(),
             largest_key: b"z\0\0\0\0\0\0\0\0".to_vec(),
             ..Default::default()

@@ -13,7 +13,7 @@ use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::coding::get_length_prefixed;
 use crate::error::{Error, Result};
 use crate::filter;
-use crate::fs::RandomAccessFile;
+use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::Lookup;
@@ -276,9 +276,22 @@ impl TableReader {
         Ok(Arc::new(self.read_raw(handle, true)?))
     }
 
-    #[cfg(test)]
     pub(crate) fn properties(&self) -> &TableProperties {
         &self.props
+    }
+
+    /// Opens the table at `path` (footer, index, properties) without a cache, for a look at
+    /// what it holds.
+    pub(crate) fn open_uncached(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Self> {
+        let file = fs.open_random(path)?;
+        Self::open(
+            file,
+            path,
+            number,
+            None,
+            MetaBlocks::Held,
+            Arc::new(Stats::default()),
+        )
     }
 
     fn corrupt_in(&self, it: &BlockIter) -> Result<()> {

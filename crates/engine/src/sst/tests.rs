@@ -26,6 +26,7 @@ fn opts(compression: Compression) -> TableOptions {
         compression,
         zstd_level: 3,
         bloom_bits_per_key: 10,
+        column_family: 0,
     }
 }
 

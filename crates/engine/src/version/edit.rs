@@ -30,6 +30,10 @@ const TAG_BLOB_GARBAGE: u32 = 14;
 const TAG_BLOB_FILE_EVICTED: u32 = 15;
 /// A blob file deleted (wholly garbage, or expired): number.
 const TAG_BLOB_FILE_DELETED: u32 = 16;
+/// In the first record of a MANIFEST: how many records the snapshot it opens with holds (this one
+/// included). The snapshot is synced before CURRENT names the file, so a recovery that finds fewer
+/// knows the file is damaged, not torn by a crash.
+const TAG_SNAPSHOT_RECORDS: u32 = 17;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +121,8 @@ pub(crate) struct VersionEdit {
     pub blob_files_evicted: Vec<(u64, u64)>,
     /// Blob files deleted.
     pub blob_files_deleted: Vec<u64>,
+    /// Records of the snapshot a MANIFEST starts with (set in its first record only).
+    pub snapshot_records: Option<u64>,
 }
 
 impl VersionEdit {
@@ -145,6 +151,7 @@ impl VersionEdit {
             (TAG_LOG_NUMBER, self.log_number),
             (TAG_NEXT_FILE, self.next_file_number),
             (TAG_LAST_SEQUENCE, self.last_sequence),
+            (TAG_SNAPSHOT_RECORDS, self.snapshot_records),
         ] {
             if let Some(v) = v {
                 put_varint32(&mut out, tag);
@@ -233,6 +240,7 @@ impl VersionEdit {
                 TAG_LOG_NUMBER => e.log_number = Some(v64(&mut pos)?),
                 TAG_NEXT_FILE => e.next_file_number = Some(v64(&mut pos)?),
                 TAG_LAST_SEQUENCE => e.last_sequence = Some(v64(&mut pos)?),
+                TAG_SNAPSHOT_RECORDS => e.snapshot_records = Some(v64(&mut pos)?),
                 TAG_DELETED_FILE => {
                     let level = decode_level(data, &mut pos).ok_or_else(|| bad("bad level"))?;
                     e.deleted_files.push((level, v64(&mut pos)?));
@@ -509,6 +517,7 @@ mod tests {
             blob_garbage: vec![(20, 4117), (5, 1)],
             blob_files_evicted: vec![(3, 999)],
             blob_files_deleted: vec![4],
+            snapshot_records: Some(3),
         };
         let p = Path::new("MANIFEST-000001");
         assert_eq!(VersionEdit::decode(&e.encode(), p).unwrap(), e);

@@ -18,6 +18,23 @@ use crate::value::PinnableValue;
 
 pub(crate) const NUM_LEVELS: usize = 7;
 
+/// Whether every sequence number in `[lo, hi]` lies in one of `ranges` (inclusive).
+pub(crate) fn seqs_covered(mut ranges: Vec<(u64, u64)>, lo: u64, hi: u64) -> bool {
+    ranges.sort_unstable();
+    // `next` is the smallest sequence number of [lo, hi] not yet known to be covered.
+    let mut next = lo;
+    for (start, end) in ranges {
+        if start > next {
+            return false;
+        }
+        next = next.max(end.saturating_add(1));
+        if next > hi {
+            return true;
+        }
+    }
+    false
+}
+
 /// The live tables at one moment. L0 is ordered newest first; deeper levels by smallest key, with
 /// no overlap between files of one level.
 #[derive(Debug, Clone, Default)]

@@ -56,6 +56,9 @@ pub(crate) struct VersionSet {
     last_sequence: u64,
     manifest: Option<LogWriter>,
     manifest_number: u64,
+    /// Set by `recover` when the MANIFEST ended in a record cut short (a crash during an append):
+    /// the edit it held is lost, so files no surviving edit names may still hold data.
+    torn_tail: bool,
 }
 
 impl std::fmt::Debug for VersionSet {
@@ -83,31 +86,58 @@ impl VersionSet {
             last_sequence: 0,
             manifest: None,
             manifest_number: 0,
+            torn_tail: false,
         }
     }
 
-    /// Replays the MANIFEST named by CURRENT.
+    /// Replays the MANIFEST named by CURRENT. Only a cleanly torn last record (bytes missing at
+    /// the end, as a crash during an append leaves them) is tolerated; a damaged record, a tail
+    /// of wrong bytes, or a snapshot cut short (it was synced before CURRENT named the file) is
+    /// `Corruption` naming the MANIFEST.
     pub(crate) fn recover(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Self> {
-        let current_path = dir.join(CURRENT);
-        let current = fs.read_all(&current_path)?;
-        let name = std::str::from_utf8(&current)
-            .ok()
-            .and_then(|s| s.strip_suffix('\n'))
-            .filter(|s| matches!(filename::parse(s), filename::FileKind::Manifest(_)))
-            .ok_or_else(|| Error::corruption(&current_path, "does not name a MANIFEST"))?;
-        let manifest_path = dir.join(name);
+        let manifest_path = Self::current_manifest(dir, fs.as_ref())?;
         let data = fs.read_all(&manifest_path)?;
-        let mut reader = LogReader::new(&data, &manifest_path, ReadOutcome::FailOnMidLogDamage);
+        let mut reader = LogReader::new(&data, &manifest_path, ReadOutcome::FailOnMidLogDamage)
+            .scanning_every_offset();
         let mut set = Self::new_empty(dir, fs);
         let mut edits = 0;
+        let mut snapshot_records = None;
         while let Some(record) = reader.next_record()? {
             let edit = VersionEdit::decode(&record, &manifest_path)?;
+            if edits == 0 {
+                snapshot_records = edit.snapshot_records;
+            }
             set.replay(&edit)
                 .map_err(|why| Error::corruption(&manifest_path, why))?;
             edits += 1;
         }
+        if reader.torn_tail_bytes > 0 {
+            let at = data.len() - reader.torn_tail_bytes;
+            if let Some(why) = reader.tail_damage {
+                return Err(Error::corruption(
+                    &manifest_path,
+                    format!(
+                        "{why} at offset {at}: the last record is damaged, not cut short by a \
+                         crash (`strata repair` rebuilds the MANIFEST)"
+                    ),
+                ));
+            }
+            set.torn_tail = true;
+        }
         if edits == 0 {
             return Err(Error::corruption(&manifest_path, "holds no version edit"));
+        }
+        if let Some(expected) = snapshot_records
+            && edits < expected
+        {
+            return Err(Error::corruption(
+                &manifest_path,
+                format!(
+                    "its snapshot is cut short: {edits} of {expected} records are intact, and \
+                     the snapshot was synced before CURRENT named the file (`strata repair` \
+                     rebuilds the MANIFEST)"
+                ),
+            ));
         }
         let max_file = set.live_tables().max().unwrap_or(0);
         let max_log = set.cfs.values().map(|cf| cf.log_number).max().unwrap_or(0);
@@ -123,10 +153,92 @@ impl VersionSet {
             .max(max_file + 1)
             .max(max_log + 1)
             .max(max_blob + 1);
-        if let filename::FileKind::Manifest(n) = filename::parse(name) {
+        if let Some(filename::FileKind::Manifest(n)) = manifest_path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(filename::parse)
+        {
             set.next_file_number = set.next_file_number.max(n + 1);
         }
         Ok(set)
+    }
+
+    /// The MANIFEST that CURRENT names; `Corruption` naming CURRENT when it names none, or one
+    /// that is missing.
+    pub(crate) fn current_manifest(dir: &Path, fs: &dyn FileSystem) -> Result<PathBuf> {
+        let current_path = dir.join(CURRENT);
+        let current = fs.read_all(&current_path)?;
+        let name = std::str::from_utf8(&current)
+            .ok()
+            .and_then(|s| s.strip_suffix('\n'))
+            .filter(|s| matches!(filename::parse(s), filename::FileKind::Manifest(_)))
+            .ok_or_else(|| {
+                Error::corruption(
+                    &current_path,
+                    "does not name a MANIFEST (`strata repair` rebuilds one)",
+                )
+            })?;
+        let manifest_path = dir.join(name);
+        if !fs.exists(&manifest_path) {
+            return Err(Error::corruption(
+                &current_path,
+                format!("names {name}, which is missing (`strata repair` rebuilds a MANIFEST)"),
+            ));
+        }
+        Ok(manifest_path)
+    }
+
+    /// What `repair` can still learn from a MANIFEST that may be damaged: every record that reads
+    /// and decodes is replayed, and edits that do not apply are passed over. Returns the set and
+    /// how many records were unusable.
+    pub(crate) fn recover_lenient(
+        dir: &Path,
+        fs: Arc<dyn FileSystem>,
+        manifest_path: &Path,
+    ) -> Result<(Self, u64)> {
+        let data = fs.read_all(manifest_path)?;
+        let mut reader =
+            LogReader::new(&data, manifest_path, ReadOutcome::SkipDamage).scanning_every_offset();
+        let mut set = Self::new_empty(dir, fs);
+        let mut unusable = 0u64;
+        while let Some(record) = reader.next_record()? {
+            let applied = VersionEdit::decode(&record, manifest_path)
+                .ok()
+                .is_some_and(|edit| set.replay(&edit).is_ok());
+            if !applied {
+                unusable += 1;
+            }
+        }
+        unusable += reader.skipped_regions as u64 + u64::from(reader.torn_tail_bytes > 0);
+        Ok((set, unusable))
+    }
+
+    /// Whether every sequence number in `[lo, hi]` lies in the sequence range of some live table:
+    /// a table no edit names whose writes are all that old is the output of unfinished work over
+    /// tables (or WAL records, replayed) that still hold them.
+    pub(crate) fn seqs_covered(&self, lo: u64, hi: u64) -> bool {
+        let ranges: Vec<(u64, u64)> = self
+            .cfs
+            .values()
+            .flat_map(|cf| cf.current.levels.iter().flatten())
+            .map(|f| (f.smallest_seq, f.largest_seq))
+            .collect();
+        super::seqs_covered(ranges, lo, hi)
+    }
+
+    /// The next file number to hand out.
+    pub(crate) fn next_file_number(&self) -> u64 {
+        self.next_file_number
+    }
+
+    /// The largest column family id ever handed out.
+    pub(crate) fn max_column_family(&self) -> u32 {
+        self.max_column_family
+    }
+
+    /// True when the recovered MANIFEST ended in a record cut short.
+    pub(crate) fn recovered_torn_tail(&self) -> bool {
+        self.torn_tail
     }
 
     /// Applies one recovered edit; the error says what is inconsistent.
@@ -252,11 +364,30 @@ impl VersionSet {
         let number = self.new_file_number();
         let path = self.dir.join(filename::manifest_name(number));
         let mut writer = LogWriter::new(self.fs.create(&path)?);
+        let written = self.write_snapshot_records(&mut writer, last_sequence);
+        if let Err(e) = written {
+            // CURRENT does not name it yet: a partial one is only lost space.
+            drop(writer);
+            let _ = self.fs.remove(&path);
+            return Err(e);
+        }
+        self.set_current(number)?;
+        let old = std::mem::replace(&mut self.manifest_number, number);
+        self.manifest = Some(writer);
+        if old != 0 {
+            // The old MANIFEST is superseded once CURRENT is durable; failing to remove it is harmless.
+            let _ = self.fs.remove(&self.dir.join(filename::manifest_name(old)));
+        }
+        Ok(())
+    }
+
+    fn write_snapshot_records(&mut self, writer: &mut LogWriter, last_sequence: u64) -> Result<()> {
         self.last_sequence = self.last_sequence.max(last_sequence);
         let header = VersionEdit {
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
             max_column_family: Some(self.max_column_family),
+            snapshot_records: Some(1 + self.cfs.len() as u64),
             ..Default::default()
         };
         writer.add_record(&header.encode())?;
@@ -287,15 +418,7 @@ impl VersionSet {
                 .collect();
             writer.add_record(&edit.encode())?;
         }
-        writer.sync()?;
-        self.set_current(number)?;
-        let old = std::mem::replace(&mut self.manifest_number, number);
-        self.manifest = Some(writer);
-        if old != 0 {
-            // The old MANIFEST is superseded once CURRENT is durable; failing to remove it is harmless.
-            let _ = self.fs.remove(&self.dir.join(filename::manifest_name(old)));
-        }
-        Ok(())
+        writer.sync()
     }
 
     fn set_current(&self, manifest_number: u64) -> Result<()> {
@@ -416,5 +539,27 @@ mod tests {
         let files = &recovered.column_families()[&0].blob_files;
         assert!(files.contains_key(&8));
         assert!(!files.contains_key(&7), "the failed edit came back");
+    }
+
+    #[test]
+    fn sequence_coverage_by_live_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = VersionSet::new_empty(dir.path(), Arc::new(crate::fs::StdFileSystem));
+        let table = |number, lo, hi| {
+            let mut f = crate::version::FileMetaData::for_test(number, "a", "b", 10);
+            (f.smallest_seq, f.largest_seq) = (lo, hi);
+            (1, f)
+        };
+        set.apply_recovered(&VersionEdit {
+            new_files: vec![table(1, 1, 10), table(2, 8, 20), table(3, 30, 40)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(set.seqs_covered(1, 20), "two overlapping ranges");
+        assert!(set.seqs_covered(12, 15));
+        assert!(set.seqs_covered(30, 40));
+        assert!(!set.seqs_covered(15, 30), "21..29 is a gap");
+        assert!(!set.seqs_covered(35, 41), "past the last range");
+        assert!(!set.seqs_covered(0, 5), "0 is below every range");
     }
 }

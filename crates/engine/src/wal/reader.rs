@@ -13,17 +13,31 @@ pub(crate) enum ReadOutcome {
     SkipDamage,
 }
 
+/// The damage a crash can leave at a log's end: bytes that never reached the disk, or space the
+/// filesystem had allocated but not yet filled.
+const CUT_SHORT: [&str; 3] = [
+    "truncated fragment header",
+    "truncated fragment",
+    "zeroed space",
+];
+
 /// Reads the records of a whole log held in memory.
 pub(crate) struct LogReader<'a> {
     data: &'a [u8],
     pos: usize,
     file: &'a Path,
     mode: ReadOutcome,
-    /// Bytes dropped at the end because a write was cut short.
+    /// Bytes dropped at the end: a write cut short, or damage no intact record follows.
     pub(crate) torn_tail_bytes: usize,
+    /// Why the tail was dropped, when it was not merely cut short (bytes missing or zeroed, as a
+    /// crash leaves them) but wrong: a checksum mismatch, an unknown type. A crash cannot write
+    /// wrong bytes into a synced log, so a caller that synced every record calls that damage.
+    pub(crate) tail_damage: Option<&'static str>,
     /// Damaged regions skipped in `SkipDamage` mode.
     pub(crate) skipped_regions: usize,
     done: bool,
+    /// Look for intact fragments after damage at every offset, not only at block starts.
+    every_offset: bool,
 }
 
 enum Physical<'a> {
@@ -41,9 +55,20 @@ impl<'a> LogReader<'a> {
             file,
             mode,
             torn_tail_bytes: 0,
+            tail_damage: None,
             skipped_regions: 0,
             done: false,
+            every_offset: false,
         }
+    }
+
+    /// Tells damage from a torn tail by looking for an intact fragment at every offset after it,
+    /// not only at block starts: damage inside the last block is then found too. For the
+    /// MANIFEST, whose records hold no user values; a WAL record's value may itself contain
+    /// bytes that parse as a fragment, which would make a torn tail look like damage.
+    pub(crate) fn scanning_every_offset(mut self) -> Self {
+        self.every_offset = true;
+        self
     }
 
     fn parse_at(
@@ -64,6 +89,12 @@ impl<'a> LogReader<'a> {
             return Err("fragment crosses a block boundary");
         }
         if pos + HEADER_SIZE + len > data.len() {
+            // A crash leaves a prefix of the fragment, whose checksum cannot match; bytes that do
+            // match are the whole fragment with its length field damaged.
+            let rest = &data[pos + HEADER_SIZE..];
+            if fixed32(data, pos) == fragment_crc(ty_byte, rest) {
+                return Err("fragment length damaged");
+            }
             return Err("truncated fragment");
         }
         let payload = &data[pos + HEADER_SIZE..pos + HEADER_SIZE + len];
@@ -100,6 +131,12 @@ impl<'a> LogReader<'a> {
 
     /// True when some block at or after `from` starts with an intact fragment.
     fn intact_fragment_after(&self, from: usize) -> bool {
+        if self.every_offset {
+            return (from + 1..self.data.len()).any(|pos| {
+                BLOCK_SIZE - pos % BLOCK_SIZE >= HEADER_SIZE
+                    && Self::parse_at(self.data, pos).is_ok()
+            });
+        }
         let mut block = from.div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
         while block < self.data.len() {
             if Self::parse_at(self.data, block).is_ok() {
@@ -111,9 +148,12 @@ impl<'a> LogReader<'a> {
     }
 
     /// Handles damage at `at`: `Ok(true)` to keep reading, `Ok(false)` at a torn tail.
-    fn on_damage(&mut self, at: usize, why: &str) -> Result<bool> {
+    fn on_damage(&mut self, at: usize, why: &'static str) -> Result<bool> {
         if !self.intact_fragment_after(at) {
             self.torn_tail_bytes = self.data.len() - at;
+            if !CUT_SHORT.contains(&why) {
+                self.tail_damage = Some(why);
+            }
             self.done = true;
             return Ok(false);
         }
