@@ -312,3 +312,166 @@ fn number_before(out: &str, phrase: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no number before {phrase:?} in {out}"))
 }
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Input that once panicked (exit 101) gets a clear error, or works.
+#[test]
+fn bad_input_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let o = strata(&db, &["put", "0xaé1", "v"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("not valid hex"), "{}", stderr_of(&o));
+
+    // A value larger than the bench's value buffer (a division by zero once).
+    let bench = dir.path().join("bench");
+    let o = strata(
+        &bench,
+        &[
+            "bench",
+            "--num",
+            "2",
+            "--value_size",
+            "1048600",
+            "--benchmarks",
+            "fillseq",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let o = strata(&bench, &["bench", "--num", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+
+    // A TTL past the end of time never expires (it wrapped around to the past once).
+    stdout(&strata(
+        &db,
+        &["put", "k", "v", "--ttl", "18446744073709551615"],
+    ));
+    assert_eq!(stdout(&strata(&db, &["get", "k"])), "v\n");
+}
+
+/// `scan | head -1`: the reader going away ends `strata` quietly, as it does `cat`.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(
+        &db,
+        &["bench", "--num", "20000", "--benchmarks", "fillseq"],
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--db")
+        .arg(&db)
+        .arg("scan")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr_of(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
+
+/// Commands that only read never create a store: a mistyped `--db` says there is none.
+#[test]
+fn reading_commands_never_create_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo").join("x");
+    for args in [
+        &["get", "a"][..],
+        &["scan"],
+        &["stats"],
+        &["blob", "list"],
+        &["cf", "list"],
+        &["flush"],
+        &["compact"],
+        &["verify"],
+        &["repair"],
+    ] {
+        let o = strata(&typo, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr_of(&o).contains("no store at"),
+            "{args:?}: {}",
+            stderr_of(&o)
+        );
+        assert!(
+            !dir.path().join("typo").exists(),
+            "{args:?} created a directory"
+        );
+    }
+    stdout(&strata(&typo, &["put", "a", "1"]));
+    assert_eq!(stdout(&strata(&typo, &["get", "a"])), "1\n");
+}
+
+/// The first case: a MANIFEST cut by 10 bytes. The open fails naming it and deletes
+/// nothing; `strata repair` brings every key back; `verify` passes.
+#[test]
+fn repair_is_the_way_out_of_a_damaged_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(
+        &db,
+        &["bench", "--num", "5000", "--benchmarks", "fillrandom"],
+    ));
+    let before = stdout(&strata(&db, &["scan"]));
+    assert!(!before.is_empty());
+    let manifest = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("MANIFEST-")
+        })
+        .unwrap();
+    let len = std::fs::metadata(&manifest).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&manifest)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let o = strata(&db, &["scan"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr_of(&o).contains("MANIFEST"), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("strata repair"), "{}", stderr_of(&o));
+    let o = strata(&db, &["verify"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "verify must call the store damaged"
+    );
+
+    let report = stdout(&strata(&db, &["repair"]));
+    assert!(report.contains("kept"), "{report}");
+    assert_eq!(stdout(&strata(&db, &["scan"])), before);
+    stdout(&strata(&db, &["verify"]));
+}
+
+/// A crash's half-written table is a note, and `verify` exits 0.
+#[test]
+fn verify_passes_over_crash_leftovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["put", "a", "1"]));
+    stdout(&strata(&db, &["flush"]));
+    std::fs::write(db.join("000777.sst"), b"").unwrap();
+    let out = stdout(&strata(&db, &["verify"]));
+    assert!(out.contains("000777.sst"), "{out}");
+    assert!(out.contains("unreferenced leftover"), "{out}");
+}

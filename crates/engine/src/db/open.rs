@@ -348,9 +348,7 @@ fn replay_and_persist(
         tables: on_disk_tables,
     } = found;
     let (last_seq, skipped) = replay_wals(dir, opts, versions, cf_opts, wals, blobs, created)?;
-    if versions.recovered_torn_tail() {
-        check_unnamed_tables(dir, opts.filesystem.as_ref(), versions, on_disk_tables)?;
-    }
+    check_unnamed_tables(dir, opts.filesystem.as_ref(), versions, on_disk_tables)?;
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     created.push(wal_path.clone());
@@ -367,11 +365,12 @@ fn replay_and_persist(
     Ok((last_seq, skipped, wal_number, wal_writer))
 }
 
-/// After a MANIFEST whose last record was cut short: a table on disk that no surviving edit names
-/// is the output of unfinished work only if every write it holds is also in a live table (WAL
-/// records just replayed included). One that holds more may be the lost edit's only copy of
-/// acknowledged writes (a damaged MANIFEST rather than a crash): the open fails naming the
-/// MANIFEST, and nothing is deleted. One that cannot be read is left for the open to keep aside.
+/// A table on disk that no recovered edit names is deleted by the open only when the version set
+/// shows it unneeded (`VersionSet::unnamed_table_is_unneeded`). One that may hold writes no other
+/// file holds (the MANIFEST lost an edit: cut at a record boundary, or torn) fails the open with
+/// `Corruption` naming the MANIFEST, before anything is deleted. One that cannot be read was
+/// never finished (a finished table was synced before any edit named it) and is left to
+/// `remove_obsolete_files`.
 fn check_unnamed_tables(
     dir: &Path,
     fs: &dyn FileSystem,
@@ -386,16 +385,16 @@ fn check_unnamed_tables(
             continue;
         };
         if props.num_entries + props.num_range_deletions == 0
-            || versions.seqs_covered(props.smallest_seq, props.largest_seq)
+            || versions.unnamed_table_is_unneeded(n, props.smallest_seq, props.largest_seq)
         {
             continue;
         }
         return Err(Error::corruption(
             manifest,
             format!(
-                "its last record is cut short, and table {n} (sequence numbers {}..={}), which \
-                 no surviving record names, holds writes no other file holds: the MANIFEST lost \
-                 an edit that had been made durable (`strata repair` rebuilds it from the files)",
+                "table {n} (sequence numbers {}..={}), which no record names, holds writes no \
+                 live table holds: the MANIFEST lost an edit that had been made durable \
+                 (`strata repair` rebuilds it from the files)",
                 props.smallest_seq, props.largest_seq
             ),
         ));

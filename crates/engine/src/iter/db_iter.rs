@@ -238,6 +238,15 @@ impl DbIterator {
             }
             self.inner.prev();
         }
+        if !self.inner.valid()
+            && let Err(e) = self.inner.status()
+        {
+            // The saved version may be an older one of a key whose newer version lies in the
+            // source that failed: yielding it would show an outdated value.
+            self.saved_key.clear();
+            self.saved_value.clear();
+            return self.fail(e);
+        }
         if last_kind == ValueKind::Delete || !self.at_or_above_lower(&self.saved_key) {
             self.valid = false;
             self.saved_key.clear();

@@ -2,7 +2,7 @@
 //! durable. `CURRENT` names the live MANIFEST and is replaced atomically (temp, fsync, rename,
 //! directory fsync).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,6 +59,11 @@ pub(crate) struct VersionSet {
     /// Set by `recover` when the MANIFEST ended in a record cut short (a crash during an append):
     /// the edit it held is lost, so files no surviving edit names may still hold data.
     torn_tail: bool,
+    /// Tables the recovered edits deleted, and the next file number the MANIFEST's snapshot
+    /// recorded: a table no edit names is obsolete if it is among the first or numbered below
+    /// the second.
+    deleted_tables: HashSet<u64>,
+    snapshot_next_file: u64,
 }
 
 impl std::fmt::Debug for VersionSet {
@@ -87,6 +92,8 @@ impl VersionSet {
             manifest: None,
             manifest_number: 0,
             torn_tail: false,
+            deleted_tables: HashSet::new(),
+            snapshot_next_file: 0,
         }
     }
 
@@ -106,7 +113,10 @@ impl VersionSet {
             let edit = VersionEdit::decode(&record, &manifest_path)?;
             if edits == 0 {
                 snapshot_records = edit.snapshot_records;
+                set.snapshot_next_file = edit.next_file_number.unwrap_or(0);
             }
+            set.deleted_tables
+                .extend(edit.deleted_files.iter().map(|(_, n)| *n));
             set.replay(&edit)
                 .map_err(|why| Error::corruption(&manifest_path, why))?;
             edits += 1;
@@ -159,6 +169,7 @@ impl VersionSet {
             .map(filename::parse)
         {
             set.next_file_number = set.next_file_number.max(n + 1);
+            set.manifest_number = n;
         }
         Ok(set)
     }
@@ -213,17 +224,27 @@ impl VersionSet {
         Ok((set, unusable))
     }
 
-    /// Whether every sequence number in `[lo, hi]` lies in the sequence range of some live table:
-    /// a table no edit names whose writes are all that old is the output of unfinished work over
-    /// tables (or WAL records, replayed) that still hold them.
-    pub(crate) fn seqs_covered(&self, lo: u64, hi: u64) -> bool {
-        let ranges: Vec<(u64, u64)> = self
-            .cfs
+    fn live_seq_ranges(&self) -> Vec<(u64, u64)> {
+        self.cfs
             .values()
             .flat_map(|cf| cf.current.levels.iter().flatten())
             .map(|f| (f.smallest_seq, f.largest_seq))
-            .collect();
-        super::seqs_covered(ranges, lo, hi)
+            .collect()
+    }
+
+    /// Whether a table on disk that no recovered edit names is known to hold nothing the store
+    /// needs: an edit deleted it, or it is older than the MANIFEST's snapshot (which names every
+    /// table live then), or both its oldest and newest writes fall inside live tables' sequence
+    /// ranges, as every write of an unfinished flush (whose WAL was just replayed) or compaction
+    /// (whose inputs are live) does. A table of writes no live table spans is what an edit that
+    /// had been made durable and was then lost leaves behind.
+    pub(crate) fn unnamed_table_is_unneeded(&self, number: u64, lo: u64, hi: u64) -> bool {
+        if self.deleted_tables.contains(&number) || number < self.snapshot_next_file {
+            return true;
+        }
+        let ranges = self.live_seq_ranges();
+        let inside = |seq: u64| ranges.iter().any(|&(a, b)| a <= seq && seq <= b);
+        inside(lo) && inside(hi)
     }
 
     /// The next file number to hand out.
@@ -542,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn sequence_coverage_by_live_tables() {
+    fn an_unnamed_table_is_unneeded_only_with_proof() {
         let dir = tempfile::tempdir().unwrap();
         let mut set = VersionSet::new_empty(dir.path(), Arc::new(crate::fs::StdFileSystem));
         let table = |number, lo, hi| {
@@ -555,11 +576,32 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert!(set.seqs_covered(1, 20), "two overlapping ranges");
-        assert!(set.seqs_covered(12, 15));
-        assert!(set.seqs_covered(30, 40));
-        assert!(!set.seqs_covered(15, 30), "21..29 is a gap");
-        assert!(!set.seqs_covered(35, 41), "past the last range");
-        assert!(!set.seqs_covered(0, 5), "0 is below every range");
+        set.deleted_tables.insert(7);
+        set.snapshot_next_file = 5;
+        assert!(
+            set.unnamed_table_is_unneeded(9, 12, 35),
+            "ends inside live ranges"
+        );
+        assert!(
+            !set.unnamed_table_is_unneeded(9, 21, 29),
+            "writes no live table spans"
+        );
+        assert!(
+            !set.unnamed_table_is_unneeded(9, 35, 41),
+            "newer than every live table"
+        );
+        assert!(
+            set.unnamed_table_is_unneeded(7, 50, 60),
+            "an edit deleted it"
+        );
+        assert!(
+            set.unnamed_table_is_unneeded(4, 50, 60),
+            "older than the snapshot"
+        );
+        // The union rule repair uses.
+        let ranges = vec![(1, 10), (8, 20), (30, 40)];
+        assert!(crate::version::seqs_covered(ranges.clone(), 1, 20));
+        assert!(!crate::version::seqs_covered(ranges.clone(), 15, 30));
+        assert!(!crate::version::seqs_covered(ranges, 0, 5));
     }
 }
