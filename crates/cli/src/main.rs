@@ -279,8 +279,7 @@ fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
     }
     if !report.lost.is_empty() {
         println!(
-            "{} files are kept aside in {}",
-            report.lost.len(),
+            "what is lost is kept in {}, where it exists",
             dir.join("lost").display()
         );
     }

@@ -68,6 +68,13 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut names = fs.list(dir)?;
     names.sort();
     let versions = VersionSet::recover(dir, fs.clone());
+    let newest_wal = names
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            FileKind::Wal(n) => Some(n),
+            _ => None,
+        })
+        .max();
     let referenced = versions.as_ref().ok().map(Referenced::new);
     let mut report = VerifyReport::default();
     for name in names {
@@ -93,7 +100,13 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         match checked {
             Ok(c) => {
                 file.entries = c.entries;
-                file.note = c.torn_tail;
+                match (kind, c.torn_tail) {
+                    // Synced whole when the next one started: only the newest can be torn.
+                    (FileKind::Wal(n), Some(torn)) if Some(n) != newest_wal => {
+                        file.problem = Some(format!("{torn}, but a newer WAL follows it"));
+                    }
+                    (_, torn) => file.note = torn,
+                }
             }
             Err(e) => file.problem = Some(e.to_string()),
         }

@@ -434,6 +434,81 @@ fn verify_calls_crash_leftovers_what_they_are() {
     assert!(!verify_store(dir.path(), &options()).unwrap().is_ok());
 }
 
+/// A damaged table: `repair` keeps it aside, and every key of the intact tables reads back.
+#[test]
+fn repair_keeps_a_damaged_table_aside_and_the_rest_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut intact = Model::new();
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..300 {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        let first = common::files_with_extension(dir.path(), "sst");
+        for i in 300..600 {
+            db.put(key(i), value(i, 0)).unwrap();
+            intact.insert(key(i), value(i, 0));
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+        for table in first {
+            let mut bytes = std::fs::read(&table).unwrap();
+            let at = bytes.len() / 3;
+            bytes[at] ^= 0x08;
+            std::fs::write(&table, bytes).unwrap();
+        }
+    }
+    assert!(!verify_store(dir.path(), &options()).unwrap().is_ok());
+    let report = repair_store(dir.path(), &options()).unwrap();
+    assert!(!report.lost.is_empty(), "{report:?}");
+    assert!(dir.path().join("lost").exists());
+    assert!(verify_store(dir.path(), &options()).unwrap().is_ok());
+    let db = Db::open(dir.path(), options()).unwrap();
+    let (got, status) = scan(&db);
+    status.unwrap();
+    let got: Model = got.into_iter().collect();
+    assert_eq!(got, intact);
+}
+
+/// A damaged blob file: `repair` keeps it aside and records it as evicted, so its values read
+/// as absent instead of failing every scan; the other values read back.
+#[test]
+fn repair_turns_a_damaged_blob_file_into_absent_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 64;
+    o.cf.blob_file_size = 8 << 10;
+    let mut model = Model::new();
+    {
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        for i in 0..300 {
+            let v = format!("{i:06}-{}", "b".repeat(200)).into_bytes();
+            db.put(key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let blobs = common::files_with_extension(dir.path(), "blob");
+    assert!(blobs.len() >= 2, "{blobs:?}");
+    let mut bytes = std::fs::read(&blobs[0]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&blobs[0], bytes).unwrap();
+    let report = repair_store(dir.path(), &o).unwrap();
+    assert_eq!(report.lost.len(), 1, "{report:?}");
+    assert!(verify_store(dir.path(), &o).unwrap().is_ok());
+    let db = Db::open(dir.path(), o).unwrap();
+    let (got, status) = scan(&db);
+    status.unwrap();
+    assert!(!got.is_empty() && got.len() < model.len(), "{}", got.len());
+    for (k, v) in &got {
+        assert_eq!(model.get(k), Some(v));
+    }
+}
+
 /// Random damage (a cut or a flipped byte) in a random file of a closed store of keys written
 /// in order: the open fails, or a scan stops with an error after current values only, or the
 /// store holds exactly the first j writes for some j.

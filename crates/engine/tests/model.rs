@@ -170,6 +170,13 @@ enum Op {
     Crash {
         tail: Option<u64>,
     },
+    /// After a clean close, a copy of the store has one random file cut or one bit flipped (by
+    /// `seed`): its open must fail, or its reads fail, or it must hold exactly the models (every
+    /// write was synced by the close, so the only valid prefix is all of them). The store itself
+    /// goes on untouched.
+    Damage {
+        seed: u64,
+    },
 }
 
 /// How the stream is run: `dynamic` switches dynamic level sizing (and the cache set-up),
@@ -407,6 +414,9 @@ impl Generator {
             998 => Op::Crash {
                 tail: self.rng.random_ratio(1, 2).then(|| self.rng.random()),
             },
+            _ if self.rng.random_ratio(1, 2) => Op::Damage {
+                seed: self.rng.random(),
+            },
             _ => Op::Reopen,
         }
     }
@@ -443,6 +453,7 @@ struct Tally {
     range_deletes: u64,
     crashes: u64,
     writes_lost: u64,
+    damaged: u64,
     reopens: u64,
     cf_created: u64,
     cf_dropped: u64,
@@ -469,6 +480,9 @@ struct Runner {
     snapshots: Vec<(Snapshot, SnapshotModels)>,
     /// Writes since the last one known durable, oldest first.
     unsynced: Vec<Undo>,
+    /// Writes since the store was last opened (the ones its WAL holds), oldest first: damage
+    /// that cuts a WAL short may undo a suffix of them.
+    since_open: Vec<Undo>,
     incarnations: u64,
     expirations: HashMap<Vec<u8>, u64>,
     tally: Tally,
@@ -495,6 +509,7 @@ impl Runner {
             stale: vec![None; SLOTS],
             snapshots: Vec::new(),
             unsynced: Vec::new(),
+            since_open: Vec::new(),
             incarnations: 0,
             expirations: HashMap::new(),
             tally: Tally::default(),
@@ -543,6 +558,9 @@ impl Runner {
 
     /// Records a write that succeeded: a synced one makes every earlier one durable.
     fn acknowledged(&mut self, undo: Undo, sync: bool) {
+        if !undo.is_empty() {
+            self.since_open.push(undo.clone());
+        }
         if sync {
             self.unsynced.clear();
         } else if !undo.is_empty() {
@@ -1029,6 +1047,7 @@ impl Runner {
                 self.tally.reopens += 1;
             }
             Op::Crash { tail } => self.crash(*tail),
+            Op::Damage { seed } => self.damage(*seed),
         }
     }
 
@@ -1072,6 +1091,7 @@ impl Runner {
             }
         }
         self.stale = vec![None; SLOTS];
+        self.since_open.clear();
         self.db = Some(db);
     }
 
@@ -1098,10 +1118,25 @@ impl Runner {
     }
 
     fn models_match(&self, store: &[Option<Model>]) -> bool {
-        self.cfs.iter().zip(store).all(|(cf, got)| match (cf, got) {
-            (Some(cf), Some(got)) => cf.model.iter().filter(|(_, v)| self.live(v)).eq(got.iter()),
-            _ => true,
-        })
+        let models: Vec<Option<&Model>> = self
+            .cfs
+            .iter()
+            .map(|cf| cf.as_ref().map(|cf| &cf.model))
+            .collect();
+        self.agree(&models, store)
+    }
+
+    /// Whether the store's content equals `models` (expired values left out).
+    fn agree(&self, models: &[Option<&Model>], store: &[Option<Model>]) -> bool {
+        models
+            .iter()
+            .zip(store)
+            .all(|(model, got)| match (model, got) {
+                (Some(model), Some(got)) => {
+                    model.iter().filter(|(_, v)| self.live(v)).eq(got.iter())
+                }
+                _ => true,
+            })
     }
 
     /// The power goes. The recovered store must equal the models after a prefix of the writes
@@ -1142,6 +1177,97 @@ impl Runner {
         self.drop_expired();
         self.unsynced.clear();
         self.tally.crashes += 1;
+    }
+
+    /// Closes the store, damages one file of a copy of it, and checks what the copy's open gives.
+    fn damage(&mut self, seed: u64) {
+        self.shut_down();
+        self.db.take().unwrap().close().unwrap();
+        self.unsynced.clear();
+        let copy = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(self.dir.path()).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            if e.file_type().unwrap().is_file() && name != "LOCK" {
+                std::fs::copy(e.path(), copy.path().join(&name)).unwrap();
+                files.push(name);
+            }
+        }
+        files.sort();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let name = &files[rng.random_range(0..files.len())];
+        let path = copy.path().join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        if !bytes.is_empty() {
+            let at = rng.random_range(0..bytes.len());
+            if rng.random_ratio(1, 2) {
+                bytes.truncate(at);
+            } else {
+                bytes[at] ^= 1 << rng.random_range(0..8);
+            }
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let fs = FaultInjectionFs::new();
+        if let Ok(db) = Db::open(copy.path(), options(self.cfg, &fs, self.clock.as_ref())) {
+            let read: Result<Vec<Option<Model>>, strata_engine::Error> = self
+                .cfs
+                .iter()
+                .enumerate()
+                .map(|(slot, cf)| {
+                    if cf.is_none() {
+                        return Ok(None);
+                    }
+                    let handle = db.cf(&slot_name(slot))?;
+                    let mut it = db.iter_cf(&ReadOptions::default(), &handle)?;
+                    it.seek_to_first();
+                    let mut m = Model::new();
+                    while it.valid() {
+                        m.insert(it.key().to_vec(), it.value().to_vec());
+                        it.next();
+                    }
+                    it.status()?;
+                    Ok(Some(m))
+                })
+                .collect();
+            if let Ok(read) = read {
+                // A log cut short reads as a crash's torn tail: the newest writes may be gone,
+                // but never any older one alone, and nothing may change.
+                let mut models: Vec<Option<Model>> = self
+                    .cfs
+                    .iter()
+                    .map(|cf| cf.as_ref().map(|cf| cf.model.clone()))
+                    .collect();
+                let mut history = self.since_open.clone();
+                loop {
+                    let view: Vec<Option<&Model>> = models.iter().map(Option::as_ref).collect();
+                    if self.agree(&view, &read) {
+                        break;
+                    }
+                    let undo = history.pop().unwrap_or_else(|| {
+                        panic!(
+                            "{name} damaged: the store opened and read data that is no prefix \
+                             of the writes"
+                        )
+                    });
+                    for (slot, incarnation, k, old) in undo.into_iter().rev() {
+                        let live = self.cfs[slot]
+                            .as_ref()
+                            .is_some_and(|cf| cf.incarnation == incarnation);
+                        let Some(model) = models[slot].as_mut().filter(|_| live) else {
+                            continue;
+                        };
+                        match old {
+                            Some(v) => model.insert(k, v),
+                            None => model.remove(&k),
+                        };
+                    }
+                }
+            }
+            drop(db);
+        }
+        self.tally.damaged += 1;
+        self.open();
     }
 
     /// A final clean reopen and a full comparison.
@@ -1342,7 +1468,7 @@ fn report(seed: u64, ops: u64, t: &Tally) {
     println!(
         "model test: seed {seed}, {ops} operations ({} range deletions), {} reads checked; {} \
          flushes, {} compactions, {} trivial moves; {} power losses ({} unsynced writes lost), \
-         {} reopens; {} column families created, {} dropped, {} misuses refused; {} keys at the \
+         {} reopens, {} damaged copies; {} column families created, {} dropped, {} misuses refused; {} keys at the \
          end, {} tables in the default column family, deepest level L{}",
         t.range_deletes,
         t.checks,
@@ -1352,6 +1478,7 @@ fn report(seed: u64, ops: u64, t: &Tally) {
         t.crashes,
         t.writes_lost,
         t.reopens,
+        t.damaged,
         t.cf_created,
         t.cf_dropped,
         t.refused,
@@ -1368,6 +1495,7 @@ fn report(seed: u64, ops: u64, t: &Tally) {
             "power losses should lose unsynced writes"
         );
         assert!(t.cf_created > 10 && t.cf_dropped > 10 && t.refused > 10);
+        assert!(t.damaged > 10, "damaged copies should be checked");
     }
 }
 

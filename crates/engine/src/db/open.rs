@@ -385,7 +385,12 @@ fn check_unnamed_tables(
             continue;
         };
         if props.num_entries + props.num_range_deletions == 0
-            || versions.unnamed_table_is_unneeded(n, props.smallest_seq, props.largest_seq)
+            || versions.unnamed_table_is_unneeded(
+                n,
+                props.column_family,
+                props.smallest_seq,
+                props.largest_seq,
+            )
         {
             continue;
         }
@@ -500,7 +505,18 @@ fn replay_wals(
             // Only records replay applies matter: those of live column families not yet flushed.
             let applies = |cf: u32| log_numbers.get(&cf).is_some_and(|&log| number >= log);
             let now = opts.clock.now_secs();
-            if missing_blob(&batch, blobs, &path, applies, now)?.is_some() {
+            if let Some(file) = missing_blob(&batch, blobs, &path, applies, now)? {
+                if wals.last() != Some(&number) {
+                    // Blob files are synced with the WAL when a newer WAL replaces it.
+                    return Err(Error::corruption(
+                        blobs.path(file),
+                        format!(
+                            "{} points past its end, and was synced when that WAL was closed: \
+                             the blob file is damaged (`strata repair` keeps it aside)",
+                            path.display()
+                        ),
+                    ));
+                }
                 // The write's blob record did not survive (a crash before its blob file was
                 // synced): it was never synced itself, so neither was anything after it.
                 skipped += 1;
@@ -541,6 +557,31 @@ fn replay_wals(
             }
         }
         skipped += reader.skipped_regions as u64;
+        let newest = wals.last() == Some(&number);
+        if reader.torn_tail_bytes > 0 && !newest && mode == ReadOutcome::FailOnMidLogDamage {
+            // A log is synced when a newer one replaces it: only the newest can be torn.
+            return Err(Error::corruption(
+                &path,
+                format!(
+                    "the last {} bytes are cut short, but a newer WAL follows it, and a WAL is \
+                     synced whole before the next one starts: damage, not a crash \
+                     (`strata repair` replays around it)",
+                    reader.torn_tail_bytes
+                ),
+            ));
+        }
+        if let (Some(why), ReadOutcome::FailOnMidLogDamage) = (reader.tail_damage, mode) {
+            // A crash leaves the end of a log cut short or zeroed, never wrong: the records
+            // there were written whole, and may have been acknowledged as synced.
+            return Err(Error::corruption(
+                &path,
+                format!(
+                    "{why} in the last {} bytes: damage, not a write cut short by a crash \
+                     (WalRecovery::SkipCorrupted skips it; `strata repair` replays around it)",
+                    reader.torn_tail_bytes
+                ),
+            ));
+        }
     }
     for (&id, mem) in &mems {
         flush(versions, &mut edits, id, mem)?;

@@ -117,6 +117,14 @@ impl VersionSet {
             }
             set.deleted_tables
                 .extend(edit.deleted_files.iter().map(|(_, n)| *n));
+            if edit.drop_column_family
+                && let Some(cf) = set.cfs.get(&edit.column_family)
+            {
+                // A dropped column family's tables go once no reader holds them: a crash can
+                // leave them behind, named by no edit.
+                let tables = cf.current.levels.iter().flatten().map(|f| f.number);
+                set.deleted_tables.extend(tables);
+            }
             set.replay(&edit)
                 .map_err(|why| Error::corruption(&manifest_path, why))?;
             edits += 1;
@@ -234,12 +242,24 @@ impl VersionSet {
 
     /// Whether a table on disk that no recovered edit names is known to hold nothing the store
     /// needs: an edit deleted it, or it is older than the MANIFEST's snapshot (which names every
-    /// table live then), or both its oldest and newest writes fall inside live tables' sequence
+    /// table live then), or it was written for a column family since dropped, or both its oldest and newest writes fall inside live tables' sequence
     /// ranges, as every write of an unfinished flush (whose WAL was just replayed) or compaction
     /// (whose inputs are live) does. A table of writes no live table spans is what an edit that
     /// had been made durable and was then lost leaves behind.
-    pub(crate) fn unnamed_table_is_unneeded(&self, number: u64, lo: u64, hi: u64) -> bool {
+    pub(crate) fn unnamed_table_is_unneeded(
+        &self,
+        number: u64,
+        column_family: u64,
+        lo: u64,
+        hi: u64,
+    ) -> bool {
         if self.deleted_tables.contains(&number) || number < self.snapshot_next_file {
+            return true;
+        }
+        // Written for a column family dropped since (a flush whose edit the drop refused).
+        let dropped = u32::try_from(column_family)
+            .is_ok_and(|id| id <= self.max_column_family && !self.cfs.contains_key(&id));
+        if dropped {
             return true;
         }
         let ranges = self.live_seq_ranges();
