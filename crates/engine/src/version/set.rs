@@ -598,26 +598,15 @@ mod tests {
         .unwrap();
         set.deleted_tables.insert(7);
         set.snapshot_next_file = 5;
-        assert!(
-            set.unnamed_table_is_unneeded(9, 12, 35),
-            "ends inside live ranges"
-        );
-        assert!(
-            !set.unnamed_table_is_unneeded(9, 21, 29),
-            "writes no live table spans"
-        );
-        assert!(
-            !set.unnamed_table_is_unneeded(9, 35, 41),
-            "newer than every live table"
-        );
-        assert!(
-            set.unnamed_table_is_unneeded(7, 50, 60),
-            "an edit deleted it"
-        );
-        assert!(
-            set.unnamed_table_is_unneeded(4, 50, 60),
-            "older than the snapshot"
-        );
+        set.max_column_family = 2;
+        let unneeded = |number, cf, lo, hi| set.unnamed_table_is_unneeded(number, cf, lo, hi);
+        assert!(unneeded(9, 0, 12, 35), "ends inside live ranges");
+        assert!(!unneeded(9, 0, 21, 29), "writes no live table spans");
+        assert!(!unneeded(9, 0, 35, 41), "newer than every live table");
+        assert!(unneeded(7, 0, 50, 60), "an edit deleted it");
+        assert!(unneeded(4, 0, 50, 60), "older than the snapshot");
+        assert!(unneeded(9, 2, 50, 60), "its column family was dropped");
+        assert!(!unneeded(9, 3, 50, 60), "a column family never seen");
         // The union rule repair uses.
         let ranges = vec![(1, 10), (8, 20), (30, 40)];
         assert!(crate::version::seqs_covered(ranges.clone(), 1, 20));
