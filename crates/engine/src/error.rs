@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Every fallible engine call returns this.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The operating system refused an operation; `context` says which and on what path.
     #[error("I/O error: {context}: {source}")]
@@ -32,6 +33,29 @@ pub enum Error {
     Background(String),
 }
 
+/// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
+/// an HTTP status, a WIT variant), in one place each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The device is full (`ENOSPC`, or a quota): freeing space lets the call succeed.
+    NoSpace,
+    /// Any other failure of the operating system.
+    Io,
+    /// A file is damaged; the error names it.
+    Corruption,
+    /// The caller passed something the engine does not accept.
+    InvalidArgument,
+    /// Another process or handle holds the store.
+    Busy,
+    /// The store was closed.
+    Closed,
+    /// Not available on this platform or in this mode.
+    NotSupported,
+    /// An earlier background failure stopped writes until the store reopens.
+    Background,
+}
+
 /// The engine's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -47,6 +71,24 @@ impl Error {
         Error::Corruption {
             file: file.into(),
             detail: detail.into(),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    ErrorKind::NoSpace
+                }
+                _ => ErrorKind::Io,
+            },
+            Error::Corruption { .. } => ErrorKind::Corruption,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Busy(_) => ErrorKind::Busy,
+            Error::Closed => ErrorKind::Closed,
+            Error::NotSupported(_) => ErrorKind::NotSupported,
+            Error::Background(_) => ErrorKind::Background,
         }
     }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 /// Why a compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum CompactionReason {
     /// L0 reached `level0_file_num_compaction_trigger` files.
     Level0FileCount,
@@ -60,6 +61,7 @@ pub struct CompactionInfo {
 
 /// Why writes were slowed or stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum StallCause {
     /// Every memtable is full and waiting for a flush.
     MemtableLimit,

@@ -53,13 +53,13 @@ pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
     LevelProperties, LostFile, Properties, RepairReport, Snapshot, repair_store,
 };
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
 pub use fs::{
     FaultError, FaultInjectionFs, FileLock, FileSystem, FsOp, RandomAccessFile, StdFileSystem,
     WritableFile,
 };
-pub use iter::DbIterator;
+pub use iter::{DbIterator, Entries};
 pub use key::SequenceNumber;
 pub use options::{
     CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,

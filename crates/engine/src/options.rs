@@ -23,6 +23,7 @@ pub const MAX_VALUE_SIZE: u64 = 3 << 30;
 
 /// Per-block compression of tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Blocks are stored as built.
     None,
@@ -33,6 +34,7 @@ pub enum Compression {
 
 /// What recovery does with a damaged WAL record that is followed by intact ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
 pub enum WalRecovery {
     /// A damaged tail (a write cut short by a crash) is dropped; damage in the middle fails `open`
     /// with `Corruption`, because records after it were acknowledged.
@@ -44,6 +46,7 @@ pub enum WalRecovery {
 
 /// Who runs flushes (and later compactions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Executor {
     /// A pool of `max_background_jobs` threads.
     Threads,

@@ -509,6 +509,30 @@ fn repair_turns_a_damaged_blob_file_into_absent_values() {
     }
 }
 
+/// `Entries` over a damaged table ends with the error as its last item, after current values.
+#[test]
+fn entries_end_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build(dir.path(), 400, 1);
+    let table = common::files_with_extension(dir.path(), "sst").remove(0);
+    let mut bytes = std::fs::read(&table).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x20;
+    std::fs::write(&table, bytes).unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for reverse in [false, true] {
+        let it = db.iter(&ReadOptions::default()).unwrap();
+        let items: Vec<_> = if reverse { it.backward() } else { it.forward() }.collect();
+        let (last, entries) = items.split_last().unwrap();
+        let err = last.as_ref().unwrap_err();
+        assert_eq!(err.kind(), strata_engine::ErrorKind::Corruption);
+        for e in entries {
+            let (k, v) = e.as_ref().unwrap();
+            assert_eq!(model.get(k), Some(v));
+        }
+    }
+}
+
 /// Random damage (a cut or a flipped byte) in a random file of a closed store of keys written
 /// in order: the open fails, or a scan stops with an error after current values only, or the
 /// store holds exactly the first j writes for some j.

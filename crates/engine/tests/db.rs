@@ -590,3 +590,81 @@ fn every_entry_point_refuses_bad_arguments_with_a_typed_error() {
         "create_cf",
     );
 }
+
+/// `forward()` and `backward()` give a scan as one `for` loop, within the bounds, from the first
+/// (or last) key or from where a seek placed the cursor.
+#[test]
+fn entries_iterate_both_ways_within_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    for i in 0..50u32 {
+        db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    let opts = ReadOptions {
+        lower_bound: Some(b"k10".to_vec()),
+        upper_bound: Some(b"k20".to_vec()),
+        ..Default::default()
+    };
+    let keys = |entries: strata_engine::Entries| -> Vec<String> {
+        entries
+            .map(|e| String::from_utf8(e.unwrap().0).unwrap())
+            .collect()
+    };
+    let forward = keys(db.iter(&opts).unwrap().forward());
+    let want: Vec<String> = (10..20).map(|i| format!("k{i:02}")).collect();
+    assert_eq!(forward, want);
+    let mut backward = keys(db.iter(&opts).unwrap().backward());
+    backward.reverse();
+    assert_eq!(backward, want);
+
+    let mut it = db.iter(&opts).unwrap();
+    it.seek(b"k15");
+    assert_eq!(keys(it.forward()), want[5..]);
+    let mut it = db.iter(&opts).unwrap();
+    it.seek_for_prev(b"k15");
+    let mut down = keys(it.backward());
+    down.reverse();
+    assert_eq!(down, want[..6]);
+
+    let (k, v) = db.iter(&opts).unwrap().forward().next().unwrap().unwrap();
+    assert_eq!((k, v), (b"k10".to_vec(), b"v10".to_vec()));
+    let mut past = db.iter(&opts).unwrap();
+    past.seek(b"k99");
+    assert!(
+        past.forward().next().is_none(),
+        "a seek past the bounds yields nothing"
+    );
+}
+
+/// Each error maps to one kind, which the faces translate; a full disk is `NoSpace`.
+#[test]
+fn errors_have_kinds() {
+    use strata_engine::{ErrorKind, FaultError, FaultInjectionFs, FsOp};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let err = db.delete_range("b", "a").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let busy = Db::open(dir.path(), small_options()).unwrap_err();
+    assert_eq!(busy.kind(), ErrorKind::Busy);
+    db.close().unwrap();
+    assert_eq!(db.put("a", "1").unwrap_err().kind(), ErrorKind::Closed);
+    drop(db);
+
+    let fault = FaultInjectionFs::new();
+    let mut opts = small_options();
+    opts.filesystem = std::sync::Arc::new(fault.clone());
+    let db = Db::open(dir.path(), opts).unwrap();
+    fault.fail_after(&[FsOp::Sync], 0, FaultError::NoSpace);
+    let full = db
+        .put_with(
+            &WriteOptions {
+                sync: true,
+                ..Default::default()
+            },
+            "a",
+            "1",
+        )
+        .unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::NoSpace, "{full}");
+}

@@ -49,6 +49,7 @@ pub(crate) fn note_garbage(garbage: &mut BlobGarbage, kind: u8, value: &[u8]) {
 
 /// When a key expires, as [`crate::Db::get_expiration`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum Expiration {
     /// The value was written without a TTL.
     Never,
@@ -64,6 +65,7 @@ pub(crate) fn records_end(footer: &BlobFooter) -> u64 {
 /// Where a blob file stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum BlobFileState {
     /// Being appended to.
     Open,

@@ -52,6 +52,7 @@ fn hash_key(key: CacheKey) -> u64 {
 /// How a shard chooses what to evict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum CacheKind {
     /// Least recently used, with a high-priority pool for index and filter blocks: new data blocks
     /// enter below the pool and join it once hit again, so one scan cannot flush hot blocks.

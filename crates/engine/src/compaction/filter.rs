@@ -2,6 +2,7 @@
 
 /// What a [`CompactionFilter`] decides for one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FilterDecision {
     /// Keep the entry as it is.
     Keep,

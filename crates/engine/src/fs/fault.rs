@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 
 /// The operations a fault rule can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FsOp {
     /// Positional reads and whole-file reads.
     Read,
@@ -65,6 +66,7 @@ impl FsOp {
 
 /// The error an injected fault returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FaultError {
     /// `EIO`: the device failed.
     Eio,

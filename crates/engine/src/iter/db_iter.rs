@@ -55,6 +55,8 @@ pub struct DbIterator {
     current: CurrentValue,
     /// A blob read that failed; the iterator is invalid after one.
     error: Option<Error>,
+    /// A seek has placed it (the `Entries` adapters start from there).
+    positioned: bool,
     _snapshot: Snapshot,
     _view: Arc<SuperVersion>,
 }
@@ -89,6 +91,7 @@ impl DbIterator {
             blobs,
             current: CurrentValue::Entry,
             error: None,
+            positioned: false,
             _snapshot: snapshot,
             _view: view,
         }
@@ -270,6 +273,7 @@ impl DbIterator {
 
     /// Positions at the first key >= `target` (and >= the lower bound).
     pub fn seek(&mut self, target: &[u8]) {
+        self.positioned = true;
         let target = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -282,6 +286,7 @@ impl DbIterator {
 
     /// Positions at the last key <= `target` (and below the upper bound).
     pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.positioned = true;
         self.direction = Direction::Reverse;
         self.saved_key.clear();
         self.saved_value.clear();
@@ -298,6 +303,7 @@ impl DbIterator {
 
     /// Positions at the first key.
     pub fn seek_to_first(&mut self) {
+        self.positioned = true;
         match self.lower.clone() {
             Some(l) => self.seek(&l),
             None => {
@@ -311,6 +317,7 @@ impl DbIterator {
 
     /// Positions at the last key.
     pub fn seek_to_last(&mut self) {
+        self.positioned = true;
         match self.upper.clone() {
             Some(u) => self.seek_for_prev(&u),
             None => {
@@ -407,3 +414,65 @@ fn current_value(
         Resolved::Unread => Some(CurrentValue::Empty),
     })
 }
+
+impl DbIterator {
+    /// The entries in ascending key order as Rust's `Iterator`, from where a seek placed the
+    /// cursor, else from the first key in the bounds:
+    /// `for entry in db.iter(&opts)?.forward() { let (key, value) = entry?; }`.
+    /// An error is the last item.
+    pub fn forward(self) -> Entries {
+        Entries {
+            it: self,
+            reverse: false,
+            done: false,
+        }
+    }
+
+    /// The entries in descending key order, from where a seek placed the cursor, else from the
+    /// last key in the bounds. An error is the last item.
+    pub fn backward(self) -> Entries {
+        Entries {
+            it: self,
+            reverse: true,
+            done: false,
+        }
+    }
+}
+
+/// A [`DbIterator`] as Rust's `Iterator` over owned `(key, value)` pairs; see
+/// [`DbIterator::forward`] and [`DbIterator::backward`].
+#[derive(Debug)]
+pub struct Entries {
+    it: DbIterator,
+    reverse: bool,
+    done: bool,
+}
+
+impl Iterator for Entries {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let it = &mut self.it;
+        match (it.positioned, self.reverse) {
+            (false, false) => it.seek_to_first(),
+            (false, true) => it.seek_to_last(),
+            (true, _) => {}
+        }
+        if !it.valid() {
+            self.done = true;
+            return it.status().err().map(Err);
+        }
+        let entry = (it.key().to_vec(), it.value().to_vec());
+        if self.reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+        Some(Ok(entry))
+    }
+}
+
+impl std::iter::FusedIterator for Entries {}

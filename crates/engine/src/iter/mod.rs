@@ -6,7 +6,7 @@ mod level;
 mod merging;
 
 pub(crate) use db_iter::BlobReads;
-pub use db_iter::DbIterator;
+pub use db_iter::{DbIterator, Entries};
 pub(crate) use level::LevelIter;
 pub(crate) use merging::{MergingIterator, RangeDeletions};
 
