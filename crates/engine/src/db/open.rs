@@ -347,8 +347,15 @@ fn replay_and_persist(
         wals,
         tables: on_disk_tables,
     } = found;
-    let (last_seq, skipped) = replay_wals(dir, opts, versions, cf_opts, wals, blobs, created)?;
-    check_unnamed_tables(dir, opts.filesystem.as_ref(), versions, on_disk_tables)?;
+    let (last_seq, skipped, wal_spans) =
+        replay_wals(dir, opts, versions, cf_opts, wals, blobs, created)?;
+    check_unnamed_tables(
+        dir,
+        opts.filesystem.as_ref(),
+        versions,
+        on_disk_tables,
+        &wal_spans,
+    )?;
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     created.push(wal_path.clone());
@@ -376,6 +383,7 @@ fn check_unnamed_tables(
     fs: &dyn FileSystem,
     versions: &VersionSet,
     on_disk_tables: &HashSet<u64>,
+    wal_spans: &[(u64, u64)],
 ) -> Result<()> {
     let live: HashSet<u64> = versions.live_tables().collect();
     let manifest = dir.join(filename::manifest_name(versions.manifest_number()));
@@ -388,8 +396,8 @@ fn check_unnamed_tables(
             || versions.unnamed_table_is_unneeded(
                 n,
                 props.column_family,
-                props.smallest_seq,
-                props.largest_seq,
+                (props.smallest_seq, props.largest_seq),
+                wal_spans,
             )
         {
             continue;
@@ -441,8 +449,12 @@ fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<
     Ok((!found.is_empty()).then(|| found.join(", ")))
 }
 
+/// Sequence-number ranges, each `(first, last)` inclusive.
+type SeqSpans = Vec<(u64, u64)>;
+
 /// Replays the WAL files, newest data last, into one memtable per column family, flushing each to
-/// L0 whenever it fills and at the end. A record is skipped when its column family was dropped or
+/// L0 whenever it fills and at the end; also returns, per WAL, the sequence numbers its records
+/// span. A record is skipped when its column family was dropped or
 /// had already flushed that WAL. Returns the last sequence number seen and the damaged regions
 /// skipped.
 fn replay_wals(
@@ -453,8 +465,11 @@ fn replay_wals(
     wals: &mut [u64],
     blobs: &BlobStore,
     created: &mut Vec<PathBuf>,
-) -> Result<(u64, u64)> {
+) -> Result<(u64, u64, SeqSpans)> {
     let fs = opts.filesystem.as_ref();
+    // Per WAL, the sequence numbers its records span.
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    let mut span_of: Option<u64> = None;
     wals.sort_unstable();
     let mut last_seq = versions.last_sequence();
     let log_numbers: BTreeMap<u32, u64> = versions
@@ -547,6 +562,16 @@ fn replay_wals(
                 ));
             }
             last_seq = last_seq.max(seq.saturating_sub(1));
+            if seq > batch.sequence() {
+                let (first, last) = (batch.sequence(), seq - 1);
+                match spans.last_mut() {
+                    Some(span) if span_of == Some(number) => {
+                        *span = (span.0.min(first), span.1.max(last));
+                    }
+                    _ => spans.push((first, last)),
+                }
+                span_of = Some(number);
+            }
             for cf in touched {
                 let Some(mem) = mems.get(&cf) else { continue };
                 if mem.memory_usage() >= cf_opts[&cf].write_buffer_size {
@@ -589,7 +614,7 @@ fn replay_wals(
     for edit in edits.values() {
         versions.apply_recovered(edit)?;
     }
-    Ok((last_seq, skipped))
+    Ok((last_seq, skipped, spans))
 }
 
 /// Deletes WALs older than `wal_number`, superseded MANIFESTs, temp files, and tables and blob

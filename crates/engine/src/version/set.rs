@@ -242,16 +242,18 @@ impl VersionSet {
 
     /// Whether a table on disk that no recovered edit names is known to hold nothing the store
     /// needs: an edit deleted it, or it is older than the MANIFEST's snapshot (which names every
-    /// table live then), or it was written for a column family since dropped, or both its oldest and newest writes fall inside live tables' sequence
-    /// ranges, as every write of an unfinished flush (whose WAL was just replayed) or compaction
-    /// (whose inputs are live) does. A table of writes no live table spans is what an edit that
-    /// had been made durable and was then lost leaves behind.
+    /// table live then), or it was written for a column family since dropped, or both its oldest
+    /// and newest writes (`seqs`) fall inside the sequence range of a live table or of the records
+    /// of a surviving WAL (`wal_spans`): every write of an unfinished compaction is in its live
+    /// inputs, every write of an unfinished flush in the WAL it was flushing from. A table of
+    /// writes held by neither is what an edit that had been made durable and was then lost leaves
+    /// behind, or a flush of writes that skipped the WAL (`disable_wal`) cut short by a crash.
     pub(crate) fn unnamed_table_is_unneeded(
         &self,
         number: u64,
         column_family: u64,
-        lo: u64,
-        hi: u64,
+        seqs: (u64, u64),
+        wal_spans: &[(u64, u64)],
     ) -> bool {
         if self.deleted_tables.contains(&number) || number < self.snapshot_next_file {
             return true;
@@ -263,8 +265,13 @@ impl VersionSet {
             return true;
         }
         let ranges = self.live_seq_ranges();
-        let inside = |seq: u64| ranges.iter().any(|&(a, b)| a <= seq && seq <= b);
-        inside(lo) && inside(hi)
+        let inside = |seq: u64| {
+            ranges
+                .iter()
+                .chain(wal_spans)
+                .any(|&(a, b)| a <= seq && seq <= b)
+        };
+        inside(seqs.0) && inside(seqs.1)
     }
 
     /// The next file number to hand out.
@@ -599,7 +606,8 @@ mod tests {
         set.deleted_tables.insert(7);
         set.snapshot_next_file = 5;
         set.max_column_family = 2;
-        let unneeded = |number, cf, lo, hi| set.unnamed_table_is_unneeded(number, cf, lo, hi);
+        let unneeded =
+            |number, cf, lo, hi| set.unnamed_table_is_unneeded(number, cf, (lo, hi), &[]);
         assert!(unneeded(9, 0, 12, 35), "ends inside live ranges");
         assert!(!unneeded(9, 0, 21, 29), "writes no live table spans");
         assert!(!unneeded(9, 0, 35, 41), "newer than every live table");
@@ -607,6 +615,10 @@ mod tests {
         assert!(unneeded(4, 0, 50, 60), "older than the snapshot");
         assert!(unneeded(9, 2, 50, 60), "its column family was dropped");
         assert!(!unneeded(9, 3, 50, 60), "a column family never seen");
+        assert!(
+            set.unnamed_table_is_unneeded(9, 0, (45, 47), &[(42, 50)]),
+            "its writes are in a surviving WAL"
+        );
         // The union rule repair uses.
         let ranges = vec![(1, 10), (8, 20), (30, 40)];
         assert!(crate::version::seqs_covered(ranges.clone(), 1, 20));
