@@ -161,25 +161,34 @@ fn restore_sigpipe() {
     }
 }
 
-/// Whether a command may create the store: only commands that write do, so a mistyped `--db`
-/// given to a reading command says there is no store instead of making an empty one.
+/// How a command opens the store. Only commands that write may create it, so a mistyped `--db`
+/// says there is no store instead of making an empty one; commands that only read open it
+/// read-only, so they work beside a process writing it and write nothing themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Create {
-    IfMissing,
-    Never,
+enum Access {
+    /// Write, creating the store if there is none.
+    Create,
+    /// Write to an existing store.
+    Write,
+    /// Read an existing store.
+    Read,
 }
 
-fn open(dir: &PathBuf, create: Create) -> Result<Db, String> {
+fn open(dir: &PathBuf, access: Access) -> Result<Db, String> {
     let opts = Options {
-        create_if_missing: create == Create::IfMissing,
+        create_if_missing: access == Access::Create,
         ..Options::default()
     };
-    Db::open(dir, opts).map_err(|e| format!("cannot open {}: {e}", dir.display()))
+    let opened = match access {
+        Access::Read => Db::open_read_only(dir, opts),
+        Access::Create | Access::Write => Db::open(dir, opts),
+    };
+    opened.map_err(|e| format!("cannot open {}: {e}", dir.display()))
 }
 
 /// Opens the store and looks up the column family `--cf` names.
-fn open_cf(dir: &PathBuf, name: &str, create: Create) -> Result<(Db, ColumnFamily), String> {
-    let db = open(dir, create)?;
+fn open_cf(dir: &PathBuf, name: &str, access: Access) -> Result<(Db, ColumnFamily), String> {
+    let db = open(dir, access)?;
     let cf = db.cf(name).map_err(|e| e.to_string())?;
     Ok((db, cf))
 }
@@ -191,7 +200,7 @@ fn write_one(
     sync: bool,
     fill: impl FnOnce(&mut WriteBatch, &ColumnFamily) -> Result<(), String>,
 ) -> Result<(), String> {
-    let (db, cf) = open_cf(dir, cf_name, Create::IfMissing)?;
+    let (db, cf) = open_cf(dir, cf_name, Access::Create)?;
     let mut batch = WriteBatch::new();
     fill(&mut batch, &cf)?;
     let opts = WriteOptions {
@@ -294,11 +303,12 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Repair { json } => repair(&cli.db, json),
         Command::Stress(args) => stress::run(&cli.db, *args),
         Command::Cf(command) => {
-            let create = match command {
-                CfCommand::Create { .. } => Create::IfMissing,
-                CfCommand::Drop { .. } | CfCommand::List => Create::Never,
+            let access = match command {
+                CfCommand::Create { .. } => Access::Create,
+                CfCommand::Drop { .. } => Access::Write,
+                CfCommand::List => Access::Read,
             };
-            let db = open(&cli.db, create)?;
+            let db = open(&cli.db, access)?;
             match command {
                 CfCommand::Create { name } => db
                     .create_cf(&name, ColumnFamilyOptions::default())
@@ -332,7 +342,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }),
         Command::Blob(BlobCommand::List { json }) => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
             let files = db.properties_cf(&cf).map_err(err)?.blob_files;
             if json {
                 println!(
@@ -360,7 +370,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Get { key } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
             match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
                 Some(v) => {
                     println!("{}", codec::encode(&v));
@@ -385,7 +395,7 @@ fn run(cli: Cli) -> Result<(), String> {
             to,
             limit,
         } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
             let mut opts = ReadOptions {
                 fill_cache: false,
                 ..Default::default()
@@ -413,7 +423,7 @@ fn run(cli: Cli) -> Result<(), String> {
             it.status().map_err(err)
         }
         Command::Stats => {
-            let db = open(&cli.db, Create::Never)?;
+            let db = open(&cli.db, Access::Read)?;
             let out = serde_json::json!({
                 "properties": db.properties(),
                 "statistics": db.statistics(),
@@ -425,11 +435,11 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Flush => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
             db.flush_cf(&cf).map_err(err)
         }
         Command::Compact { from, to } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Create::Never)?;
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
             let from = from.as_deref().map(codec::decode).transpose()?;
             let to = to.as_deref().map(codec::decode).transpose()?;
             db.compact_range_cf(&cf, from.as_deref(), to.as_deref())

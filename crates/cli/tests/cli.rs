@@ -475,3 +475,26 @@ fn verify_passes_over_crash_leftovers() {
     assert!(out.contains("000777.sst"), "{out}");
     assert!(out.contains("unreferenced leftover"), "{out}");
 }
+
+/// Reading commands open read-only: they work while another process writes the store, and a
+/// writing command names the process holding it.
+#[test]
+fn reading_commands_work_beside_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    stdout(&strata(&path, &["put", "a", "1"]));
+    let writer = strata_engine::Db::open(&path, strata_engine::Options::default()).unwrap();
+    writer.put("b", "2").unwrap();
+    assert_eq!(stdout(&strata(&path, &["get", "a"])), "1\n");
+    assert_eq!(stdout(&strata(&path, &["scan"])), "a => 1\nb => 2\n");
+    stdout(&strata(&path, &["stats"]));
+    let o = strata(&path, &["put", "c", "3"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr_of(&o);
+    assert!(
+        err.contains(&format!("in use by process {}", std::process::id())),
+        "{err}"
+    );
+    drop(writer);
+    stdout(&strata(&path, &["put", "c", "3"]));
+}

@@ -31,6 +31,10 @@ pub enum Error {
     /// A background job failed earlier; writes are refused until the store is reopened.
     #[error("background error, writes are stopped: {0}")]
     Background(String),
+    /// A write (or flush, compaction, column family change) on a store opened read-only; names
+    /// the store's directory.
+    #[error("{0} is open read-only")]
+    ReadOnly(String),
 }
 
 /// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
@@ -54,6 +58,8 @@ pub enum ErrorKind {
     NotSupported,
     /// An earlier background failure stopped writes until the store reopens.
     Background,
+    /// The store was opened read-only.
+    ReadOnly,
 }
 
 /// The engine's result type.
@@ -89,6 +95,7 @@ impl Error {
             Error::Closed => ErrorKind::Closed,
             Error::NotSupported(_) => ErrorKind::NotSupported,
             Error::Background(_) => ErrorKind::Background,
+            Error::ReadOnly(_) => ErrorKind::ReadOnly,
         }
     }
 
@@ -113,6 +120,7 @@ impl Error {
             Error::Closed => Error::Closed,
             Error::NotSupported(s) => Error::NotSupported(s.clone()),
             Error::Background(s) => Error::Background(s.clone()),
+            Error::ReadOnly(s) => Error::ReadOnly(s.clone()),
         }
     }
 }

@@ -89,6 +89,19 @@ impl ColumnFamilyData {
         self.view.read().clone()
     }
 
+    /// Puts the memtable a read-only open replayed its WALs into in place of the empty one.
+    pub(crate) fn install_recovered_memtable(&self, mem: Arc<MemTable>) {
+        let mut view = self.view.write();
+        let next = SuperVersion {
+            mem,
+            imm: view.imm.clone(),
+            version: view.version.clone(),
+            pressure: view.pressure,
+            _blob_epoch: view._blob_epoch.clone(),
+        };
+        *view = Arc::new(next);
+    }
+
     pub(crate) fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
     }

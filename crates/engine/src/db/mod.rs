@@ -152,6 +152,8 @@ pub(crate) struct DbInner {
     blob_admin: Mutex<()>,
     closed: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Opened by `Db::open_read_only`: every mutating call is refused.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for DbInner {
@@ -174,7 +176,17 @@ impl Db {
     /// column family it holds is opened, with the options recorded for it unless
     /// [`Options::column_families`] names it.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let inner = open::open(path.as_ref(), opts)?;
+        let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadWrite)?;
+        Ok(Db { inner })
+    }
+
+    /// Opens an existing store for reading only (RocksDB's `OpenForReadOnly`): no lock is taken,
+    /// so it works beside a process writing the store; nothing is written, created or deleted (the
+    /// WALs are replayed into memory); no background work runs; every mutating call returns
+    /// [`Error::ReadOnly`]. It reads the store as it was at open; files a writer deletes later
+    /// make reads of them fail.
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadOnly)?;
         Ok(Db { inner })
     }
 
@@ -200,14 +212,14 @@ impl Db {
 
     /// Creates a column family; its creation and options are durable when this returns.
     pub fn create_cf(&self, name: &str, opts: ColumnFamilyOptions) -> Result<ColumnFamily> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner.create_cf(name, opts)
     }
 
     /// Drops a column family: its data becomes unreachable at once and its files are deleted once
     /// no iterator reads them. The default column family cannot be dropped.
     pub fn drop_cf(&self, cf: &ColumnFamily) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         let data = cf.resolve(self.inner.id)?.clone();
         self.inner.drop_cf(&data)
     }
@@ -359,7 +371,7 @@ impl Db {
 
     /// Checks a batch (with `check_cfs`, that every column family it names exists) and commits it.
     fn submit(&self, batch: WriteBatch, opts: &WriteOptions, check_cfs: bool) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         if let Some(why) = batch.validation_error() {
             return Err(Error::InvalidArgument(why.to_string()));
         }
@@ -486,13 +498,13 @@ impl Db {
     /// Flushes the default column family's memtable to a table and waits for it (and every older
     /// memtable) to be written.
     pub fn flush(&self) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner.flush(&self.inner.default_cf.data)
     }
 
     /// Flushes column family `cf`.
     pub fn flush_cf(&self, cf: &ColumnFamily) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner.flush(cf.resolve(self.inner.id)?)
     }
 
@@ -500,7 +512,7 @@ impl Db {
     /// open-ended) down to the deepest level with data, dropping overwritten versions and
     /// deletions no snapshot needs.
     pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner
             .compact_range(&self.inner.default_cf.data, start, end)
     }
@@ -512,7 +524,7 @@ impl Db {
         start: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner
             .compact_range(cf.resolve(self.inner.id)?, start, end)
     }
@@ -520,7 +532,7 @@ impl Db {
     /// Runs pending background work (flushes, then compactions) now. With [`crate::Executor::Inline`]
     /// (WASI) the embedder calls this between requests; returns true when it did something.
     pub fn maintenance(&self) -> Result<bool> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner.maintenance()
     }
 
@@ -563,6 +575,15 @@ impl DbInner {
         } else {
             Ok(())
         }
+    }
+
+    /// `check_open`, and the store was not opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly(self.dir.display().to_string()));
+        }
+        Ok(())
     }
 
     /// Publishes column family `id`'s new read view; the caller holds the state lock so views are
@@ -903,6 +924,9 @@ impl DbInner {
     fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
+        }
+        if self.read_only {
+            return Ok(()); // nothing was written, nothing runs
         }
         // The leader of any group in flight finishes before we take the WAL.
         let result = {

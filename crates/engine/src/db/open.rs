@@ -36,19 +36,33 @@ use crate::wal::{LogReader, LogWriter, ReadOutcome};
 /// wrong one.
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
-pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OpenMode {
+    ReadWrite,
+    /// No lock, nothing written, created or deleted, no background work: the WALs are replayed
+    /// into memory only, and every mutating call is refused.
+    ReadOnly,
+}
+
+pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbInner>> {
     opts.validate()?;
+    let read_only = mode == OpenMode::ReadOnly;
     let fs = opts.filesystem.clone();
     if !fs.exists(dir) {
-        if !opts.create_if_missing {
+        if !opts.create_if_missing || read_only {
             return Err(Error::InvalidArgument(format!(
-                "no store at {}: the directory does not exist (create_if_missing is false)",
+                "no store at {}: the directory does not exist",
                 dir.display()
             )));
         }
         fs.create_dir_all(dir)?;
     }
-    let lock = fs.lock(&dir.join(LOCK))?;
+    let lock = if read_only {
+        None
+    } else {
+        Some(fs.lock(&dir.join(LOCK))?)
+    };
     let stats = Arc::new(Stats::default());
     let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(BlockCache::new(
@@ -90,9 +104,9 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 ),
             ));
         }
-        if !opts.create_if_missing {
+        if !opts.create_if_missing || read_only {
             return Err(Error::InvalidArgument(format!(
-                "no store at {}: the directory holds no CURRENT file (create_if_missing is false)",
+                "no store at {}: the directory holds no CURRENT file",
                 dir.display()
             )));
         }
@@ -128,7 +142,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         .collect();
     missing.sort();
     if let Some(name) = missing.first()
-        && !opts.create_missing_column_families
+        && (!opts.create_missing_column_families || read_only)
     {
         return Err(Error::InvalidArgument(format!(
             "column family {name} does not exist (create_missing_column_families is false)"
@@ -177,26 +191,43 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
 
     let blobs = BlobStore::new(dir, fs.clone(), stats.clone(), block_cache.clone());
-    recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks)?;
+    recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks, read_only)?;
+    let mut recovered_mems = BTreeMap::new();
 
     // Tables replayed from the WALs, the fresh WAL and the fresh MANIFEST are new files no durable
     // MANIFEST names until CURRENT names the fresh one: should the open fail before that (a full
     // disk), they are removed, or each attempt would leave more behind.
     let mut created = Vec::new();
     let manifest_before = versions.manifest_number();
-    let recovered = replay_and_persist(
-        dir,
-        &opts,
-        &mut versions,
-        &cf_opts,
-        FoundFiles {
-            wals: &mut wals,
-            tables: &on_disk_tables,
-        },
-        &blobs,
-        &mut created,
-    );
-    let (last_seq, wal_number, wal_writer) = match recovered {
+    let persisted = if read_only {
+        let (last_seq, skipped, _) = replay_wals(
+            dir,
+            &opts,
+            &mut versions,
+            &cf_opts,
+            &mut wals,
+            &blobs,
+            Replay::IntoMemory(&mut recovered_mems),
+        )?;
+        Ok((last_seq, skipped, 0, None))
+    } else {
+        replay_and_persist(
+            dir,
+            &opts,
+            &mut versions,
+            &cf_opts,
+            FoundFiles {
+                wals: &mut wals,
+                tables: &on_disk_tables,
+            },
+            &blobs,
+            &mut created,
+        )
+        .map(|(last_seq, skipped, wal_number, writer)| {
+            (last_seq, skipped, wal_number, Some(writer))
+        })
+    };
+    let (last_seq, wal_number, wal_writer) = match persisted {
         Ok((last_seq, skipped, wal_number, wal_writer)) => {
             stats.wal_records_skipped.add(skipped);
             (last_seq, wal_number, wal_writer)
@@ -218,15 +249,19 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         .values()
         .flat_map(|cf| cf.blob_files.keys().copied())
         .collect();
-    let kept_aside = remove_obsolete_files(
-        fs.as_ref(),
-        dir,
-        &live,
-        &live_blobs,
-        wal_number,
-        versions.manifest_number(),
-        versions.recovered_torn_tail(),
-    )?;
+    let kept_aside = if read_only {
+        0
+    } else {
+        remove_obsolete_files(
+            fs.as_ref(),
+            dir,
+            &live,
+            &live_blobs,
+            wal_number,
+            versions.manifest_number(),
+            versions.recovered_torn_tail(),
+        )?
+    };
     stats.files_kept_aside.add(kept_aside);
 
     let db_id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
@@ -242,6 +277,9 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             cf.current.clone(),
             blobs.current_epoch(),
         ));
+        if let Some(mem) = recovered_mems.remove(&id) {
+            data.install_recovered_memtable(mem);
+        }
         registry.insert(data.clone());
         put_slot(&mut cf_states, id as usize, CfState::new(data));
     }
@@ -275,7 +313,11 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         state: Mutex::new(State {
             cfs: cf_states,
             tracker,
-            live_wals: vec![(wal_number, 0)],
+            live_wals: if read_only {
+                Vec::new()
+            } else {
+                vec![(wal_number, 0)]
+            },
             current_wal: wal_number,
             wal_released_up_to: 0,
             memtable_budget,
@@ -288,7 +330,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         queue: Mutex::new(WriteQueue::default()),
         queue_cv: Condvar::new(),
         wal: Mutex::new(WalState {
-            writer: Some(wal_writer),
+            writer: wal_writer,
             number: wal_number,
             delayed_until: None,
         }),
@@ -301,10 +343,14 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         blob_threshold: AtomicU64::new(u64::MAX),
         blob_admin: Mutex::new(()),
         closed: AtomicBool::new(false),
-        lock: Mutex::new(Some(lock)),
+        lock: Mutex::new(lock),
+        read_only,
         opts,
     });
     inner.update_blob_threshold();
+    if read_only {
+        return Ok(inner);
+    }
     inner.scheduler.start(threads, inner.clone())?;
     for name in missing {
         let o = inner
@@ -347,8 +393,15 @@ fn replay_and_persist(
         wals,
         tables: on_disk_tables,
     } = found;
-    let (last_seq, skipped, wal_spans) =
-        replay_wals(dir, opts, versions, cf_opts, wals, blobs, created)?;
+    let (last_seq, skipped, wal_spans) = replay_wals(
+        dir,
+        opts,
+        versions,
+        cf_opts,
+        wals,
+        blobs,
+        Replay::ToTables(created),
+    )?;
     check_unnamed_tables(
         dir,
         opts.filesystem.as_ref(),
@@ -449,6 +502,13 @@ fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<
     Ok((!found.is_empty()).then(|| found.join(", ")))
 }
 
+/// Where replayed WAL records go: L0 tables (their paths pushed as they are created), or, for a
+/// read-only open, memtables kept in memory (one per column family, never flushed).
+enum Replay<'a> {
+    ToTables(&'a mut Vec<PathBuf>),
+    IntoMemory(&'a mut BTreeMap<u32, Arc<MemTable>>),
+}
+
 /// Sequence-number ranges, each `(first, last)` inclusive.
 type SeqSpans = Vec<(u64, u64)>;
 
@@ -464,8 +524,12 @@ fn replay_wals(
     cf_opts: &BTreeMap<u32, ColumnFamilyOptions>,
     wals: &mut [u64],
     blobs: &BlobStore,
-    created: &mut Vec<PathBuf>,
+    into: Replay<'_>,
 ) -> Result<(u64, u64, SeqSpans)> {
+    let (mut created, memory) = match into {
+        Replay::ToTables(created) => (Some(created), None),
+        Replay::IntoMemory(mems) => (None, Some(mems)),
+    };
     let fs = opts.filesystem.as_ref();
     // Per WAL, the sequence numbers its records span.
     let mut spans: Vec<(u64, u64)> = Vec::new();
@@ -490,7 +554,9 @@ fn replay_wals(
      -> Result<()> {
         let o = &cf_opts[&id];
         let n = versions.new_file_number();
-        created.push(filename::table_file(dir, n));
+        if let Some(created) = created.as_mut() {
+            created.push(filename::table_file(dir, n));
+        }
         let table_opts = TableOptions::from_options(o, id);
         let mut garbage = BlobGarbage::new();
         let meta = write_level0_table(fs, dir, n, mem, &table_opts, &[], &mut garbage)?;
@@ -574,7 +640,7 @@ fn replay_wals(
             }
             for cf in touched {
                 let Some(mem) = mems.get(&cf) else { continue };
-                if mem.memory_usage() >= cf_opts[&cf].write_buffer_size {
+                if memory.is_none() && mem.memory_usage() >= cf_opts[&cf].write_buffer_size {
                     let full = mem.clone();
                     flush(versions, &mut edits, cf, &full)?;
                     mems.insert(cf, new_memtable(&cf_opts[&cf], 0));
@@ -607,6 +673,10 @@ fn replay_wals(
                 ),
             ));
         }
+    }
+    if let Some(memory) = memory {
+        *memory = mems;
+        return Ok((last_seq, skipped, spans));
     }
     for (&id, mem) in &mems {
         flush(versions, &mut edits, id, mem)?;
@@ -672,6 +742,7 @@ fn recover_blob_files(
     blobs: &BlobStore,
     stats: &Stats,
     paranoid: bool,
+    read_only: bool,
 ) -> Result<()> {
     for (&cf, data) in versions.column_families() {
         for (&number, &garbage) in &data.blob_files {
@@ -689,7 +760,7 @@ fn recover_blob_files(
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();
             }
-            if found.spare_bytes > 0 {
+            if found.spare_bytes > 0 && !read_only {
                 // Or every later open would read the zeros again (up to `blob_file_size`).
                 blobs.filesystem().truncate(&path, found.file_size)?;
             }

@@ -299,11 +299,23 @@ impl FileSystem for StdFileSystem {
             .open(path)
             .map_err(|e| io_err("open lock file", path, e))?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(StdFileLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Busy(format!(
-                "{} is locked: another process has this store open",
-                path.display()
-            ))),
+            Ok(()) => {
+                record_holder(&file);
+                Ok(Box::new(StdFileLock { _file: file }))
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+                    .map_or("another process".to_string(), |pid| {
+                        format!("process {pid}")
+                    });
+                Err(Error::Busy(format!(
+                    "the store is in use by {holder}, which holds {} and has it open for \
+                     writing (a read-only open works beside it)",
+                    path.display()
+                )))
+            }
             // Platforms without locking (WASI) still open: the embedder confines the store.
             Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
                 Ok(Box::new(StdFileLock { _file: file }))
@@ -311,6 +323,19 @@ impl FileSystem for StdFileSystem {
             Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", path, e)),
         }
     }
+}
+
+/// Writes this process's id into the lock file it holds, so a second writer can say who holds it.
+/// Best effort: the lock, not the text, is what excludes.
+fn record_holder(file: &File) {
+    #[cfg(unix)]
+    {
+        let mut writer = file;
+        let _ = file.set_len(0);
+        let _ = writer.write_all(format!("{}\n", std::process::id()).as_bytes());
+    }
+    #[cfg(not(unix))]
+    let _ = file;
 }
 
 #[cfg(test)]
