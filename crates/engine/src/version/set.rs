@@ -143,7 +143,10 @@ impl VersionSet {
             set.torn_tail = true;
         }
         if edits == 0 {
-            return Err(Error::corruption(&manifest_path, "holds no version edit"));
+            return Err(Error::corruption(
+                &manifest_path,
+                "holds no intact version edit (`strata repair` rebuilds it from the files)",
+            ));
         }
         if let Some(expected) = snapshot_records
             && edits < expected
