@@ -18,7 +18,7 @@ deps:
 
 test: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
 	$(CARGO) test --workspace
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
 	./scripts/fuzz.sh

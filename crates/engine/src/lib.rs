@@ -32,7 +32,7 @@ mod error;
 mod events;
 mod filename;
 mod filter;
-mod fs;
+pub mod fs;
 mod iter;
 mod key;
 mod memtable;
@@ -55,10 +55,7 @@ pub use db::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
-pub use fs::{
-    FaultError, FaultInjectionFs, FileLock, FileSystem, FsOp, RandomAccessFile, StdFileSystem,
-    WritableFile,
-};
+pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
 pub use iter::{DbIterator, Entries};
 pub use key::SequenceNumber;
 pub use options::{
@@ -70,11 +67,16 @@ pub use stats::Statistics;
 pub use value::PinnableValue;
 pub use verify::{FileReport, VerifyReport, verify_store};
 
+/// Decoders' entry points for the fuzz targets (`fuzz/`), behind the `internals` feature. Not
+/// part of the API.
+#[cfg(any(test, feature = "internals"))]
 #[doc(hidden)]
 #[path = "fuzz.rs"]
 pub mod __fuzz;
 
-/// Thin handles on internals for the criterion benches in `benches/`. Not part of the API.
+/// Thin handles on internals for the criterion benches in `benches/`, behind the `internals`
+/// feature. Not part of the API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod __bench {
     use std::sync::Arc;

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{collect, collect_backward, files_with_extension};
+use strata_engine::fs::FaultInjectionFs;
 use strata_engine::{
     BlobFileState, Db, Expiration, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions,
 };
@@ -575,7 +576,7 @@ impl HeldFlushes {
 fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW));
-    let power = strata_engine::FaultInjectionFs::new();
+    let power = FaultInjectionFs::new();
     let flushes = Arc::new(HeldFlushes::default());
     *flushes.held.lock().unwrap() = true;
     let mut o = options(&clock);

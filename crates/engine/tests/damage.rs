@@ -10,10 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use strata_engine::{
-    Db, Error, FaultError, FaultInjectionFs, FsOp, Options, ReadOptions, WriteOptions,
-    repair_store, verify_store,
-};
+use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
+use strata_engine::{Db, Error, Options, ReadOptions, WriteOptions, repair_store, verify_store};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;

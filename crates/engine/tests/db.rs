@@ -7,6 +7,7 @@
     clippy::field_reassign_with_default
 )]
 
+use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
 use strata_engine::{Db, Error, Executor, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn small_options() -> Options {
@@ -640,7 +641,7 @@ fn entries_iterate_both_ways_within_bounds() {
 /// Each error maps to one kind, which the faces translate; a full disk is `NoSpace`.
 #[test]
 fn errors_have_kinds() {
-    use strata_engine::{ErrorKind, FaultError, FaultInjectionFs, FsOp};
+    use strata_engine::ErrorKind;
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let err = db.delete_range("b", "a").unwrap_err();

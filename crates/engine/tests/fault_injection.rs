@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
 use strata_engine::{
-    ColumnFamilyOptions, Db, Error, FaultError, FaultInjectionFs, FsOp, Options, ReadOptions,
-    WriteBatch, WriteOptions,
+    ColumnFamilyOptions, Db, Error, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 const CFS: [&str; 3] = ["default", "blobs", "other"];

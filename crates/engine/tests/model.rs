@@ -38,9 +38,10 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use strata_engine::fs::FaultInjectionFs;
 use strata_engine::{
-    Clock, ColumnFamily, ColumnFamilyOptions, Db, Error, Expiration, FaultInjectionFs, ManualClock,
-    Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+    Clock, ColumnFamily, ColumnFamilyOptions, Db, Error, Expiration, ManualClock, Options,
+    ReadOptions, Snapshot, WriteBatch, WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

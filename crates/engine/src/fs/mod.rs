@@ -1,5 +1,6 @@
 //! The filesystem seam. Every byte the engine reads or writes goes through [`FileSystem`], so that
-//! tests can inject faults and drop unsynced data, and so the engine runs under WASI unchanged.
+//! tests can inject faults and drop unsynced data ([`FaultInjectionFs`]), and so the engine runs
+//! under WASI unchanged. The traits and [`StdFileSystem`] are also at the crate root.
 
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};

@@ -7,7 +7,9 @@ mod properties;
 mod reader;
 mod table_cache;
 
-pub(crate) use block::{Block, BlockBuilder};
+pub(crate) use block::Block;
+#[cfg(feature = "internals")]
+pub(crate) use block::BlockBuilder;
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub(crate) use format::decompress as decompress_zstd;
 pub use properties::TableProperties;
