@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, LruCacheOptions, Options,
-    WriteBatch, WriteOptions,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType, IteratorMode,
+    LruCacheOptions, Options, WriteBatch, WriteOptions,
 };
 
 use strata_engine::CacheKind;
@@ -33,6 +33,7 @@ impl RocksEngine {
                 lru.set_num_shard_bits(args.cache_numshardbits);
                 Cache::new_lru_cache_opts(&lru)
             }
+            other => return Err(format!("--cache_type {other:?} has no RocksDB counterpart")),
         };
         table.set_block_cache(&cache);
         table.set_cache_index_and_filter_blocks(args.cache_index_and_filter_blocks);
@@ -44,6 +45,8 @@ impl RocksEngine {
             table.set_bloom_filter(args.bloom_bits as f64, false);
         }
         table.set_format_version(5);
+        // Strata's block size (it has no flag for it): stated, not left to RocksDB's default.
+        table.set_block_size(strata_engine::ColumnFamilyOptions::default().block_size);
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.enable_statistics();
@@ -75,8 +78,11 @@ impl RocksEngine {
             "zstd" => DBCompressionType::Zstd,
             other => return Err(format!("unknown --compression_type {other}: none or zstd")),
         });
-        // Opened with its column family named, so that `cf_handle("default")` works for MultiGet.
-        let db = DB::open_cf(&opts, dir, ["default"]).map_err(|e| e.to_string())?;
+        // Opened with its column family named, so that `cf_handle("default")` works for MultiGet,
+        // and described with these options: `open_cf` would give it `Options::default()`, and
+        // none of the table, buffer, compaction or blob options would reach it.
+        let default = ColumnFamilyDescriptor::new("default", opts.clone());
+        let db = DB::open_cf_descriptors(&opts, dir, [default]).map_err(|e| e.to_string())?;
         Ok(RocksEngine {
             db,
             opts,
@@ -204,5 +210,67 @@ impl BenchEngine for RocksEngine {
 
     fn close(&self) -> Result<(), String> {
         self.db.flush_wal(true).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    /// The options reach RocksDB: its own OPTIONS file, which it writes at open, says so.
+    #[test]
+    fn rocksdb_runs_with_the_flags_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = Args::parse_from([
+            "bench",
+            "--compression_type",
+            "none",
+            "--bloom_bits",
+            "10",
+            "--write_buffer_size",
+            "3145728",
+            "--enable_blob_files",
+            "--min_blob_size",
+            "1000",
+        ])
+        .bench;
+        let engine = RocksEngine::open(dir.path(), &args).unwrap();
+        drop(engine);
+        let options = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("OPTIONS-")
+            })
+            .max()
+            .unwrap();
+        let text = std::fs::read_to_string(options).unwrap();
+        let cf = &text[text.find("[CFOptions \"default\"]").unwrap()..];
+        for want in [
+            "compression=kNoCompression",
+            "write_buffer_size=3145728",
+            "enable_blob_files=true",
+            "min_blob_size=1000",
+            "block_size=4096",
+            "filter_policy=bloomfilter",
+        ] {
+            assert!(
+                cf.contains(want),
+                "{want} missing from RocksDB's OPTIONS:\n{cf}"
+            );
+        }
     }
 }
