@@ -1200,15 +1200,21 @@ impl Runner {
         let name = &files[rng.random_range(0..files.len())];
         let path = copy.path().join(name);
         let mut bytes = std::fs::read(&path).unwrap();
+        let len = bytes.len();
+        let mut how = String::from("empty");
         if !bytes.is_empty() {
             let at = rng.random_range(0..bytes.len());
             if rng.random_ratio(1, 2) {
                 bytes.truncate(at);
+                how = format!("cut to {at} of {len} bytes");
             } else {
-                bytes[at] ^= 1 << rng.random_range(0..8);
+                let bit = rng.random_range(0..8);
+                bytes[at] ^= 1 << bit;
+                how = format!("bit {bit} of byte {at} of {len} flipped");
             }
             std::fs::write(&path, &bytes).unwrap();
         }
+        let name = &format!("{name} ({how})");
         let fs = FaultInjectionFs::new();
         if let Ok(db) = Db::open(copy.path(), options(self.cfg, &fs, self.clock.as_ref())) {
             let read: Result<Vec<Option<Model>>, strata_engine::Error> = self

@@ -340,11 +340,17 @@ impl<'a> Repair<'a> {
     /// intact MANIFEST, an edit had deleted it. Putting an obsolete table back could bring keys
     /// back whose deletion has since been compacted away.
     fn place_unnamed_tables(&mut self) -> Result<()> {
-        let kept: Vec<(u64, u64)> = self
+        // Per column family: sequence numbers are shared by all of them.
+        let kept: BTreeMap<u32, Vec<(u64, u64)>> = self
             .cfs
-            .values()
-            .flat_map(|p| p.tables.iter())
-            .map(|(_, f)| (f.smallest_seq, f.largest_seq))
+            .iter()
+            .map(|(&id, p)| {
+                let ranges = p
+                    .tables
+                    .iter()
+                    .map(|(_, f)| (f.smallest_seq, f.largest_seq));
+                (id, ranges.collect())
+            })
             .collect();
         let intact_next = match (&self.known, &self.damaged_manifest) {
             (Some(k), None) => Some(k.next_file_number()),
@@ -353,7 +359,13 @@ impl<'a> Repair<'a> {
         for (path, meta, recorded_cf) in std::mem::take(&mut self.unnamed) {
             let deleted = intact_next.is_some_and(|next| meta.number < next);
             let covered = self.known.is_some()
-                && crate::version::seqs_covered(kept.clone(), meta.smallest_seq, meta.largest_seq);
+                && kept.get(&recorded_cf).is_some_and(|ranges| {
+                    crate::version::seqs_covered(
+                        ranges.clone(),
+                        meta.smallest_seq,
+                        meta.largest_seq,
+                    )
+                });
             if deleted || covered {
                 let why = if deleted {
                     "the MANIFEST had deleted it"

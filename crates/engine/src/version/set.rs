@@ -235,18 +235,11 @@ impl VersionSet {
         Ok((set, unusable))
     }
 
-    fn live_seq_ranges(&self) -> Vec<(u64, u64)> {
-        self.cfs
-            .values()
-            .flat_map(|cf| cf.current.levels.iter().flatten())
-            .map(|f| (f.smallest_seq, f.largest_seq))
-            .collect()
-    }
-
     /// Whether a table on disk that no recovered edit names is known to hold nothing the store
     /// needs: an edit deleted it, or it is older than the MANIFEST's snapshot (which names every
     /// table live then), or it was written for a column family since dropped, or both its oldest
-    /// and newest writes (`seqs`) fall inside the sequence range of a live table or of the records
+    /// and newest writes (`seqs`) fall inside the sequence range of a live table of its column
+    /// family or of the records
     /// of a surviving WAL (`wal_spans`): every write of an unfinished compaction is in its live
     /// inputs, every write of an unfinished flush in the WAL it was flushing from. A table of
     /// writes held by neither is what an edit that had been made durable and was then lost leaves
@@ -267,7 +260,20 @@ impl VersionSet {
         if dropped {
             return true;
         }
-        let ranges = self.live_seq_ranges();
+        // Sequence numbers are shared by every column family: only the table's own family's
+        // tables can hold its writes.
+        let ranges: Vec<(u64, u64)> = u32::try_from(column_family)
+            .ok()
+            .and_then(|id| self.cfs.get(&id))
+            .map(|cf| {
+                cf.current
+                    .levels
+                    .iter()
+                    .flatten()
+                    .map(|f| (f.smallest_seq, f.largest_seq))
+                    .collect()
+            })
+            .unwrap_or_default();
         let inside = |seq: u64| {
             ranges
                 .iter()
@@ -618,6 +624,15 @@ mod tests {
         assert!(unneeded(4, 0, 50, 60), "older than the snapshot");
         assert!(unneeded(9, 2, 50, 60), "its column family was dropped");
         assert!(!unneeded(9, 3, 50, 60), "a column family never seen");
+        // A live column family with no table: the default one's ranges prove nothing for it.
+        set.cfs
+            .insert(2, CfVersions::new("two".into(), Vec::new(), 0));
+        let unneeded =
+            |number, cf, lo, hi| set.unnamed_table_is_unneeded(number, cf, (lo, hi), &[]);
+        assert!(
+            !unneeded(9, 2, 12, 35),
+            "inside another column family's ranges only"
+        );
         assert!(
             set.unnamed_table_is_unneeded(9, 0, (45, 47), &[(42, 50)]),
             "its writes are in a surviving WAL"
