@@ -3,7 +3,7 @@
 //! file the MANIFEST names exists. Damage is reported per file, never a panic; only a failure to
 //! read the directory itself is an error. `strata verify --db DIR` prints the report.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use crate::options::Options;
 use crate::sst::{MetaBlocks, TableReader};
 use crate::stats::Stats;
 use crate::version::{VersionEdit, VersionSet};
-use crate::wal::{LogReader, ReadOutcome};
+use crate::wal::{LogReader, ReadOutcome, SealChain, decode_seal};
 
 /// What `verify_store` found in one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,13 +68,21 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut names = fs.list(dir)?;
     names.sort();
     let versions = VersionSet::recover(dir, fs.clone());
+    // An empty WAL holds nothing: only the newest WAL with bytes may be torn or unsealed.
     let newest_wal = names
         .iter()
         .filter_map(|n| match filename::parse(n) {
             FileKind::Wal(n) => Some(n),
             _ => None,
         })
+        .filter(|&n| {
+            let path = filename::wal_file(dir, n);
+            fs.open_random(&path)
+                .and_then(|f| f.len())
+                .is_ok_and(|len| len > 0)
+        })
         .max();
+    let mut seals = BTreeMap::new();
     let referenced = versions.as_ref().ok().map(Referenced::new);
     let mut report = VerifyReport::default();
     for name in names {
@@ -82,7 +90,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         let kind = filename::parse(&name);
         let (kind_name, checked) = match kind {
             FileKind::Table(n) => ("table", check_table(&fs, &path, n)),
-            FileKind::Wal(_) => ("wal", check_log(fs.as_ref(), &path, check_batch)),
+            FileKind::Wal(_) => ("wal", check_log(fs.as_ref(), &path, check_wal_record)),
             FileKind::Manifest(_) => ("manifest", check_log(fs.as_ref(), &path, check_edit)),
             FileKind::Blob(_) => ("blob", check_blob(fs.as_ref(), &path)),
             _ if name == CURRENT => ("current", Ok(Checked::whole(1))),
@@ -100,6 +108,11 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         match checked {
             Ok(c) => {
                 file.entries = c.entries;
+                if let FileKind::Wal(n) = kind
+                    && bytes > 0
+                {
+                    seals.insert(n, c.sealed_to);
+                }
                 match (kind, c.torn_tail) {
                     // Synced whole when the next one started: only the newest can be torn.
                     (FileKind::Wal(n), Some(torn)) if Some(n) != newest_wal => {
@@ -121,7 +134,10 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     }
     report_lost_files(dir, fs.as_ref(), &mut report);
     match versions {
-        Ok(v) => check_manifest_names_exist(dir, &v, &mut report),
+        Ok(v) => {
+            check_wal_seals(dir, &v, &seals, &mut report);
+            check_manifest_names_exist(dir, &v, &mut report)
+        }
         Err(e) => report_unrecoverable(e, &mut report),
     }
     Ok(report)
@@ -132,6 +148,8 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
 struct Checked {
     entries: u64,
     torn_tail: Option<String>,
+    /// For a WAL: the next WAL its seal names.
+    sealed_to: Option<u64>,
 }
 
 impl Checked {
@@ -139,7 +157,39 @@ impl Checked {
         Checked {
             entries,
             torn_tail: None,
+            sealed_to: None,
         }
+    }
+}
+
+/// Each live WAL a newer one follows must end in a seal naming it (recovery's rule); a break is
+/// reported on the WAL before it.
+fn check_wal_seals(
+    dir: &Path,
+    v: &VersionSet,
+    seals: &BTreeMap<u64, Option<u64>>,
+    report: &mut VerifyReport,
+) {
+    let mut chain = SealChain::new(dir, v.sealed_wals_from(), true);
+    let mut previous = None;
+    for (&n, &sealed_to) in seals.range(v.min_log_number()..) {
+        if let Err(e) = chain.enter(n)
+            && let Some(prev) = previous
+        {
+            let name = filename::wal_file(dir, prev);
+            if let Some(file) = report
+                .files
+                .iter_mut()
+                .find(|f| Some(f.name.as_str()) == name.file_name().and_then(|s| s.to_str()))
+            {
+                file.problem.get_or_insert_with(|| e.to_string());
+            }
+        }
+        if let Some(next) = sealed_to {
+            // The WAL was read whole already: only the chain matters here.
+            let _ = chain.seal(&filename::wal_file(dir, n), next);
+        }
+        previous = Some(n);
     }
 }
 
@@ -224,7 +274,7 @@ fn check_table(fs: &Arc<dyn FileSystem>, path: &Path, number: u64) -> Result<Che
 fn check_log(
     fs: &dyn FileSystem,
     path: &Path,
-    check_record: fn(&[u8], &Path) -> Result<()>,
+    check_record: fn(&[u8], &Path) -> Result<Option<u64>>,
 ) -> Result<Checked> {
     let data = fs.read_all(path)?;
     // Every offset, for WALs too: at worst a value holding log bytes makes a crash's torn tail
@@ -232,8 +282,15 @@ fn check_log(
     let mut reader =
         LogReader::new(&data, path, ReadOutcome::FailOnMidLogDamage).scanning_every_offset();
     let mut records = 0;
+    let mut sealed_to = None;
     while let Some(record) = reader.next_record()? {
-        check_record(&record, path)?;
+        if let Some(next) = sealed_to {
+            return Err(Error::corruption(
+                path,
+                format!("a record follows the seal that names WAL {next} as the next one"),
+            ));
+        }
+        sealed_to = check_record(&record, path)?;
         records += 1;
     }
     let torn = reader.torn_tail_bytes;
@@ -248,6 +305,7 @@ fn check_log(
     }
     Ok(Checked {
         entries: records,
+        sealed_to,
         torn_tail: (torn > 0).then(|| {
             format!(
                 "the last {torn} bytes are a record cut short (a crash during a write that was \
@@ -257,16 +315,21 @@ fn check_log(
     })
 }
 
-fn check_batch(record: &[u8], path: &Path) -> Result<()> {
+/// A write batch, or a seal (returned: the next WAL it names).
+fn check_wal_record(record: &[u8], path: &Path) -> Result<Option<u64>> {
+    if let Some(next) = decode_seal(record) {
+        return Ok(Some(next));
+    }
     let batch = WriteBatch::from_bytes(record.to_vec())
         .ok_or_else(|| Error::corruption(path, "WAL record shorter than a batch header"))?;
     batch
         .for_each(|_| {})
-        .map_err(|d| Error::corruption(path, d))
+        .map_err(|d| Error::corruption(path, d))?;
+    Ok(None)
 }
 
-fn check_edit(record: &[u8], path: &Path) -> Result<()> {
-    VersionEdit::decode(record, path).map(|_| ())
+fn check_edit(record: &[u8], path: &Path) -> Result<Option<u64>> {
+    VersionEdit::decode(record, path).map(|_| None)
 }
 
 /// Reads every record of a blob file; an unsealed one must end in an intact record (zeros a writer

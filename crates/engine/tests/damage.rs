@@ -310,23 +310,27 @@ fn a_scan_stops_at_a_damaged_table_at_any_level() {
     }
 }
 
+/// 300 values of 207 bytes, flushed: with `o`'s blob options, all in blob files.
+fn build_with_blobs(dir: &Path, o: &Options) -> Model {
+    let mut model = Model::new();
+    let db = Db::open(dir, o.clone()).unwrap();
+    for i in 0..300 {
+        let v = format!("{i:06}-{}", "b".repeat(200)).into_bytes();
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    model
+}
+
 #[test]
 fn a_scan_stops_at_a_damaged_blob_record() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = options();
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 64;
-    let mut model = Model::new();
-    {
-        let db = Db::open(dir.path(), o.clone()).unwrap();
-        for i in 0..300 {
-            let v = format!("{i:06}-{}", "b".repeat(200)).into_bytes();
-            db.put(key(i), &v).unwrap();
-            model.insert(key(i), v);
-        }
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let model = build_with_blobs(dir.path(), &o);
     let blob = common::files_with_extension(dir.path(), "blob")
         .into_iter()
         .max_by_key(|p| std::fs::metadata(p).unwrap().len())
@@ -478,17 +482,7 @@ fn repair_turns_a_damaged_blob_file_into_absent_values() {
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 64;
     o.cf.blob_file_size = 8 << 10;
-    let mut model = Model::new();
-    {
-        let db = Db::open(dir.path(), o.clone()).unwrap();
-        for i in 0..300 {
-            let v = format!("{i:06}-{}", "b".repeat(200)).into_bytes();
-            db.put(key(i), &v).unwrap();
-            model.insert(key(i), v);
-        }
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let model = build_with_blobs(dir.path(), &o);
     let blobs = common::files_with_extension(dir.path(), "blob");
     assert!(blobs.len() >= 2, "{blobs:?}");
     let mut bytes = std::fs::read(&blobs[0]).unwrap();
@@ -534,6 +528,128 @@ fn entries_end_with_the_error() {
 /// Random damage (a cut or a flipped byte) in a random file of a closed store of keys written
 /// in order: the open fails, or a scan stops with an error after current values only, or the
 /// store holds exactly the first j writes for some j.
+/// A store with four WALs on disk: column family `side` is never flushed, so it keeps every WAL
+/// alive while the default one is flushed three times, each flush starting a new WAL. Returns
+/// the WALs, oldest first.
+fn build_with_wals(dir: &Path) -> Vec<PathBuf> {
+    let db = Db::open(dir, options()).unwrap();
+    let side = db.create_cf("side", Default::default()).unwrap();
+    for round in 0..4 {
+        for i in 0..20 {
+            db.put(key(i), value(i, round)).unwrap();
+            db.put_cf(&side, key(i), value(i, round)).unwrap();
+        }
+        if round < 3 {
+            db.flush().unwrap();
+        }
+    }
+    db.close().unwrap();
+    let mut wals: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    wals.sort();
+    assert_eq!(wals.len(), 4, "{wals:?}");
+    wals
+}
+
+/// The offsets at which a record of a small log (under one 32 KiB block) ends.
+fn record_ends(log: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 0;
+    while at + 7 <= log.len() {
+        at += 7 + u16::from_le_bytes([log[at + 4], log[at + 5]]) as usize;
+        ends.push(at);
+    }
+    ends
+}
+
+fn corruption_naming(result: Result<Db, Error>, file: &Path, what: &str) {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    match result {
+        Err(e @ Error::Corruption { .. }) => {
+            assert!(
+                e.to_string().contains(name),
+                "{what}: {e} does not name {name}"
+            )
+        }
+        Err(e) => panic!("{what}: {e}, not corruption"),
+        Ok(_) => panic!("{what}: opened"),
+    }
+}
+
+#[test]
+fn a_wal_cut_between_records_or_lost_fails_the_open() {
+    let pristine = tempfile::tempdir().unwrap();
+    let wals = build_with_wals(pristine.path());
+    let newest = wals.len() - 1;
+    for (i, wal) in wals.iter().enumerate().take(newest) {
+        let bytes = std::fs::read(wal).unwrap();
+        let ends = record_ends(&bytes);
+        assert_eq!(ends.last(), Some(&bytes.len()));
+        // Every cut between two records: the one before the seal too. Cut to nothing, the
+        // oldest WAL looks like none (the documented gap), so its cuts start after a record.
+        let first = if i == 0 { 1 } else { 0 };
+        for cut in [0]
+            .into_iter()
+            .chain(ends[..ends.len() - 1].iter().copied())
+            .skip(first)
+        {
+            let dir = copy_store(pristine.path());
+            let name = wal.file_name().unwrap();
+            let path = dir.path().join(name);
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let what = format!("{name:?} cut to {cut} of {}", bytes.len());
+            let report = verify_store(dir.path(), &options()).unwrap();
+            assert!(!report.is_ok(), "{what}: verify passed");
+            corruption_naming(Db::open(dir.path(), options()), &path, &what);
+        }
+        if i > 0 {
+            // A WAL lost in the middle: the seal before it names it.
+            let dir = copy_store(pristine.path());
+            let path = dir.path().join(wal.file_name().unwrap());
+            std::fs::remove_file(&path).unwrap();
+            corruption_naming(
+                Db::open(dir.path(), options()),
+                &path,
+                "a middle WAL removed",
+            );
+        }
+    }
+
+    // The newest WAL may end anywhere (a crash); an empty WAL after it is a crash during a
+    // rotation. Both open.
+    let bytes = std::fs::read(&wals[newest]).unwrap();
+    for cut in [0, 1, bytes.len() / 2, bytes.len()] {
+        let dir = copy_store(pristine.path());
+        let name = wals[newest].file_name().unwrap();
+        std::fs::write(dir.path().join(name), &bytes[..cut]).unwrap();
+        std::fs::write(dir.path().join("999999.log"), b"").unwrap();
+        let db = Db::open(dir.path(), options())
+            .unwrap_or_else(|e| panic!("newest WAL cut to {cut}: {e}"));
+        let side = db.cf("side").unwrap();
+        // Writes alternate between the column families: round 2's are all in an older WAL.
+        let expected = value(19, if cut == bytes.len() { 3 } else { 2 });
+        let got = db.get_cf(&side, key(19)).unwrap().map(|v| v.to_vec());
+        assert_eq!(got, Some(expected), "newest WAL cut to {cut}");
+        db.close().unwrap();
+    }
+
+    // Repair replays what is intact around the hole.
+    let dir = copy_store(pristine.path());
+    let middle = dir.path().join(wals[1].file_name().unwrap());
+    let bytes = std::fs::read(&middle).unwrap();
+    std::fs::write(&middle, &bytes[..record_ends(&bytes)[0]]).unwrap();
+    repair_store(dir.path(), &options()).unwrap();
+    assert!(verify_store(dir.path(), &options()).unwrap().is_ok());
+    let db = Db::open(dir.path(), options()).unwrap();
+    let side = db.cf("side").unwrap();
+    let read = |v: Option<strata_engine::PinnableValue>| v.map(|v| v.to_vec());
+    assert_eq!(read(db.get_cf(&side, key(19)).unwrap()), Some(value(19, 3)));
+    assert_eq!(read(db.get(key(19)).unwrap()), Some(value(19, 3)));
+}
+
 #[test]
 fn random_damage_fails_or_leaves_a_valid_prefix() {
     let pristine = tempfile::tempdir().unwrap();

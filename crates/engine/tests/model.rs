@@ -1180,7 +1180,8 @@ impl Runner {
         self.tally.crashes += 1;
     }
 
-    /// Closes the store, damages one file of a copy of it, and checks what the copy's open gives.
+    /// Closes the store, damages one file of a copy of it (cut, a bit flipped, or removed), and
+    /// checks what the copy's open gives.
     fn damage(&mut self, seed: u64) {
         self.shut_down();
         self.db.take().unwrap().close().unwrap();
@@ -1192,13 +1193,7 @@ impl Runner {
             let name = e.file_name().into_string().unwrap();
             if e.file_type().unwrap().is_file() && name != "LOCK" {
                 std::fs::copy(e.path(), copy.path().join(&name)).unwrap();
-                // WALs are left out for now: a cut in the newest WAL of a run with several
-                // column families gave a copy that is no prefix of the writes (seed
-                // 17605383608808536294, timing-dependent; not yet explained). WAL damage is
-                // covered by tests/damage.rs on one column family.
-                if !name.ends_with(".log") {
-                    files.push(name);
-                }
+                files.push(name);
             }
         }
         files.sort();
@@ -1207,10 +1202,26 @@ impl Runner {
         let path = copy.path().join(name);
         let mut bytes = std::fs::read(&path).unwrap();
         let len = bytes.len();
+        // A WAL holding data with no older WAL before it, lost whole, cannot be told from one
+        // every column family had flushed: no seal names it (the documented gap). Its damage
+        // here stops short of that.
+        let wals: Vec<&String> = files
+            .iter()
+            .filter(|f| {
+                f.ends_with(".log")
+                    && std::fs::metadata(copy.path().join(f)).is_ok_and(|m| m.len() > 0)
+            })
+            .collect();
+        let keep_some = wals.len() > 1 && wals[0] == name;
         let mut how = String::from("empty");
-        if !bytes.is_empty() {
+        if rng.random_ratio(1, 5) && !keep_some {
+            // A lost file: a middle WAL's loss hides behind the WALs around it but for seals.
+            std::fs::remove_file(&path).unwrap();
+            how = String::from("removed");
+        } else if !bytes.is_empty() {
             let at = rng.random_range(0..bytes.len());
             if rng.random_ratio(1, 2) {
+                let at = if keep_some { at.max(1) } else { at };
                 bytes.truncate(at);
                 how = format!("cut to {at} of {len} bytes");
             } else {

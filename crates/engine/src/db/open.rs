@@ -30,7 +30,7 @@ use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
 use crate::sst::{MetaPolicy, TableCache, TableOptions};
 use crate::stats::Stats;
 use crate::version::{VersionEdit, VersionSet, decode_cf_options, encode_cf_options};
-use crate::wal::{LogReader, LogWriter, ReadOutcome};
+use crate::wal::{LogReader, LogWriter, ReadOutcome, SealChain, decode_seal};
 
 /// Distinguishes stores open in this process, so a column family handle cannot be used on the
 /// wrong one.
@@ -209,7 +209,13 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             &blobs,
             Replay::IntoMemory(&mut recovered_mems),
         )?;
-        Ok((last_seq, skipped, 0, None))
+        Ok(Persisted {
+            last_seq,
+            skipped,
+            wal_number: 0,
+            wal_writer: None,
+            redundant_tables: HashSet::new(),
+        })
     } else {
         replay_and_persist(
             dir,
@@ -223,14 +229,11 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             &blobs,
             &mut created,
         )
-        .map(|(last_seq, skipped, wal_number, writer)| {
-            (last_seq, skipped, wal_number, Some(writer))
-        })
     };
-    let (last_seq, wal_number, wal_writer) = match persisted {
-        Ok((last_seq, skipped, wal_number, wal_writer)) => {
-            stats.wal_records_skipped.add(skipped);
-            (last_seq, wal_number, wal_writer)
+    let persisted = match persisted {
+        Ok(p) => {
+            stats.wal_records_skipped.add(p.skipped);
+            p
         }
         Err(e) => {
             let still_old = VersionSet::current_manifest(dir, fs.as_ref())
@@ -243,24 +246,17 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             return Err(e);
         }
     };
-    let live: HashSet<u64> = versions.live_tables().collect();
-    let live_blobs: HashSet<u64> = versions
-        .column_families()
-        .values()
-        .flat_map(|cf| cf.blob_files.keys().copied())
-        .collect();
+    let Persisted {
+        last_seq,
+        wal_number,
+        wal_writer,
+        redundant_tables,
+        ..
+    } = persisted;
     let kept_aside = if read_only {
         0
     } else {
-        remove_obsolete_files(
-            fs.as_ref(),
-            dir,
-            &live,
-            &live_blobs,
-            wal_number,
-            versions.manifest_number(),
-            versions.recovered_torn_tail(),
-        )?
+        remove_obsolete_files(fs.as_ref(), dir, &versions, &redundant_tables, wal_number)?
     };
     stats.files_kept_aside.add(kept_aside);
 
@@ -370,6 +366,17 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     Ok(inner)
 }
 
+/// What recovery made durable, or (read-only) holds in memory.
+struct Persisted {
+    last_seq: u64,
+    /// Damaged WAL regions skipped.
+    skipped: u64,
+    wal_number: u64,
+    wal_writer: Option<LogWriter>,
+    /// Tables no edit names that were read and proven to hold nothing the live files do not.
+    redundant_tables: HashSet<u64>,
+}
+
 /// The WALs to replay and the tables found in the store's directory.
 struct FoundFiles<'a> {
     wals: &'a mut [u64],
@@ -379,7 +386,8 @@ struct FoundFiles<'a> {
 /// Replays the WALs into L0 tables, then starts a fresh WAL and a fresh MANIFEST that records the
 /// recovered state and that every older WAL is obsolete (until CURRENT names it, a crash replays
 /// the old WALs again). Every file it creates is pushed to `created`. Returns the last sequence
-/// number, the damaged WAL regions skipped, and the fresh WAL.
+/// number, the damaged WAL regions skipped, the fresh WAL, and the unnamed tables proven
+/// redundant.
 fn replay_and_persist(
     dir: &Path,
     opts: &Options,
@@ -388,7 +396,7 @@ fn replay_and_persist(
     found: FoundFiles<'_>,
     blobs: &BlobStore,
     created: &mut Vec<PathBuf>,
-) -> Result<(u64, u64, u64, LogWriter)> {
+) -> Result<Persisted> {
     let FoundFiles {
         wals,
         tables: on_disk_tables,
@@ -402,7 +410,7 @@ fn replay_and_persist(
         blobs,
         Replay::ToTables(created),
     )?;
-    check_unnamed_tables(
+    let redundant_tables = check_unnamed_tables(
         dir,
         opts.filesystem.as_ref(),
         versions,
@@ -421,8 +429,16 @@ fn replay_and_persist(
             ..Default::default()
         })?;
     }
+    // Every WAL from this open on is sealed when replaced; older ones were all replayed above.
+    versions.set_sealed_wals_from(wal_number);
     versions.write_snapshot(last_seq)?;
-    Ok((last_seq, skipped, wal_number, wal_writer))
+    Ok(Persisted {
+        last_seq,
+        skipped,
+        wal_number,
+        wal_writer: Some(wal_writer),
+        redundant_tables,
+    })
 }
 
 /// A table on disk that no recovered edit names is deleted by the open only when the version set
@@ -430,14 +446,15 @@ fn replay_and_persist(
 /// file holds (the MANIFEST lost an edit: cut at a record boundary, or torn) fails the open with
 /// `Corruption` naming the MANIFEST, before anything is deleted. One that cannot be read was
 /// never finished (a finished table was synced before any edit named it) and is left to
-/// `remove_obsolete_files`.
+/// `remove_obsolete_files`. Returns the unnamed tables it read (each proven redundant).
 fn check_unnamed_tables(
     dir: &Path,
     fs: &dyn FileSystem,
     versions: &VersionSet,
     on_disk_tables: &HashSet<u64>,
     wal_spans: &[(u64, u64)],
-) -> Result<()> {
+) -> Result<HashSet<u64>> {
+    let mut redundant = HashSet::new();
     let live: HashSet<u64> = versions.live_tables().collect();
     let manifest = dir.join(filename::manifest_name(versions.manifest_number()));
     for &n in on_disk_tables.iter().filter(|n| !live.contains(n)) {
@@ -445,6 +462,7 @@ fn check_unnamed_tables(
         let Ok(props) = crate::sst::read_properties(fs, &path, n) else {
             continue;
         };
+        redundant.insert(n);
         if props.num_entries + props.num_range_deletions == 0
             || versions.unnamed_table_is_unneeded(
                 n,
@@ -465,7 +483,7 @@ fn check_unnamed_tables(
             ),
         ));
     }
-    Ok(())
+    Ok(redundant)
 }
 
 /// What data files `dir` holds when it has no CURRENT (`None` when none could hold data): tables,
@@ -575,11 +593,28 @@ fn replay_wals(
         WalRecovery::SkipCorrupted => ReadOutcome::SkipDamage,
     };
     let mut skipped = 0u64;
-    'wals: for &number in wals.iter() {
+    // An empty WAL holds nothing (a crash right after a rotation created it): the newest WAL that
+    // counts is the newest with bytes, and only it may end in a cut or without a seal.
+    let mut nonempty = Vec::with_capacity(wals.len());
+    for &number in wals.iter() {
+        if !fs.open_random(&wal_file(dir, number))?.is_empty()? {
+            nonempty.push(number);
+        }
+    }
+    let strict = mode == ReadOutcome::FailOnMidLogDamage;
+    let mut chain = SealChain::new(dir, versions.sealed_wals_from(), strict);
+    'wals: for &number in &nonempty {
         let path = wal_file(dir, number);
+        let newest = nonempty.last() == Some(&number);
+        skipped += chain.enter(number)?;
         let data = fs.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path, mode);
         while let Some(record) = reader.next_record()? {
+            if let Some(next) = decode_seal(&record) {
+                chain.seal(&path, next)?;
+                continue;
+            }
+            chain.check_open(&path)?;
             let batch = WriteBatch::from_bytes(record).ok_or_else(|| {
                 Error::corruption(&path, "WAL record shorter than a batch header")
             })?;
@@ -587,7 +622,7 @@ fn replay_wals(
             let applies = |cf: u32| log_numbers.get(&cf).is_some_and(|&log| number >= log);
             let now = opts.clock.now_secs();
             if let Some(file) = missing_blob(&batch, blobs, &path, applies, now)? {
-                if wals.last() != Some(&number) {
+                if !newest {
                     // Blob files are synced with the WAL when a newer WAL replaces it.
                     return Err(Error::corruption(
                         blobs.path(file),
@@ -648,7 +683,6 @@ fn replay_wals(
             }
         }
         skipped += reader.skipped_regions as u64;
-        let newest = wals.last() == Some(&number);
         if reader.torn_tail_bytes > 0 && !newest && mode == ReadOutcome::FailOnMidLogDamage {
             // A log is synced when a newer one replaces it: only the newest can be torn.
             return Err(Error::corruption(
@@ -689,18 +723,24 @@ fn replay_wals(
 
 /// Deletes WALs older than `wal_number`, superseded MANIFESTs, temp files, and tables and blob
 /// files no version names (left by a flush or compaction that crashed before its MANIFEST edit).
-/// After a MANIFEST whose last record was cut short (`torn_tail`), a table or blob file no
+/// After a MANIFEST whose last record was cut short (`recovered_torn_tail`), a table or blob file no
 /// surviving edit names may be the lost edit's, so it is not deleted but moved to `lost/`.
 /// Returns how many files were moved there.
 fn remove_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
-    live_tables: &HashSet<u64>,
-    live_blobs: &HashSet<u64>,
+    versions: &VersionSet,
+    redundant_tables: &HashSet<u64>,
     wal_number: u64,
-    manifest_number: u64,
-    torn_tail: bool,
 ) -> Result<u64> {
+    let live_tables: HashSet<u64> = versions.live_tables().collect();
+    let live_blobs: HashSet<u64> = versions
+        .column_families()
+        .values()
+        .flat_map(|cf| cf.blob_files.keys().copied())
+        .collect();
+    let manifest_number = versions.manifest_number();
+    let torn_tail = versions.recovered_torn_tail();
     let mut kept_aside = 0;
     for name in fs.list(dir)? {
         let (obsolete, data) = match filename::parse(&name) {
@@ -716,10 +756,8 @@ fn remove_obsolete_files(
         }
         // A table `check_unnamed_tables` let through holds nothing the live files do not; one it
         // could not read, and a blob file, may still be the lost edit's.
-        let redundant = match filename::parse(&name) {
-            FileKind::Table(n) => crate::sst::read_properties(fs, &dir.join(&name), n).is_ok(),
-            _ => false,
-        };
+        let redundant =
+            matches!(filename::parse(&name), FileKind::Table(n) if redundant_tables.contains(&n));
         if data && torn_tail && !redundant {
             let lost = dir.join(LOST_DIR);
             fs.create_dir_all(&lost)?;

@@ -36,7 +36,7 @@ use crate::options::{ColumnFamilyOptions, Options};
 use crate::sst::{MetaBlocks, TableOptions, TableReader};
 use crate::stats::Stats;
 use crate::version::{FileMetaData, VersionEdit, VersionSet, decode_cf_options};
-use crate::wal::{LogReader, ReadOutcome};
+use crate::wal::{LogReader, ReadOutcome, decode_seal};
 
 /// A file `repair_store` moved to `lost/`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -110,6 +110,22 @@ struct CfPlan {
     blob_files: Vec<(u64, u64)>,
     evicted: Vec<(u64, u64)>,
     mem: Option<Arc<MemTable>>,
+}
+
+impl CfPlan {
+    /// A column family with nothing in it yet.
+    fn new(name: String, options: ColumnFamilyOptions, recorded: Vec<u8>) -> Self {
+        CfPlan {
+            name,
+            options,
+            recorded,
+            log_number: 0,
+            tables: Vec::new(),
+            blob_files: Vec::new(),
+            evicted: Vec::new(),
+            mem: None,
+        }
+    }
 }
 
 struct Repair<'a> {
@@ -214,16 +230,7 @@ impl<'a> Repair<'a> {
     }
 
     fn plan_column_families(&mut self) -> Result<()> {
-        let default = CfPlan {
-            name: "default".into(),
-            options: self.opts.cf.clone(),
-            recorded: Vec::new(),
-            log_number: 0,
-            tables: Vec::new(),
-            blob_files: Vec::new(),
-            evicted: Vec::new(),
-            mem: None,
-        };
+        let default = CfPlan::new("default".into(), self.opts.cf.clone(), Vec::new());
         self.cfs.insert(0, default);
         let Some(known) = &self.known else {
             return Ok(());
@@ -239,15 +246,12 @@ impl<'a> Repair<'a> {
             } else {
                 decode_cf_options(&cf.options, &manifest).unwrap_or_default()
             };
-            let plan = self.cfs.entry(id).or_insert_with(|| CfPlan {
-                name: cf.name.clone(),
-                options: ColumnFamilyOptions::default(),
-                recorded: cf.options.clone(),
-                log_number: 0,
-                tables: Vec::new(),
-                blob_files: Vec::new(),
-                evicted: Vec::new(),
-                mem: None,
+            let plan = self.cfs.entry(id).or_insert_with(|| {
+                CfPlan::new(
+                    cf.name.clone(),
+                    ColumnFamilyOptions::default(),
+                    cf.options.clone(),
+                )
             });
             plan.options = options;
             plan.log_number = cf.log_number;
@@ -272,16 +276,11 @@ impl<'a> Repair<'a> {
         }
         self.cfs.insert(
             id,
-            CfPlan {
-                name: format!("recovered-{id}"),
-                options: ColumnFamilyOptions::default(),
-                recorded: crate::version::encode_cf_options(&ColumnFamilyOptions::default()),
-                log_number: 0,
-                tables: Vec::new(),
-                blob_files: Vec::new(),
-                evicted: Vec::new(),
-                mem: None,
-            },
+            CfPlan::new(
+                format!("recovered-{id}"),
+                ColumnFamilyOptions::default(),
+                crate::version::encode_cf_options(&ColumnFamilyOptions::default()),
+            ),
         );
         Some(id)
     }
@@ -493,6 +492,9 @@ impl<'a> Repair<'a> {
         let mut reader = LogReader::new(&data, &path, ReadOutcome::SkipDamage);
         let mut bad_records = 0u64;
         while let Some(record) = reader.next_record()? {
+            if decode_seal(&record).is_some() {
+                continue;
+            }
             let Some(batch) = WriteBatch::from_bytes(record) else {
                 bad_records += 1;
                 continue;

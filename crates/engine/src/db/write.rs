@@ -18,7 +18,7 @@ use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Executor, WriteOptions};
 use crate::version::Version;
-use crate::wal::LogWriter;
+use crate::wal::{LogWriter, seal_record};
 
 /// What compaction debt asks of writers; computed once per installed version.
 #[derive(Debug, Default, Clone, Copy)]
@@ -93,6 +93,17 @@ impl WalState {
     pub(crate) fn sync(&mut self) -> Result<()> {
         match self.writer.as_mut() {
             Some(w) => w.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the log with a seal naming `next_wal`, the log that replaces it, and syncs it.
+    fn seal(&mut self, next_wal: u64) -> Result<()> {
+        match self.writer.as_mut() {
+            Some(w) => {
+                w.add_record(&seal_record(next_wal))?;
+                w.sync()
+            }
             None => Ok(()),
         }
     }
@@ -413,11 +424,24 @@ impl DbInner {
                 let number = self.versions.lock().new_file_number();
                 let path = wal_file(&self.dir, number);
                 let file = self.fs.create(&path)?;
-                self.fs.sync_dir(&self.dir)?;
-                // Sync the old log so that nothing acknowledged in it can be lost while a synced
-                // write in the new log survives: recovery must never see a hole.
-                self.sync_blob_writers()?;
-                wal.sync()?;
+                let ready = self
+                    .fs
+                    .sync_dir(&self.dir)
+                    .and_then(|()| self.sync_blob_writers());
+                if let Err(e) = ready {
+                    // Nothing was written to it: the old log stays current.
+                    drop(file);
+                    let _ = self.fs.remove(&path);
+                    return Err(e);
+                }
+                // Seal and sync the old log so that nothing acknowledged in it can be lost while
+                // a synced write in the new log survives: recovery must never see a hole, and
+                // the seal shows it one that falls between two records.
+                if let Err(e) = wal.seal(number) {
+                    // The old log's tail is unknown now: refuse further writes.
+                    self.set_background_error(&e);
+                    return Err(e);
+                }
                 let old_bytes = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
                 wal.writer = Some(LogWriter::new(file));
                 wal.number = number;

@@ -34,6 +34,7 @@ const TAG_BLOB_FILE_DELETED: u32 = 16;
 /// included). The snapshot is synced before CURRENT names the file, so a recovery that finds fewer
 /// knows the file is damaged, not torn by a crash.
 const TAG_SNAPSHOT_RECORDS: u32 = 17;
+const TAG_SEALED_WALS_FROM: u32 = 18;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +124,9 @@ pub(crate) struct VersionEdit {
     pub blob_files_deleted: Vec<u64>,
     /// Records of the snapshot a MANIFEST starts with (set in its first record only).
     pub snapshot_records: Option<u64>,
+    /// WALs numbered from this one on end in a seal when a newer WAL replaces them (set in a
+    /// MANIFEST's first record; absent in stores written before seals).
+    pub sealed_wals_from: Option<u64>,
 }
 
 impl VersionEdit {
@@ -152,6 +156,7 @@ impl VersionEdit {
             (TAG_NEXT_FILE, self.next_file_number),
             (TAG_LAST_SEQUENCE, self.last_sequence),
             (TAG_SNAPSHOT_RECORDS, self.snapshot_records),
+            (TAG_SEALED_WALS_FROM, self.sealed_wals_from),
         ] {
             if let Some(v) = v {
                 put_varint32(&mut out, tag);
@@ -241,6 +246,7 @@ impl VersionEdit {
                 TAG_NEXT_FILE => e.next_file_number = Some(v64(&mut pos)?),
                 TAG_LAST_SEQUENCE => e.last_sequence = Some(v64(&mut pos)?),
                 TAG_SNAPSHOT_RECORDS => e.snapshot_records = Some(v64(&mut pos)?),
+                TAG_SEALED_WALS_FROM => e.sealed_wals_from = Some(v64(&mut pos)?),
                 TAG_DELETED_FILE => {
                     let level = decode_level(data, &mut pos).ok_or_else(|| bad("bad level"))?;
                     e.deleted_files.push((level, v64(&mut pos)?));
@@ -518,6 +524,7 @@ mod tests {
             blob_files_evicted: vec![(3, 999)],
             blob_files_deleted: vec![4],
             snapshot_records: Some(3),
+            sealed_wals_from: Some(4450),
         };
         let p = Path::new("MANIFEST-000001");
         assert_eq!(VersionEdit::decode(&e.encode(), p).unwrap(), e);

@@ -64,6 +64,9 @@ pub(crate) struct VersionSet {
     /// the second.
     deleted_tables: HashSet<u64>,
     snapshot_next_file: u64,
+    /// WALs numbered from this one on end in a seal when replaced (`None`: a store written
+    /// before seals, whose WALs carry none).
+    sealed_wals_from: Option<u64>,
 }
 
 impl std::fmt::Debug for VersionSet {
@@ -94,6 +97,7 @@ impl VersionSet {
             torn_tail: false,
             deleted_tables: HashSet::new(),
             snapshot_next_file: 0,
+            sealed_wals_from: None,
         }
     }
 
@@ -114,6 +118,7 @@ impl VersionSet {
             if edits == 0 {
                 snapshot_records = edit.snapshot_records;
                 set.snapshot_next_file = edit.next_file_number.unwrap_or(0);
+                set.sealed_wals_from = edit.sealed_wals_from;
             }
             set.deleted_tables
                 .extend(edit.deleted_files.iter().map(|(_, n)| *n));
@@ -294,6 +299,17 @@ impl VersionSet {
     }
 
     /// True when the recovered MANIFEST ended in a record cut short.
+    /// WALs numbered from this one on end in a seal when a newer WAL replaces them.
+    pub(crate) fn sealed_wals_from(&self) -> Option<u64> {
+        self.sealed_wals_from
+    }
+
+    /// Records that every WAL from `first` on is sealed when replaced; written with the next
+    /// snapshot.
+    pub(crate) fn set_sealed_wals_from(&mut self, first: u64) {
+        self.sealed_wals_from = Some(first);
+    }
+
     pub(crate) fn recovered_torn_tail(&self) -> bool {
         self.torn_tail
     }
@@ -445,6 +461,7 @@ impl VersionSet {
             last_sequence: Some(self.last_sequence),
             max_column_family: Some(self.max_column_family),
             snapshot_records: Some(1 + self.cfs.len() as u64),
+            sealed_wals_from: self.sealed_wals_from,
             ..Default::default()
         };
         writer.add_record(&header.encode())?;

@@ -2,9 +2,11 @@
 //! fixed 32 KiB blocks so that a reader can resynchronise at the next block after damage.
 
 mod reader;
+mod seal;
 mod writer;
 
 pub(crate) use reader::{LogReader, ReadOutcome};
+pub(crate) use seal::{SealChain, decode_seal, seal_record};
 pub(crate) use writer::LogWriter;
 
 pub(crate) const BLOCK_SIZE: usize = 32 * 1024;
