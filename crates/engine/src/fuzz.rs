@@ -5,12 +5,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::batch::WriteBatch;
 use crate::blob::reader::BlobFileReader;
+use crate::block::Block;
+use crate::db::WriteBatch;
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
-use crate::sst::{Block, BlockReadOptions, MetaBlocks, TableReader};
+use crate::sst::{BlockReadOptions, MetaBlocks, TableReader};
 use crate::stats::Stats;
 use crate::version::VersionEdit;
 use crate::wal::{LogReader, ReadOutcome};

@@ -153,6 +153,17 @@ pub(crate) fn short_successor(start: &[u8]) -> Vec<u8> {
     start.to_vec()
 }
 
+/// What a memtable (or table) knows about a key at a snapshot.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup<T> {
+    Found(T),
+    /// A blob index (`ValueKind::BlobIndex`): the reader resolves it into the value, or into
+    /// absence when it expired or its blob file was evicted.
+    Indexed(T),
+    Deleted,
+    NotFound,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,8 +21,8 @@
 //! # Ok(()) }
 //! ```
 
-mod batch;
 mod blob;
+mod block;
 mod cache;
 mod clock;
 mod coding;
@@ -38,6 +38,7 @@ mod key;
 mod memtable;
 mod options;
 mod range_del;
+mod snapshot;
 mod sst;
 mod stats;
 mod value;
@@ -45,18 +46,17 @@ mod verify;
 mod version;
 mod wal;
 
-pub use batch::WriteBatch;
 pub use blob::{BlobFileProperties, BlobFileState, Expiration};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, FileProperties,
-    LevelProperties, LostFile, Properties, RepairReport, Snapshot, repair_store,
+    BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
+    Entries, FileProperties, LevelProperties, LostFile, Properties, RepairReport, Snapshot,
+    WriteBatch, repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
 pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
-pub use iter::{DbIterator, Entries};
 pub use key::SequenceNumber;
 pub use options::{
     CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,
@@ -81,10 +81,11 @@ pub mod __fuzz;
 pub mod __bench {
     use std::sync::Arc;
 
+    use crate::block::{Block, BlockBuilder};
     use crate::iter::InternalIterator;
+    use crate::key::Lookup;
     use crate::key::ValueKind;
-    use crate::memtable::{Lookup, MemTable};
-    use crate::sst::{Block, BlockBuilder};
+    use crate::memtable::MemTable;
 
     /// A memtable.
     #[derive(Debug)]

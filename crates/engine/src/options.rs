@@ -6,10 +6,23 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::cache::CacheKind;
 use crate::clock::{Clock, SystemClock};
-use crate::db::Snapshot;
 use crate::fs::{FileSystem, StdFileSystem};
+use crate::snapshot::Snapshot;
+
+/// How a shard chooses what to evict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CacheKind {
+    /// Least recently used, with a high-priority pool for index and filter blocks: new data blocks
+    /// enter below the pool and join it once hit again, so one scan cannot flush hot blocks.
+    #[default]
+    Lru,
+    /// CLOCK: lookups take the shard lock shared and only set an entry's clock count, so readers
+    /// never serialise on list updates; eviction sweeps a hand over the entries.
+    Clock,
+}
 
 /// Largest accepted user key.
 pub const MAX_KEY_SIZE: usize = 8 << 20;

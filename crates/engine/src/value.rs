@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::sst::Block;
+use crate::block::Block;
 
 /// A value read from the store. When it came from a table it borrows the cached block (kept alive
 /// until this value drops) instead of copying; values from memtables are owned.

@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::batch::WriteBatch;
-use crate::blob::format::FOOTER_SIZE;
-use crate::blob::reader::{BlobFileReader, Recovered};
+use crate::blob::reader::BlobFileReader;
+use crate::db::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, LOST_DIR};
 use crate::fs::FileSystem;
@@ -351,29 +350,7 @@ fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<Checked> {
         }
         return Ok(Checked::whole(found.footer.records));
     }
-    check_sealed_blob(&reader, &found).map(Checked::whole)
-}
-
-/// Reads every record of a sealed blob file against its footer, whose counts were trusted to open
-/// it; paranoid open uses it too.
-pub(crate) fn check_sealed_blob(reader: &BlobFileReader, found: &Recovered) -> Result<u64> {
-    let path = &reader.path;
-    let (mut records, mut bytes) = (0u64, 0u64);
-    let end = found.file_size - FOOTER_SIZE as u64;
-    let damaged = reader.for_each_record(end, |_, size, _| {
-        records += 1;
-        bytes += size;
-    })?;
-    if damaged || records != found.footer.records || bytes != found.footer.record_bytes {
-        return Err(Error::corruption(
-            path,
-            format!(
-                "{records} intact records of {bytes} bytes, the footer says {} of {}",
-                found.footer.records, found.footer.record_bytes
-            ),
-        ));
-    }
-    Ok(records)
+    reader.verify_sealed(&found).map(Checked::whole)
 }
 
 /// Reports the file recovery blames (the MANIFEST, or else CURRENT) when the store's state cannot

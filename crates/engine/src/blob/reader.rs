@@ -34,6 +34,27 @@ pub(crate) struct Recovered {
 }
 
 impl BlobFileReader {
+    /// Reads every record of a sealed file against its footer, whose counts were trusted to
+    /// open it (`verify`, paranoid opens and repair); returns the records.
+    pub(crate) fn verify_sealed(&self, found: &Recovered) -> Result<u64> {
+        let (mut records, mut bytes) = (0u64, 0u64);
+        let end = found.file_size - FOOTER_SIZE as u64;
+        let damaged = self.for_each_record(end, |_, size, _| {
+            records += 1;
+            bytes += size;
+        })?;
+        if damaged || records != found.footer.records || bytes != found.footer.record_bytes {
+            return Err(Error::corruption(
+                &self.path,
+                format!(
+                    "{records} intact records of {bytes} bytes, the footer says {} of {}",
+                    found.footer.records, found.footer.record_bytes
+                ),
+            ));
+        }
+        Ok(records)
+    }
+
     /// Opens `path` for reading records, without looking at header or footer (the file may still
     /// be being written).
     pub(crate) fn open(fs: &dyn FileSystem, path: &Path) -> Result<Self> {

@@ -174,7 +174,7 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         assert_eq!(found.footer.records, 2);
         assert_eq!(found.footer.expiration_range, (5, 5));
         if seal {
-            assert_eq!(crate::verify::check_sealed_blob(&r, &found).unwrap(), 2);
+            assert_eq!(r.verify_sealed(&found).unwrap(), 2);
         }
         assert_eq!(r.read(refs[1], b"b").unwrap(), vec![2; 500]);
         // A byte that is not zero in the spare space is damage.

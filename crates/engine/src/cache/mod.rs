@@ -14,9 +14,8 @@ mod slots;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use crate::sst::Block;
+use crate::block::Block;
+use crate::options::CacheKind;
 
 /// (table file number, block offset).
 pub(crate) type CacheKey = (u64, u64);
@@ -47,20 +46,6 @@ fn hash_key(key: CacheKey) -> u64 {
     h.write_u64(key.0);
     h.write_u64(key.1);
     h.finish()
-}
-
-/// How a shard chooses what to evict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum CacheKind {
-    /// Least recently used, with a high-priority pool for index and filter blocks: new data blocks
-    /// enter below the pool and join it once hit again, so one scan cannot flush hot blocks.
-    #[default]
-    Lru,
-    /// CLOCK: lookups take the shard lock shared and only set an entry's clock count, so readers
-    /// never serialise on list updates; eviction sweeps a hand over the entries.
-    Clock,
 }
 
 /// Where an entry starts: index and filter blocks are costlier to lose than data blocks.

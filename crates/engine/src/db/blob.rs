@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use parking_lot::Mutex;
 
 use super::DbInner;
+use super::batch::{Op, WriteBatch};
 use super::column_family::ColumnFamilyData;
-use crate::batch::{Op, WriteBatch};
 use crate::blob::{
     BlobFile, BlobFileMeta, BlobFileState, BlobFileWriter, BlobGarbage, BlobHeader, BlobIndex,
     encode_blob,

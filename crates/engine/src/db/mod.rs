@@ -2,15 +2,17 @@
 //! level) and background flushes together. See doc/architecture.md.
 
 mod background;
+mod batch;
 mod blob;
 mod column_family;
 mod compact;
 mod flush;
+mod iter;
 mod multi_get;
 mod open;
 mod properties;
 mod repair;
-mod snapshot;
+
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -19,32 +21,34 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+pub use crate::snapshot::Snapshot;
+pub use batch::WriteBatch;
 pub use column_family::ColumnFamily;
+pub use iter::{DbIterator, Entries};
 pub use properties::{
     BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
     Properties,
 };
 pub use repair::{LostFile, RepairReport, repair_store};
-pub use snapshot::Snapshot;
 
-use crate::batch::WriteBatch;
 use crate::blob::{BlobEpoch, BlobStore};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filter::key_hash;
 use crate::fs::{FileLock, FileSystem};
-use crate::iter::{DbIterator, InternalIterator, LevelIter, MergingIterator, RangeDeletions};
+use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
+use crate::key::Lookup;
 use crate::key::{self, SequenceNumber};
-use crate::memtable::{Lookup, MemTable};
+use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions, oversized_key};
 use crate::range_del::TombstoneCursor;
+use crate::snapshot::SnapshotList;
 use crate::sst::{BlockReadOptions, TableCache};
 use crate::stats::{Statistics, Stats};
 use crate::value::PinnableValue;
-use crate::version::{FileMetaData, Version, VersionSet};
+use crate::version::{FileMetaData, LevelIter, LevelTombstones, Version, VersionSet};
 use background::Scheduler;
 use column_family::{CfState, CfTracker, ColumnFamilyData, Registry};
-use snapshot::SnapshotList;
 use write::{Pressure, WalState, WriteQueue};
 
 /// What a read of one column family sees: its memtables and table version, captured together.
@@ -780,7 +784,7 @@ impl DbInner {
             if files.is_empty() {
                 continue;
             }
-            if let Some(c) = TombstoneCursor::over_level(self.tables.clone(), level, files) {
+            if let Some(c) = LevelTombstones::cursor(self.tables.clone(), level, files) {
                 tombstones.push((children.len(), c));
             }
             children.push(Box::new(LevelIter::new(
@@ -798,7 +802,7 @@ impl DbInner {
             view,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
-            crate::iter::BlobReads {
+            iter::BlobReads {
                 store: self.blobs.clone(),
                 now: self.now(),
                 keys_only: opts.keys_only,

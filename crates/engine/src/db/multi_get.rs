@@ -9,7 +9,7 @@ use super::column_family::ColumnFamilyData;
 use crate::blob::BlobIndex;
 use crate::error::{Error, Result};
 use crate::key;
-use crate::memtable::Lookup;
+use crate::key::Lookup;
 use crate::options::{ReadOptions, oversized_key};
 use crate::sst::{BlockReadOptions, PendingKey};
 use crate::value::PinnableValue;

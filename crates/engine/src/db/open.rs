@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::Scheduler;
+use super::batch::{Op, WriteBatch};
 use super::column_family::{
     CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry, new_memtable, put_slot,
 };
 use super::flush::write_level0_table;
-use super::snapshot::SnapshotList;
-use super::write::{WalState, WriteQueue};
+use super::write::{WalState, WriteQueue, apply_to_memtable};
 use super::{DbInner, State};
-use crate::batch::{Op, WriteBatch};
 use crate::blob::{
     BlobFile, BlobFileMeta, BlobFileReader, BlobFileState, BlobGarbage, BlobIndex, BlobStore,
 };
@@ -27,6 +26,7 @@ use crate::fs::FileSystem;
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
+use crate::snapshot::SnapshotList;
 use crate::sst::{MetaPolicy, TableCache, TableOptions};
 use crate::stats::Stats;
 use crate::version::{VersionEdit, VersionSet, decode_cf_options, encode_cf_options};
@@ -647,7 +647,7 @@ fn replay_wals(
                         touched.push(r.cf);
                     }
                     match (mems.get(&r.cf), log_numbers.get(&r.cf)) {
-                        (Some(mem), Some(&log)) if number >= log => mem.apply(seq, &r),
+                        (Some(mem), Some(&log)) if number >= log => apply_to_memtable(mem, seq, &r),
                         // Flushed before the crash, or dropped.
                         (Some(_), Some(_)) => {}
                         _ if r.cf <= highest_id => {}
@@ -793,7 +793,7 @@ fn recover_blob_files(
             })?;
             let found = reader.recover()?;
             if paranoid && found.sealed {
-                crate::verify::check_sealed_blob(&reader, &found)?;
+                reader.verify_sealed(&found)?;
             }
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();

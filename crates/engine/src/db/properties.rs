@@ -6,9 +6,9 @@ use serde::Serialize;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
-use crate::cache::CacheKind;
 use crate::compaction;
 use crate::key;
+use crate::options::CacheKind;
 use crate::version::FileMetaData;
 
 /// Files and bytes at one level.

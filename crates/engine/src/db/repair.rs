@@ -24,9 +24,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Db;
+use super::batch::WriteBatch;
 use super::column_family::new_memtable;
 use super::flush::write_level0_table;
-use crate::batch::WriteBatch;
+use super::write::apply_to_memtable;
 use crate::blob::{BlobFileReader, BlobGarbage};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind, LOCK, LOST_DIR};
@@ -405,7 +406,7 @@ impl<'a> Repair<'a> {
         let checked = BlobFileReader::open(self.fs.as_ref(), &path).and_then(|reader| {
             let found = reader.recover()?;
             if found.sealed {
-                crate::verify::check_sealed_blob(&reader, &found)?;
+                reader.verify_sealed(&found)?;
             }
             Ok(found.header.column_family)
         });
@@ -529,7 +530,7 @@ impl<'a> Repair<'a> {
                     let mut seq = batch.sequence();
                     let _ = batch.for_each(|r| {
                         if r.cf == id {
-                            mem.apply(seq, &r);
+                            apply_to_memtable(&mem, seq, &r);
                         }
                         seq += 1;
                     });

@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::DbInner;
-use crate::batch::{Op, WriteBatch};
+use super::batch::{BatchRecord, Op, WriteBatch};
 use crate::compaction;
 use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::filename::wal_file;
-use crate::key::ValueKind;
+use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Executor, WriteOptions};
+use crate::range_del::RangeTombstone;
 use crate::version::Version;
 use crate::wal::{LogWriter, seal_record};
 
@@ -106,6 +107,15 @@ impl WalState {
             }
             None => Ok(()),
         }
+    }
+}
+
+/// Applies one record of a write batch to `mem` at sequence number `seq`: the write path's job,
+/// shared with recovery and repair, so the memtable knows nothing of batches.
+pub(super) fn apply_to_memtable(mem: &MemTable, seq: SequenceNumber, r: &BatchRecord<'_>) {
+    match r.op {
+        Op::Point(kind) => mem.add(seq, kind, r.key, r.value),
+        Op::DeleteRange => mem.add_range_tombstone(RangeTombstone::new(r.key, r.value, seq)),
     }
 }
 
@@ -231,7 +241,7 @@ impl DbInner {
             w.batch
                 .for_each(|r| {
                     if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == r.cf) {
-                        mem.apply(s, &r);
+                        apply_to_memtable(mem, s, &r);
                     }
                     s += 1;
                     match r.op {

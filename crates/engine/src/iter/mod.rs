@@ -1,13 +1,8 @@
 //! Iterators: the internal iterator contract every source implements (memtable, block, table,
-//! level), the merging iterator over all sources, and the user-facing `DbIterator`.
+//! level) and the merging iterator over all sources. The user-facing iterator is `db::iter`.
 
-mod db_iter;
-mod level;
 mod merging;
 
-pub(crate) use db_iter::BlobReads;
-pub use db_iter::{DbIterator, Entries};
-pub(crate) use level::LevelIter;
 pub(crate) use merging::{MergingIterator, RangeDeletions};
 
 use crate::error::Result;

@@ -7,24 +7,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::batch::{BatchRecord, Op};
 use crate::error::Result;
 use crate::filter::{MemtableBloom, key_hash};
 use crate::iter::InternalIterator;
-use crate::key::{self, KIND_FOR_SEEK, SequenceNumber, ValueKind};
+use crate::key::{self, KIND_FOR_SEEK, Lookup, SequenceNumber, ValueKind};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use skiplist::{Node, SkipList};
-
-/// What a memtable (or table) knows about a key at a snapshot.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Lookup<T> {
-    Found(T),
-    /// A blob index (`ValueKind::BlobIndex`): the reader resolves it into the value, or into
-    /// absence when it expired or its blob file was evicted.
-    Indexed(T),
-    Deleted,
-    NotFound,
-}
 
 pub(crate) struct MemTable {
     list: SkipList,
@@ -66,14 +54,6 @@ impl MemTable {
             range_del_count: AtomicUsize::new(0),
             range_del_bytes: AtomicUsize::new(0),
             fragmented: RwLock::new(None),
-        }
-    }
-
-    /// Applies one record of a write batch at sequence number `seq`.
-    pub(crate) fn apply(&self, seq: SequenceNumber, r: &BatchRecord<'_>) {
-        match r.op {
-            Op::Point(kind) => self.add(seq, kind, r.key, r.value),
-            Op::DeleteRange => self.add_range_tombstone(RangeTombstone::new(r.key, r.value, seq)),
         }
     }
 

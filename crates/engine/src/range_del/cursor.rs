@@ -7,12 +7,9 @@ use std::sync::Arc;
 
 use super::{FragmentedTombstones, hides_from_every_reader};
 use crate::error::Result;
-use crate::key::{self, SequenceNumber};
-use crate::sst::TableCache;
-use crate::version::FileMetaData;
-
+use crate::key::SequenceNumber;
 /// A table's smallest and largest user keys.
-type KeyBounds<'a> = (&'a [u8], &'a [u8]);
+pub(crate) type KeyBounds<'a> = (&'a [u8], &'a [u8]);
 
 /// A fragment's start, end and sequence numbers (newest first).
 pub(crate) type Fragment<'a> = (&'a [u8], &'a [u8], &'a [SequenceNumber]);
@@ -26,21 +23,25 @@ pub(crate) struct Covering<'a> {
     pub end: &'a [u8],
 }
 
-/// The tables of one level below L0 that hold range tombstones; they do not overlap.
-pub(crate) struct LevelTombstones {
-    tables: Arc<TableCache>,
-    level: usize,
-    files: Vec<Arc<FileMetaData>>,
-    /// Each file's fragmented tombstones, read from its table when first needed.
-    loaded: Vec<Option<Arc<FragmentedTombstones>>>,
-    /// The file the last answer came from.
-    file: usize,
+/// A level below L0 as a source of range tombstones: tables that do not overlap, each read when
+/// first needed. Implemented where the tables are known (`version::LevelTombstones`).
+pub(crate) trait LevelSource: Send {
+    /// Makes the table whose range holds `user_key` current, reading its tombstones if they are
+    /// not yet; false when no table holds the key.
+    fn find_table(&mut self, user_key: &[u8]) -> Result<bool>;
+    /// Which table is current: a change resets the cursor's hint.
+    fn current_index(&self) -> usize;
+    /// The current table's tombstones and user-key bounds, once read.
+    fn current(&self) -> Option<(&FragmentedTombstones, KeyBounds<'_>)>;
+    /// After `find_table` found no table holding a key: the stretch between the tables around
+    /// it.
+    fn gap_around(&self) -> (Option<&[u8]>, Option<&[u8]>);
 }
 
 enum Source {
     /// A memtable's or an L0 table's tombstones.
     List(Arc<FragmentedTombstones>),
-    Level(LevelTombstones),
+    Level(Box<dyn LevelSource>),
 }
 
 /// One source's range tombstones, as an iterator consults them.
@@ -94,28 +95,13 @@ impl TombstoneCursor {
         })
     }
 
-    /// A cursor over a level's tables; `None` when none of `files` holds a range tombstone.
-    pub(crate) fn over_level(
-        tables: Arc<TableCache>,
-        level: usize,
-        files: &[Arc<FileMetaData>],
-    ) -> Option<Self> {
-        let files: Vec<_> = files
-            .iter()
-            .filter(|f| f.num_range_deletions > 0)
-            .cloned()
-            .collect();
-        (!files.is_empty()).then(|| TombstoneCursor {
-            source: Source::Level(LevelTombstones {
-                tables,
-                level,
-                loaded: vec![None; files.len()],
-                files,
-                file: 0,
-            }),
+    /// A cursor over a level's tables.
+    pub(crate) fn over_level(level: Box<dyn LevelSource>) -> Self {
+        TombstoneCursor {
+            source: Source::Level(level),
             hint: 0,
             gap: Gap::default(),
-        })
+        }
     }
 
     /// The fragment covering `user_key` with a tombstone a read at `read_seq` sees, if any.
@@ -140,13 +126,13 @@ impl TombstoneCursor {
         let (list, bounds) = match &mut self.source {
             Source::List(list) => (&**list, None),
             Source::Level(level) => {
-                let previous = level.file;
-                if !level.find_file(user_key)? {
+                let previous = level.current_index();
+                if !level.find_table(user_key)? {
                     let (lo, hi) = level.gap_around();
                     self.gap.assign(lo, hi);
                     return Ok(None);
                 }
-                if level.file != previous {
+                if level.current_index() != previous {
                     self.hint = 0;
                 }
                 match level.current() {
@@ -199,7 +185,7 @@ impl TombstoneCursor {
     fn current_list(&self) -> Option<&FragmentedTombstones> {
         match &self.source {
             Source::List(list) => Some(list),
-            Source::Level(level) => level.loaded.get(level.file)?.as_deref(),
+            Source::Level(level) => level.current().map(|(list, _)| list),
         }
     }
 
@@ -226,54 +212,6 @@ impl TombstoneCursor {
         }
         let (start, end, _) = list.fragment(i);
         Some(if forward { end } else { start })
-    }
-}
-
-impl LevelTombstones {
-    /// The tombstones of the file whose range holds `user_key`, if one does. A file's tombstones
-    /// end at or before its largest user key, so the file to ask is the first one ending above it.
-    /// Makes the file whose range holds `user_key` current, reading its tombstones if they are
-    /// not yet; false when no file holds the key. A file's tombstones end at or before its
-    /// largest key, so the file to ask is the first one ending above it.
-    fn find_file(&mut self, user_key: &[u8]) -> Result<bool> {
-        let ends_above = |f: &FileMetaData| key::user_key(&f.largest) > user_key;
-        let holds = |f: &FileMetaData| ends_above(f) && key::user_key(&f.smallest) <= user_key;
-        if !self.files.get(self.file).is_some_and(|f| holds(f)) {
-            self.file = self.files.partition_point(|f| !ends_above(f));
-            if !self.files.get(self.file).is_some_and(|f| holds(f)) {
-                return Ok(false);
-            }
-        }
-        if self.loaded[self.file].is_none() {
-            let table = self.tables.get(self.files[self.file].number, self.level)?;
-            self.loaded[self.file] = Some(table.range_tombstones().clone());
-        }
-        Ok(true)
-    }
-
-    /// The current file's tombstones and user-key bounds (smallest, largest).
-    fn current(&self) -> Option<(&FragmentedTombstones, KeyBounds<'_>)> {
-        let f = self.files.get(self.file)?;
-        let list = self.loaded.get(self.file)?.as_deref()?;
-        Some((
-            list,
-            (key::user_key(&f.smallest), key::user_key(&f.largest)),
-        ))
-    }
-
-    /// After `find_file` found no file holding a key: the stretch between the files around it.
-    /// A file's tombstones end at or before its largest key, so the gap starts there.
-    fn gap_around(&self) -> (Option<&[u8]>, Option<&[u8]>) {
-        let lo = self
-            .file
-            .checked_sub(1)
-            .and_then(|p| self.files.get(p))
-            .map(|f| key::user_key(&f.largest));
-        let hi = self
-            .files
-            .get(self.file)
-            .map(|f| key::user_key(&f.smallest));
-        (lo, hi)
     }
 }
 

@@ -6,7 +6,7 @@
 mod cursor;
 mod fragmenter;
 
-pub(crate) use cursor::TombstoneCursor;
+pub(crate) use cursor::{KeyBounds, LevelSource, TombstoneCursor};
 pub(crate) use fragmenter::{FragmentedTombstones, hides_from_every_reader, stripe};
 
 use crate::key::SequenceNumber;

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::block::BlockBuilder;
 use super::format::{BLOCK_TRAILER, BlockHandle, Footer, frame_block};
 use super::properties::TableProperties;
+use crate::block::BlockBuilder;
 use crate::coding::put_length_prefixed;
 use crate::error::{Error, Result};
 use crate::filter::FilterBuilder;

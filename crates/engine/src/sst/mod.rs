@@ -1,15 +1,11 @@
 //! Sorted string tables: the immutable files flushes and compactions write.
 
-mod block;
 mod builder;
 mod format;
 mod properties;
 mod reader;
 mod table_cache;
 
-pub(crate) use block::Block;
-#[cfg(feature = "internals")]
-pub(crate) use block::BlockBuilder;
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub(crate) use format::decompress as decompress_zstd;
 pub use properties::TableProperties;

@@ -5,18 +5,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::block::{Block, BlockIter};
 use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME};
 use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
 use super::properties::TableProperties;
+use crate::block::{Block, BlockIter};
 use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::coding::get_length_prefixed;
 use crate::error::{Error, Result};
 use crate::filter;
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iter::InternalIterator;
+use crate::key::Lookup;
 use crate::key::{self, ValueKind};
-use crate::memtable::Lookup;
 use crate::range_del::{FragmentedTombstones, RANGE_DELETION_KIND, RangeTombstone};
 use crate::stats::{BlockKind, Stats};
 use crate::value::PinnableValue;

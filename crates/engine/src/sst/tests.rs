@@ -3,14 +3,15 @@ use std::sync::Arc;
 
 use super::reader::{MetaBlocks, TableReader};
 use super::*;
-use crate::cache::{BlockCache, CacheKind};
+use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::filter::key_hash;
 use crate::fs::{FileSystem, StdFileSystem};
 use crate::iter::InternalIterator;
 use crate::iter::testutil::{collect_backward, collect_forward};
+use crate::key::Lookup;
 use crate::key::{internal_key, lookup_key, user_key};
-use crate::memtable::Lookup;
+use crate::options::CacheKind;
 use crate::options::Compression;
 use crate::stats::Stats;
 

@@ -2,17 +2,21 @@
 //! compaction) installs a new one through a `VersionEdit` logged to the MANIFEST first.
 
 mod edit;
+mod level_iter;
+mod level_tombstones;
 mod set;
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 pub(crate) use edit::{FileMetaData, VersionEdit, decode_cf_options, encode_cf_options};
+pub(crate) use level_iter::LevelIter;
+pub(crate) use level_tombstones::LevelTombstones;
 pub(crate) use set::VersionSet;
 
 use crate::error::Result;
+use crate::key::Lookup;
 use crate::key::{self, compare_internal};
-use crate::memtable::Lookup;
 use crate::sst::{BlockReadOptions, PendingKey, TableCache};
 use crate::value::PinnableValue;
 

@@ -5,10 +5,10 @@
 //! is absent for point deletes, and for a range deletion (kind 2) the key is the range's start and
 //! the value its end.
 
+use super::ColumnFamily;
 use crate::coding::{
     fixed32, fixed64, get_length_prefixed, get_varint32, put_length_prefixed, put_varint32,
 };
-use crate::db::ColumnFamily;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, oversized_key};
 use crate::range_del::RANGE_DELETION_KIND;

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::InternalIterator;
+use super::FileMetaData;
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::sst::{BlockReadOptions, TableCache, TableIter};
-use crate::version::FileMetaData;
 
 pub(crate) struct LevelIter {
     tables: Arc<TableCache>,

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use super::{InternalIterator, MergingIterator};
+use super::SuperVersion;
 use crate::blob::{BlobIndex, BlobStore, Resolved};
-use crate::db::{Snapshot, SuperVersion};
 use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, KIND_FOR_SEEK, MAX_SEQUENCE, SequenceNumber, ValueKind};
+use crate::snapshot::Snapshot;
 
 /// How an iterator reads values that live behind blob indexes.
 #[derive(Debug)]
