@@ -133,9 +133,9 @@ impl Block {
     /// Starts loading the restart array and the first entry of every restart interval (up to a
     /// few), the lines a seek reads first: a batch issues these for all its blocks before seeking.
     pub(crate) fn prefetch_restarts(&self) {
-        crate::filter::prefetch_line(&self.data[self.restarts_at]);
+        crate::bloom::prefetch_line(&self.data[self.restarts_at]);
         for i in 0..self.num_restarts.min(4) {
-            crate::filter::prefetch_line(&self.data[self.restart(i)]);
+            crate::bloom::prefetch_line(&self.data[self.restart(i)]);
         }
     }
 
@@ -162,7 +162,7 @@ impl Block {
             self.restarts_at
         };
         for offset in (start..end).step_by(64).take(PREFETCH_LINES) {
-            crate::filter::prefetch_line(&self.data[offset]);
+            crate::bloom::prefetch_line(&self.data[offset]);
         }
     }
 

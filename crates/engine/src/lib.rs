@@ -23,15 +23,14 @@
 
 mod blob;
 mod block;
+mod bloom;
 mod cache;
-mod clock;
 mod coding;
 mod compaction;
 mod db;
 mod error;
 mod events;
 mod filename;
-mod filter;
 pub mod fs;
 mod iter;
 mod key;
@@ -41,13 +40,13 @@ mod range_del;
 mod snapshot;
 mod sst;
 mod stats;
+mod time;
 mod value;
 mod verify;
 mod version;
 mod wal;
 
 pub use blob::{BlobFileProperties, BlobFileState, Expiration};
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
@@ -64,6 +63,7 @@ pub use options::{
 };
 pub use sst::TableProperties;
 pub use stats::Statistics;
+pub use time::{Clock, ManualClock, SystemClock};
 pub use value::PinnableValue;
 pub use verify::{FileReport, VerifyReport, verify_store};
 
@@ -105,7 +105,7 @@ pub mod __bench {
 
     /// A table filter over `keys` at `bits_per_key`.
     pub fn build_table_filter(keys: &[Vec<u8>], bits_per_key: u32) -> Vec<u8> {
-        let mut b = crate::filter::FilterBuilder::new(bits_per_key);
+        let mut b = crate::bloom::FilterBuilder::new(bits_per_key);
         for k in keys {
             b.add_key(k);
         }
@@ -114,22 +114,22 @@ pub mod __bench {
 
     /// Queries a table filter.
     pub fn table_filter_may_contain(filter: &[u8], key: &[u8]) -> bool {
-        crate::filter::may_contain(filter, crate::filter::key_hash(key))
+        crate::bloom::may_contain(filter, crate::bloom::key_hash(key))
     }
 
     /// A memtable filter of `bytes` bytes.
     #[derive(Debug)]
-    pub struct MemtableFilter(crate::filter::MemtableBloom);
+    pub struct MemtableFilter(crate::bloom::MemtableBloom);
 
     impl MemtableFilter {
         pub fn new(bytes: usize) -> Self {
-            MemtableFilter(crate::filter::MemtableBloom::new(bytes, 6))
+            MemtableFilter(crate::bloom::MemtableBloom::new(bytes, 6))
         }
         pub fn add(&self, key: &[u8]) {
-            self.0.add(crate::filter::key_hash(key));
+            self.0.add(crate::bloom::key_hash(key));
         }
         pub fn may_contain(&self, key: &[u8]) -> bool {
-            self.0.may_contain(crate::filter::key_hash(key))
+            self.0.may_contain(crate::bloom::key_hash(key))
         }
     }
 

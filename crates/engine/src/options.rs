@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clock, SystemClock};
 use crate::fs::{FileSystem, StdFileSystem};
 use crate::snapshot::Snapshot;
+use crate::time::{Clock, SystemClock};
 
 /// How a shard chooses what to evict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

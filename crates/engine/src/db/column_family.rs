@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::SuperVersion;
 use super::compact::{CompactionState, LevelStats};
 use super::write::Pressure;
+use super::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::memtable::MemTable;
@@ -296,4 +296,113 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Creating and dropping column families: MANIFEST edits first, then the registry.
+impl DbInner {
+    pub(super) fn create_cf(&self, name: &str, opts: ColumnFamilyOptions) -> Result<ColumnFamily> {
+        validate_name(name)?;
+        opts.validate()?;
+        let _admin = self.cf_admin.lock();
+        if self.registry.read().by_name.contains_key(name) {
+            return Err(Error::InvalidArgument(format!(
+                "column family {name} already exists"
+            )));
+        }
+        // Records for the new column family can only go to this WAL or later ones.
+        let current_wal = self.state.lock().current_wal;
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        let (id, version) = {
+            let mut vs = self.versions.lock();
+            let id = vs.next_column_family_id();
+            let edit = crate::version::VersionEdit {
+                column_family: id,
+                add_column_family: Some(name.to_string()),
+                cf_options: Some(crate::version::encode_cf_options(&opts)),
+                log_number: Some(current_wal),
+                ..Default::default()
+            };
+            vs.log_and_apply(edit, last_seq)?;
+            let version = vs.current(id).unwrap_or_default();
+            (id, version)
+        };
+        let data = Arc::new(ColumnFamilyData::new(
+            self.id,
+            id,
+            name.to_string(),
+            opts,
+            version,
+            self.blobs.current_epoch(),
+        ));
+        {
+            let mut st = self.state.lock();
+            put_slot(&mut st.cfs, id as usize, CfState::new(data.clone()));
+            st.memtable_budget += data.memtable_budget();
+        }
+        self.registry.write().insert(data.clone());
+        self.update_blob_threshold();
+        Ok(ColumnFamily { data })
+    }
+
+    pub(super) fn drop_cf(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
+        if cf.id == 0 {
+            return Err(Error::InvalidArgument(
+                "the default column family cannot be dropped".into(),
+            ));
+        }
+        let _admin = self.cf_admin.lock();
+        if cf.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "column family {} was dropped",
+                cf.name
+            )));
+        }
+        let last_seq = self.last_sequence.load(Ordering::Acquire);
+        let last_version = {
+            let mut vs = self.versions.lock();
+            let last = vs.current(cf.id);
+            vs.log_and_apply(
+                crate::version::VersionEdit {
+                    column_family: cf.id,
+                    drop_column_family: true,
+                    ..Default::default()
+                },
+                last_seq,
+            )?;
+            // Set under the version lock: a background job whose edit was refused because of this
+            // drop takes the lock after it, so it sees the flag and ends quietly instead of
+            // reporting a background error.
+            cf.dropped.store(true, Ordering::Release);
+            last
+        };
+        self.registry.write().remove(cf.id);
+        self.update_blob_threshold();
+        let wals = {
+            let mut st = self.state.lock();
+            if let Some(cs) = st.cfs.get_mut(cf.id as usize).and_then(Option::take) {
+                st.tracker.forget(cf.id, cs.oldest_log());
+                st.memtable_budget -= cf.memtable_budget();
+            }
+            st.take_obsolete_wals()
+        };
+        // Writers stalled on this column family's compaction debt may go on.
+        self.state_cv.notify_all();
+        // Free the memtables now; the tables go once no iterator reads them.
+        let empty = cf.new_memtable(0);
+        *cf.view.write() = Arc::new(SuperVersion {
+            mem: empty,
+            imm: Vec::new(),
+            version: Arc::default(),
+            pressure: Pressure::default(),
+            _blob_epoch: None,
+        });
+        if let Some(v) = last_version {
+            self.obsolete
+                .lock()
+                .extend(v.levels.iter().flatten().cloned());
+        }
+        self.purge_obsolete_files();
+        self.remove_wals(wals);
+        Ok(())
+    }
 }

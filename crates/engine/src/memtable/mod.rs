@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::bloom::{MemtableBloom, key_hash};
 use crate::error::Result;
-use crate::filter::{MemtableBloom, key_hash};
 use crate::iter::InternalIterator;
 use crate::key::{self, KIND_FOR_SEEK, Lookup, SequenceNumber, ValueKind};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};

@@ -2,15 +2,19 @@
 
 mod builder;
 mod format;
+mod multi_get;
 mod properties;
 mod reader;
 mod table_cache;
+mod table_iter;
 
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub(crate) use format::decompress as decompress_zstd;
+pub(crate) use multi_get::PendingKey;
 pub use properties::TableProperties;
-pub(crate) use reader::{BlockReadOptions, MetaBlocks, PendingKey, TableIter, TableReader};
+pub(crate) use reader::{BlockReadOptions, MetaBlocks, TableReader};
 pub(crate) use table_cache::{MetaPolicy, TableCache};
+pub(crate) use table_iter::TableIter;
 
 /// The properties of the table at `path`, read without a cache.
 pub(crate) fn read_properties(

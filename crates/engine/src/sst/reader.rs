@@ -9,10 +9,10 @@ use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_N
 use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
 use super::properties::TableProperties;
 use crate::block::{Block, BlockIter};
+use crate::bloom;
 use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::coding::get_length_prefixed;
 use crate::error::{Error, Result};
-use crate::filter;
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::Lookup;
@@ -20,55 +20,6 @@ use crate::key::{self, ValueKind};
 use crate::range_del::{FragmentedTombstones, RANGE_DELETION_KIND, RangeTombstone};
 use crate::stats::{BlockKind, Stats};
 use crate::value::PinnableValue;
-
-/// Index entries a batched lookup steps through to reach the next key's block before it falls back
-/// to a binary search of the index.
-const INDEX_STEPS: usize = 4;
-
-/// One key of a batched lookup, on its way down the tree.
-#[derive(Debug)]
-pub(crate) struct PendingKey {
-    /// The lookup key: user key and the batch's sequence number.
-    pub lookup: Vec<u8>,
-    pub hash: u64,
-    /// Found or deleted: the search stops here.
-    pub outcome: Option<Lookup<PinnableValue>>,
-    pub error: Option<Error>,
-    /// The newest range tombstone covering the key in the source being searched: an entry older
-    /// than it reads as deleted.
-    pub covered_below: u64,
-}
-
-impl PendingKey {
-    pub(crate) fn new(user_key: &[u8], seq: u64) -> Self {
-        PendingKey {
-            lookup: key::lookup_key(user_key, seq),
-            hash: filter::key_hash(user_key),
-            outcome: None,
-            error: None,
-            covered_below: 0,
-        }
-    }
-
-    /// A key refused before its search starts.
-    pub(crate) fn failed(error: Error) -> Self {
-        PendingKey {
-            lookup: key::lookup_key(&[], 0),
-            hash: 0,
-            outcome: None,
-            error: Some(error),
-            covered_below: 0,
-        }
-    }
-
-    pub(crate) fn user_key(&self) -> &[u8] {
-        key::user_key(&self.lookup)
-    }
-
-    pub(crate) fn is_resolved(&self) -> bool {
-        self.outcome.is_some() || self.error.is_some()
-    }
-}
 
 /// How a read treats the cache and checksums.
 #[derive(Debug, Clone, Copy)]
@@ -97,14 +48,14 @@ enum Meta<T> {
 }
 
 /// A filter for one read: borrowed from the reader, or a cache handle held for the read.
-enum FilterRef<'a> {
+pub(super) enum FilterRef<'a> {
     None,
     Borrowed(&'a [u8]),
     Cached(Arc<Vec<u8>>),
 }
 
 impl FilterRef<'_> {
-    fn bytes(&self) -> Option<&[u8]> {
+    pub(super) fn bytes(&self) -> Option<&[u8]> {
         match self {
             FilterRef::None => None,
             FilterRef::Borrowed(f) => Some(f),
@@ -115,13 +66,13 @@ impl FilterRef<'_> {
 
 pub(crate) struct TableReader {
     file: Arc<dyn RandomAccessFile>,
-    path: PathBuf,
+    pub(super) path: PathBuf,
     file_number: u64,
     index: Meta<Arc<Block>>,
     filter: Option<Meta<Arc<Vec<u8>>>>,
     props: TableProperties,
     /// The range-deletion block, fragmented once at open.
-    range_tombstones: Arc<FragmentedTombstones>,
+    pub(super) range_tombstones: Arc<FragmentedTombstones>,
     cache: Option<Arc<BlockCache>>,
     stats: Arc<Stats>,
 }
@@ -294,7 +245,7 @@ impl TableReader {
         )
     }
 
-    fn corrupt_in(&self, it: &BlockIter) -> Result<()> {
+    pub(super) fn corrupt_in(&self, it: &BlockIter) -> Result<()> {
         match it.error_detail() {
             Some(d) => Err(Error::corruption(&self.path, format!("block: {d}"))),
             None => Ok(()),
@@ -359,7 +310,7 @@ impl TableReader {
     }
 
     /// The index block, from the reader or the cache.
-    fn index_block(&self) -> Result<Arc<Block>> {
+    pub(super) fn index_block(&self) -> Result<Arc<Block>> {
         let handle = match &self.index {
             Meta::Held(b) => return Ok(b.clone()),
             Meta::Cached(h) => *h,
@@ -372,7 +323,7 @@ impl TableReader {
     }
 
     /// The filter block, if the table has one.
-    fn filter_block(&self) -> Result<FilterRef<'_>> {
+    pub(super) fn filter_block(&self) -> Result<FilterRef<'_>> {
         let handle = match &self.filter {
             None => return Ok(FilterRef::None),
             Some(Meta::Held(f)) => return Ok(FilterRef::Borrowed(f)),
@@ -393,7 +344,7 @@ impl TableReader {
         )
     }
 
-    fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
+    pub(super) fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
         BlockHandle::decode(value, &mut 0).ok_or_else(|| {
             Error::corruption(&self.path, "index entry holds a damaged block handle")
         })
@@ -401,12 +352,12 @@ impl TableReader {
 
     /// True when `filter` says `hash`'s key may be in the table.
     #[inline]
-    fn check_filter(&self, filter: &FilterRef<'_>, hash: u64) -> bool {
+    pub(super) fn check_filter(&self, filter: &FilterRef<'_>, hash: u64) -> bool {
         match filter.bytes() {
             None => true,
             Some(f) => {
                 self.stats.bloom_checked.inc();
-                let maybe = filter::may_contain(f, hash);
+                let maybe = bloom::may_contain(f, hash);
                 if !maybe {
                     self.stats.bloom_useful.inc();
                 }
@@ -459,7 +410,7 @@ impl TableReader {
 
     /// The sequence number of the newest of this table's range tombstones that covers the
     /// lookup key's user key and is visible at its sequence number; 0 when none is.
-    fn covering_seq(&self, lookup: &[u8]) -> u64 {
+    pub(super) fn covering_seq(&self, lookup: &[u8]) -> u64 {
         if self.range_tombstones.is_empty() {
             return 0;
         }
@@ -469,7 +420,7 @@ impl TableReader {
     }
 
     /// A key absent from this table but covered by one of its tombstones is deleted.
-    fn settle(&self, found: Lookup<PinnableValue>, cover: u64) -> Lookup<PinnableValue> {
+    pub(super) fn settle(&self, found: Lookup<PinnableValue>, cover: u64) -> Lookup<PinnableValue> {
         match found {
             Lookup::NotFound if cover > 0 => {
                 self.stats.range_del_hidden.inc();
@@ -480,7 +431,7 @@ impl TableReader {
     }
 
     /// What `it`, positioned by a seek for `lookup` in `block`, says about `lookup`'s user key.
-    fn entry_at(
+    pub(super) fn entry_at(
         &self,
         block: &Arc<Block>,
         it: &BlockIter,
@@ -516,162 +467,6 @@ impl TableReader {
         }
     }
 
-    /// Looks up the keys `group` names (ascending) in one pass, in phases so that each issues
-    /// the memory loads of every key before the next waits on any of them: the filter for the
-    /// whole group after its cache lines are prefetched; then one index seek per data block
-    /// rather than per key, each block taken from the cache once for all the keys it holds (their
-    /// values share it) with its restart points prefetched; then each key's restart interval,
-    /// prefetched; then the scans. Outcomes go to `keys`.
-    pub(crate) fn multi_get(
-        &self,
-        keys: &mut [PendingKey],
-        group: &[usize],
-        opts: BlockReadOptions,
-    ) {
-        if self.range_tombstones.is_empty() {
-            return self.multi_get_points(keys, group, opts);
-        }
-        for &i in group {
-            keys[i].covered_below = self.covering_seq(&keys[i].lookup);
-        }
-        self.multi_get_points(keys, group, opts);
-        for &i in group {
-            let p = &mut keys[i];
-            if p.covered_below > 0 && !p.is_resolved() {
-                p.outcome = Some(self.settle(Lookup::NotFound, p.covered_below));
-            }
-        }
-    }
-
-    fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
-        let fail_all = |keys: &mut [PendingKey], e: Error| {
-            for &i in group {
-                keys[i].error = Some(e.duplicate());
-            }
-        };
-        let filter = match self.filter_block() {
-            Ok(f) => f,
-            Err(e) => return fail_all(keys, e),
-        };
-        if let Some(f) = filter.bytes() {
-            for &i in group {
-                filter::prefetch(f, keys[i].hash);
-            }
-        }
-        // (key, its block in `blocks`) for the keys the filter lets through.
-        let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
-        let mut blocks: Vec<Arc<Block>> = Vec::new();
-        let mut index: Option<BlockIter> = None;
-        // Cleared once stepping fails: the keys are then too far apart for it to pay.
-        let mut stepping = true;
-        // The index key that bounds the last block from above.
-        let mut bound: Vec<u8> = Vec::new();
-        for &i in group {
-            let p = &mut keys[i];
-            if !self.check_filter(&filter, p.hash) {
-                continue;
-            }
-            if !blocks.is_empty() && key::compare_internal(&p.lookup, &bound).is_le() {
-                located.push((i, blocks.len() - 1));
-                continue;
-            }
-            let index = match &mut index {
-                Some(it) => {
-                    // Keys ascend: the block holding this one is usually a few index entries
-                    // further on, cheaper to step to than to binary-search for.
-                    let mut steps = 0;
-                    if stepping {
-                        while it.valid()
-                            && steps < INDEX_STEPS
-                            && key::compare_internal(it.key(), &p.lookup).is_lt()
-                        {
-                            it.next();
-                            steps += 1;
-                        }
-                    }
-                    if !stepping || steps == INDEX_STEPS {
-                        stepping = false;
-                        it.seek(&p.lookup);
-                    }
-                    it
-                }
-                None => match self.index_block() {
-                    Ok(b) => {
-                        let it = index.insert(b.iter());
-                        it.seek(&p.lookup);
-                        it
-                    }
-                    Err(e) => return fail_all(keys, e),
-                },
-            };
-            if !index.valid() {
-                if let Err(e) = self.corrupt_in(index) {
-                    p.error = Some(e);
-                }
-                // Past the table's last block: so are all the later keys.
-                break;
-            }
-            match self
-                .decode_handle(index.value())
-                .and_then(|h| self.data_block(h, opts))
-            {
-                Ok(block) => {
-                    block.prefetch_restarts();
-                    blocks.push(block);
-                    bound.clear();
-                    bound.extend_from_slice(index.key());
-                    located.push((i, blocks.len() - 1));
-                }
-                Err(e) => p.error = Some(e),
-            }
-        }
-        let starts: Vec<Option<u32>> = located
-            .iter()
-            .map(|&(i, b)| {
-                let start = blocks[b].restart_before(&keys[i].lookup);
-                if let Some(r) = start {
-                    blocks[b].prefetch_interval(r);
-                }
-                start
-            })
-            .collect();
-        // One iterator per block, reused by its keys: a key after the previous one in the same
-        // interval continues the scan from where that one stopped.
-        let mut it: Option<(usize, BlockIter)> = None;
-        for (&(i, b), start) in located.iter().zip(starts) {
-            let p = &mut keys[i];
-            let block = &blocks[b];
-            let Some(start) = start else {
-                p.error = Some(Error::corruption(
-                    &self.path,
-                    "block: damaged restart entry",
-                ));
-                continue;
-            };
-            let it = match &mut it {
-                Some((current, it)) if *current == b => it,
-                _ => &mut it.insert((b, block.iter())).1,
-            };
-            it.seek_forward_from(start, &p.lookup);
-            match self.entry_at(block, it, &p.lookup, p.covered_below) {
-                Ok(Lookup::NotFound) => {}
-                Ok(found) => p.outcome = Some(found),
-                Err(e) => p.error = Some(e),
-            }
-        }
-    }
-
-    pub(crate) fn iter(self: &Arc<Self>, opts: BlockReadOptions) -> Result<TableIter> {
-        Ok(TableIter {
-            table: self.clone(),
-            index: self.index_block()?.iter(),
-            data: None,
-            data_handle: None,
-            opts,
-            error: None,
-        })
-    }
-
     /// Reads and checks every block; used by paranoid open and `strata verify`.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
         let mut it = self.iter(BlockReadOptions {
@@ -703,145 +498,5 @@ impl TableReader {
             ));
         }
         Ok(n)
-    }
-}
-
-/// Two-level iteration: the index picks the data block, the block iterator walks it.
-pub(crate) struct TableIter {
-    table: Arc<TableReader>,
-    index: BlockIter,
-    data: Option<BlockIter>,
-    data_handle: Option<BlockHandle>,
-    opts: BlockReadOptions,
-    error: Option<Error>,
-}
-
-impl TableIter {
-    fn fail(&mut self, e: Error) {
-        if self.error.is_none() {
-            self.error = Some(e);
-        }
-        self.data = None;
-        self.data_handle = None;
-    }
-
-    fn load_data_block(&mut self) {
-        if !self.index.valid() {
-            if let Err(e) = self.table.corrupt_in(&self.index) {
-                self.fail(e);
-            }
-            self.data = None;
-            self.data_handle = None;
-            return;
-        }
-        let handle = match self.table.decode_handle(self.index.value()) {
-            Ok(h) => h,
-            Err(e) => return self.fail(e),
-        };
-        if self.data_handle == Some(handle) && self.data.is_some() {
-            return;
-        }
-        match self.table.data_block(handle, self.opts) {
-            Ok(b) => {
-                self.data = Some(b.iter());
-                self.data_handle = Some(handle);
-            }
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn check_data_error(&mut self) -> bool {
-        if let Some(d) = &self.data
-            && let Err(e) = self.table.corrupt_in(d)
-        {
-            self.fail(e);
-            return true;
-        }
-        false
-    }
-
-    /// Moves past data blocks with nothing left in the direction of travel.
-    fn skip_empty_blocks(&mut self, forward: bool) {
-        while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
-            if self.check_data_error() || !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            if forward {
-                self.index.next();
-            } else {
-                self.index.prev();
-            }
-            self.load_data_block();
-            if let Some(d) = self.data.as_mut() {
-                if forward {
-                    d.seek_to_first();
-                } else {
-                    d.seek_to_last();
-                }
-            }
-        }
-    }
-}
-
-impl InternalIterator for TableIter {
-    fn valid(&self) -> bool {
-        self.error.is_none() && self.data.as_ref().is_some_and(|d| d.valid())
-    }
-
-    fn seek_to_first(&mut self) {
-        self.index.seek_to_first();
-        self.load_data_block();
-        if let Some(d) = self.data.as_mut() {
-            d.seek_to_first();
-        }
-        self.skip_empty_blocks(true);
-    }
-
-    fn seek_to_last(&mut self) {
-        self.index.seek_to_last();
-        self.load_data_block();
-        if let Some(d) = self.data.as_mut() {
-            d.seek_to_last();
-        }
-        self.skip_empty_blocks(false);
-    }
-
-    fn seek(&mut self, target: &[u8]) {
-        self.index.seek(target);
-        self.load_data_block();
-        if let Some(d) = self.data.as_mut() {
-            d.seek(target);
-        }
-        self.skip_empty_blocks(true);
-    }
-
-    fn next(&mut self) {
-        if let Some(d) = self.data.as_mut() {
-            d.next();
-        }
-        self.skip_empty_blocks(true);
-    }
-
-    fn prev(&mut self) {
-        if let Some(d) = self.data.as_mut() {
-            d.prev();
-        }
-        self.skip_empty_blocks(false);
-    }
-
-    fn key(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |d| d.key())
-    }
-
-    fn value(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |d| d.value())
-    }
-
-    fn status(&self) -> Result<()> {
-        match &self.error {
-            Some(e) => Err(e.duplicate()),
-            None => Ok(()),
-        }
     }
 }

@@ -3,9 +3,9 @@ use std::sync::Arc;
 
 use super::reader::{MetaBlocks, TableReader};
 use super::*;
+use crate::bloom::key_hash;
 use crate::cache::BlockCache;
 use crate::error::Error;
-use crate::filter::key_hash;
 use crate::fs::{FileSystem, StdFileSystem};
 use crate::iter::InternalIterator;
 use crate::iter::testutil::{collect_backward, collect_forward};

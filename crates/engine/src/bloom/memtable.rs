@@ -77,7 +77,7 @@ impl MemtableBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::key_hash;
+    use crate::bloom::key_hash;
     use std::sync::Arc;
 
     #[test]
@@ -110,9 +110,8 @@ mod tests {
         for i in 0..n {
             bloom.add(key_hash(format!("key{i:010}").as_bytes()));
         }
-        let rate = crate::filter::measured_false_positive_rate("memtable filter", |h| {
-            bloom.may_contain(h)
-        });
+        let rate =
+            crate::bloom::measured_false_positive_rate("memtable filter", |h| bloom.may_contain(h));
         assert!(rate <= 0.012, "false-positive rate {rate}");
         assert!(
             rate > 0.002,

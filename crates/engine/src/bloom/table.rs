@@ -98,7 +98,7 @@ fn locate(filter: &[u8], hash: u64) -> Option<(u8, usize)> {
 #[inline]
 pub(crate) fn prefetch(filter: &[u8], hash: u64) {
     if let Some((_, offset)) = locate(filter, hash) {
-        crate::filter::prefetch_line(&filter[offset]);
+        crate::bloom::prefetch_line(&filter[offset]);
     }
 }
 
@@ -123,7 +123,7 @@ pub(crate) fn may_contain(filter: &[u8], hash: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::key_hash;
+    use crate::bloom::key_hash;
 
     #[test]
     fn no_false_negatives() {
@@ -146,7 +146,7 @@ mod tests {
         }
         let f = b.finish();
         let rate =
-            crate::filter::measured_false_positive_rate("table filter", |h| may_contain(&f, h));
+            crate::bloom::measured_false_positive_rate("table filter", |h| may_contain(&f, h));
         assert!(rate <= 0.010, "false-positive rate {rate}");
         assert!(
             rate > 0.001,

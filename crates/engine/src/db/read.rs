@@ -1,0 +1,220 @@
+//! The read path: a point lookup goes through the memtables, then the tables level by level, and
+//! stops at the newest visible entry; an iterator merges every source under the user iterator.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::column_family::ColumnFamilyData;
+use super::iter::{BlobReads, DbIterator};
+use super::{DbInner, SuperVersion};
+use crate::bloom::key_hash;
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
+use crate::key::{self, Lookup, SequenceNumber};
+use crate::memtable::MemTable;
+use crate::options::{ReadOptions, oversized_key};
+use crate::range_del::TombstoneCursor;
+use crate::sst::BlockReadOptions;
+use crate::value::PinnableValue;
+use crate::version::{LevelIter, LevelTombstones};
+
+impl DbInner {
+    pub(super) fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
+        match &opts.snapshot {
+            Some(s) => s.sequence(),
+            None => self.last_sequence.load(Ordering::Acquire),
+        }
+    }
+
+    /// The newest entry of `user_key` visible to `opts`, with the view it was read from (which
+    /// keeps the blob files it points into alive).
+    pub(super) fn get_entry(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<(Lookup<PinnableValue>, Arc<SuperVersion>)> {
+        if let Some(why) = oversized_key(user_key.len()) {
+            return Err(Error::InvalidArgument(why));
+        }
+        self.stats.gets.inc();
+        let seq = self.read_sequence(opts);
+        let view = cf.current_view();
+        let hash = key_hash(user_key);
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            match self.memtable_get(mem, hash, user_key, seq) {
+                Lookup::NotFound => {}
+                found => return Ok((found, view)),
+            }
+        }
+        let lookup = key::lookup_key(user_key, seq);
+        let read = BlockReadOptions {
+            fill_cache: opts.fill_cache,
+            verify_checksums: opts.verify_checksums,
+        };
+        let found = view.version.get(&self.tables, &lookup, hash, read)?;
+        Ok((found, view))
+    }
+
+    pub(super) fn get(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<PinnableValue>> {
+        let (found, _view) = self.get_entry(opts, cf, user_key)?;
+        let found = self.settle_value(found, user_key, opts)?;
+        if let Some(v) = &found {
+            self.stats.get_hits.inc();
+            self.stats.bytes_read.add(v.len() as u64);
+        }
+        Ok(found)
+    }
+
+    /// The value a point lookup returns for what it found: blob indexes resolved, values left
+    /// out under `keys_only`.
+    pub(super) fn settle_value(
+        &self,
+        found: Lookup<PinnableValue>,
+        user_key: &[u8],
+        opts: &ReadOptions,
+    ) -> Result<Option<PinnableValue>> {
+        Ok(match found {
+            Lookup::Found(_) if opts.keys_only => Some(PinnableValue::owned(Vec::new())),
+            Lookup::Found(v) => Some(v),
+            Lookup::Indexed(index) => self.blobs.resolve_value(
+                index,
+                user_key,
+                self.now(),
+                opts.keys_only,
+                opts.fill_cache,
+            )?,
+            Lookup::Deleted | Lookup::NotFound => None,
+        })
+    }
+
+    /// When the value of `user_key` expires: `None` when the key is absent (or expired).
+    pub(super) fn get_expiration(
+        &self,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<crate::Expiration>> {
+        let (found, _view) = self.get_entry(&ReadOptions::default(), cf, user_key)?;
+        Ok(match found {
+            Lookup::Found(_) => Some(crate::Expiration::Never),
+            Lookup::Indexed(index) => {
+                let decoded = self.blobs.decode_index(&index, user_key)?;
+                if !self.blobs.is_live(&decoded, self.now()) {
+                    None
+                } else if decoded.expiration() == 0 {
+                    Some(crate::Expiration::Never)
+                } else {
+                    Some(crate::Expiration::At(decoded.expiration()))
+                }
+            }
+            Lookup::Deleted | Lookup::NotFound => None,
+        })
+    }
+
+    /// `user_key` in one memtable, after its Bloom filter (if any) says it may be there. A range
+    /// tombstone of the memtable covering the key hides every older entry: the answer is then
+    /// `Deleted`, for this memtable and every older source.
+    pub(super) fn memtable_get(
+        &self,
+        mem: &MemTable,
+        hash: u64,
+        user_key: &[u8],
+        seq: SequenceNumber,
+    ) -> Lookup<PinnableValue> {
+        let cover = mem
+            .range_tombstones()
+            .and_then(|t| t.max_covering_seq(user_key, seq))
+            .unwrap_or(0);
+        let may_hold = match mem.may_contain(hash) {
+            Some(false) => {
+                self.stats.memtable_bloom_checked.inc();
+                self.stats.memtable_bloom_useful.inc();
+                false
+            }
+            Some(true) => {
+                self.stats.memtable_bloom_checked.inc();
+                true
+            }
+            None => true,
+        };
+        let found = if may_hold {
+            mem.get(user_key, seq, cover)
+        } else {
+            Lookup::NotFound
+        };
+        match found {
+            Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
+            Lookup::Indexed(v) => Lookup::Indexed(PinnableValue::owned(v.to_vec())),
+            _ if cover > 0 => {
+                self.stats.range_del_hidden.inc();
+                Lookup::Deleted
+            }
+            Lookup::Deleted => Lookup::Deleted,
+            Lookup::NotFound => Lookup::NotFound,
+        }
+    }
+
+    pub(super) fn iter(&self, opts: &ReadOptions, cf: &ColumnFamilyData) -> Result<DbIterator> {
+        let view = cf.current_view();
+        let snapshot = match &opts.snapshot {
+            Some(s) => s.clone(),
+            None => self
+                .snapshots
+                .acquire(self.last_sequence.load(Ordering::Acquire)),
+        };
+        let read = BlockReadOptions {
+            fill_cache: opts.fill_cache,
+            verify_checksums: opts.verify_checksums,
+        };
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        // Each source's range tombstones, by the index of its child iterator.
+        let mut tombstones: Vec<(usize, TombstoneCursor)> = Vec::new();
+        for m in std::iter::once(&view.mem).chain(view.imm.iter()) {
+            if let Some(c) = m.range_tombstones().and_then(TombstoneCursor::over_list) {
+                tombstones.push((children.len(), c));
+            }
+            children.push(Box::new(m.iter()));
+        }
+        for f in &view.version.levels[0] {
+            let table = self.tables.get(f.number, 0)?;
+            if let Some(c) = TombstoneCursor::over_list(table.range_tombstones().clone()) {
+                tombstones.push((children.len(), c));
+            }
+            children.push(Box::new(table.iter(read)?));
+        }
+        for (level, files) in view.version.levels.iter().enumerate().skip(1) {
+            if files.is_empty() {
+                continue;
+            }
+            if let Some(c) = LevelTombstones::cursor(self.tables.clone(), level, files) {
+                tombstones.push((children.len(), c));
+            }
+            children.push(Box::new(LevelIter::new(
+                self.tables.clone(),
+                files.clone(),
+                level,
+                read,
+            )));
+        }
+        self.stats.iterators_created.inc();
+        let range_dels = RangeDeletions::new(snapshot.sequence(), tombstones, self.stats.clone());
+        Ok(DbIterator::new(
+            MergingIterator::new(children).with_range_deletions(range_dels),
+            snapshot,
+            view,
+            opts.lower_bound.clone(),
+            opts.upper_bound.clone(),
+            BlobReads {
+                store: self.blobs.clone(),
+                now: self.now(),
+                keys_only: opts.keys_only,
+                fill_cache: opts.fill_cache,
+            },
+        ))
+    }
+}

@@ -1,0 +1,208 @@
+//! Batched point lookups in one table (MultiGet): the keys go down the table together, phase by
+//! phase, so each phase issues every key's memory loads before any key waits on one.
+
+use std::sync::Arc;
+
+use super::reader::{BlockReadOptions, TableReader};
+use crate::block::{Block, BlockIter};
+use crate::bloom;
+use crate::error::Error;
+use crate::iter::InternalIterator;
+use crate::key::{self, Lookup};
+use crate::value::PinnableValue;
+
+/// Index entries a batched lookup steps through to reach the next key's block before it falls back
+/// to a binary search of the index.
+const INDEX_STEPS: usize = 4;
+
+/// One key of a batched lookup, on its way down the tree.
+#[derive(Debug)]
+pub(crate) struct PendingKey {
+    /// The lookup key: user key and the batch's sequence number.
+    pub lookup: Vec<u8>,
+    pub hash: u64,
+    /// Found or deleted: the search stops here.
+    pub outcome: Option<Lookup<PinnableValue>>,
+    pub error: Option<Error>,
+    /// The newest range tombstone covering the key in the source being searched: an entry older
+    /// than it reads as deleted.
+    pub covered_below: u64,
+}
+
+impl PendingKey {
+    pub(crate) fn new(user_key: &[u8], seq: u64) -> Self {
+        PendingKey {
+            lookup: key::lookup_key(user_key, seq),
+            hash: bloom::key_hash(user_key),
+            outcome: None,
+            error: None,
+            covered_below: 0,
+        }
+    }
+
+    /// A key refused before its search starts.
+    pub(crate) fn failed(error: Error) -> Self {
+        PendingKey {
+            lookup: key::lookup_key(&[], 0),
+            hash: 0,
+            outcome: None,
+            error: Some(error),
+            covered_below: 0,
+        }
+    }
+
+    pub(crate) fn user_key(&self) -> &[u8] {
+        key::user_key(&self.lookup)
+    }
+
+    pub(crate) fn is_resolved(&self) -> bool {
+        self.outcome.is_some() || self.error.is_some()
+    }
+}
+
+impl TableReader {
+    /// Looks up the keys `group` names (ascending) in one pass, in phases so that each issues
+    /// the memory loads of every key before the next waits on any of them: the filter for the
+    /// whole group after its cache lines are prefetched; then one index seek per data block
+    /// rather than per key, each block taken from the cache once for all the keys it holds (their
+    /// values share it) with its restart points prefetched; then each key's restart interval,
+    /// prefetched; then the scans. Outcomes go to `keys`.
+    pub(crate) fn multi_get(
+        &self,
+        keys: &mut [PendingKey],
+        group: &[usize],
+        opts: BlockReadOptions,
+    ) {
+        if self.range_tombstones.is_empty() {
+            return self.multi_get_points(keys, group, opts);
+        }
+        for &i in group {
+            keys[i].covered_below = self.covering_seq(&keys[i].lookup);
+        }
+        self.multi_get_points(keys, group, opts);
+        for &i in group {
+            let p = &mut keys[i];
+            if p.covered_below > 0 && !p.is_resolved() {
+                p.outcome = Some(self.settle(Lookup::NotFound, p.covered_below));
+            }
+        }
+    }
+
+    fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
+        let fail_all = |keys: &mut [PendingKey], e: Error| {
+            for &i in group {
+                keys[i].error = Some(e.duplicate());
+            }
+        };
+        let filter = match self.filter_block() {
+            Ok(f) => f,
+            Err(e) => return fail_all(keys, e),
+        };
+        if let Some(f) = filter.bytes() {
+            for &i in group {
+                bloom::prefetch(f, keys[i].hash);
+            }
+        }
+        // (key, its block in `blocks`) for the keys the filter lets through.
+        let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
+        let mut blocks: Vec<Arc<Block>> = Vec::new();
+        let mut index: Option<BlockIter> = None;
+        // Cleared once stepping fails: the keys are then too far apart for it to pay.
+        let mut stepping = true;
+        // The index key that bounds the last block from above.
+        let mut bound: Vec<u8> = Vec::new();
+        for &i in group {
+            let p = &mut keys[i];
+            if !self.check_filter(&filter, p.hash) {
+                continue;
+            }
+            if !blocks.is_empty() && key::compare_internal(&p.lookup, &bound).is_le() {
+                located.push((i, blocks.len() - 1));
+                continue;
+            }
+            let index = match &mut index {
+                Some(it) => {
+                    // Keys ascend: the block holding this one is usually a few index entries
+                    // further on, cheaper to step to than to binary-search for.
+                    let mut steps = 0;
+                    if stepping {
+                        while it.valid()
+                            && steps < INDEX_STEPS
+                            && key::compare_internal(it.key(), &p.lookup).is_lt()
+                        {
+                            it.next();
+                            steps += 1;
+                        }
+                    }
+                    if !stepping || steps == INDEX_STEPS {
+                        stepping = false;
+                        it.seek(&p.lookup);
+                    }
+                    it
+                }
+                None => match self.index_block() {
+                    Ok(b) => {
+                        let it = index.insert(b.iter());
+                        it.seek(&p.lookup);
+                        it
+                    }
+                    Err(e) => return fail_all(keys, e),
+                },
+            };
+            if !index.valid() {
+                if let Err(e) = self.corrupt_in(index) {
+                    p.error = Some(e);
+                }
+                // Past the table's last block: so are all the later keys.
+                break;
+            }
+            match self
+                .decode_handle(index.value())
+                .and_then(|h| self.data_block(h, opts))
+            {
+                Ok(block) => {
+                    block.prefetch_restarts();
+                    blocks.push(block);
+                    bound.clear();
+                    bound.extend_from_slice(index.key());
+                    located.push((i, blocks.len() - 1));
+                }
+                Err(e) => p.error = Some(e),
+            }
+        }
+        let starts: Vec<Option<u32>> = located
+            .iter()
+            .map(|&(i, b)| {
+                let start = blocks[b].restart_before(&keys[i].lookup);
+                if let Some(r) = start {
+                    blocks[b].prefetch_interval(r);
+                }
+                start
+            })
+            .collect();
+        // One iterator per block, reused by its keys: a key after the previous one in the same
+        // interval continues the scan from where that one stopped.
+        let mut it: Option<(usize, BlockIter)> = None;
+        for (&(i, b), start) in located.iter().zip(starts) {
+            let p = &mut keys[i];
+            let block = &blocks[b];
+            let Some(start) = start else {
+                p.error = Some(Error::corruption(
+                    &self.path,
+                    "block: damaged restart entry",
+                ));
+                continue;
+            };
+            let it = match &mut it {
+                Some((current, it)) if *current == b => it,
+                _ => &mut it.insert((b, block.iter())).1,
+            };
+            it.seek_forward_from(start, &p.lookup);
+            match self.entry_at(block, it, &p.lookup, p.covered_below) {
+                Ok(Lookup::NotFound) => {}
+                Ok(found) => p.outcome = Some(found),
+                Err(e) => p.error = Some(e),
+            }
+        }
+    }
+}
