@@ -27,6 +27,7 @@ mod bloom;
 mod cache;
 mod coding;
 mod compaction;
+mod compression;
 mod db;
 mod error;
 mod events;
@@ -61,7 +62,7 @@ pub use options::{
     CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,
     ReadOptions, WalRecovery, WriteOptions,
 };
-pub use sst::TableProperties;
+pub use sst::{BlobReference, TableProperties};
 pub use stats::Statistics;
 pub use time::{Clock, ManualClock, SystemClock};
 pub use value::PinnableValue;

@@ -641,3 +641,38 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
         Some(big(99, b's').as_slice())
     );
 }
+
+/// Every table lists the blob files its entries point into, with counts that add up to the values
+/// written there; the MANIFEST keeps the list across a reopen.
+#[test]
+fn tables_list_the_blob_files_they_point_into() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let references = |db: &Db| {
+        let props = db.properties_cf(&db.default_cf()).unwrap();
+        let mut per_blob = std::collections::BTreeMap::new();
+        for level in &props.levels {
+            for f in &level.file_list {
+                assert_eq!(f.level, level.level);
+                for r in &f.blob_references {
+                    *per_blob.entry(r.blob_file).or_insert(0) += r.indexes;
+                }
+            }
+        }
+        (per_blob, props.blob_files)
+    };
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("key{i:04}"), big(i, 1)).unwrap();
+        // Small values stay in the tables and point nowhere.
+        db.put(format!("small{i:04}"), b"v").unwrap();
+    }
+    db.flush().unwrap();
+    let (per_blob, blob_files) = references(&db);
+    assert_eq!(per_blob.values().sum::<u64>(), 200, "{per_blob:?}");
+    let on_disk: Vec<u64> = blob_files.iter().map(|b| b.number).collect();
+    assert!(per_blob.keys().all(|n| on_disk.contains(n)), "{per_blob:?} {on_disk:?}");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(references(&db).0, per_blob);
+}

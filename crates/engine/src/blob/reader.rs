@@ -221,7 +221,7 @@ impl BlobFileReader {
 /// The record's value, decompressed.
 pub(crate) fn decode_value(record: &Record<'_>) -> std::result::Result<Vec<u8>, String> {
     if record.compressed {
-        crate::sst::decompress_zstd(record.stored_value)
+        crate::compression::decompress_zstd(record.stored_value)
     } else {
         Ok(record.stored_value.to_vec())
     }

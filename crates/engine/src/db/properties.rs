@@ -9,6 +9,7 @@ use super::column_family::ColumnFamilyData;
 use crate::compaction;
 use crate::key;
 use crate::options::CacheKind;
+use crate::sst::BlobReference;
 use crate::version::FileMetaData;
 
 /// Files and bytes at one level.
@@ -49,6 +50,8 @@ pub struct LevelProperties {
 pub struct FileProperties {
     /// File number (the file is `<number>.sst`).
     pub number: u64,
+    /// The level it is at.
+    pub level: usize,
     /// Bytes on disk.
     pub bytes: u64,
     /// Entries, point deletions included.
@@ -65,6 +68,8 @@ pub struct FileProperties {
     pub smallest_seq: u64,
     /// See `smallest_seq`.
     pub largest_seq: u64,
+    /// Blob files its entries point into, with how many entries point into each.
+    pub blob_references: Vec<BlobReference>,
 }
 
 /// One column family's shape at one moment.
@@ -316,7 +321,7 @@ impl DbInner {
                 } else {
                     0.0
                 },
-                file_list: files.iter().map(|f| file_properties(f)).collect(),
+                file_list: files.iter().map(|f| file_properties(level, f)).collect(),
             });
         }
         p.base_level = targets.base_level;
@@ -353,10 +358,11 @@ impl DbInner {
     }
 }
 
-fn file_properties(f: &FileMetaData) -> FileProperties {
+fn file_properties(level: usize, f: &FileMetaData) -> FileProperties {
     let show = |ikey: &[u8]| key::user_key(ikey).escape_ascii().to_string();
     FileProperties {
         number: f.number,
+        level,
         bytes: f.file_size,
         entries: f.num_entries,
         deletions: f.num_deletions,
@@ -365,5 +371,6 @@ fn file_properties(f: &FileMetaData) -> FileProperties {
         largest_key: show(&f.largest),
         smallest_seq: f.smallest_seq,
         largest_seq: f.largest_seq,
+        blob_references: f.blob_references.clone(),
     }
 }

@@ -1,10 +1,12 @@
 //! Writes a table: `data blocks | filter | range deletions | properties | metaindex | index |
 //! footer`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::format::{BLOCK_TRAILER, BlockHandle, Footer, frame_block};
-use super::properties::TableProperties;
+use super::properties::{BlobReference, TableProperties};
+use crate::blob::BlobIndex;
 use crate::block::BlockBuilder;
 use crate::bloom::FilterBuilder;
 use crate::coding::put_length_prefixed;
@@ -58,6 +60,8 @@ pub(crate) struct TableBuilder {
     last_key: Vec<u8>,
     framed: Vec<u8>,
     range_tombstones: Vec<RangeTombstone>,
+    /// Per blob file, the entries whose value lives there.
+    blob_references: BTreeMap<u64, u64>,
 }
 
 impl TableBuilder {
@@ -83,6 +87,7 @@ impl TableBuilder {
             last_key: Vec::new(),
             framed: Vec::new(),
             range_tombstones: Vec::new(),
+            blob_references: BTreeMap::new(),
         }
     }
 
@@ -111,8 +116,13 @@ impl TableBuilder {
             p.smallest_key = ikey.to_vec();
         }
         p.num_entries += 1;
-        if key::kind_byte(ikey) == ValueKind::Delete as u8 {
+        let kind = key::kind_byte(ikey);
+        if kind == ValueKind::Delete as u8 {
             p.num_deletions += 1;
+        } else if kind == ValueKind::BlobIndex as u8
+            && let Some(BlobIndex::Blob { blob, .. }) = BlobIndex::decode(value)
+        {
+            *self.blob_references.entry(blob.file).or_default() += 1;
         }
         p.raw_key_size += user_key.len() as u64;
         p.raw_value_size += value.len() as u64;
@@ -219,6 +229,14 @@ impl TableBuilder {
             meta.push((FILTER_BLOCK_NAME, h));
         }
         self.props.largest_key = self.last_key.clone();
+        self.props.blob_references = self
+            .blob_references
+            .iter()
+            .map(|(&blob_file, &indexes)| BlobReference {
+                blob_file,
+                indexes,
+            })
+            .collect();
         if let Some((lo, hi)) = self.range_tombstone_bounds() {
             let p = &mut self.props;
             if p.num_entries == 0 || compare_internal(&lo, &p.smallest_key).is_lt() {

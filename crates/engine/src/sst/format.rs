@@ -108,7 +108,7 @@ pub(crate) fn read_block(
     match ty {
         NO_COMPRESSION => Ok(buf),
         ZSTD_COMPRESSION => {
-            decompress(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset)))
+            crate::compression::decompress_zstd(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset)))
         }
         other => Err(bad(format!(
             "unknown compression type {other} at offset {}",
@@ -117,17 +117,6 @@ pub(crate) fn read_block(
     }
 }
 
-/// Decompresses one zstd frame that records its size (blocks and blob values).
-pub(crate) fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let size = zstd::zstd_safe::get_frame_content_size(data)
-        .map_err(|_| "zstd frame header is damaged".to_string())?
-        .ok_or("zstd frame does not record its size")?;
-    let size = usize::try_from(size).map_err(|_| "zstd frame size is impossible")?;
-    if size > (4usize << 30) {
-        return Err(format!("zstd frame claims {size} bytes"));
-    }
-    zstd::bulk::decompress(data, size).map_err(|e| format!("zstd: {e}"))
-}
 
 /// The last 48 bytes of a table: `metaindex offset, size | index offset, size` (u64 LE each),
 /// `format version: u32 | crc of the preceding 36 bytes: u32 | magic: u64`.

@@ -9,9 +9,9 @@ mod table_cache;
 mod table_iter;
 
 pub(crate) use builder::{TableBuilder, TableOptions};
-pub(crate) use format::decompress as decompress_zstd;
 pub(crate) use multi_get::PendingKey;
-pub use properties::TableProperties;
+pub use properties::{BlobReference, TableProperties};
+pub(crate) use properties::{decode_blob_references, encode_blob_references};
 pub(crate) use reader::{BlockReadOptions, MetaBlocks, TableReader};
 pub(crate) use table_cache::{MetaPolicy, TableCache};
 pub(crate) use table_iter::TableIter;

@@ -1,12 +1,46 @@
 //! The properties block: what a table holds, recorded when it is built.
 //!
 //! Encoding: a sequence of `name: length-prefixed | value: varint64` pairs, plus the smallest and
-//! largest internal keys as length-prefixed byte strings under their names. Unknown names are
-//! skipped, so later versions can add properties.
+//! largest internal keys, and the blob references, as length-prefixed byte strings under their
+//! names. Unknown names are skipped, so later versions can add properties.
 
 use serde::Serialize;
 
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+
+/// Blob indexes of a table that point into one blob file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BlobReference {
+    /// The blob file's number (`<number>.blob`).
+    pub blob_file: u64,
+    /// Entries of the table whose value lives in that file.
+    pub indexes: u64,
+}
+
+/// `count: varint64 | (blob file, indexes: varint64)*`.
+pub(crate) fn encode_blob_references(refs: &[BlobReference], out: &mut Vec<u8>) {
+    put_varint64(out, refs.len() as u64);
+    for r in refs {
+        put_varint64(out, r.blob_file);
+        put_varint64(out, r.indexes);
+    }
+}
+
+pub(crate) fn decode_blob_references(data: &[u8], pos: &mut usize) -> Option<Vec<BlobReference>> {
+    let n = get_varint64(data, pos)?;
+    // Each reference takes at least two bytes: a count past that is damage, not a size to trust.
+    if n > (data.len() - *pos) as u64 / 2 {
+        return None;
+    }
+    (0..n)
+        .map(|_| {
+            Some(BlobReference {
+                blob_file: get_varint64(data, pos)?,
+                indexes: get_varint64(data, pos)?,
+            })
+        })
+        .collect()
+}
 
 /// What a table holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -38,6 +72,8 @@ pub struct TableProperties {
     /// The id of the column family the table was written for (0 in tables from before it was
     /// recorded).
     pub column_family: u64,
+    /// Blob files its entries point into, by number.
+    pub blob_references: Vec<BlobReference>,
     /// Smallest internal key.
     #[serde(skip)]
     pub smallest_key: Vec<u8>,
@@ -78,6 +114,12 @@ impl TableProperties {
             put_length_prefixed(&mut out, name.as_bytes());
             put_length_prefixed(&mut out, k);
         }
+        if !self.blob_references.is_empty() {
+            let mut refs = Vec::new();
+            encode_blob_references(&self.blob_references, &mut refs);
+            put_length_prefixed(&mut out, b"strata.blob.references");
+            put_length_prefixed(&mut out, &refs);
+        }
         out
     }
 
@@ -92,6 +134,11 @@ impl TableProperties {
                 }
                 b"strata.largest.key" => {
                     p.largest_key = get_length_prefixed(data, &mut pos)?.to_vec()
+                }
+                b"strata.blob.references" => {
+                    let refs = get_length_prefixed(data, &mut pos)?;
+                    let mut at = 0;
+                    p.blob_references = decode_blob_references(refs, &mut at)?;
                 }
                 _ => {
                     let v = get_varint64(data, &mut pos)?;
@@ -130,6 +177,16 @@ mod tests {
             num_range_deletions: 3,
             largest_seq: 99,
             column_family: 7,
+            blob_references: vec![
+                BlobReference {
+                    blob_file: 12,
+                    indexes: 400,
+                },
+                BlobReference {
+                    blob_file: 15,
+                    indexes: 1,
+                },
+            ],
             smallest_key: b"a\0\0\0\0\0\0\0\0".to_vec(),
             largest_key: b"z\0\0\0\0\0\0\0\0".to_vec(),
             ..Default::default()

@@ -9,6 +9,7 @@ use crate::coding::{
 };
 use crate::error::{Error, Result};
 use crate::options::{ColumnFamilyOptions, Compression};
+use crate::sst::{BlobReference, decode_blob_references, encode_blob_references};
 
 const TAG_LOG_NUMBER: u32 = 2;
 const TAG_NEXT_FILE: u32 = 3;
@@ -35,6 +36,8 @@ const TAG_BLOB_FILE_DELETED: u32 = 16;
 /// knows the file is damaged, not torn by a crash.
 const TAG_SNAPSHOT_RECORDS: u32 = 17;
 const TAG_SEALED_WALS_FROM: u32 = 18;
+/// The blob files a table added by the same edit points into: table number, then references.
+const TAG_TABLE_BLOB_REFERENCES: u32 = 19;
 
 /// A table as the MANIFEST records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,8 @@ pub(crate) struct FileMetaData {
     pub num_deletions: u64,
     /// Range tombstones in the table's range-deletion block.
     pub num_range_deletions: u64,
+    /// Blob files its entries point into.
+    pub blob_references: Vec<BlobReference>,
 }
 
 impl FileMetaData {
@@ -72,6 +77,7 @@ impl FileMetaData {
             num_entries: 1,
             num_deletions: 0,
             num_range_deletions: 0,
+            blob_references: Vec::new(),
         }
     }
 
@@ -91,6 +97,7 @@ impl FileMetaData {
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
             num_range_deletions: props.num_range_deletions,
+            blob_references: props.blob_references,
         }
     }
 }
@@ -206,6 +213,11 @@ impl VersionEdit {
             if tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS {
                 put_varint64(&mut out, f.num_range_deletions);
             }
+            if !f.blob_references.is_empty() {
+                put_varint32(&mut out, TAG_TABLE_BLOB_REFERENCES);
+                put_varint64(&mut out, f.number);
+                encode_blob_references(&f.blob_references, &mut out);
+            }
         }
         out
     }
@@ -274,11 +286,23 @@ impl VersionEdit {
                         num_entries: v64(&mut pos)?,
                         num_deletions: v64(&mut pos)?,
                         num_range_deletions: 0,
+                        blob_references: Vec::new(),
                     };
                     if tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS {
                         f.num_range_deletions = v64(&mut pos)?;
                     }
                     e.new_files.push((level, f));
+                }
+                TAG_TABLE_BLOB_REFERENCES => {
+                    let number = v64(&mut pos)?;
+                    let refs = decode_blob_references(data, &mut pos)
+                        .ok_or_else(|| bad("truncated blob references"))?;
+                    let (_, f) = e
+                        .new_files
+                        .iter_mut()
+                        .find(|(_, f)| f.number == number)
+                        .ok_or_else(|| bad("blob references of a table the edit does not add"))?;
+                    f.blob_references = refs;
                 }
                 TAG_BLOB_FILE_ADDED => e.blob_files_added.push(v64(&mut pos)?),
                 TAG_BLOB_GARBAGE => {
@@ -501,6 +525,10 @@ mod tests {
                         num_entries: 3,
                         num_deletions: 1,
                         num_range_deletions: 0,
+                        blob_references: vec![BlobReference {
+                            blob_file: 20,
+                            indexes: 2,
+                        }],
                     },
                 ),
                 (
@@ -515,6 +543,7 @@ mod tests {
                         num_entries: 0,
                         num_deletions: 0,
                         num_range_deletions: 1,
+                        blob_references: Vec::new(),
                     },
                 ),
             ],
