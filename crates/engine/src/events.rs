@@ -55,8 +55,53 @@ pub struct CompactionInfo {
     pub bytes_written: u64,
     /// Moved a file down without rewriting it.
     pub trivial_move: bool,
+    /// Entries it dropped because their TTL had passed (zero at the start).
+    pub entries_expired: u64,
     /// Time taken (zero at the start).
     pub duration: Duration,
+}
+
+/// Blob garbage collection moved live values out of old blob files, during a compaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlobGcInfo {
+    /// The column family compacted.
+    pub column_family: String,
+    /// Blob files values were moved out of (garbage collection candidates among the inputs'
+    /// references).
+    pub from_files: Vec<u64>,
+    /// Blob files the values were written to.
+    pub to_files: Vec<u64>,
+    /// Values moved.
+    pub relocated_keys: u64,
+    /// Bytes of the moved records.
+    pub relocated_bytes: u64,
+}
+
+/// Why blob files were deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BlobDeletionReason {
+    /// Every value in them had passed its TTL.
+    Expired,
+    /// No index pointed into them any more (garbage collection, overwrites, deletions).
+    Garbage,
+    /// FIFO eviction: the column family was over `max_db_size`; their keys now read as absent.
+    Evicted,
+}
+
+/// Blob files left the store (they are deleted from disk once no reader holds them).
+#[derive(Debug, Clone, Serialize)]
+pub struct BlobFilesDeletedInfo {
+    /// Their column family.
+    pub column_family: String,
+    pub reason: BlobDeletionReason,
+    /// Their numbers.
+    pub files: Vec<u64>,
+    /// Records they held.
+    pub records: u64,
+    /// Bytes on disk.
+    pub bytes: u64,
 }
 
 /// Why writes were slowed or stopped.
@@ -94,4 +139,8 @@ pub trait EventListener: Send + Sync + std::fmt::Debug {
     fn on_stall_end(&self, _cause: StallCause, _waited: Duration) {}
     /// A background job failed; writes now fail with this message until the store is reopened.
     fn on_background_error(&self, _error: &str) {}
+    /// Blob garbage collection moved values to new blob files.
+    fn on_blob_gc(&self, _info: &BlobGcInfo) {}
+    /// Blob files expired, became wholly garbage, or were evicted by FIFO.
+    fn on_blob_files_deleted(&self, _info: &BlobFilesDeletedInfo) {}
 }

@@ -51,11 +51,15 @@ pub use blob::{BlobFileProperties, BlobFileState, Expiration};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
-    Entries, FileProperties, LevelProperties, LostFile, Properties, RepairReport, Snapshot,
-    WriteBatch, repair_store,
+    Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
+    RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, WriteBatch,
+    repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
-pub use events::{CompactionInfo, CompactionReason, EventListener, FlushInfo, StallCause};
+pub use events::{
+    BlobDeletionReason, BlobFilesDeletedInfo, BlobGcInfo, CompactionInfo, CompactionReason,
+    EventListener, FlushInfo, StallCause,
+};
 pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
 pub use key::SequenceNumber;
 pub use options::{

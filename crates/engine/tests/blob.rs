@@ -10,12 +10,14 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use common::{collect, collect_backward, files_with_extension};
 use strata_engine::fs::FaultInjectionFs;
 use strata_engine::{
-    BlobFileState, Db, Expiration, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlobDeletionReason, BlobFileState, BlobFilesDeletedInfo, BlobGcInfo, CompactionInfo, Db,
+    EventListener, Expiration, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 const NOW: u64 = 1_700_000_000;
@@ -43,6 +45,45 @@ fn big(i: u32, fill: u8) -> Vec<u8> {
     }
     v.push(fill);
     v
+}
+
+/// Records the blob events and the compactions' expired entries.
+#[derive(Debug, Default)]
+struct BlobEvents {
+    gc: Mutex<Vec<BlobGcInfo>>,
+    deleted: Mutex<Vec<BlobFilesDeletedInfo>>,
+    expired_entries: AtomicU64,
+}
+
+impl EventListener for BlobEvents {
+    fn on_blob_gc(&self, info: &BlobGcInfo) {
+        self.gc.lock().unwrap().push(info.clone());
+    }
+    fn on_blob_files_deleted(&self, info: &BlobFilesDeletedInfo) {
+        self.deleted.lock().unwrap().push(info.clone());
+    }
+    fn on_compaction_completed(&self, info: &CompactionInfo) {
+        self.expired_entries
+            .fetch_add(info.entries_expired, Ordering::Relaxed);
+    }
+}
+
+impl BlobEvents {
+    fn attach(o: &mut Options) -> Arc<Self> {
+        let events = Arc::new(BlobEvents::default());
+        o.listeners.push(events.clone());
+        events
+    }
+
+    /// Files and records deleted for `reason`, over every event.
+    fn deleted(&self, reason: BlobDeletionReason) -> (u64, u64) {
+        let deleted = self.deleted.lock().unwrap();
+        let of = deleted.iter().filter(|d| d.reason == reason);
+        of.fold((0, 0), |(files, records), d| {
+            assert_eq!(d.column_family, "default");
+            (files + d.files.len() as u64, records + d.records)
+        })
+    }
 }
 
 fn blob_files_on_disk(dir: &Path) -> usize {
@@ -136,7 +177,9 @@ fn large_values_live_in_blob_files_and_read_back_every_way() {
 fn ttl_values_expire_for_every_reader_at_once_and_compaction_removes_them() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW));
-    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    let mut o = options(&clock);
+    let events = BlobEvents::attach(&mut o);
+    let db = Db::open(dir.path(), o).unwrap();
     let cf = db.default_cf();
     db.put("old", "forever").unwrap();
     db.put("shadowed", "older value").unwrap();
@@ -196,6 +239,11 @@ fn ttl_values_expire_for_every_reader_at_once_and_compaction_removes_them() {
     // The file of the bucket that expired is deleted whole; the later bucket's stays.
     assert!(s.blob_files_expired >= 1, "{s:?}");
     assert_eq!(blob_files_on_disk(dir.path()), 1);
+    assert_eq!(events.expired_entries.load(Ordering::Relaxed), 3);
+    assert_eq!(
+        events.deleted(BlobDeletionReason::Expired).0,
+        s.blob_files_expired
+    );
     drop(db);
     let db = Db::open(dir.path(), options(&clock)).unwrap();
     assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), alive);
@@ -210,6 +258,7 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
     let mut o = options(&clock);
     o.blob_file_size = 16 << 10;
     o.blob_garbage_collection_age_cutoff = 1.0;
+    let events = BlobEvents::attach(&mut o);
     let db = Db::open(dir.path(), o.clone()).unwrap();
     for round in 0..3u8 {
         for i in 0..200u32 {
@@ -224,6 +273,22 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
     db.compact_range(None, None).unwrap();
     let s = db.statistics();
     assert!(s.blob_gc_relocated_keys >= 100, "{s:?}");
+    {
+        let gc = events.gc.lock().unwrap();
+        assert_eq!(
+            gc.iter().map(|g| g.relocated_keys).sum::<u64>(),
+            s.blob_gc_relocated_keys
+        );
+        assert!(
+            gc.iter()
+                .all(|g| !g.from_files.is_empty() && !g.to_files.is_empty())
+        );
+    }
+    assert_eq!(
+        events.deleted(BlobDeletionReason::Garbage).0,
+        s.blob_gc_files_obsolete
+    );
+    assert!(s.blob_gc_files_obsolete > 0, "{s:?}");
     let after = db.properties_cf(&db.default_cf()).unwrap();
     // Every sealed file is either new (no garbage) or gone; only the file still being written
     // keeps garbage (overwrites within it), as it is not collected until sealed.
@@ -292,6 +357,7 @@ fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
     o.blob_file_size = 8 << 10;
     o.max_db_size = 64 << 10;
     o.enable_blob_garbage_collection = false;
+    let events = BlobEvents::attach(&mut o);
     let db = Db::open(dir.path(), o.clone()).unwrap();
     db.put("small", "inline values are never evicted").unwrap();
     let n = 600u32;
@@ -300,6 +366,10 @@ fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
     }
     let s = db.statistics();
     assert!(s.blob_fifo_evicted_files > 0, "{s:?}");
+    assert_eq!(
+        events.deleted(BlobDeletionReason::Evicted),
+        (s.blob_fifo_evicted_files, s.blob_fifo_evicted_keys)
+    );
     let props = db.properties_cf(&db.default_cf()).unwrap();
     assert!(props.live_bytes <= o.max_db_size, "{props:?}");
     // Evicted keys read as absent, from the oldest on; the newest survive; nothing is wrong.
@@ -671,7 +741,10 @@ fn tables_list_the_blob_files_they_point_into() {
     let (per_blob, blob_files) = references(&db);
     assert_eq!(per_blob.values().sum::<u64>(), 200, "{per_blob:?}");
     let on_disk: Vec<u64> = blob_files.iter().map(|b| b.number).collect();
-    assert!(per_blob.keys().all(|n| on_disk.contains(n)), "{per_blob:?} {on_disk:?}");
+    assert!(
+        per_blob.keys().all(|n| on_disk.contains(n)),
+        "{per_blob:?} {on_disk:?}"
+    );
     db.close().unwrap();
     let db = Db::open(dir.path(), options(&clock)).unwrap();
     assert_eq!(references(&db).0, per_blob);

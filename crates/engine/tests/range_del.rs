@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use strata_engine::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Db, Error, Options, ReadOptions, TombstoneLocation, WriteBatch, WriteOptions};
 
 mod common;
 use common::{collect, collect_backward};
@@ -434,5 +434,84 @@ fn a_flushed_tombstone_is_counted_and_spans_its_table() {
             newest.largest_key.as_str()
         ),
         (0, "key000100", "key000200")
+    );
+}
+
+/// The tombstone listing pages through every tombstone once, wherever it is kept, in order.
+#[test]
+fn range_tombstones_page_through_memtables_and_tables_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_without_compactions(dir.path());
+    let cf = db.default_cf();
+    for i in 0..25u32 {
+        db.put(key(i * 10), b"v").unwrap();
+        db.delete_range(key(i * 10), key(i * 10 + 5)).unwrap();
+        if i == 9 || i == 19 {
+            db.flush().unwrap();
+        }
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let page = db.range_tombstones_cf(&cf, after.as_ref(), 7).unwrap();
+        assert!(page.tombstones.len() <= 7);
+        pages += 1;
+        after = page.tombstones.last().cloned();
+        seen.extend(page.tombstones);
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(pages, 4);
+    assert_eq!(seen.len(), 25);
+    let starts: Vec<Vec<u8>> = seen.iter().map(|t| t.start.clone()).collect();
+    let expected: Vec<Vec<u8>> = (0..25).map(|i| key(i * 10)).collect();
+    assert_eq!(starts, expected, "ordered by start key, each once");
+    for (i, t) in seen.iter().enumerate() {
+        assert_eq!(t.end, key(i as u32 * 10 + 5));
+        let in_table = matches!(t.location, TombstoneLocation::Table { level: 0, .. });
+        assert_eq!(in_table, i < 20, "tombstone {i} at {:?}", t.location);
+    }
+    let sequences: std::collections::BTreeSet<u64> = seen.iter().map(|t| t.sequence).collect();
+    assert_eq!(sequences.len(), 25);
+}
+
+/// A delete-range dry run: the estimate counts memtable keys exactly and table keys by the share
+/// of data blocks the range spans.
+#[test]
+fn range_estimates_follow_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.compression = strata_engine::Compression::None;
+    o.block_size = 1024;
+    let db = Db::open(dir.path(), o).unwrap();
+    let cf = db.default_cf();
+    for i in 0..20_000u32 {
+        db.put(key(i), [b'x'; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    for i in 20_000..20_100u32 {
+        db.put(key(i), [b'y'; 100]).unwrap();
+    }
+    let whole = db.estimate_range_cf(&cf, key(0), key(30_000)).unwrap();
+    assert!(
+        (19_000..=21_000).contains(&whole.keys),
+        "whole range: {whole:?}"
+    );
+    let half = db.estimate_range_cf(&cf, key(5_000), key(15_000)).unwrap();
+    assert!((8_500..=11_500).contains(&half.keys), "half: {half:?}");
+    assert!(half.bytes > 800_000 && half.bytes < 1_400_000, "{half:?}");
+    let memtable_only = db.estimate_range_cf(&cf, key(20_000), key(20_050)).unwrap();
+    assert_eq!(memtable_only.keys, 50);
+    assert_eq!(
+        db.estimate_range_cf(&cf, key(40_000), key(50_000)).unwrap(),
+        Default::default()
+    );
+    assert_eq!(
+        db.estimate_range_cf(&cf, key(9), key(1)).unwrap(),
+        Default::default(),
+        "an empty range"
     );
 }

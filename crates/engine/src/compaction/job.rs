@@ -73,6 +73,8 @@ pub(crate) struct JobOutput {
     pub blob_files: Vec<(u64, BlobFooter, u64)>,
     pub blob_relocated_keys: u64,
     pub blob_relocated_bytes: u64,
+    /// Blob files values were relocated out of.
+    pub blob_relocated_from: std::collections::BTreeSet<u64>,
     /// Entries removed because they expired.
     pub entries_expired: u64,
     /// Indexes removed because their blob file was evicted.
@@ -197,6 +199,7 @@ impl Outputs<'_, '_> {
         let moved = writer.add(key, &value, index.expiration())?;
         *self.done.blob_garbage.entry(blob.file).or_default() += blob.size;
         self.done.blob_relocated_keys += 1;
+        self.done.blob_relocated_from.insert(blob.file);
         self.done.blob_relocated_bytes += moved.size;
         Ok(encode_blob(index.expiration(), moved))
     }

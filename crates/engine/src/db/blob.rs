@@ -16,6 +16,7 @@ use crate::blob::{
     encode_blob,
 };
 use crate::error::{Error, Result};
+use crate::events::{BlobDeletionReason, BlobFilesDeletedInfo};
 use crate::key::ValueKind;
 use crate::options::{Compression, Executor};
 use crate::version::VersionEdit;
@@ -545,6 +546,12 @@ impl DbInner {
             self.blobs.retire(&expired, BlobFileState::Obsolete);
             self.blobs.retire(&garbage, BlobFileState::Obsolete);
             retired = true;
+            for (reason, numbers) in [
+                (BlobDeletionReason::Expired, &expired),
+                (BlobDeletionReason::Garbage, &garbage),
+            ] {
+                self.announce_blob_deletion(cf, reason, &files, numbers);
+            }
         }
         if cf.opts.max_db_size > 0 {
             retired |= self.evict_while_over_limit(cf)?;
@@ -630,12 +637,46 @@ impl DbInner {
             let m = *victim.meta.lock();
             self.blobs.mark_evicted(victim.number);
             self.blobs.retire(&[victim.number], BlobFileState::Evicted);
+            self.announce_blob_deletion(
+                cf,
+                BlobDeletionReason::Evicted,
+                std::slice::from_ref(&victim),
+                &[victim.number],
+            );
             self.stats.blob_fifo_evicted_files.inc();
             self.stats.blob_fifo_evicted_keys.add(m.footer.records);
             self.stats.blob_fifo_evicted_bytes.add(m.file_size);
             evicted_any = true;
         }
         Ok(evicted_any)
+    }
+
+    /// Tells the listeners that `numbers` (among `files`) left the store for `reason`.
+    fn announce_blob_deletion(
+        &self,
+        cf: &ColumnFamilyData,
+        reason: BlobDeletionReason,
+        files: &[Arc<BlobFile>],
+        numbers: &[u64],
+    ) {
+        if numbers.is_empty() || self.opts.listeners.is_empty() {
+            return;
+        }
+        let mut info = BlobFilesDeletedInfo {
+            column_family: cf.name.clone(),
+            reason,
+            files: numbers.to_vec(),
+            records: 0,
+            bytes: 0,
+        };
+        for f in files.iter().filter(|f| numbers.contains(&f.number)) {
+            let m = *f.meta.lock();
+            info.records += m.footer.records;
+            info.bytes += m.file_size;
+        }
+        for l in &self.opts.listeners {
+            l.on_blob_files_deleted(&info);
+        }
     }
 
     /// Installs a fresh read view for every column family, so that each joins the current blob

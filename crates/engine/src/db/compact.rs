@@ -10,7 +10,7 @@ use super::DbInner;
 use super::column_family::ColumnFamilyData;
 use crate::compaction::{self, BlobContext, CompactionSpec, JobContext};
 use crate::error::{Error, Result};
-use crate::events::{CompactionInfo, CompactionReason};
+use crate::events::{BlobGcInfo, CompactionInfo, CompactionReason};
 use crate::filename::table_file;
 use crate::iter::InternalIterator;
 use crate::key;
@@ -182,6 +182,7 @@ impl DbInner {
             bytes_read: spec.input_bytes(),
             bytes_written: 0,
             trivial_move: spec.is_trivial_move(cf.opts.target_file_size_base),
+            entries_expired: 0,
             duration: Default::default(),
         };
         for l in &self.opts.listeners {
@@ -260,6 +261,19 @@ impl DbInner {
                 .add(out.blob_relocated_bytes);
             self.stats.blob_bytes_written.add(out.blob_relocated_bytes);
             self.stats.compaction_keys_expired.add(out.entries_expired);
+            info.entries_expired = out.entries_expired;
+            if out.blob_relocated_keys > 0 {
+                let gc = BlobGcInfo {
+                    column_family: cf.name.clone(),
+                    from_files: out.blob_relocated_from.iter().copied().collect(),
+                    to_files: out.blob_files.iter().map(|(n, _, _)| *n).collect(),
+                    relocated_keys: out.blob_relocated_keys,
+                    relocated_bytes: out.blob_relocated_bytes,
+                };
+                for l in &self.opts.listeners {
+                    l.on_blob_gc(&gc);
+                }
+            }
             self.stats
                 .compaction_blob_indexes_evicted
                 .add(out.entries_evicted);

@@ -7,6 +7,7 @@ mod blob;
 mod column_family;
 mod compact;
 mod flush;
+mod inspect;
 mod iter;
 mod multi_get;
 mod open;
@@ -25,6 +26,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 pub use crate::snapshot::Snapshot;
 pub use batch::WriteBatch;
 pub use column_family::ColumnFamily;
+pub use inspect::{RangeEstimate, RangeTombstoneInfo, RangeTombstonePage, TombstoneLocation};
 pub use iter::{DbIterator, Entries};
 pub use properties::{
     BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
@@ -548,6 +550,35 @@ impl Db {
         self.inner.cf_properties(data).ok_or_else(|| {
             Error::InvalidArgument(format!("column family {} was dropped", data.name))
         })
+    }
+
+    /// Up to `limit` of `cf`'s range tombstones as written, wherever they are kept (memtables,
+    /// tables), ordered by start key, end key, newest first, then location; `after` is the
+    /// last one of the previous page. For the console and the REST API.
+    pub fn range_tombstones_cf(
+        &self,
+        cf: &ColumnFamily,
+        after: Option<&RangeTombstoneInfo>,
+        limit: usize,
+    ) -> Result<RangeTombstonePage> {
+        self.inner.check_open()?;
+        let data = cf.resolve(self.inner.id)?;
+        self.inner.range_tombstones(data, after, limit)
+    }
+
+    /// Estimated keys and bytes in `[start, end)` of `cf`, without reading the data: what a
+    /// `delete_range(start, end)` would cover. Memtables are counted exactly, tables through
+    /// their index blocks.
+    pub fn estimate_range_cf(
+        &self,
+        cf: &ColumnFamily,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<RangeEstimate> {
+        self.inner.check_open()?;
+        let data = cf.resolve(self.inner.id)?;
+        self.inner
+            .estimate_range(data, start.as_ref(), end.as_ref())
     }
 
     /// Counters since open.

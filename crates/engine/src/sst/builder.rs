@@ -232,10 +232,7 @@ impl TableBuilder {
         self.props.blob_references = self
             .blob_references
             .iter()
-            .map(|(&blob_file, &indexes)| BlobReference {
-                blob_file,
-                indexes,
-            })
+            .map(|(&blob_file, &indexes)| BlobReference { blob_file, indexes })
             .collect();
         if let Some((lo, hi)) = self.range_tombstone_bounds() {
             let p = &mut self.props;

@@ -107,16 +107,14 @@ pub(crate) fn read_block(
     buf.truncate(n);
     match ty {
         NO_COMPRESSION => Ok(buf),
-        ZSTD_COMPRESSION => {
-            crate::compression::decompress_zstd(&buf).map_err(|e| bad(format!("block at {}: {e}", handle.offset)))
-        }
+        ZSTD_COMPRESSION => crate::compression::decompress_zstd(&buf)
+            .map_err(|e| bad(format!("block at {}: {e}", handle.offset))),
         other => Err(bad(format!(
             "unknown compression type {other} at offset {}",
             handle.offset
         ))),
     }
 }
-
 
 /// The last 48 bytes of a table: `metaindex offset, size | index offset, size` (u64 LE each),
 /// `format version: u32 | crc of the preceding 36 bytes: u32 | magic: u64`.

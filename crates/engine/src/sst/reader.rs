@@ -73,6 +73,7 @@ pub(crate) struct TableReader {
     props: TableProperties,
     /// The range-deletion block, fragmented once at open.
     pub(super) range_tombstones: Arc<FragmentedTombstones>,
+    range_del_block: Option<BlockHandle>,
     cache: Option<Arc<BlockCache>>,
     stats: Arc<Stats>,
 }
@@ -135,11 +136,14 @@ impl TableReader {
             filter: filter_handle.map(Meta::Cached),
             props,
             range_tombstones: Arc::default(),
+            range_del_block: None,
             stats,
             cache: None,
         };
         if let Some(h) = range_del_handle {
-            reader.range_tombstones = Arc::new(reader.read_range_tombstones(h)?);
+            reader.range_tombstones =
+                Arc::new(FragmentedTombstones::new(reader.read_range_tombstones(h)?));
+            reader.range_del_block = Some(h);
         }
         // Index and filter are read (and checked) at open whatever their home, so that a damaged
         // one fails the open rather than a later read, and the cache starts warm.
@@ -183,7 +187,7 @@ impl TableReader {
     }
 
     /// Reads and fragments the range-deletion block.
-    fn read_range_tombstones(&self, handle: BlockHandle) -> Result<FragmentedTombstones> {
+    fn read_range_tombstones(&self, handle: BlockHandle) -> Result<Vec<RangeTombstone>> {
         let mut it = self.read_checked_block(handle)?.iter();
         let mut tombstones = Vec::new();
         it.seek_to_first();
@@ -215,7 +219,28 @@ impl TableReader {
                 ),
             ));
         }
-        Ok(FragmentedTombstones::new(tombstones))
+        Ok(tombstones)
+    }
+
+    /// Where the data of keys from `user_key` on starts, in bytes from the file's start: the
+    /// offset of the data block the index points `user_key` to, or the end of the data blocks
+    /// when every key is smaller. Range estimates subtract two of these.
+    pub(crate) fn approximate_offset_of(&self, user_key: &[u8]) -> Result<u64> {
+        let mut index = self.index_block()?.iter();
+        index.seek(&key::lookup_key(user_key, key::MAX_SEQUENCE));
+        self.corrupt_in(&index)?;
+        if !index.valid() {
+            return Ok(self.props.data_size);
+        }
+        Ok(self.decode_handle(index.value())?.offset)
+    }
+
+    /// The range tombstones as written (unfragmented), read again from the table: for listings.
+    pub(crate) fn range_tombstones_as_written(&self) -> Result<Vec<RangeTombstone>> {
+        match self.range_del_block {
+            Some(h) => self.read_range_tombstones(h),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The table's range tombstones, fragmented.
