@@ -19,7 +19,7 @@ fn small_options() -> Options {
     }
 }
 
-mod common;
+use crate::common;
 
 fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
     common::collect(db.iter(opts).unwrap())

@@ -7,7 +7,7 @@
     clippy::field_reassign_with_default
 )]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

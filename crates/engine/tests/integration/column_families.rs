@@ -27,7 +27,7 @@ fn options() -> Options {
     o
 }
 
-mod common;
+use crate::common;
 use common::tables_on_disk;
 
 fn scan(db: &Db, cf: &ColumnFamily) -> Vec<(Vec<u8>, Vec<u8>)> {

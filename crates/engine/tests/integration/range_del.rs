@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use strata_engine::{Db, Error, Options, ReadOptions, TombstoneLocation, WriteBatch, WriteOptions};
 
-mod common;
+use crate::common;
 use common::{collect, collect_backward};
 
 fn key(i: u32) -> Vec<u8> {

@@ -7,7 +7,7 @@
     clippy::field_reassign_with_default
 )]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

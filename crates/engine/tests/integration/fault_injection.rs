@@ -12,7 +12,7 @@
     clippy::field_reassign_with_default
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -28,7 +28,7 @@ fn small(dir: &std::path::Path, tweak: impl FnOnce(&mut Options)) -> Db {
     Db::open(dir, o).unwrap()
 }
 
-mod common;
+use crate::common;
 use common::tables_on_disk;
 
 fn cf_props(db: &Db) -> strata_engine::ColumnFamilyProperties {

@@ -714,4 +714,4 @@ fn random_damage_fails_or_leaves_a_valid_prefix() {
     }
 }
 
-mod common;
+use crate::common;
