@@ -57,7 +57,7 @@ pub enum WalRecovery {
     SkipCorrupted,
 }
 
-/// Who runs flushes (and later compactions).
+/// Who runs flushes and compactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Executor {
