@@ -193,12 +193,7 @@ fn expect(shared: &Shared<'_>, key: u64) -> u32 {
     shared.expected.get(key).0
 }
 
-fn check_value(
-    shared: &Shared<'_>,
-    key: u64,
-    got: Option<&[u8]>,
-    how: &str,
-) -> Result<(), String> {
+fn check_value(shared: &Shared<'_>, key: u64, got: Option<&[u8]>, how: &str) -> Result<(), String> {
     let want = expect(shared, key);
     let n = stored_number(key, got, shared.args.value_size)
         .map_err(|e| format!("{how} key {key}: {e}"))?;

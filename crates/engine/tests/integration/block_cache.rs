@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use strata_engine::{CacheKind, Db, Options, ReadOptions};
 
-
 fn key(i: u32) -> String {
     format!("key{i:07}")
 }

@@ -9,7 +9,6 @@
     clippy::field_reassign_with_default
 )]
 
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
