@@ -153,6 +153,16 @@ impl Block {
         Some(lo)
     }
 
+    /// Starts loading restart slot `index` (the offset a binary search reads next).
+    fn prefetch_restart_slot(&self, index: u32) {
+        crate::bloom::prefetch_line(&self.data[self.restarts_at + index as usize * 4]);
+    }
+
+    /// Starts loading the start of the entry at restart `index` (its header and key).
+    fn prefetch_restart_entry(&self, index: u32) {
+        crate::bloom::prefetch_line(&self.data[self.restart(index)]);
+    }
+
     /// Starts loading the first lines of restart interval `index`.
     pub(crate) fn prefetch_interval(&self, index: u32) {
         let start = self.restart(index);
@@ -164,6 +174,57 @@ impl Block {
         for offset in (start..end).step_by(64).take(PREFETCH_LINES) {
             crate::bloom::prefetch_line(&self.data[offset]);
         }
+    }
+
+    /// Runs `restart_before` for many (block, target) searches at once, stepped together: each
+    /// round first starts loading every search's next restart slot, then every slot's key, and
+    /// only then compares, so a batch's cache misses overlap instead of queueing one by one (an
+    /// index block of a large table has thousands of restarts). Results go to `found`.
+    pub(crate) fn restarts_before(searches: &[(&Block, &[u8])], found: &mut Vec<Option<u32>>) {
+        found.clear();
+        let mut bounds: Vec<(u32, u32)> = searches
+            .iter()
+            .map(|(b, _)| (0, b.num_restarts - 1))
+            .collect();
+        let mut damaged = vec![false; searches.len()];
+        let mid = |(lo, hi): (u32, u32)| (lo + hi).div_ceil(2);
+        loop {
+            let mut active = false;
+            for ((block, _), &b) in searches.iter().zip(&bounds) {
+                if b.0 < b.1 {
+                    block.prefetch_restart_slot(mid(b));
+                    active = true;
+                }
+            }
+            if !active {
+                break;
+            }
+            for ((block, _), &b) in searches.iter().zip(&bounds) {
+                if b.0 < b.1 {
+                    block.prefetch_restart_entry(mid(b));
+                }
+            }
+            for (((block, target), b), bad) in searches.iter().zip(&mut bounds).zip(&mut damaged) {
+                if b.0 >= b.1 {
+                    continue;
+                }
+                let m = mid(*b);
+                match block.restart_key(m) {
+                    Some(k) if compare_internal(k, target) == Ordering::Less => b.0 = m,
+                    Some(_) => b.1 = m - 1,
+                    None => {
+                        *bad = true;
+                        b.1 = b.0;
+                    }
+                }
+            }
+        }
+        found.extend(
+            bounds
+                .iter()
+                .zip(&damaged)
+                .map(|(b, bad)| (!bad).then_some(b.0)),
+        );
     }
 
     /// The whole key stored at a restart point (shared is 0 there).

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
+use super::format::BlockHandle;
 use super::reader::{BlockReadOptions, TableReader};
 use crate::block::{Block, BlockIter};
 use crate::bloom;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, Lookup};
 use crate::value::PinnableValue;
@@ -61,6 +62,48 @@ impl PendingKey {
 }
 
 impl TableReader {
+    /// The data block that may hold `lookup`, once a search of this table's `index` block found
+    /// `restart` (`Block::restarts_before`); `None` past the table's last block.
+    pub(crate) fn data_handle_at(
+        &self,
+        index: &Arc<Block>,
+        restart: Option<u32>,
+        lookup: &[u8],
+    ) -> Result<Option<BlockHandle>> {
+        let Some(restart) = restart else {
+            return Err(Error::corruption(
+                &self.path,
+                "index block: damaged restart entry",
+            ));
+        };
+        let mut it = index.iter();
+        it.seek_forward_from(restart, lookup);
+        if !it.valid() {
+            self.corrupt_in(&it)?;
+            return Ok(None);
+        }
+        self.decode_handle(it.value()).map(Some)
+    }
+
+    /// What data `block` of this table holds for `lookup`, once a search of its restarts found
+    /// `start`. For tables without range tombstones (`multi_get` settles those).
+    pub(crate) fn get_in_block(
+        &self,
+        block: &Arc<Block>,
+        start: Option<u32>,
+        lookup: &[u8],
+    ) -> Result<Lookup<PinnableValue>> {
+        let Some(start) = start else {
+            return Err(Error::corruption(
+                &self.path,
+                "block: damaged restart entry",
+            ));
+        };
+        let mut it = block.iter();
+        it.seek_forward_from(start, lookup);
+        self.entry_at(block, &it, lookup, 0)
+    }
+
     /// Looks up the keys `group` names (ascending) in one pass, in phases so that each issues
     /// the memory loads of every key before the next waits on any of them: the filter for the
     /// whole group after its cache lines are prefetched; then one index seek per data block

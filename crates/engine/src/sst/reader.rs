@@ -335,7 +335,7 @@ impl TableReader {
     }
 
     /// The index block, from the reader or the cache.
-    pub(super) fn index_block(&self) -> Result<Arc<Block>> {
+    pub(crate) fn index_block(&self) -> Result<Arc<Block>> {
         let handle = match &self.index {
             Meta::Held(b) => return Ok(b.clone()),
             Meta::Cached(h) => *h,
@@ -394,6 +394,18 @@ impl TableReader {
     /// True when the filter says `hash`'s key may be in the table.
     pub(crate) fn may_contain(&self, hash: u64) -> Result<bool> {
         Ok(self.check_filter(&self.filter_block()?, hash))
+    }
+
+    /// Starts loading the filter's cache line for each of `hashes`, so that `may_contain` on them
+    /// later does not wait. A filter that cannot be read is left to `may_contain` to report.
+    pub(crate) fn prefetch_filter(&self, hashes: impl Iterator<Item = u64>) {
+        if let Ok(filter) = self.filter_block()
+            && let Some(f) = filter.bytes()
+        {
+            for hash in hashes {
+                bloom::prefetch(f, hash);
+            }
+        }
     }
 
     /// The newest entry for the lookup key's user key at or below its sequence number. A range

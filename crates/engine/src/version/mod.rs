@@ -4,6 +4,7 @@
 mod edit;
 mod level_iter;
 mod level_tombstones;
+mod multi_get;
 mod set;
 
 use std::cmp::Ordering;
@@ -17,7 +18,7 @@ pub(crate) use set::VersionSet;
 use crate::error::Result;
 use crate::key::Lookup;
 use crate::key::{self, compare_internal};
-use crate::sst::{BlockReadOptions, PendingKey, TableCache};
+use crate::sst::{BlockReadOptions, TableCache};
 use crate::value::PinnableValue;
 
 pub(crate) const NUM_LEVELS: usize = 7;
@@ -111,88 +112,6 @@ impl Version {
             }
         }
         Ok(Lookup::NotFound)
-    }
-
-    /// Searches the tables for every unresolved key `order` names (ascending by user key), level
-    /// by level: each table is asked once for all the keys it may hold, and a key found or deleted
-    /// at one level is not looked up below it.
-    pub(crate) fn multi_get(
-        &self,
-        tables: &TableCache,
-        keys: &mut [PendingKey],
-        order: &[usize],
-        opts: BlockReadOptions,
-    ) {
-        let mut pending: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|&i| !keys[i].is_resolved())
-            .collect();
-        let mut group = Vec::new();
-        for f in &self.levels[0] {
-            if pending.is_empty() {
-                return;
-            }
-            group.clear();
-            group.extend(
-                pending
-                    .iter()
-                    .copied()
-                    .filter(|&i| f.covers(keys[i].user_key())),
-            );
-            Self::multi_get_file(tables, f, 0, keys, &group, opts);
-            pending.retain(|&i| !keys[i].is_resolved());
-        }
-        for (level, files) in self.levels.iter().enumerate().skip(1) {
-            if pending.is_empty() {
-                return;
-            }
-            // Both the keys and the files are sorted: one merge walk groups keys by file.
-            let mut fi = 0;
-            let mut start = 0;
-            while start < pending.len() && fi < files.len() {
-                let f = &files[fi];
-                group.clear();
-                let mut end = start;
-                while end < pending.len() {
-                    let k = &keys[pending[end]];
-                    if compare_internal(&f.largest, &k.lookup) == Ordering::Less {
-                        break;
-                    }
-                    if k.user_key() >= key::user_key(&f.smallest) {
-                        group.push(pending[end]);
-                    }
-                    end += 1;
-                }
-                if !group.is_empty() {
-                    Self::multi_get_file(tables, f, level, keys, &group, opts);
-                }
-                start = end;
-                fi += 1;
-            }
-            pending.retain(|&i| !keys[i].is_resolved());
-        }
-    }
-
-    fn multi_get_file(
-        tables: &TableCache,
-        f: &FileMetaData,
-        level: usize,
-        keys: &mut [PendingKey],
-        group: &[usize],
-        opts: BlockReadOptions,
-    ) {
-        if group.is_empty() {
-            return;
-        }
-        match tables.get(f.number, level) {
-            Ok(t) => t.multi_get(keys, group, opts),
-            Err(e) => {
-                for &i in group {
-                    keys[i].error = Some(e.duplicate());
-                }
-            }
-        }
     }
 }
 
