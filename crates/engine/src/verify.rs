@@ -107,10 +107,8 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         match checked {
             Ok(c) => {
                 file.entries = c.entries;
-                if let FileKind::Wal(n) = kind
-                    && bytes > 0
-                {
-                    seals.insert(n, c.sealed_to);
+                if let FileKind::Wal(n) = kind {
+                    seals.insert(n, (bytes == 0, c.sealed_to));
                 }
                 match (kind, c.torn_tail) {
                     // Synced whole when the next one started: only the newest can be torn.
@@ -166,29 +164,43 @@ impl Checked {
 fn check_wal_seals(
     dir: &Path,
     v: &VersionSet,
-    seals: &BTreeMap<u64, Option<u64>>,
+    seals: &BTreeMap<u64, (bool, Option<u64>)>,
     report: &mut VerifyReport,
 ) {
+    let mut blame = |wal: u64, e: Error| {
+        let name = filename::wal_file(dir, wal);
+        if let Some(file) = report
+            .files
+            .iter_mut()
+            .find(|f| Some(f.name.as_str()) == name.file_name().and_then(|s| s.to_str()))
+        {
+            file.problem.get_or_insert_with(|| e.to_string());
+        }
+    };
+    let live = || seals.range(v.min_log_number()..);
     let mut chain = SealChain::new(dir, v.sealed_wals_from(), true);
     let mut previous = None;
-    for (&n, &sealed_to) in seals.range(v.min_log_number()..) {
+    for (&n, &(_, sealed_to)) in live().filter(|(_, (empty, _))| !empty) {
         if let Err(e) = chain.enter(n)
             && let Some(prev) = previous
         {
-            let name = filename::wal_file(dir, prev);
-            if let Some(file) = report
-                .files
-                .iter_mut()
-                .find(|f| Some(f.name.as_str()) == name.file_name().and_then(|s| s.to_str()))
-            {
-                file.problem.get_or_insert_with(|| e.to_string());
-            }
+            blame(prev, e);
         }
         if let Some(next) = sealed_to {
             // The WAL was read whole already: only the chain matters here.
             let _ = chain.seal(&filename::wal_file(dir, n), next);
         }
         previous = Some(n);
+    }
+    let files: Vec<(u64, bool)> = live().map(|(&n, &(empty, _))| (n, empty)).collect();
+    let max_log_number = v
+        .column_families()
+        .values()
+        .map(|cf| cf.log_number)
+        .max()
+        .unwrap_or(0);
+    if let (Err(e), Some(last)) = (chain.finish(&files, max_log_number), previous) {
+        blame(last, e);
     }
 }
 

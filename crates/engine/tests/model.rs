@@ -1202,9 +1202,9 @@ impl Runner {
         let path = copy.path().join(name);
         let mut bytes = std::fs::read(&path).unwrap();
         let len = bytes.len();
-        // A WAL holding data with no older WAL before it, lost whole, cannot be told from one
-        // every column family had flushed: no seal names it (the documented gap). Its damage
-        // here stops short of that.
+        // The oldest WAL holding data, lost whole, cannot be told from one every column family
+        // had flushed: no seal names it (the gap format.md documents). Its damage here stops
+        // short of that.
         let wals: Vec<&String> = files
             .iter()
             .filter(|f| {
@@ -1212,7 +1212,7 @@ impl Runner {
                     && std::fs::metadata(copy.path().join(f)).is_ok_and(|m| m.len() > 0)
             })
             .collect();
-        let keep_some = wals.len() > 1 && wals[0] == name;
+        let keep_some = wals.first() == Some(&name);
         let mut how = String::from("empty");
         if rng.random_ratio(1, 5) && !keep_some {
             // A lost file: a middle WAL's loss hides behind the WALs around it but for seals.

@@ -595,12 +595,11 @@ fn replay_wals(
     let mut skipped = 0u64;
     // An empty WAL holds nothing (a crash right after a rotation created it): the newest WAL that
     // counts is the newest with bytes, and only it may end in a cut or without a seal.
-    let mut nonempty = Vec::with_capacity(wals.len());
+    let mut files = Vec::with_capacity(wals.len());
     for &number in wals.iter() {
-        if !fs.open_random(&wal_file(dir, number))?.is_empty()? {
-            nonempty.push(number);
-        }
+        files.push((number, fs.open_random(&wal_file(dir, number))?.is_empty()?));
     }
+    let nonempty: Vec<u64> = files.iter().filter(|f| !f.1).map(|f| f.0).collect();
     let strict = mode == ReadOutcome::FailOnMidLogDamage;
     let mut chain = SealChain::new(dir, versions.sealed_wals_from(), strict);
     'wals: for &number in &nonempty {
@@ -708,6 +707,8 @@ fn replay_wals(
             ));
         }
     }
+    let max_log_number = log_numbers.values().copied().max().unwrap_or(0);
+    skipped += chain.finish(&files, max_log_number)?;
     if let Some(memory) = memory {
         *memory = mems;
         return Ok((last_seq, skipped, spans));

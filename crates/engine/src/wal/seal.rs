@@ -76,6 +76,38 @@ impl<'a> SealChain<'a> {
         if self.strict { Err(broken) } else { Ok(1) }
     }
 
+    /// After the last WAL with data: if it was sealed, the WAL its seal names was created (and
+    /// the directory synced) before the seal was written, so it must still be there. A power
+    /// loss may have emptied it (its writes were never synced), but not once a column family's
+    /// log number passed it (`max_log_number`): that flush came after the seal was synced, so
+    /// the WAL held writes a table now holds too. `wals` are every WAL file recovery considered,
+    /// with whether each is empty. Returns the breaks excused (0 or 1) when the chain is not
+    /// strict.
+    pub(crate) fn finish(&self, wals: &[(u64, bool)], max_log_number: u64) -> Result<u64> {
+        let (Some(last), Some(next)) = (self.reading, self.sealed_to) else {
+            return Ok(0);
+        };
+        if self.sealed_from.is_none_or(|first| last < first) {
+            return Ok(0);
+        }
+        let why = match wals.iter().find(|w| w.0 == next) {
+            None => "missing",
+            Some(&(_, true)) if max_log_number > next => {
+                "empty, though a column family's tables hold writes past it"
+            }
+            Some(_) => return Ok(0),
+        };
+        let broken = Error::corruption(
+            wal_file(self.dir, next),
+            format!(
+                "{why}: WAL {last} was sealed naming it as the next one after the directory \
+                 was synced, so the writes it held are lost (`strata repair` replays the other \
+                 WALs)"
+            ),
+        );
+        if self.strict { Err(broken) } else { Ok(1) }
+    }
+
     /// The WAL being read ends here, naming `next` as the WAL that replaced it.
     pub(crate) fn seal(&mut self, path: &Path, next: u64) -> Result<()> {
         self.check_open(path)?;
@@ -144,6 +176,26 @@ mod tests {
         let mut none = SealChain::new(dir, None, true);
         none.enter(10).unwrap();
         assert_eq!(none.enter(12).unwrap(), 0);
+
+        // The last WAL's seal names a WAL that must exist (a power loss may leave it empty).
+        let mut sealed = SealChain::new(dir, Some(10), true);
+        sealed.enter(10).unwrap();
+        sealed.seal(&wal_file(dir, 10), 12).unwrap();
+        let finish = |wals: &[(u64, bool)], max_log: u64| sealed.finish(wals, max_log);
+        assert_eq!(finish(&[(10, false), (12, true)], 12).unwrap(), 0);
+        assert_eq!(
+            finish(&[(10, false), (12, true), (13, true)], 12).unwrap(),
+            0
+        );
+        let e = finish(&[(10, false)], 12).unwrap_err().to_string();
+        assert!(e.contains("000012.log") && e.contains("missing"), "{e}");
+        // Emptied after a flush took its writes into a table: damage, not a power loss.
+        let e = finish(&[(10, false), (12, true), (13, true)], 13).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("000012.log") && e.contains("empty"), "{e}");
+        let mut unsealed = SealChain::new(dir, Some(10), true);
+        unsealed.enter(10).unwrap();
+        assert_eq!(unsealed.finish(&[(10, false)], 12).unwrap(), 0);
 
         // Nothing is written after a seal.
         let mut after = SealChain::new(dir, Some(10), true);

@@ -618,6 +618,17 @@ fn a_wal_cut_between_records_or_lost_fails_the_open() {
         }
     }
 
+    // The newest WAL lost whole: the seal before it names it.
+    let dir = copy_store(pristine.path());
+    let path = dir.path().join(wals[newest].file_name().unwrap());
+    std::fs::remove_file(&path).unwrap();
+    assert!(!verify_store(dir.path(), &options()).unwrap().is_ok());
+    corruption_naming(
+        Db::open(dir.path(), options()),
+        &path,
+        "the newest WAL removed",
+    );
+
     // The newest WAL may end anywhere (a crash); an empty WAL after it is a crash during a
     // rotation. Both open.
     let bytes = std::fs::read(&wals[newest]).unwrap();
