@@ -118,7 +118,7 @@ fn sigkill_loses_no_acknowledged_write() {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "crash::crash_child_writer",
+                "crash_child_writer",
                 "--nocapture",
                 "--test-threads=1",
             ])
