@@ -90,8 +90,7 @@ pub(crate) fn read_block(
             handle.offset, handle.size
         )));
     }
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, handle.offset)?;
+    let mut buf = file.read_vec_at(len, handle.offset)?;
     let n = handle.size as usize;
     let ty = buf[n];
     if verify {
