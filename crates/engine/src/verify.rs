@@ -18,7 +18,7 @@ use crate::options::Options;
 use crate::sst::{MetaBlocks, TableReader};
 use crate::stats::Stats;
 use crate::version::{VersionEdit, VersionSet};
-use crate::wal::{LogReader, ReadOutcome, SealChain, decode_seal};
+use crate::wal::{LogReader, ReadOutcome, SealChain, decode_seal, record_after_seal};
 
 /// What `verify_store` found in one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -296,10 +296,7 @@ fn check_log(
     let mut sealed_to = None;
     while let Some(record) = reader.next_record()? {
         if let Some(next) = sealed_to {
-            return Err(Error::corruption(
-                path,
-                format!("a record follows the seal that names WAL {next} as the next one"),
-            ));
+            return Err(record_after_seal(path, next));
         }
         sealed_to = check_record(&record, path)?;
         records += 1;

@@ -140,7 +140,7 @@ impl DbInner {
                 let to = table.approximate_offset_of(end)?.max(from);
                 // The block holding the range's first keys counts whole: a range inside one
                 // block still holds keys.
-                let spanned = if to == from && lo < end && hi >= start {
+                let spanned = if to == from {
                     (data / table.properties().num_data_blocks.max(1)).min(data)
                 } else {
                     to - from

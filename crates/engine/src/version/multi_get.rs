@@ -139,41 +139,30 @@ fn multi_get_level(
     if candidates.is_empty() {
         return;
     }
-    let mut index_blocks: Vec<Option<Arc<Block>>> = Vec::with_capacity(candidates.len());
-    for (i, table) in &candidates {
+    // (candidate, its table's index block) for the candidates whose index could be read.
+    let mut searching: Vec<(usize, Arc<Block>)> = Vec::with_capacity(candidates.len());
+    for (c, (i, table)) in candidates.iter().enumerate() {
         match table.index_block() {
-            Ok(b) => index_blocks.push(Some(b)),
-            Err(e) => {
-                keys[*i].error = Some(e);
-                index_blocks.push(None);
-            }
+            Ok(b) => searching.push((c, b)),
+            Err(e) => keys[*i].error = Some(e),
         }
     }
-    let searching: Vec<usize> = (0..candidates.len())
-        .filter(|&c| index_blocks[c].is_some())
-        .collect();
     let mut restarts = Vec::new();
     {
         let searches: Vec<(&Block, &[u8])> = searching
             .iter()
-            .filter_map(|&c| {
-                let block = index_blocks[c].as_deref()?;
-                Some((block, keys[candidates[c].0].lookup.as_slice()))
-            })
+            .map(|(c, index)| (&**index, keys[candidates[*c].0].lookup.as_slice()))
             .collect();
         Block::restarts_before(&searches, &mut restarts);
     }
     // (candidate, its data block) for the keys whose index points into a block.
     let mut located: Vec<(usize, Arc<Block>)> = Vec::with_capacity(searching.len());
-    for (&c, restart) in searching.iter().zip(restarts.iter().copied()) {
-        let (i, table) = &candidates[c];
-        let Some(index) = &index_blocks[c] else {
-            continue;
-        };
+    for ((c, index), restart) in searching.iter().zip(restarts.iter().copied()) {
+        let (i, table) = &candidates[*c];
         let p = &mut keys[*i];
         let handle = table.data_handle_at(index, restart, &p.lookup);
         match handle.and_then(|h| h.map(|h| table.data_block(h, opts)).transpose()) {
-            Ok(Some(block)) => located.push((c, block)),
+            Ok(Some(block)) => located.push((*c, block)),
             Ok(None) => {}
             Err(e) => p.error = Some(e),
         }

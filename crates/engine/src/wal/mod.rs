@@ -6,7 +6,7 @@ mod seal;
 mod writer;
 
 pub(crate) use reader::{LogReader, ReadOutcome};
-pub(crate) use seal::{SealChain, decode_seal, seal_record};
+pub(crate) use seal::{SealChain, decode_seal, record_after_seal, seal_record};
 pub(crate) use writer::LogWriter;
 
 pub(crate) const BLOCK_SIZE: usize = 32 * 1024;

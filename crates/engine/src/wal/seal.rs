@@ -118,13 +118,18 @@ impl<'a> SealChain<'a> {
     /// A write may follow only if the WAL being read is not sealed yet.
     pub(crate) fn check_open(&self, path: &Path) -> Result<()> {
         match self.sealed_to {
-            Some(next) => Err(Error::corruption(
-                path,
-                format!("a record follows the seal that names WAL {next} as the next one"),
-            )),
+            Some(next) => Err(record_after_seal(path, next)),
             None => Ok(()),
         }
     }
+}
+
+/// A WAL in `path` holds a record after its seal naming `next`: a seal is always its last record.
+pub(crate) fn record_after_seal(path: &Path, next: u64) -> Error {
+    Error::corruption(
+        path,
+        format!("a record follows the seal that names WAL {next} as the next one"),
+    )
 }
 
 #[cfg(test)]
