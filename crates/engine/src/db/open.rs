@@ -602,6 +602,7 @@ fn replay_wals(
     let nonempty: Vec<u64> = files.iter().filter(|f| !f.1).map(|f| f.0).collect();
     let strict = mode == ReadOutcome::FailOnMidLogDamage;
     let mut chain = SealChain::new(dir, versions.sealed_wals_from(), strict);
+    let max_log_number = log_numbers.values().copied().max().unwrap_or(0);
     'wals: for &number in &nonempty {
         let path = wal_file(dir, number);
         let newest = nonempty.last() == Some(&number);
@@ -621,8 +622,12 @@ fn replay_wals(
             let applies = |cf: u32| log_numbers.get(&cf).is_some_and(|&log| number >= log);
             let now = opts.clock.now_secs();
             if let Some(file) = missing_blob(&batch, blobs, &path, applies, now)? {
-                if !newest {
-                    // Blob files are synced with the WAL when a newer WAL replaces it.
+                // Blob files are synced with the WAL when a newer WAL replaces it, which a seal
+                // or a column family's log number past this WAL shows.
+                let replaced = !newest
+                    || number < max_log_number
+                    || seal_follows(&mut reader)?;
+                if replaced {
                     return Err(Error::corruption(
                         blobs.path(file),
                         format!(
@@ -707,7 +712,6 @@ fn replay_wals(
             ));
         }
     }
-    let max_log_number = log_numbers.values().copied().max().unwrap_or(0);
     skipped += chain.finish(&files, max_log_number)?;
     if let Some(memory) = memory {
         *memory = mems;
@@ -820,6 +824,16 @@ fn recover_blob_files(
         }
     }
     Ok(())
+}
+
+/// Whether a seal is among the records `reader` has left.
+fn seal_follows(reader: &mut LogReader<'_>) -> Result<bool> {
+    while let Some(record) = reader.next_record()? {
+        if decode_seal(&record).is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The first blob index of `batch` (among records `applies` says replay applies) pointing past what

@@ -63,13 +63,17 @@ impl<'a> SealChain<'a> {
             None => Error::corruption(
                 wal_file(self.dir, previous),
                 format!(
-                    "ends without a seal, but WAL {number} follows it: a WAL is sealed and synced                      before the next one takes writes, so its last records are lost (damage, not                      a crash; `strata repair` replays around it)"
+                    "ends without a seal, but WAL {number} follows it: a WAL is sealed and synced \
+                     before the next one takes writes, so its last records are lost (damage, not \
+                     a crash; `strata repair` replays around it)"
                 ),
             ),
             Some(next) => Error::corruption(
                 wal_file(self.dir, next),
                 format!(
-                    "missing or empty, but WAL {previous} was sealed naming it as the next one,                      and WAL {number} follows: the writes it held are lost (`strata repair`                      replays the other WALs)"
+                    "missing or empty, but WAL {previous} was sealed naming it as the next one, \
+                     and WAL {number} follows: the writes it held are lost (`strata repair` \
+                     replays the other WALs)"
                 ),
             ),
         };
@@ -81,15 +85,32 @@ impl<'a> SealChain<'a> {
     /// loss may have emptied it (its writes were never synced), but not once a column family's
     /// log number passed it (`max_log_number`): that flush came after the seal was synced, so
     /// the WAL held writes a table now holds too. `wals` are every WAL file recovery considered,
-    /// with whether each is empty. Returns the breaks excused (0 or 1) when the chain is not
-    /// strict.
+    /// with whether each is empty. An unsealed last WAL must not be older than
+    /// `max_log_number` either. Returns the breaks excused (0 or 1) when the chain is not strict.
     pub(crate) fn finish(&self, wals: &[(u64, bool)], max_log_number: u64) -> Result<u64> {
-        let (Some(last), Some(next)) = (self.reading, self.sealed_to) else {
+        let Some(last) = self.reading else {
             return Ok(0);
         };
         if self.sealed_from.is_none_or(|first| last < first) {
             return Ok(0);
         }
+        let Some(next) = self.sealed_to else {
+            if last >= max_log_number {
+                return Ok(0);
+            }
+            // A column family's log number passes a WAL only when a flush after the WAL was
+            // replaced, and so sealed, recorded it: the seal was synced, and is gone.
+            let broken = Error::corruption(
+                wal_file(self.dir, last),
+                format!(
+                    "ends without a seal, but a column family's tables hold writes from WAL \
+                     {max_log_number} on: a WAL is sealed and synced before the next one takes \
+                     writes, so its last records are lost (damage, not a crash; `strata repair` \
+                     replays around it)"
+                ),
+            );
+            return if self.strict { Err(broken) } else { Ok(1) };
+        };
         let why = match wals.iter().find(|w| w.0 == next) {
             None => "missing",
             Some(&(_, true)) if max_log_number > next => {
@@ -198,9 +219,23 @@ mod tests {
         let e = finish(&[(10, false), (12, true), (13, true)], 13).unwrap_err();
         let e = e.to_string();
         assert!(e.contains("000012.log") && e.contains("empty"), "{e}");
+
+        // The last WAL with data lost its seal, but a flush after it recorded a newer WAL.
+        let mut cut = SealChain::new(dir, Some(10), true);
+        cut.enter(10).unwrap();
+        assert_eq!(cut.finish(&[(10, false), (12, true)], 10).unwrap(), 0);
+        let e = cut.finish(&[(10, false), (12, true)], 12).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("000010.log") && e.contains("ends without a seal"),
+            "{e}"
+        );
+        let mut lenient_cut = SealChain::new(dir, Some(10), false);
+        lenient_cut.enter(10).unwrap();
+        assert_eq!(lenient_cut.finish(&[(10, false)], 12).unwrap(), 1);
         let mut unsealed = SealChain::new(dir, Some(10), true);
         unsealed.enter(10).unwrap();
-        assert_eq!(unsealed.finish(&[(10, false)], 12).unwrap(), 0);
+        assert_eq!(unsealed.finish(&[(10, false)], 10).unwrap(), 0);
 
         // Nothing is written after a seal.
         let mut after = SealChain::new(dir, Some(10), true);

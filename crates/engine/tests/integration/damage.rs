@@ -544,12 +544,7 @@ fn build_with_wals(dir: &Path) -> Vec<PathBuf> {
         }
     }
     db.close().unwrap();
-    let mut wals: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    wals.sort();
+    let wals = common::files_with_extension(dir, "log");
     assert_eq!(wals.len(), 4, "{wals:?}");
     wals
 }
@@ -576,6 +571,62 @@ fn corruption_naming(result: Result<Db, Error>, file: &Path, what: &str) {
         }
         Err(e) => panic!("{what}: {e}, not corruption"),
         Ok(_) => panic!("{what}: opened"),
+    }
+}
+
+/// A flush of another column family replaces the WAL the default column family's writes (and
+/// their blob records) are still in: the WAL is sealed and synced with its blob file, and the
+/// newer WAL stays empty. Losing the WAL's end or the blob file's records is damage then.
+#[test]
+fn a_wal_replaced_by_another_column_familys_flush_is_held_to_its_seal() {
+    let pristine = tempfile::tempdir().unwrap();
+    let mut o = options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 64;
+    let db = Db::open(pristine.path(), o.clone()).unwrap();
+    let side = db.create_cf("side", Default::default()).unwrap();
+    for i in 0..20 {
+        db.put(key(i), value(i, 0).repeat(8)).unwrap();
+        db.put_cf(&side, key(i), value(i, 0)).unwrap();
+    }
+    db.flush_cf(&side).unwrap();
+    db.close().unwrap();
+    let with_ext = |ext: &str| common::files_with_extension(pristine.path(), ext);
+    let wals = with_ext("log");
+    let blobs = with_ext("blob");
+    let sizes: Vec<u64> = wals.iter().map(|p| std::fs::metadata(p).unwrap().len()).collect();
+    assert_eq!((wals.len(), blobs.len()), (2, 1), "{wals:?} {sizes:?} {blobs:?}");
+    let (wal, newer) = (&wals[0], &wals[1]);
+    assert_eq!(std::fs::metadata(newer).unwrap().len(), 0, "{sizes:?}");
+
+    let bytes = std::fs::read(wal).unwrap();
+    let ends = record_ends(&bytes);
+    for cut in [ends[0], ends[ends.len() / 2], ends[ends.len() - 2]] {
+        let dir = copy_store(pristine.path());
+        let path = dir.path().join(wal.file_name().unwrap());
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let what = format!("WAL cut to {cut} of {}", bytes.len());
+        assert!(!verify_store(dir.path(), &o).unwrap().is_ok(), "{what}");
+        corruption_naming(Db::open(dir.path(), o.clone()), &path, &what);
+    }
+
+    let blob = std::fs::read(&blobs[0]).unwrap();
+    for cut in [32, blob.len() / 2] {
+        let dir = copy_store(pristine.path());
+        let path = dir.path().join(blobs[0].file_name().unwrap());
+        std::fs::write(&path, &blob[..cut]).unwrap();
+        let what = format!("blob file cut to {cut} of {}", blob.len());
+        corruption_naming(Db::open(dir.path(), o.clone()), &path, &what);
+    }
+
+    // Undamaged, every write is there.
+    let dir = copy_store(pristine.path());
+    let db = Db::open(dir.path(), o).unwrap();
+    let side = db.cf("side").unwrap();
+    for i in 0..20 {
+        let got = db.get(key(i)).unwrap().map(|v| v.to_vec());
+        assert_eq!(got, Some(value(i, 0).repeat(8)));
+        assert!(db.get_cf(&side, key(i)).unwrap().is_some());
     }
 }
 

@@ -33,11 +33,13 @@ pub fn collect_backward(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// Files in a store's directory whose extension is `ext`, by path.
 pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir)
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == ext))
-        .collect()
+        .collect();
+    files.sort();
+    files
 }
 
 /// Table files in a store's directory.
