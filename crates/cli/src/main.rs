@@ -2,6 +2,7 @@
 
 mod bench;
 mod codec;
+mod mount;
 mod stress;
 
 use std::path::PathBuf;
@@ -107,6 +108,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Mounts the column family `--cf` as a filesystem at MOUNTPOINT: keys are paths, values are
+    /// file contents. Runs in the background once mounted unless --foreground.
+    Mount(mount::MountArgs),
+    /// Unmounts a filesystem `strata mount` mounted; the mount process then closes the store.
+    Umount { mountpoint: PathBuf },
     /// Rebuilds the MANIFEST of a damaged store from its intact tables, blob files and WALs
     /// (RocksDB's RepairDB), keeps damaged files aside in DIR/lost/, compacts, and reports what
     /// it kept and lost. The way out when an open fails with a corruption error.
@@ -302,6 +308,8 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Verify { json } => verify(&cli.db, json),
         Command::Repair { json } => repair(&cli.db, json),
         Command::Stress(args) => stress::run(&cli.db, *args),
+        Command::Mount(args) => mount::run(&cli.db, &cli.cf, args),
+        Command::Umount { mountpoint } => mount::unmount(&mountpoint),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,
@@ -384,10 +392,16 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }),
         Command::DeleteRange { from, to, sync } => {
-            write_one(&cli.db, &cli.cf, sync, |batch, cf| {
-                batch.delete_range_cf(cf, codec::decode(&from)?, codec::decode(&to)?);
-                Ok(())
-            })
+            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
+            let mut batch = WriteBatch::new();
+            // A mounted column family's directories go with the range.
+            let (from, to) = (codec::decode(&from)?, codec::decode(&to)?);
+            strata_fusefs::delete_range_with_metadata(&db, &mut batch, &cf, &from, &to);
+            let opts = WriteOptions {
+                sync,
+                ..Default::default()
+            };
+            db.write(batch, &opts).map_err(|e| e.to_string())
         }
         Command::Scan {
             prefix,

@@ -624,9 +624,7 @@ fn replay_wals(
             if let Some(file) = missing_blob(&batch, blobs, &path, applies, now)? {
                 // Blob files are synced with the WAL when a newer WAL replaces it, which a seal
                 // or a column family's log number past this WAL shows.
-                let replaced = !newest
-                    || number < max_log_number
-                    || seal_follows(&mut reader)?;
+                let replaced = !newest || number < max_log_number || seal_follows(&mut reader)?;
                 if replaced {
                     return Err(Error::corruption(
                         blobs.path(file),

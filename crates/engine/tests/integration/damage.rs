@@ -594,8 +594,15 @@ fn a_wal_replaced_by_another_column_familys_flush_is_held_to_its_seal() {
     let with_ext = |ext: &str| common::files_with_extension(pristine.path(), ext);
     let wals = with_ext("log");
     let blobs = with_ext("blob");
-    let sizes: Vec<u64> = wals.iter().map(|p| std::fs::metadata(p).unwrap().len()).collect();
-    assert_eq!((wals.len(), blobs.len()), (2, 1), "{wals:?} {sizes:?} {blobs:?}");
+    let sizes: Vec<u64> = wals
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    assert_eq!(
+        (wals.len(), blobs.len()),
+        (2, 1),
+        "{wals:?} {sizes:?} {blobs:?}"
+    );
     let (wal, newer) = (&wals[0], &wals[1]);
     assert_eq!(std::fs::metadata(newer).unwrap().len(), 0, "{sizes:?}");
 

@@ -1,0 +1,100 @@
+//! Telling the kernel that keys changed under the mount: another face in the same process wrote
+//! or deleted them, so the kernel's cached entries and attributes for them are dropped at once.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, OnceLock};
+
+use fuser::{INodeNo, Notifier};
+use parking_lot::Mutex;
+
+use crate::inodes::InodeTable;
+use crate::path;
+
+/// Cheap to clone; calls before the filesystem is mounted do nothing.
+#[derive(Clone)]
+pub struct Invalidator {
+    inodes: Arc<Mutex<InodeTable>>,
+    notifier: Arc<OnceLock<Notifier>>,
+}
+
+impl std::fmt::Debug for Invalidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invalidator")
+            .field("mounted", &self.notifier.get().is_some())
+            .finish()
+    }
+}
+
+impl Invalidator {
+    pub(crate) fn new(inodes: Arc<Mutex<InodeTable>>) -> Invalidator {
+        Invalidator {
+            inodes,
+            notifier: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub(crate) fn attach(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// Key `key` of the mounted column family was written or deleted: the kernel forgets what
+    /// it cached of it and of the directories it implies.
+    pub fn key_changed(&self, key: &[u8]) {
+        let Some(n) = self.notifier.get() else { return };
+        let targets = {
+            let inodes = self.inodes.lock();
+            let mut t = Vec::new();
+            collect_path(&inodes, key, &mut t);
+            t
+        };
+        send(n, &targets);
+    }
+
+    /// Every key in `[start, end)` was deleted.
+    pub fn range_deleted(&self, start: &[u8], end: &[u8]) {
+        let Some(n) = self.notifier.get() else { return };
+        let targets = {
+            let inodes = self.inodes.lock();
+            let mut t = Vec::new();
+            for (key, _) in inodes.range(start, end) {
+                collect_path(&inodes, &key, &mut t);
+            }
+            // Directories only the deleted keys implied.
+            collect_path(&inodes, start.strip_suffix(b"/").unwrap_or(start), &mut t);
+            t
+        };
+        send(n, &targets);
+    }
+}
+
+/// What to drop for `key`: the entry of `key` and of each of its ancestors in their parents
+/// (when the kernel holds the parent), and the attributes and pages of `key` itself.
+fn collect_path(inodes: &InodeTable, key: &[u8], out: &mut Vec<Target>) {
+    if let Some(ino) = inodes.peek(key) {
+        out.push(Target::Inode(ino));
+    }
+    let mut k = key;
+    while !k.is_empty() {
+        let (parent, name) = path::split_parent(k);
+        if let Some(p) = inodes.peek(parent) {
+            out.push(Target::Entry(p, name.to_vec()));
+        }
+        k = parent;
+    }
+}
+
+enum Target {
+    Inode(u64),
+    Entry(u64, Vec<u8>),
+}
+
+fn send(n: &Notifier, targets: &[Target]) {
+    for t in targets {
+        // ENOENT only says the kernel had nothing cached.
+        let _ = match t {
+            Target::Inode(ino) => n.inval_inode(INodeNo(*ino), 0, 0),
+            Target::Entry(parent, name) => n.inval_entry(INodeNo(*parent), OsStr::from_bytes(name)),
+        };
+    }
+}

@@ -1,0 +1,94 @@
+//! Mounting a [`StrataFs`]: the kernel options, in the foreground or on background threads.
+
+use std::io;
+use std::path::Path;
+
+use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+
+use crate::fs::StrataFs;
+use crate::invalidate::Invalidator;
+
+/// How a filesystem is mounted.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// Threads answering the kernel (default: the core count).
+    pub threads: usize,
+    /// Mount read-only in the kernel too.
+    pub read_only: bool,
+    /// Let users other than the one mounting in (needs `user_allow_other` in
+    /// `/etc/fuse.conf` unless root).
+    pub allow_other: bool,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            read_only: false,
+            allow_other: false,
+        }
+    }
+}
+
+fn config(c: &MountConfig) -> Config {
+    let mut cfg = Config::default();
+    cfg.mount_options = vec![
+        MountOption::FSName("strata".into()),
+        MountOption::Subtype("strata".into()),
+        // The kernel checks modes against the attributes the mount reports.
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        if c.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    if c.allow_other {
+        cfg.acl = SessionACL::All;
+    }
+    cfg.n_threads = Some(c.threads.max(1));
+    cfg.clone_fd = c.threads > 1;
+    cfg
+}
+
+/// A filesystem mounted and served on background threads.
+#[derive(Debug)]
+pub struct Mounted {
+    session: BackgroundSession,
+    invalidator: Invalidator,
+}
+
+impl Mounted {
+    /// Tells the kernel about keys changed by other faces in this process.
+    pub fn invalidator(&self) -> Invalidator {
+        self.invalidator.clone()
+    }
+
+    /// Unmounts and waits for the serving threads to end.
+    pub fn unmount(self) -> io::Result<()> {
+        self.session.umount_and_join()
+    }
+
+    /// Waits until the filesystem is unmounted from outside (`strata umount`).
+    pub fn join(self) -> io::Result<()> {
+        self.session.join()
+    }
+}
+
+/// Mounts `fs` at `mountpoint` and serves it on background threads until unmounted.
+pub fn spawn(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Mounted> {
+    let invalidator = fs.invalidator();
+    let session = fuser::spawn_mount(fs, mountpoint, &config(c))?;
+    invalidator.attach(session.notifier());
+    Ok(Mounted {
+        session,
+        invalidator,
+    })
+}
+
+/// Mounts `fs` at `mountpoint` and serves it on this thread until it is unmounted.
+pub fn run(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<()> {
+    fuser::mount(fs, mountpoint, &config(c))
+}

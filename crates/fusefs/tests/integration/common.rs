@@ -1,0 +1,152 @@
+//! A real mount in a temporary directory, over a store in another, unmounted when dropped.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_engine::{ColumnFamily, Db, Options};
+use strata_fusefs::{FsConfig, FsStats, Invalidator, MountConfig, Mounted, StrataFs};
+
+pub struct Mount {
+    pub db: Arc<Db>,
+    pub stats: Arc<FsStats>,
+    pub invalidator: Invalidator,
+    mounted: Option<Mounted>,
+    // Dropped after the mount.
+    pub dir: tempfile::TempDir,
+    pub store: tempfile::TempDir,
+}
+
+/// Whether this machine can mount FUSE filesystems. Under `CI` it must: a missing `/dev/fuse`
+/// fails the suite instead of skipping it.
+pub fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && std::process::Command::new("fusermount3")
+            .arg("--version")
+            .output()
+            .is_ok();
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but FUSE is missing (/dev/fuse or fusermount3): `make deps` installs fuse3"
+        );
+        eprintln!("FUSE is not available here: skipping (CI fails instead)");
+    }
+    ok
+}
+
+impl Mount {
+    pub fn new() -> Option<Mount> {
+        Mount::with(FsConfig::default(), false)
+    }
+
+    pub fn with(config: FsConfig, read_only: bool) -> Option<Mount> {
+        if !fuse_available() {
+            return None;
+        }
+        let store = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::default();
+        strata_fusefs::prepare_options(&mut opts, &config.column_family);
+        let db = Arc::new(Db::open(store.path(), opts).unwrap());
+        Some(Mount::over(db, store, dir, config, read_only))
+    }
+
+    /// Mounts an already open store.
+    pub fn over(
+        db: Arc<Db>,
+        store: tempfile::TempDir,
+        dir: tempfile::TempDir,
+        config: FsConfig,
+        read_only: bool,
+    ) -> Mount {
+        let fs = StrataFs::new(db.clone(), config).unwrap();
+        let stats = fs.stats();
+        let mc = MountConfig {
+            read_only,
+            ..MountConfig::default()
+        };
+        let mounted = strata_fusefs::spawn(fs, dir.path(), &mc).unwrap();
+        Mount {
+            db,
+            stats,
+            invalidator: mounted.invalidator(),
+            mounted: Some(mounted),
+            dir,
+            store,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn cf(&self) -> ColumnFamily {
+        self.db.default_cf()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(m) = self.mounted.take() {
+            let _ = m.unmount();
+        }
+    }
+}
+
+/// What a tree holds, as far as both a plain directory and the mount must agree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    File { perm: u32, bytes: Vec<u8> },
+    Dir { perm: u32 },
+    Symlink(PathBuf),
+    Fifo,
+}
+
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Node>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+        .map(|e| e.unwrap())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap().to_path_buf();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let ft = m.file_type();
+        let perm = m.permissions().mode() & 0o7777;
+        let node = if ft.is_symlink() {
+            Node::Symlink(std::fs::read_link(&p).unwrap())
+        } else if ft.is_dir() {
+            walk(root, &p, out);
+            Node::Dir { perm }
+        } else if ft.is_file() {
+            let bytes = std::fs::read(&p).unwrap();
+            assert_eq!(bytes.len() as u64, m.size(), "{}: size", p.display());
+            Node::File { perm, bytes }
+        } else {
+            Node::Fifo
+        };
+        out.insert(rel, node);
+    }
+}
+
+/// (used blocks, block size) from statvfs.
+pub fn fs_stats(p: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is NUL-terminated and `s` is valid for one statvfs.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) }, 0);
+    // SAFETY: statvfs returned 0, so it filled the struct.
+    let s = unsafe { s.assume_init() };
+    (s.f_blocks - s.f_bfree, s.f_frsize)
+}

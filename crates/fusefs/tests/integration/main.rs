@@ -1,0 +1,550 @@
+//! The filesystem mounted for real (FUSE in a temporary directory), driven with std::fs and
+//! with ordinary tools, checked against the same steps on a plain directory and against the
+//! store's keys.
+
+mod common;
+mod ops;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Mount, Node, snapshot};
+use ops::{Op, apply, same_failure};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata_engine::{ReadOptions, WriteBatch, WriteOptions};
+use strata_fusefs::FsConfig;
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+/// Applies `ops` to a plain directory and to the mount; both must answer alike and hold the
+/// same tree after each step.
+fn agree(m: &Mount, plain: &Path, ops: &[Op], check_every: usize) {
+    for (i, op) in ops.iter().enumerate() {
+        let want = apply(plain, op);
+        let got = apply(m.path(), op);
+        match (&want, &got) {
+            (Err(a), Err(b)) => assert!(same_failure(*a, *b), "step {i} {op:?}: {a} vs {b}"),
+            _ => assert_eq!(want, got, "step {i} {op:?}"),
+        }
+        if (i + 1) % check_every == 0 || i + 1 == ops.len() {
+            assert_eq!(snapshot(plain), snapshot(m.path()), "after step {i} {op:?}");
+        }
+    }
+}
+
+#[test]
+fn every_operation_matches_a_plain_directory() {
+    let Some(m) = Mount::new() else { return };
+    let plain = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let ops = vec![
+        Op::Create(s("a.txt"), b"hello".to_vec()),
+        Op::Append(s("a.txt"), b" world".to_vec()),
+        Op::WriteAt(s("a.txt"), 20, b"gap".to_vec()),
+        Op::Read(s("a.txt")),
+        Op::Truncate(s("a.txt"), 3),
+        Op::Truncate(s("a.txt"), 10),
+        Op::Create(s("big.bin"), big),
+        Op::Mkdir(s("d")),
+        Op::Mkdir(s("d")),
+        Op::Mkdir(s("d/e")),
+        Op::Create(s("d/e/f"), b"f".to_vec()),
+        Op::Create(s("d/g"), b"g".to_vec()),
+        Op::Rmdir(s("d")),
+        Op::Rmdir(s("nothing")),
+        Op::Unlink(s("d")),
+        Op::Rmdir(s("a.txt")),
+        Op::Symlink(s("../a.txt"), s("d/link")),
+        Op::Readlink(s("d/link")),
+        Op::Read(s("d/link")),
+        Op::Mkfifo(s("d/pipe")),
+        Op::Chmod(s("a.txt"), 0o600),
+        Op::Chmod(s("d/e"), 0o700),
+        Op::Rename(s("a.txt"), s("d/e/a2.txt")),
+        Op::Rename(s("d/e"), s("moved")),
+        Op::Rename(s("moved"), s("moved/inside")),
+        Op::Create(s("x"), b"x".to_vec()),
+        Op::RenameNoReplace(s("x"), s("big.bin")),
+        Op::Exchange(s("x"), s("big.bin")),
+        Op::Exchange(s("d"), s("moved")),
+        Op::Exchange(s("x"), s("missing")),
+        Op::Rename(s("x"), s("d")),
+        Op::Mkdir(s("empty")),
+        Op::Rename(s("moved"), s("empty")),
+        Op::Mkdir(s("full")),
+        Op::Create(s("full/f"), Vec::new()),
+        Op::Rename(s("empty"), s("full")),
+        Op::Unlink(s("d/link")),
+        Op::Unlink(s("d/pipe")),
+        Op::Read(s("full/f")),
+        Op::Create(s("full/f"), b"rewritten".to_vec()),
+        Op::Rmdir(s("full")),
+        Op::Unlink(s("full/f")),
+        Op::Rmdir(s("full")),
+    ];
+    agree(&m, plain.path(), &ops, 1);
+    // The mount's files are the store's keys.
+    let cf = m.cf();
+    let got = m.db.get_cf(&cf, "big.bin").unwrap().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        m.db.get_cf(&cf, "d/a2.txt").unwrap().as_deref(),
+        Some(&b"hel\0\0\0\0\0\0\0"[..])
+    );
+}
+
+#[test]
+fn random_operations_match_a_plain_directory() {
+    let Some(m) = Mount::new() else { return };
+    let plain = tempfile::tempdir().unwrap();
+    let seed = std::env::var("STRATA_FS_MODEL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    let count: usize = std::env::var("STRATA_FS_MODEL_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
+    eprintln!("fs model: seed {seed}, {count} operations (STRATA_FS_MODEL_SEED to rerun)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let names = ["a", "b", "c.txt", "d", "e-1"];
+    let dirs = ["", "d", "d/e", "b", "a/x"];
+    let path = |rng: &mut StdRng| -> String {
+        let d = dirs[rng.random_range(0..dirs.len())];
+        let n = names[rng.random_range(0..names.len())];
+        if d.is_empty() {
+            n.to_string()
+        } else {
+            format!("{d}/{n}")
+        }
+    };
+    let mut ops = Vec::with_capacity(count);
+    for _ in 0..count {
+        let a = path(&mut rng);
+        let bytes = |rng: &mut StdRng| -> Vec<u8> {
+            let n = match rng.random_range(0..10) {
+                0 => rng.random_range(0..200_000),
+                _ => rng.random_range(0..64),
+            };
+            (0..n).map(|_| rng.random()).collect()
+        };
+        let op = match rng.random_range(0..15) {
+            0 | 1 => Op::Create(a, bytes(&mut rng)),
+            2 => Op::Append(a, bytes(&mut rng)),
+            3 => Op::WriteAt(a, rng.random_range(0..5000), bytes(&mut rng)),
+            4 => Op::Truncate(a, rng.random_range(0..3000)),
+            5 => Op::Read(a),
+            6 | 7 => Op::Rename(a, path(&mut rng)),
+            8 => Op::Unlink(a),
+            9 | 10 => Op::Mkdir(a),
+            11 => Op::Rmdir(a),
+            12 => Op::Symlink(path(&mut rng), a),
+            13 => Op::RenameNoReplace(a, path(&mut rng)),
+            _ => Op::Exchange(a, path(&mut rng)),
+        };
+        ops.push(op);
+    }
+    agree(&m, plain.path(), &ops, 1);
+}
+
+#[test]
+fn files_are_keys_and_keys_are_files() {
+    let Some(m) = Mount::new() else { return };
+    let cf = m.cf();
+    m.db.put_cf(&cf, "users/alice.json", br#"{"name":"alice"}"#)
+        .unwrap();
+    m.db.put_cf(&cf, "users/bob.json", b"bob").unwrap();
+    let alice = m.path().join("users/alice.json");
+    assert_eq!(std::fs::read(&alice).unwrap(), br#"{"name":"alice"}"#);
+    let meta = std::fs::metadata(&alice).unwrap();
+    // A key written by another face: the defaults.
+    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    assert_eq!(meta.uid(), FsConfig::default().uid);
+    let t1 = meta.modified().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(std::fs::metadata(&alice).unwrap().modified().unwrap(), t1);
+    std::fs::write(m.path().join("users/carol.json"), b"carol").unwrap();
+    assert_eq!(
+        m.db.get_cf(&cf, "users/carol.json").unwrap().as_deref(),
+        Some(&b"carol"[..])
+    );
+    let mut names: Vec<_> = std::fs::read_dir(m.path().join("users"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["alice.json", "bob.json", "carol.json"]);
+    // Bytes are values unchanged, whatever they are.
+    let every_byte: Vec<u8> = (0..=255).collect();
+    std::fs::write(m.path().join("bin"), &every_byte).unwrap();
+    assert_eq!(
+        m.db.get_cf(&cf, "bin").unwrap().as_deref(),
+        Some(&every_byte[..])
+    );
+}
+
+#[test]
+fn keys_that_are_not_paths_are_hidden_and_counted() {
+    let Some(m) = Mount::new() else { return };
+    let cf = m.cf();
+    let long = format!("long/{}", "x".repeat(256));
+    let keys: Vec<&[u8]> = vec![
+        b"ok/file",
+        b"empty//component",
+        b"dot/./x",
+        b"dotdot/../x",
+        b"trailing/",
+        b"/leading",
+        b"nul/a\0b",
+        long.as_bytes(),
+        b"both",
+        b"both/child",
+        b"both.txt",
+    ];
+    for k in &keys {
+        m.db.put_cf(&cf, k, b"v").unwrap();
+    }
+    let list = |d: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(m.path().join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = m
+        .stats
+        .hidden_entries
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        list(""),
+        [
+            "both", "both.txt", "dot", "dotdot", "empty", "long", "nul", "ok", "trailing"
+        ]
+    );
+    assert!(m.path().join("both").is_file());
+    for d in ["empty", "dot", "dotdot", "trailing", "long"] {
+        assert_eq!(list(d), Vec::<String>::new(), "{d}");
+    }
+    assert_eq!(list("nul"), Vec::<String>::new());
+    let hidden = m
+        .stats
+        .hidden_entries
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - before;
+    // `/leading` and `both/` at the root; one below each of the six other directories.
+    assert!(hidden >= 8, "{hidden} hidden");
+    // A directory holding only hidden keys is not deleted.
+    let e = std::fs::remove_dir(m.path().join("empty")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTEMPTY));
+    assert_eq!(
+        m.db.get_cf(&cf, "empty//component").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    // The kernel refuses long names before they reach the mount; a name with '/' cannot exist.
+    let e = std::fs::write(m.path().join("x".repeat(256)), b"v").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENAMETOOLONG));
+}
+
+#[test]
+fn a_listing_resumes_correctly_while_the_directory_changes() {
+    let Some(m) = Mount::new() else { return };
+    let cf = m.cf();
+    let mut batch = WriteBatch::new();
+    for i in 0..3000 {
+        batch.put_cf(&cf, format!("big/f{i:05}"), b"v");
+    }
+    // A child with many keys below it is stepped over with one seek.
+    for i in 0..20_000 {
+        batch.put_cf(&cf, format!("big/f01000.d/{i}"), b"v");
+    }
+    m.db.write(batch, &WriteOptions::default()).unwrap();
+    let mut seen = Vec::new();
+    let mut it = std::fs::read_dir(m.path().join("big")).unwrap();
+    for _ in 0..1500 {
+        seen.push(
+            it.next()
+                .unwrap()
+                .unwrap()
+                .file_name()
+                .into_string()
+                .unwrap(),
+        );
+    }
+    // Changes behind and ahead of where the listing stands.
+    for i in (0..3000).step_by(7) {
+        m.db.delete_cf(&cf, format!("big/f{i:05}")).unwrap();
+    }
+    for i in 0..3000 {
+        m.db.put_cf(&cf, format!("big/f{i:05}.new"), b"v").unwrap();
+    }
+    for e in it {
+        seen.push(e.unwrap().file_name().into_string().unwrap());
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seen.len(), "an entry was listed twice");
+    for i in 0..3000 {
+        let name = format!("f{i:05}");
+        if i % 7 != 0 {
+            assert!(seen.contains(&name), "{name} was skipped");
+        }
+    }
+    assert!(seen.contains(&"f01000.d".to_string()));
+}
+
+#[test]
+fn a_large_file_spills_to_disk_and_past_the_largest_value_is_efbig() {
+    let config = FsConfig {
+        spill_at: 1 << 20,
+        ..FsConfig::default()
+    };
+    let Some(m) = Mount::with(config, false) else {
+        return;
+    };
+    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i % 253) as u8).collect();
+    let f = m.path().join("large.bin");
+    {
+        use std::io::Write;
+        let mut h = std::fs::File::create(&f).unwrap();
+        for chunk in data.chunks(1 << 20) {
+            h.write_all(chunk).unwrap();
+        }
+        h.sync_all().unwrap();
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), data);
+    let got = m.db.get_cf(&m.cf(), "large.bin").unwrap().unwrap();
+    assert!(got.as_ref() == &data[..]);
+    // Nothing is left beside the store's own files.
+    let extra: Vec<_> = std::fs::read_dir(m.store.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".tmp") || n.starts_with("tmp"))
+        .collect();
+    assert!(extra.is_empty(), "{extra:?}");
+    let h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    use std::os::unix::fs::FileExt;
+    let e = h.write_at(b"x", strata_engine::MAX_VALUE_SIZE).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
+    let e = h.set_len(strata_engine::MAX_VALUE_SIZE + 1).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
+}
+
+fn run(cmd: &str, args: &[&str], dir: &Path) -> String {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn real_tools_work_inside_the_mount() {
+    let Some(m) = Mount::new() else { return };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let plain = tempfile::tempdir().unwrap();
+    for root in [plain.path(), m.path()] {
+        run("cp", &["-r", src.to_str().unwrap(), "tree"], root);
+        run("tar", &["cf", "tree.tar", "tree"], root);
+        run("mkdir", &["untarred"], root);
+        run("tar", &["xf", "../tree.tar"], &root.join("untarred"));
+    }
+    assert_eq!(snapshot(plain.path()).len(), snapshot(m.path()).len());
+    for root in [plain.path(), m.path()] {
+        run("diff", &["-r", "tree", "untarred/tree"], root);
+        run("diff", &["-r", src.to_str().unwrap(), "tree"], root);
+    }
+    let find = |root: &Path| {
+        let mut v: Vec<String> = run("find", &[".", "-name", "*.rs"], root)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(find(plain.path()), find(m.path()));
+    // A git repository inside the mount: objects, index, refs, renames and fsyncs.
+    let repo = m.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    run("git", &["init", "-q"], &repo);
+    run("cp", &["-r", src.to_str().unwrap(), "src"], &repo);
+    run("git", &["add", "."], &repo);
+    let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+    run(
+        "git",
+        &[&who[..], &["commit", "-qm", "first"]].concat(),
+        &repo,
+    );
+    run("git", &["mv", "src/lib.rs", "src/lib2.rs"], &repo);
+    run(
+        "git",
+        &[&who[..], &["commit", "-qm", "second"]].concat(),
+        &repo,
+    );
+    run("git", &["fsck", "--strict"], &repo);
+    assert_eq!(
+        run("git", &["log", "--format=%s"], &repo),
+        "second\nfirst\n"
+    );
+    assert!(run("git", &["status", "--porcelain"], &repo).is_empty());
+}
+
+#[test]
+fn a_read_only_mount_refuses_changes() {
+    let store = tempfile::tempdir().unwrap();
+    {
+        let mut opts = strata_engine::Options::default();
+        strata_fusefs::prepare_options(&mut opts, "default");
+        let db = strata_engine::Db::open(store.path(), opts).unwrap();
+        db.put("kept", "v").unwrap();
+        db.close().unwrap();
+    }
+    if !common::fuse_available() {
+        return;
+    }
+    let db = std::sync::Arc::new(
+        strata_engine::Db::open_read_only(store.path(), strata_engine::Options::default()).unwrap(),
+    );
+    let config = FsConfig {
+        read_only: true,
+        ..FsConfig::default()
+    };
+    let m = Mount::over(db, store, tempfile::tempdir().unwrap(), config, true);
+    assert_eq!(std::fs::read(m.path().join("kept")).unwrap(), b"v");
+    for r in [
+        std::fs::write(m.path().join("new"), b"v"),
+        std::fs::write(m.path().join("kept"), b"w"),
+        std::fs::create_dir(m.path().join("d")),
+        std::fs::remove_file(m.path().join("kept")),
+    ] {
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EROFS));
+    }
+}
+
+#[test]
+fn changes_from_another_face_show_at_once() {
+    // Long enough that only an invalidation can explain a fresh answer.
+    let config = FsConfig {
+        ttl: Duration::from_secs(600),
+        ..FsConfig::default()
+    };
+    let Some(m) = Mount::with(config, false) else {
+        return;
+    };
+    let cf = m.cf();
+    std::fs::create_dir_all(m.path().join("tree/sub")).unwrap();
+    std::fs::write(m.path().join("tree/sub/f"), b"short").unwrap();
+    std::fs::write(m.path().join("tree/g"), b"g").unwrap();
+    assert_eq!(
+        std::fs::metadata(m.path().join("tree/sub/f"))
+            .unwrap()
+            .len(),
+        5
+    );
+    m.db.put_cf(&cf, "tree/sub/f", b"much longer now").unwrap();
+    m.invalidator.key_changed(b"tree/sub/f");
+    assert_eq!(
+        std::fs::metadata(m.path().join("tree/sub/f"))
+            .unwrap()
+            .len(),
+        15
+    );
+    assert_eq!(
+        std::fs::read(m.path().join("tree/sub/f")).unwrap(),
+        b"much longer now"
+    );
+    // A subtree deleted from another face vanishes, directories made by mkdir included.
+    let mut batch = WriteBatch::new();
+    strata_fusefs::delete_range_with_metadata(&m.db, &mut batch, &cf, b"tree/", b"tree0");
+    m.db.write(batch, &WriteOptions::default()).unwrap();
+    m.invalidator.range_deleted(b"tree/", b"tree0");
+    assert!(!m.path().join("tree/sub/f").exists());
+    assert!(!m.path().join("tree").exists());
+    let mut it = m.db.iter_cf(&ReadOptions::default(), &cf).unwrap();
+    it.seek_to_first();
+    assert!(!it.valid());
+}
+
+#[test]
+fn xattrs_hard_links_and_statfs() {
+    let Some(m) = Mount::new() else { return };
+    let f = s("f");
+    std::fs::write(m.path().join(&f), b"v").unwrap();
+    let root = m.path();
+    assert_eq!(
+        apply(
+            root,
+            &Op::SetXattr(f.clone(), s("user.color"), b"blue".to_vec())
+        ),
+        Ok(None)
+    );
+    assert_eq!(
+        apply(root, &Op::GetXattr(f.clone(), s("user.color"))),
+        Ok(Some(b"blue".to_vec()))
+    );
+    assert_eq!(
+        apply(root, &Op::GetXattr(f.clone(), s("user.none"))),
+        Err(libc::ENODATA)
+    );
+    assert_eq!(
+        apply(root, &Op::GetXattr(f.clone(), s("security.capability"))),
+        Err(libc::ENODATA)
+    );
+    assert_eq!(
+        apply(
+            root,
+            &Op::SetXattr(f.clone(), s("trusted.x"), b"1".to_vec())
+        ),
+        Err(libc::EOPNOTSUPP)
+    );
+    // Attributes and mode travel with a rename.
+    apply(root, &Op::Chmod(f.clone(), 0o640)).unwrap();
+    apply(root, &Op::Rename(f.clone(), s("g"))).unwrap();
+    assert_eq!(
+        apply(root, &Op::GetXattr(s("g"), s("user.color"))),
+        Ok(Some(b"blue".to_vec()))
+    );
+    assert_eq!(
+        std::fs::metadata(root.join("g"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    assert_eq!(apply(root, &Op::HardLink(s("g"), s("h"))), Err(libc::EPERM));
+    let before = common::fs_stats(root);
+    // Incompressible, so the blob file holds all of it.
+    let mut rng = StdRng::seed_from_u64(7);
+    let bytes: Vec<u8> = (0..8 << 20).map(|_| rng.random()).collect();
+    std::fs::write(root.join("big"), bytes).unwrap();
+    m.db.flush_cf(&m.cf()).unwrap();
+    let after = common::fs_stats(root);
+    assert!(
+        after.0 >= before.0 + 2048,
+        "used blocks {before:?} -> {after:?}"
+    );
+}
+
+#[test]
+fn snapshot_sees_every_kind() {
+    let Some(m) = Mount::new() else { return };
+    std::fs::create_dir(m.path().join("d")).unwrap();
+    std::os::unix::fs::symlink("d", m.path().join("l")).unwrap();
+    apply(m.path(), &Op::Mkfifo(s("p"))).unwrap();
+    let snap = snapshot(m.path());
+    assert!(matches!(snap[Path::new("d")], Node::Dir { perm: _ }));
+    assert_eq!(snap[Path::new("l")], Node::Symlink("d".into()));
+    assert_eq!(snap[Path::new("p")], Node::Fifo);
+}
