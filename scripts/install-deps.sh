@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing Strata needs and is missing: Debian's clang, lld, llvm-ar and
-# wasi-libc (the WASI build of zstd), the wasm32-wasip2 Rust target, rustfmt and clippy.
+# wasi-libc (the WASI build of zstd), fuse3 (the mount's tests), git (a tool the mount's tests run
+# inside it), the wasm32-wasip2 Rust target, rustfmt and clippy, and the fsx file system exerciser
+# (crates.io) in $STRATA_TOOLS.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
-for pkg in clang lld llvm wasi-libc; do
+for pkg in clang lld llvm wasi-libc fuse3 git; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -24,3 +26,10 @@ for component in rustfmt clippy; do
     rustup component add "$component"
   fi
 done
+
+# fsx checks every byte the mount returns against what it wrote (crates/fusefs, fsx_finds_no_corruption).
+TOOLS="${STRATA_TOOLS:-$HOME/.cache/strata/tools}"
+if [ ! -x "$TOOLS/bin/fsx" ]; then
+  echo "installing fsx into $TOOLS"
+  cargo install --quiet --locked fsx --version 0.3.2 --root "$TOOLS"
+fi

@@ -37,6 +37,14 @@ pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
     // The same command in the foreground, detached from this terminal's process group; this
     // process returns once the kernel shows the mount, or reports why the child stopped.
     let exe = std::env::current_exe().map_err(|e| format!("cannot find strata itself: {e}"))?;
+    if args.read_only {
+        if !db_dir.is_dir() {
+            return Err(format!("no store at {}", db_dir.display()));
+        }
+    } else {
+        std::fs::create_dir_all(db_dir)
+            .map_err(|e| format!("cannot create {}: {e}", db_dir.display()))?;
+    }
     let log_path = db_dir.join("mount.log");
     let log = std::fs::File::create(&log_path)
         .map_err(|e| format!("cannot write {}: {e}", log_path.display()))?;

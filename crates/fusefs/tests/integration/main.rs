@@ -548,3 +548,61 @@ fn snapshot_sees_every_kind() {
     assert_eq!(snap[Path::new("l")], Node::Symlink("d".into()));
     assert_eq!(snap[Path::new("p")], Node::Fifo);
 }
+
+/// The fsx binary: `STRATA_FSX`, else where `make deps` installs it.
+fn fsx_binary() -> Option<std::path::PathBuf> {
+    let path = match std::env::var_os("STRATA_FSX") {
+        Some(p) => p.into(),
+        None => {
+            let tools = std::env::var_os("STRATA_TOOLS").map_or_else(
+                || {
+                    Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/strata/tools")
+                },
+                Into::into,
+            );
+            tools.join("bin/fsx")
+        }
+    };
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but fsx is missing at {} (`make deps` installs it)",
+        path.display()
+    );
+    eprintln!(
+        "fsx not found at {}: skipping (CI fails instead)",
+        path.display()
+    );
+    None
+}
+
+#[test]
+fn fsx_finds_no_corruption() {
+    let Some(m) = Mount::new() else { return };
+    let Some(fsx) = fsx_binary() else { return };
+    let ops = std::env::var("STRATA_FSX_OPS").unwrap_or_else(|_| "3000".into());
+    let seed = std::env::var("STRATA_FSX_SEED").unwrap_or_else(|_| "1".into());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fsx.toml");
+    let artifacts = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(fsx)
+        .arg("-f")
+        .arg(&config)
+        .args(["-N", &ops, "-S", &seed, "-P"])
+        .arg(artifacts.path())
+        .arg(m.path().join("fsx.dat"))
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "fsx -S {seed} -N {ops} failed:\n{log}"
+    );
+    assert!(log.contains("All operations completed A-OK"), "{log}");
+}
