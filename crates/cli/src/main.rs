@@ -2,6 +2,7 @@
 
 mod bench;
 mod codec;
+mod fsbench;
 mod mount;
 mod stress;
 
@@ -111,6 +112,10 @@ enum Command {
     /// Mounts the column family `--cf` as a filesystem at MOUNTPOINT: keys are paths, values are
     /// file contents. Runs in the background once mounted unless --foreground.
     Mount(mount::MountArgs),
+    /// The mount against a plain directory: small-file create, stat, read, rename and unlink,
+    /// `ls -l` of a large directory, sequential write and read, a directory rename. Needs a new
+    /// store at --db.
+    FsBench(fsbench::FsBenchArgs),
     /// Unmounts a filesystem `strata mount` mounted; the mount process then closes the store.
     Umount { mountpoint: PathBuf },
     /// Rebuilds the MANIFEST of a damaged store from its intact tables, blob files and WALs
@@ -310,6 +315,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Stress(args) => stress::run(&cli.db, *args),
         Command::Mount(args) => mount::run(&cli.db, &cli.cf, args),
         Command::Umount { mountpoint } => mount::unmount(&mountpoint),
+        Command::FsBench(args) => fsbench::run(&cli.db, args),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,

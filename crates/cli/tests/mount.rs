@@ -141,10 +141,10 @@ fn a_killed_mount_keeps_every_fsynced_file() {
                         .and_then(|()| std::fs::File::create(&path))
                         .and_then(|mut f| {
                             f.write_all(&content(i))?;
-                            if i % 3 == 0 { f.sync_all() } else { Ok(()) }
+                            if i.is_multiple_of(3) { f.sync_all() } else { Ok(()) }
                         });
                     match r {
-                        Ok(()) if i % 3 == 0 => {
+                        Ok(()) if i.is_multiple_of(3) => {
                             synced.lock().unwrap().insert(rel, i);
                         }
                         Ok(()) => {}

@@ -86,6 +86,13 @@ impl Deref for PinnableValue {
     }
 }
 
+/// A value held by its owner, as the store would return it.
+impl From<Vec<u8>> for PinnableValue {
+    fn from(v: Vec<u8>) -> Self {
+        PinnableValue::owned(v)
+    }
+}
+
 impl AsRef<[u8]> for PinnableValue {
     fn as_ref(&self) -> &[u8] {
         self

@@ -1,40 +1,63 @@
-//! An open file's contents while it is written: in memory while small, spilled to an unnamed
-//! temporary file in the store's directory once past `spill_at`, so memory per open file is
-//! bounded.
+//! An open file's contents: the store's value as read (shared, not copied), then, once written,
+//! a copy in memory while small, spilled to an unnamed temporary file in the store's directory
+//! once past `spill_at`, so memory per open file is bounded.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use strata_engine::PinnableValue;
+
 #[derive(Debug)]
 pub(crate) enum Buffer {
+    /// The value as the store returned it, unchanged.
+    Stored(PinnableValue),
     Memory(Vec<u8>),
-    Spilled { file: File, len: u64 },
+    Spilled {
+        file: File,
+        len: u64,
+    },
 }
 
 impl Buffer {
     pub(crate) fn len(&self) -> u64 {
         match self {
+            Buffer::Stored(v) => v.len() as u64,
             Buffer::Memory(v) => v.len() as u64,
             Buffer::Spilled { len, .. } => *len,
         }
     }
 
     /// Up to `size` bytes from `offset` (fewer at the end).
-    pub(crate) fn read(&self, offset: u64, size: usize) -> std::io::Result<Vec<u8>> {
+    pub(crate) fn read(&self, offset: u64, size: usize) -> std::io::Result<Cow<'_, [u8]>> {
         let len = self.len();
         if offset >= len {
-            return Ok(Vec::new());
+            return Ok(Cow::Borrowed(&[]));
         }
         let n = (size as u64).min(len - offset) as usize;
+        let range = offset as usize..offset as usize + n;
         match self {
-            Buffer::Memory(v) => Ok(v[offset as usize..offset as usize + n].to_vec()),
+            Buffer::Stored(v) => Ok(Cow::Borrowed(&v[range])),
+            Buffer::Memory(v) => Ok(Cow::Borrowed(&v[range])),
             Buffer::Spilled { file, .. } => {
                 let mut out = vec![0; n];
                 file.read_exact_at(&mut out, offset)?;
-                Ok(out)
+                Ok(Cow::Owned(out))
             }
         }
+    }
+
+    /// Makes the contents writable: a private copy, spilled if it is past `spill_at` already.
+    fn own(&mut self, spill_at: u64, spill_dir: &Path) -> std::io::Result<()> {
+        if let Buffer::Stored(v) = self {
+            *self = if v.len() as u64 > spill_at {
+                spill(v, spill_dir)?
+            } else {
+                Buffer::Memory(v.to_vec())
+            };
+        }
+        Ok(())
     }
 
     /// Writes `data` at `offset`, filling any gap with zeros; spills past `spill_at` bytes.
@@ -45,16 +68,12 @@ impl Buffer {
         spill_at: u64,
         spill_dir: &Path,
     ) -> std::io::Result<()> {
+        self.own(spill_at, spill_dir)?;
         let end = offset + data.len() as u64;
         if let Buffer::Memory(v) = self
             && end > spill_at
         {
-            let file = tempfile::tempfile_in(spill_dir)?;
-            file.write_all_at(v, 0)?;
-            *self = Buffer::Spilled {
-                file,
-                len: v.len() as u64,
-            };
+            *self = spill(v, spill_dir)?;
         }
         match self {
             Buffer::Memory(v) => {
@@ -68,30 +87,52 @@ impl Buffer {
                 file.write_all_at(data, offset)?;
                 *len = (*len).max(end);
             }
+            Buffer::Stored(_) => unreachable!("owned above"),
         }
         Ok(())
     }
 
-    pub(crate) fn set_len(&mut self, new_len: u64) -> std::io::Result<()> {
+    pub(crate) fn set_len(
+        &mut self,
+        new_len: u64,
+        spill_at: u64,
+        spill_dir: &Path,
+    ) -> std::io::Result<()> {
+        self.own(spill_at, spill_dir)?;
+        if let Buffer::Memory(v) = self
+            && new_len > spill_at
+        {
+            *self = spill(v, spill_dir)?;
+        }
         match self {
             Buffer::Memory(v) => v.resize(new_len as usize, 0),
             Buffer::Spilled { file, len } => {
                 file.set_len(new_len)?;
                 *len = new_len;
             }
+            Buffer::Stored(_) => unreachable!("owned above"),
         }
         Ok(())
     }
 
     /// The whole contents, for the store.
-    pub(crate) fn contents(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+    pub(crate) fn contents(&self) -> std::io::Result<Cow<'_, [u8]>> {
         match self {
-            Buffer::Memory(v) => Ok(std::borrow::Cow::Borrowed(v)),
             Buffer::Spilled { len, .. } => {
-                Ok(std::borrow::Cow::Owned(self.read(0, *len as usize)?))
+                Ok(Cow::Owned(self.read(0, *len as usize)?.into_owned()))
             }
+            other => other.read(0, other.len() as usize),
         }
     }
+}
+
+fn spill(bytes: &[u8], dir: &Path) -> std::io::Result<Buffer> {
+    let file = tempfile::tempfile_in(dir)?;
+    file.write_all_at(bytes, 0)?;
+    Ok(Buffer::Spilled {
+        file,
+        len: bytes.len() as u64,
+    })
 }
 
 #[cfg(test)]
@@ -105,16 +146,30 @@ mod tests {
         b.write(0, b"hello", 16, dir.path()).unwrap();
         b.write(8, b"world", 16, dir.path()).unwrap();
         assert!(matches!(b, Buffer::Memory(_)));
-        assert_eq!(b.read(0, 100).unwrap(), b"hello\0\0\0world");
+        assert_eq!(&*b.read(0, 100).unwrap(), b"hello\0\0\0world");
         b.write(20, b"!", 16, dir.path()).unwrap();
         assert!(matches!(b, Buffer::Spilled { .. }));
         assert_eq!(b.len(), 21);
-        assert_eq!(b.read(5, 3).unwrap(), b"\0\0\0");
-        assert_eq!(b.read(20, 10).unwrap(), b"!");
-        assert_eq!(b.read(21, 10).unwrap(), b"");
-        b.set_len(5).unwrap();
+        assert_eq!(&*b.read(5, 3).unwrap(), b"\0\0\0");
+        assert_eq!(&*b.read(20, 10).unwrap(), b"!");
+        assert_eq!(&*b.read(21, 10).unwrap(), b"");
+        b.set_len(5, 16, dir.path()).unwrap();
         assert_eq!(&*b.contents().unwrap(), b"hello");
         // The spill file has no name: nothing is left in the directory.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_stored_value_is_copied_only_when_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut small = Buffer::Stored(PinnableValue::from(b"abc".to_vec()));
+        assert_eq!(&*small.read(1, 10).unwrap(), b"bc");
+        small.write(3, b"d", 16, dir.path()).unwrap();
+        assert!(matches!(small, Buffer::Memory(_)));
+        assert_eq!(&*small.contents().unwrap(), b"abcd");
+        let mut large = Buffer::Stored(PinnableValue::from(vec![7; 40]));
+        large.set_len(30, 16, dir.path()).unwrap();
+        assert!(matches!(large, Buffer::Spilled { .. }));
+        assert_eq!(&*large.contents().unwrap(), &[7; 30][..]);
     }
 }

@@ -12,6 +12,10 @@ pub(crate) const ROOT: u64 = 1;
 struct Node {
     key: Vec<u8>,
     lookups: u64,
+    /// Bumped whenever the mount changes the file's bytes.
+    version: u64,
+    /// The version the kernel's page cache was last filled from (at an open).
+    cached: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -33,6 +37,8 @@ impl Default for InodeTable {
             Node {
                 key: Vec::new(),
                 lookups: 1,
+                version: 0,
+                cached: None,
             },
         );
         t.by_key.insert(Vec::new(), ROOT);
@@ -66,10 +72,30 @@ impl InodeTable {
             Node {
                 key: key.to_vec(),
                 lookups: 1,
+                version: 0,
+                cached: None,
             },
         );
         self.by_key.insert(key.to_vec(), ino);
         ino
+    }
+
+    /// The file's bytes changed: pages the kernel cached before are stale.
+    pub fn changed(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.version += 1;
+        }
+    }
+
+    /// At an open: whether the kernel may keep the pages it cached for `ino` (nothing changed
+    /// them since the last open). Records that the cache now follows this version.
+    pub fn open_keeps_cache(&mut self, ino: u64) -> bool {
+        let Some(n) = self.nodes.get_mut(&ino) else {
+            return false;
+        };
+        let keep = n.cached == Some(n.version);
+        n.cached = Some(n.version);
+        keep
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -174,6 +200,18 @@ mod tests {
         assert_ne!(t.lookup(b"a"), a);
         t.forget(ROOT, 10);
         assert_eq!(t.key(ROOT), Some(&b""[..]));
+    }
+
+    #[test]
+    fn the_page_cache_is_kept_only_while_nothing_changed() {
+        let mut t = InodeTable::default();
+        let a = t.lookup(b"a");
+        assert!(!t.open_keeps_cache(a));
+        assert!(t.open_keeps_cache(a));
+        t.changed(a);
+        assert!(!t.open_keeps_cache(a));
+        assert!(t.open_keeps_cache(a));
+        assert!(!t.open_keeps_cache(999));
     }
 
     #[test]

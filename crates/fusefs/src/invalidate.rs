@@ -43,7 +43,10 @@ impl Invalidator {
     pub fn key_changed(&self, key: &[u8]) {
         let Some(n) = self.notifier.get() else { return };
         let targets = {
-            let inodes = self.inodes.lock();
+            let mut inodes = self.inodes.lock();
+            if let Some(ino) = inodes.peek(key) {
+                inodes.changed(ino);
+            }
             let mut t = Vec::new();
             collect_path(&inodes, key, &mut t);
             t

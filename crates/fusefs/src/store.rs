@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use strata_engine::{ColumnFamily, ColumnFamilyOptions, Db, DbIterator, ReadOptions, WriteBatch};
+use strata_engine::{
+    ColumnFamily, ColumnFamilyOptions, Db, DbIterator, PinnableValue, ReadOptions, WriteBatch,
+};
 use strata_engine::{Options, WriteOptions};
 
 use crate::error::{FsError, Result};
@@ -116,6 +118,11 @@ impl Store {
         self.meta.id() != self.data.id()
     }
 
+    /// A file's bytes as the store holds them (not copied).
+    pub(crate) fn get_value(&self, key: &[u8]) -> Result<Option<PinnableValue>> {
+        Ok(self.db.get_cf(&self.data, key)?)
+    }
+
     pub(crate) fn get_data(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get_cf(&self.data, key)?.map(|v| v.to_vec()))
     }
@@ -163,11 +170,12 @@ impl Store {
     /// The non-directory entry at `key`: a regular file if the data column family holds it,
     /// else a metadata record of another kind (a symlink, a fifo ...).
     pub(crate) fn resolve_leaf(&self, key: &[u8]) -> Result<Option<Entry>> {
-        if let Some(value) = self.db.get_cf(&self.data, key)? {
+        // A large file's length comes from its blob index: a stat never reads the file.
+        if let Some(size) = self.db.value_size_cf(&self.data, key)? {
             let meta = self.get_meta(key)?.filter(|m| m.kind == Kind::File);
             return Ok(Some(Entry {
                 kind: Kind::File,
-                size: value.len() as u64,
+                size,
                 meta,
             }));
         }
@@ -328,14 +336,15 @@ impl Store {
                 Some(it) => step(it, &cursor.prefix, &target)?,
                 None => None,
             };
-            let (pos, meta_value) = match (from_data, from_meta) {
+            // Where the child is, and whether the data column family has a key there.
+            let (pos, in_data, meta_value) = match (from_data, from_meta) {
                 (None, None) => return Ok(None),
-                (Some(d), None) => (d.0, None),
-                (None, Some(m)) => (m.0, Some(m.1)),
+                (Some(d), None) => (d.0, true, None),
+                (None, Some(m)) => (m.0, false, Some(m.1)),
                 (Some(d), Some(m)) => match path::cmp_positions(&d.0, &m.0) {
-                    std::cmp::Ordering::Greater => (m.0, Some(m.1)),
-                    std::cmp::Ordering::Equal => (d.0, Some(m.1)),
-                    std::cmp::Ordering::Less => (d.0, None),
+                    std::cmp::Ordering::Greater => (m.0, false, Some(m.1)),
+                    std::cmp::Ordering::Equal => (d.0, true, Some(m.1)),
+                    std::cmp::Ordering::Less => (d.0, true, None),
                 },
             };
             after = Some(pos.clone());
@@ -354,7 +363,7 @@ impl Store {
                     return Ok(Some((pos, Kind::Dir)));
                 }
                 Position::Leaf(_) => {
-                    if self.db.get_cf(&self.data, &key)?.is_some() {
+                    if in_data {
                         return Ok(Some((pos, Kind::File)));
                     }
                     let record = meta_value.unwrap_or_default();

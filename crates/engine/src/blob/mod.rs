@@ -426,6 +426,21 @@ impl BlobStore {
         }
     }
 
+    /// The length of the value blob index `index` stands for, reading at most a record's
+    /// header; `None` when it expired or its file was evicted.
+    pub(crate) fn value_len(&self, index: &[u8], key: &[u8], now: u64) -> Result<Option<u64>> {
+        let decoded = self.decode_index(index, key)?;
+        if !self.is_live(&decoded, now) {
+            return Ok(None);
+        }
+        match decoded {
+            BlobIndex::Inline { value, .. } => Ok(Some(value.len() as u64)),
+            BlobIndex::Blob { blob, .. } => {
+                Ok(Some(self.reader(blob.file, key)?.value_len(blob, key)?))
+            }
+        }
+    }
+
     /// Resolves a blob index found by a point lookup into the value returned.
     pub(crate) fn resolve_value(
         &self,

@@ -216,6 +216,44 @@ impl BlobFileReader {
         decode_value(&record)
             .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))
     }
+
+    /// The length of the value record `blob` holds, without reading the value: a raw value's
+    /// from the index, a compressed one's from its zstd frame header. The record's key must be
+    /// `key`; the value's checksum is checked when it is read, not here.
+    pub(crate) fn value_len(&self, blob: BlobRef, key: &[u8]) -> Result<u64> {
+        let overhead = (super::format::RECORD_HEADER_SIZE + key.len()) as u64;
+        let stored = blob.size.checked_sub(overhead).ok_or_else(|| {
+            self.corruption(format!(
+                "record at offset {} ({} bytes) is shorter than its header and key",
+                blob.offset, blob.size
+            ))
+        })?;
+        if !blob.compressed {
+            return Ok(stored);
+        }
+        // The header, the key, and at most a zstd frame header (18 bytes).
+        let want = blob.size.min(overhead + 18) as usize;
+        let mut buf = vec![0u8; want];
+        self.file.read_exact_at(&mut buf, blob.offset)?;
+        let key_len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
+        let at = super::format::RECORD_HEADER_SIZE;
+        if key_len != key.len() || &buf[at..at + key_len] != key {
+            return Err(self.corruption(format!(
+                "record at offset {} does not belong to key {}",
+                blob.offset,
+                crate::error::show_key(key)
+            )));
+        }
+        zstd::zstd_safe::get_frame_content_size(&buf[overhead as usize..])
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                self.corruption(format!(
+                    "record at offset {}: zstd frame header is damaged",
+                    blob.offset
+                ))
+            })
+    }
 }
 
 /// The record's value, decompressed.

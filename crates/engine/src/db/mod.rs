@@ -296,6 +296,15 @@ impl Db {
         self.write_checked(b, &WriteOptions::default(), cf)
     }
 
+    /// The length of `key`'s value in column family `cf`, `None` when absent: what `get` would
+    /// return the length of, without reading a value that lives in a blob file (a compressed
+    /// one's record header is read). A file system's `stat` of a large file costs this much.
+    pub fn value_size_cf(&self, cf: &ColumnFamily, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        self.inner.check_open()?;
+        self.inner
+            .value_size(cf.resolve(self.inner.id)?, key.as_ref())
+    }
+
     /// When `key` of column family `cf` expires; `None` when it is absent (or already expired,
     /// or its blob file was evicted).
     pub fn get_expiration(

@@ -93,6 +93,16 @@ impl DbInner {
         })
     }
 
+    /// The length of `user_key`'s value, reading no more of a blob file than a record's header.
+    pub(super) fn value_size(&self, cf: &ColumnFamilyData, user_key: &[u8]) -> Result<Option<u64>> {
+        let (found, _view) = self.get_entry(&ReadOptions::default(), cf, user_key)?;
+        Ok(match found {
+            Lookup::Found(v) => Some(v.len() as u64),
+            Lookup::Indexed(index) => self.blobs.value_len(&index, user_key, self.now())?,
+            Lookup::Deleted | Lookup::NotFound => None,
+        })
+    }
+
     /// When the value of `user_key` expires: `None` when the key is absent (or expired).
     pub(super) fn get_expiration(
         &self,

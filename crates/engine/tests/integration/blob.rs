@@ -749,3 +749,46 @@ fn tables_list_the_blob_files_they_point_into() {
     let db = Db::open(dir.path(), options(&clock)).unwrap();
     assert_eq!(references(&db).0, per_blob);
 }
+
+#[test]
+fn value_size_measures_every_kind_of_value_without_reading_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    let cf = db.default_cf();
+    let compressible = vec![b'z'; 5000];
+    let raw = big(3, 9);
+    db.put("small", "abc").unwrap();
+    db.put("raw", &raw).unwrap();
+    db.put("zipped", &compressible).unwrap();
+    db.put_with_ttl(&cf, "inline-ttl", "xy", 50).unwrap();
+    db.put_with_ttl(&cf, "blob-ttl", &raw, 50).unwrap();
+    db.put("gone", "v").unwrap();
+    db.delete("gone").unwrap();
+    for round in ["memtable", "tables"] {
+        for (key, want) in [
+            ("small", Some(3)),
+            ("raw", Some(raw.len() as u64)),
+            ("zipped", Some(5000)),
+            ("inline-ttl", Some(2)),
+            ("blob-ttl", Some(raw.len() as u64)),
+            ("gone", None),
+            ("never", None),
+        ] {
+            assert_eq!(db.value_size_cf(&cf, key).unwrap(), want, "{round}: {key}");
+            let got = db.get(key).unwrap().map(|v| v.len() as u64);
+            assert_eq!(got, want, "{round}: get {key}");
+        }
+        db.flush().unwrap();
+    }
+    let reads = db.statistics().blob_reads;
+    db.value_size_cf(&cf, "raw").unwrap();
+    assert_eq!(
+        db.statistics().blob_reads,
+        reads,
+        "a raw blob's size reads no record"
+    );
+    clock.advance(60);
+    assert_eq!(db.value_size_cf(&cf, "blob-ttl").unwrap(), None);
+    assert_eq!(db.value_size_cf(&cf, "inline-ttl").unwrap(), None);
+}

@@ -1,0 +1,276 @@
+//! `strata fs-bench`: the mount against a plain directory of the same file system, one workload
+//! at a time, printed as `strata bench` lines.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata_engine::{Db, Options};
+use strata_fusefs::{FsConfig, MountConfig, StrataFs};
+
+#[derive(clap::Args, Debug)]
+pub struct FsBenchArgs {
+    /// Small files created, stat'ed, read, renamed and unlinked.
+    #[arg(long, default_value_t = 10_000)]
+    files: u64,
+    /// Bytes written to each small file.
+    #[arg(long, default_value_t = 4096)]
+    file_size: usize,
+    /// Files in the directory `ls -l` lists.
+    #[arg(long, default_value_t = 100_000)]
+    list_files: u64,
+    /// Size of the large file written and read sequentially, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    big_mib: u64,
+    /// Files in the directory that is renamed.
+    #[arg(long, default_value_t = 10_000)]
+    dir_files: u64,
+    /// The plain directory compared with (default: DB.plain, on the same file system).
+    #[arg(long)]
+    plain: Option<PathBuf>,
+}
+
+/// One side of the comparison.
+struct Side<'a> {
+    name: &'static str,
+    root: &'a Path,
+}
+
+fn io(what: &str, p: &Path) -> impl Fn(std::io::Error) -> String {
+    let p = p.display().to_string();
+    let what = what.to_string();
+    move |e| format!("{what} {p}: {e}")
+}
+
+fn line(name: &str, side: &str, ops: u64, bytes: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let mut l = format!(
+        "{:<20} : {:11.3} micros/op {:.0} ops/sec;",
+        format!("{name}.{side}"),
+        secs * 1e6 / ops.max(1) as f64,
+        ops as f64 / secs
+    );
+    if bytes > 0 {
+        l.push_str(&format!(" {:8.1} MB/s", bytes as f64 / 1e6 / secs));
+    }
+    l
+}
+
+pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
+    if db_dir.exists()
+        && std::fs::read_dir(db_dir)
+            .map_err(io("read", db_dir))?
+            .next()
+            .is_some()
+    {
+        return Err(format!(
+            "{} is not empty: fs-bench needs a new store",
+            db_dir.display()
+        ));
+    }
+    let plain = args
+        .plain
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.plain", db_dir.display())));
+    let mnt = PathBuf::from(format!("{}.mnt", db_dir.display()));
+    for d in [&plain, &mnt] {
+        std::fs::create_dir_all(d).map_err(io("create", d))?;
+    }
+    let mut opts = Options::default();
+    strata_fusefs::prepare_options(&mut opts, "default");
+    let db = Arc::new(Db::open(db_dir, opts).map_err(|e| e.to_string())?);
+    let fs = StrataFs::new(db.clone(), FsConfig::default()).map_err(|e| e.to_string())?;
+    let mounted = strata_fusefs::spawn(fs, &mnt, &MountConfig::default())
+        .map_err(|e| format!("cannot mount at {}: {e}", mnt.display()))?;
+    println!(
+        "fs-bench: {} files of {} bytes, ls -l of {}, {} MiB sequential, rename of a directory of {}",
+        args.files, args.file_size, args.list_files, args.big_mib, args.dir_files
+    );
+    println!(
+        "plain: {}; strata: {} on {}",
+        plain.display(),
+        mnt.display(),
+        db_dir.display()
+    );
+    let sides = [
+        Side {
+            name: "plain",
+            root: &plain,
+        },
+        Side {
+            name: "strata",
+            root: &mnt,
+        },
+    ];
+    let result = workloads(&sides, &args);
+    let unmounted = mounted.unmount().map_err(|e| format!("unmount: {e}"));
+    db.close().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&plain);
+    let _ = std::fs::remove_dir(&mnt);
+    result.and(unmounted)
+}
+
+fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<Duration, String> {
+    let start = Instant::now();
+    f()?;
+    Ok(start.elapsed())
+}
+
+fn workloads(sides: &[Side<'_>], a: &FsBenchArgs) -> Result<(), String> {
+    let payload: Vec<u8> = (0..a.file_size).map(|i| (i * 131 % 251) as u8).collect();
+    let small = |root: &Path, i: u64| root.join("small").join(format!("f{i:07}"));
+    for s in sides {
+        std::fs::create_dir_all(s.root.join("small")).map_err(io("create", s.root))?;
+        let t = timed(|| {
+            for i in 0..a.files {
+                let p = small(s.root, i);
+                let mut f = std::fs::File::create(&p).map_err(io("create", &p))?;
+                f.write_all(&payload).map_err(io("write", &p))?;
+            }
+            Ok(())
+        })?;
+        let bytes = a.files * a.file_size as u64;
+        println!("{}", line("create", s.name, a.files, bytes, t));
+    }
+    // Past the mount's attribute TTL: stat asks the file system, not the kernel's cache.
+    std::thread::sleep(strata_fusefs::DEFAULT_TTL + Duration::from_millis(100));
+    for s in sides {
+        let t = timed(|| {
+            for i in 0..a.files {
+                let p = small(s.root, i);
+                std::fs::symlink_metadata(&p).map_err(io("stat", &p))?;
+            }
+            Ok(())
+        })?;
+        println!("{}", line("stat", s.name, a.files, 0, t));
+    }
+    for s in sides {
+        let mut buf = Vec::with_capacity(a.file_size);
+        let t = timed(|| {
+            for i in 0..a.files {
+                let p = small(s.root, i);
+                buf.clear();
+                std::fs::File::open(&p)
+                    .and_then(|mut f| f.read_to_end(&mut buf))
+                    .map_err(io("read", &p))?;
+                if buf != payload {
+                    return Err(format!("{} read back wrong", p.display()));
+                }
+            }
+            Ok(())
+        })?;
+        let bytes = a.files * a.file_size as u64;
+        println!("{}", line("read", s.name, a.files, bytes, t));
+    }
+    for s in sides {
+        let t = timed(|| {
+            for i in 0..a.files {
+                let (from, to) = (
+                    small(s.root, i),
+                    s.root.join("small").join(format!("g{i:07}")),
+                );
+                std::fs::rename(&from, &to).map_err(io("rename", &from))?;
+            }
+            Ok(())
+        })?;
+        println!("{}", line("rename", s.name, a.files, 0, t));
+    }
+    for s in sides {
+        let t = timed(|| {
+            for i in 0..a.files {
+                let p = s.root.join("small").join(format!("g{i:07}"));
+                std::fs::remove_file(&p).map_err(io("unlink", &p))?;
+            }
+            Ok(())
+        })?;
+        println!("{}", line("unlink", s.name, a.files, 0, t));
+    }
+    for s in sides {
+        let dir = s.root.join("list");
+        std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        for i in 0..a.list_files {
+            let p = dir.join(format!("entry-{i:08}"));
+            std::fs::write(&p, b"x").map_err(io("create", &p))?;
+        }
+    }
+    std::thread::sleep(strata_fusefs::DEFAULT_TTL + Duration::from_millis(100));
+    for s in sides {
+        let dir = s.root.join("list");
+        let mut seen = 0u64;
+        // What `ls -l` does: read the directory, then lstat every entry.
+        let t = timed(|| {
+            for e in std::fs::read_dir(&dir).map_err(io("list", &dir))? {
+                let e = e.map_err(io("list", &dir))?;
+                std::fs::symlink_metadata(e.path()).map_err(io("stat", &e.path()))?;
+                seen += 1;
+            }
+            Ok(())
+        })?;
+        if seen != a.list_files {
+            return Err(format!("ls -l of {} saw {seen} entries", dir.display()));
+        }
+        println!("{}", line("ls-l", s.name, seen, 0, t));
+    }
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    for s in sides {
+        let p = s.root.join("big.bin");
+        let t = timed(|| {
+            let mut f = std::fs::File::create(&p).map_err(io("create", &p))?;
+            for _ in 0..a.big_mib {
+                f.write_all(&chunk).map_err(io("write", &p))?;
+            }
+            drop(f);
+            Ok(())
+        })?;
+        println!(
+            "{}",
+            line("write-seq", s.name, a.big_mib, a.big_mib << 20, t)
+        );
+    }
+    for s in sides {
+        let p = s.root.join("big.bin");
+        let mut buf = vec![0u8; 1 << 20];
+        let mut read_all = || -> Result<Duration, String> {
+            timed(|| {
+                let mut f = std::fs::File::open(&p).map_err(io("open", &p))?;
+                let mut total = 0u64;
+                loop {
+                    let n = f.read(&mut buf).map_err(io("read", &p))?;
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                }
+                if total != a.big_mib << 20 {
+                    return Err(format!("{} read {total} bytes", p.display()));
+                }
+                Ok(())
+            })
+        };
+        read_all()?;
+        let t = read_all()?;
+        println!(
+            "{}",
+            line("read-seq", s.name, a.big_mib, a.big_mib << 20, t)
+        );
+    }
+    for s in sides {
+        let dir = s.root.join("tree");
+        std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        for i in 0..a.dir_files {
+            let p = dir.join(format!("f{i:07}"));
+            std::fs::write(&p, &payload[..64.min(payload.len())]).map_err(io("create", &p))?;
+        }
+        let to = s.root.join("tree-renamed");
+        let t = timed(|| std::fs::rename(&dir, &to).map_err(io("rename", &dir)))?;
+        println!(
+            "{} ({} files)",
+            line("rename-dir", s.name, 1, 0, t),
+            a.dir_files
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,476 @@
+//! The FUSE entry points: each unpacks its request, calls the operation, and answers with the
+//! result or its errno.
+
+use super::xattr::xattr_reply;
+use super::*;
+
+impl Filesystem for StrataFs {
+    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = self.child(parent.0, name).and_then(|key| {
+            let e = self.entry(&key, None)?;
+            Ok(self.looked_up(&key, &e))
+        });
+        match r {
+            Ok((attr, generation)) => reply.entry(&self.config.ttl, &attr, generation),
+            Err(e) => reply.error(self.failed("lookup", &e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inodes.lock().forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let r = self
+            .key_of(ino.0)
+            .and_then(|key| self.entry(&key, Some(ino.0)));
+        match r {
+            Ok(e) => reply.attr(&self.config.ttl, &self.attr(ino.0, &e)),
+            Err(e) => reply.error(self.failed("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let change = AttrChange {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        };
+        match self.do_setattr(ino.0, fh.map(|f| f.0), change) {
+            Ok(attr) => reply.attr(&self.config.ttl, &attr),
+            Err(e) => reply.error(self.failed("setattr", &e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = self.key_of(ino.0).and_then(|key| {
+            let e = self.entry(&key, None)?;
+            match e.meta {
+                Some(m) if m.kind == Kind::Symlink => Ok(m.target),
+                _ => Err(FsError::posix(libc::EINVAL, "not a symlink")),
+            }
+        });
+        match r {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(self.failed("readlink", &e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = match Kind::from_mode(mode) {
+            None | Some(Kind::Dir) | Some(Kind::Symlink) => {
+                Err(FsError::posix(libc::EINVAL, "mknod of this kind"))
+            }
+            Some(kind) => {
+                let mut meta = Meta::new(
+                    kind,
+                    (mode & !umask) as u16,
+                    req.uid(),
+                    req.gid(),
+                    SystemTime::now(),
+                );
+                meta.rdev = rdev;
+                self.make(parent.0, name, meta)
+            }
+        };
+        match r {
+            Ok((key, e)) => {
+                let (attr, generation) = self.looked_up(&key, &e);
+                reply.entry(&self.config.ttl, &attr, generation)
+            }
+            Err(e) => reply.error(self.failed("mknod", &e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let meta = Meta::new(
+            Kind::Dir,
+            (mode & !umask) as u16,
+            req.uid(),
+            req.gid(),
+            SystemTime::now(),
+        );
+        match self.make(parent.0, name, meta) {
+            Ok((key, e)) => {
+                let (attr, generation) = self.looked_up(&key, &e);
+                reply.entry(&self.config.ttl, &attr, generation)
+            }
+            Err(e) => reply.error(self.failed("mkdir", &e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_unlink(parent.0, name, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("unlink", &e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_unlink(parent.0, name, true) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("rmdir", &e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let mut meta = Meta::new(
+            Kind::Symlink,
+            0o777,
+            req.uid(),
+            req.gid(),
+            SystemTime::now(),
+        );
+        meta.target = target.as_os_str().as_bytes().to_vec();
+        match self.make(parent.0, link_name, meta) {
+            Ok((key, e)) => {
+                let (attr, generation) = self.looked_up(&key, &e);
+                reply.entry(&self.config.ttl, &attr, generation)
+            }
+            Err(e) => reply.error(self.failed("symlink", &e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_rename(parent.0, name, newparent.0, newname, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("rename", &e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        // A key has one path: a second name would be a second, independent copy.
+        reply.error(Errno::from_i32(libc::EPERM));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.open_file(ino.0, flags) {
+            Ok((fh, keep)) => reply.opened(FileHandle(fh), keep),
+            Err(e) => reply.error(self.failed("open", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.do_read(fh.0, offset, size, reply);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.do_write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(self.failed("write", &e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.flush_handle(fh.0, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("flush", &e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.flush_handle(fh.0, false);
+        self.files.lock().remove(&fh.0);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("release", &e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.flush_handle(fh.0, true) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("fsync", &e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = self.key_of(ino.0).and_then(|key| {
+            let e = self.entry(&key, None)?;
+            if e.kind != Kind::Dir {
+                return Err(FsError::posix(libc::ENOTDIR, "not a directory"));
+            }
+            let fh = self.new_handle();
+            let d = OpenDir {
+                key,
+                cookies: VecDeque::new(),
+                next_cookie: FIRST_COOKIE,
+            };
+            self.dirs.lock().insert(fh, Arc::new(Mutex::new(d)));
+            Ok(fh)
+        });
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(self.failed("opendir", &e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.do_readdir(ino.0, fh.0, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("readdir", &e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.lock().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Directory changes are batches in the WAL: a synced empty-change write makes them
+        // durable.
+        let r = if self.config.read_only {
+            Ok(())
+        } else {
+            self.store.write(WriteBatch::new(), true)
+        };
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("fsyncdir", &e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.do_statfs() {
+            Ok((blocks, free, files, ffree, frsize)) => reply.statfs(
+                blocks,
+                free,
+                free,
+                files,
+                ffree,
+                frsize as u32,
+                path::NAME_MAX as u32,
+                frsize as u32,
+            ),
+            Err(e) => reply.error(self.failed("statfs", &e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_setxattr(ino.0, name, value, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("setxattr", &e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // Asked before every write; only user.* attributes are ever stored.
+        if !name.as_bytes().starts_with(b"user.") {
+            reply.error(Errno::from_i32(libc::ENODATA));
+            return;
+        }
+        match self.meta_for_xattr(ino.0) {
+            Ok((_, _, meta)) => match meta.xattr(name.as_bytes()) {
+                Some(v) => xattr_reply(reply, v, size),
+                None => reply.error(Errno::from_i32(libc::ENODATA)),
+            },
+            Err(e) => reply.error(self.failed("getxattr", &e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.meta_for_xattr(ino.0) {
+            Ok((_, _, meta)) => {
+                let mut list = Vec::new();
+                for (name, _) in &meta.xattrs {
+                    list.extend_from_slice(name);
+                    list.push(0);
+                }
+                xattr_reply(reply, &list, size)
+            }
+            Err(e) => reply.error(self.failed("listxattr", &e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_removexattr(ino.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("removexattr", &e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // The mount uses `default_permissions`: the kernel checks modes itself.
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let meta = Meta::new(
+            Kind::File,
+            (mode & !umask) as u16,
+            req.uid(),
+            req.gid(),
+            SystemTime::now(),
+        );
+        let r = self.make(parent.0, name, meta).map(|(key, e)| {
+            let (attr, generation) = self.looked_up(&key, &e);
+            let fh = self.new_handle();
+            let f = OpenFile {
+                ino: attr.ino.0,
+                writable: (flags & libc::O_ACCMODE) != libc::O_RDONLY,
+                buffer: Some(Buffer::Memory(Vec::new())),
+                dirty: false,
+            };
+            self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
+            (attr, generation, fh)
+        });
+        match r {
+            Ok((attr, generation, fh)) => reply.created(
+                &self.config.ttl,
+                &attr,
+                generation,
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(self.failed("create", &e)),
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! [`StrataFs`]: the FUSE operations over a [`Store`], each answered from the store or turned
+//! into one atomic write batch.
+
+mod files;
+mod kernel;
+mod listing;
+mod statfs;
+mod tree;
+mod xattr;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use parking_lot::Mutex;
+use strata_engine::{Db, MAX_VALUE_SIZE, WriteBatch};
+
+use crate::buffer::Buffer;
+use crate::error::{FsError, Result};
+use crate::inodes::InodeTable;
+use crate::invalidate::Invalidator;
+use crate::meta::{Kind, Meta};
+use crate::path::{self, NameError, Position};
+use crate::store::{Entry, Store, meta_key};
+use files::{AttrChange, OpenFile};
+use listing::{FIRST_COOKIE, OpenDir};
+
+/// How long the kernel may keep an entry or its attributes without asking again. Every change
+/// to the mounted column family goes through this process (the store is locked to it): the
+/// mount's own changes update the kernel as they happen, and other faces in the process call
+/// [`StrataFs::invalidator`]'s methods, so a longer time costs nothing in freshness. One second
+/// bounds what a face that forgets to notify can leave stale.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
+
+/// Bytes an open file holds in memory before it spills to a temporary file.
+pub const SPILL_AT: u64 = 64 << 20;
+
+/// Counters a mount keeps; read with [`StrataFs::stats`].
+#[derive(Debug, Default)]
+pub struct FsStats {
+    /// Keys a listing stepped over because they name no valid path (an empty, `.` or `..`
+    /// component, a NUL, a component over 255 bytes) or lie below a file of the same name.
+    pub hidden_entries: AtomicU64,
+    /// Batches written.
+    pub writes: AtomicU64,
+    /// Operations that failed for a reason other than the caller's (engine or I/O errors).
+    pub errors: AtomicU64,
+}
+
+/// Where a mount keeps its files and how it behaves.
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    /// The data column family mounted (`default` unless given).
+    pub column_family: String,
+    /// Refuse every change with `EROFS`.
+    pub read_only: bool,
+    /// Owner of entries that carry no record (keys another face wrote).
+    pub uid: u32,
+    pub gid: u32,
+    /// Bytes an open file buffers in memory before spilling to disk.
+    pub spill_at: u64,
+    /// How long the kernel keeps entries and attributes ([`DEFAULT_TTL`]).
+    pub ttl: Duration,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        FsConfig {
+            column_family: "default".into(),
+            read_only: false,
+            uid,
+            gid,
+            spill_at: SPILL_AT,
+            ttl: DEFAULT_TTL,
+        }
+    }
+}
+
+/// A Strata column family as a filesystem: keys are paths, values are file contents.
+#[derive(Debug)]
+pub struct StrataFs {
+    store: Store,
+    config: FsConfig,
+    /// Times shown for entries without a record: the mount's start, stable while mounted.
+    epoch: SystemTime,
+    inodes: Arc<Mutex<InodeTable>>,
+    files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
+    dirs: Mutex<HashMap<u64, Arc<Mutex<OpenDir>>>>,
+    next_handle: AtomicU64,
+    spill_dir: PathBuf,
+    stats: Arc<FsStats>,
+}
+
+fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDevice => FileType::CharDevice,
+        Kind::BlockDevice => FileType::BlockDevice,
+    }
+}
+
+fn name_error(e: NameError) -> FsError {
+    match e {
+        NameError::TooLong => FsError::posix(libc::ENAMETOOLONG, "name longer than 255 bytes"),
+        NameError::Invalid => FsError::posix(libc::EINVAL, "not a valid file name"),
+    }
+}
+
+fn enoent(key: &[u8]) -> FsError {
+    FsError::posix(
+        libc::ENOENT,
+        format!("no entry {}", String::from_utf8_lossy(key)),
+    )
+}
+
+fn resolve_time(t: TimeOrNow, now: SystemTime) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => now,
+    }
+}
+
+impl StrataFs {
+    /// A filesystem over column family `config.column_family` of `db` (created, with its
+    /// metadata column family, if missing and writable).
+    pub fn new(db: Arc<Db>, config: FsConfig) -> Result<StrataFs> {
+        let spill_dir = db.path().to_path_buf();
+        let store = Store::new(db, &config.column_family, config.read_only)?;
+        Ok(StrataFs {
+            store,
+            config,
+            epoch: SystemTime::now(),
+            inodes: Arc::new(Mutex::new(InodeTable::default())),
+            files: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            spill_dir,
+            stats: Arc::new(FsStats::default()),
+        })
+    }
+
+    /// The mount's counters, shared: readable while the filesystem runs.
+    pub fn stats(&self) -> Arc<FsStats> {
+        self.stats.clone()
+    }
+
+    /// A handle other faces in this process use to tell the kernel which keys they changed.
+    pub fn invalidator(&self) -> Invalidator {
+        Invalidator::new(self.inodes.clone())
+    }
+
+    /// Inodes the kernel holds now (the root among them): what the mount's memory follows.
+    pub fn inodes_held(&self) -> usize {
+        self.inodes.lock().len()
+    }
+
+    fn key_of(&self, ino: u64) -> Result<Vec<u8>> {
+        self.inodes
+            .lock()
+            .key(ino)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| FsError::posix(libc::ESTALE, format!("inode {ino} is not known")))
+    }
+
+    fn child(&self, parent: u64, name: &OsStr) -> Result<Vec<u8>> {
+        let dir = self.key_of(parent)?;
+        path::child_key(&dir, name.as_bytes()).map_err(name_error)
+    }
+
+    fn attr(&self, ino: u64, e: &Entry) -> FileAttr {
+        let (uid, gid) = (self.config.uid, self.config.gid);
+        let m = e.meta.as_ref();
+        let default_perm = if e.kind == Kind::Dir { 0o755 } else { 0o644 };
+        let t = |f: fn(&Meta) -> SystemTime| m.map(f).unwrap_or(self.epoch);
+        FileAttr {
+            ino: INodeNo(ino),
+            size: e.size,
+            blocks: e.size.div_ceil(512),
+            atime: t(|m| m.atime),
+            mtime: t(|m| m.mtime),
+            ctime: t(|m| m.ctime),
+            crtime: t(|m| m.crtime),
+            kind: file_type(e.kind),
+            perm: m.map_or(default_perm, |m| m.perm),
+            nlink: if e.kind == Kind::Dir { 2 } else { 1 },
+            uid: m.map_or(uid, |m| m.uid),
+            gid: m.map_or(gid, |m| m.gid),
+            rdev: m.map_or(0, |m| m.rdev),
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// The entry at `key`, with an open writer's unflushed length.
+    fn entry(&self, key: &[u8], ino: Option<u64>) -> Result<Entry> {
+        let mut e = self.store.resolve(key)?.ok_or_else(|| enoent(key))?;
+        if let Some(ino) = ino
+            && e.kind == Kind::File
+            && let Some(len) = self.unflushed_len(ino)
+        {
+            e.size = len;
+        }
+        Ok(e)
+    }
+
+    fn write(&self, what: &str, key: &[u8], batch: WriteBatch, sync: bool) -> Result<()> {
+        self.store.write(batch, sync)?;
+        self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        log::info!(target: "strata::fs", "{what} {}", String::from_utf8_lossy(key));
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.config.read_only {
+            return Err(FsError::posix(libc::EROFS, "mounted read-only"));
+        }
+        Ok(())
+    }
+
+    fn new_handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn looked_up(&self, key: &[u8], e: &Entry) -> (FileAttr, Generation) {
+        let ino = self.inodes.lock().lookup(key);
+        (self.attr(ino, e), Generation(0))
+    }
+
+    fn owner(&self) -> (u32, u32) {
+        (self.config.uid, self.config.gid)
+    }
+
+    /// Logs a failure the store caused (not one the caller did) and counts it.
+    fn failed(&self, op: &str, e: &FsError) -> Errno {
+        if !e.is_expected() {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            log::error!(target: "strata::fs", "{op}: {e}");
+        } else {
+            log::debug!(target: "strata::fs", "{op}: {e}");
+        }
+        e.errno()
+    }
+}
