@@ -141,7 +141,11 @@ fn a_killed_mount_keeps_every_fsynced_file() {
                         .and_then(|()| std::fs::File::create(&path))
                         .and_then(|mut f| {
                             f.write_all(&content(i))?;
-                            if i.is_multiple_of(3) { f.sync_all() } else { Ok(()) }
+                            if i.is_multiple_of(3) {
+                                f.sync_all()
+                            } else {
+                                Ok(())
+                            }
                         });
                     match r {
                         Ok(()) if i.is_multiple_of(3) => {

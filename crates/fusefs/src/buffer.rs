@@ -115,13 +115,41 @@ impl Buffer {
         Ok(())
     }
 
-    /// The whole contents, for the store.
-    pub(crate) fn contents(&self) -> std::io::Result<Cow<'_, [u8]>> {
-        match self {
-            Buffer::Spilled { len, .. } => {
-                Ok(Cow::Owned(self.read(0, *len as usize)?.into_owned()))
+    /// The whole contents, for the store: a spilled file is mapped, not read into memory.
+    pub(crate) fn contents(&self) -> std::io::Result<Contents<'_>> {
+        Ok(match self {
+            Buffer::Stored(v) => Contents::Borrowed(v),
+            Buffer::Memory(v) => Contents::Borrowed(v),
+            Buffer::Spilled { len: 0, .. } => Contents::Borrowed(&[]),
+            Buffer::Spilled { file, len } => {
+                // SAFETY: the spill file has no name, so no other process can open it, and this
+                // buffer holds its only handle: nothing changes or truncates it while `&self`
+                // borrows the map. Exercised by the spill tests here and the mount's large-file
+                // test.
+                let map = unsafe {
+                    memmap2::MmapOptions::new()
+                        .len(*len as usize)
+                        .populate()
+                        .map(file)?
+                };
+                Contents::Mapped(map)
             }
-            other => other.read(0, other.len() as usize),
+        })
+    }
+}
+
+/// A buffer's whole contents.
+pub(crate) enum Contents<'a> {
+    Borrowed(&'a [u8]),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Contents<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Contents::Borrowed(b) => b,
+            Contents::Mapped(m) => m,
         }
     }
 }

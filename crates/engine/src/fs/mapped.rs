@@ -40,6 +40,9 @@ const MIN_AHEAD: usize = 64 << 10;
 const MAX_AHEAD: usize = 4 << 20;
 /// The most the helper populates in one call, so that one fast writer does not starve another.
 const CHUNK: usize = 512 << 10;
+/// A record at least this large that does not land on populated pages is written with pwrite
+/// at once rather than buffered.
+const WRITE_THROUGH: usize = 1 << 20;
 /// Mappings stay below this; a larger expected size is written past it with pwrite.
 const MAX_MAPPING: u64 = 1 << 30;
 
@@ -268,6 +271,11 @@ impl WritableFile for MappedWritableFile {
                     );
                 }
             }
+            // A large record is written at once: buffering it would copy it twice.
+            _ if self.pending.is_empty() && data.len() >= WRITE_THROUGH => self
+                .file
+                .write_all_at(data, start as u64)
+                .map_err(|e| io_err("write", &self.path, e))?,
             _ => self.pending.extend_from_slice(data),
         }
         self.len = end as u64;
@@ -388,6 +396,26 @@ mod tests {
         f.sync().unwrap();
         f.finish().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_large_record_past_the_populated_pages_is_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut f = create(&path, 1 << 20);
+        let small = record(0, 100);
+        let large = record(1, 3 << 20);
+        f.append(&small).unwrap();
+        f.flush().unwrap();
+        f.append(&large).unwrap();
+        assert!(f.pending.is_empty(), "a large record is not buffered");
+        f.append(&small).unwrap();
+        f.sync().unwrap();
+        f.finish().unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            [&small[..], &large, &small].concat()
+        );
     }
 
     #[test]

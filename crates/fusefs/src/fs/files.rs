@@ -135,15 +135,17 @@ impl StrataFs {
         let mut meta = self.store.file_meta(&key, self.owner(), now)?;
         meta.mtime = now;
         meta.ctime = now;
-        let mut batch = WriteBatch::new();
+        let Some(buffer) = f.buffer.as_ref() else {
+            return Ok(());
+        };
+        // Room for the file and its record: its bytes are copied once, into memory faulted in
+        // up front.
+        let mut batch = WriteBatch::with_capacity(buffer.len() as usize + 2 * key.len() + 256);
         {
-            let Some(buffer) = f.buffer.as_ref() else {
-                return Ok(());
-            };
             let bytes = buffer
                 .contents()
                 .map_err(|e| FsError::io("spill file", e))?;
-            batch.put_cf(&self.store.data, &key, &bytes);
+            batch.put_cf(&self.store.data, &key, &*bytes);
         }
         self.store.put_meta(&mut batch, &key, &meta);
         self.write("write", &key, batch, sync)?;

@@ -1,11 +1,18 @@
 //! The FUSE entry points: each unpacks its request, calls the operation, and answers with the
 //! result or its errno.
 
+use super::listing::Sink;
 use super::xattr::xattr_reply;
 use super::*;
 
 impl Filesystem for StrataFs {
-    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // `ls -l` gets names and attributes in one request per page of entries; a kernel
+        // without it lists and then looks each entry up.
+        let plus = InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        if let Err(missing) = config.add_capabilities(plus) {
+            log::debug!(target: "strata::fs", "kernel lacks {missing:?}");
+        }
         Ok(())
     }
 
@@ -321,9 +328,23 @@ impl Filesystem for StrataFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.do_readdir(ino.0, fh.0, offset, &mut reply) {
+        match self.do_readdir(ino.0, fh.0, offset, Sink::Plain(&mut reply)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.failed("readdir", &e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        match self.do_readdir(ino.0, fh.0, offset, Sink::Plus(&mut reply)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.failed("readdirplus", &e)),
         }
     }
 

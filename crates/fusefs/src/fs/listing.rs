@@ -27,13 +27,88 @@ pub(super) fn listing_ino(key: &[u8]) -> u64 {
     h | (1 << 63)
 }
 
+/// Where listed entries go: names and types (`readdir`), or with attributes too, each counted
+/// as a lookup (`readdirplus`).
+pub(super) enum Sink<'a> {
+    Plain(&'a mut ReplyDirectory),
+    Plus(&'a mut ReplyDirectoryPlus),
+}
+
 impl StrataFs {
+    /// Adds one entry; true when the reply is full and the entry was not added.
+    fn add_entry(
+        &self,
+        sink: &mut Sink<'_>,
+        key: &[u8],
+        kind: Kind,
+        cookie: u64,
+        name: &[u8],
+    ) -> Result<bool> {
+        let name = OsStr::from_bytes(name);
+        match sink {
+            Sink::Plain(reply) => {
+                let ino = self
+                    .inodes
+                    .lock()
+                    .peek(key)
+                    .unwrap_or_else(|| listing_ino(key));
+                Ok(reply.add(INodeNo(ino), cookie, file_type(kind), name))
+            }
+            Sink::Plus(reply) => {
+                // Gone since the step found it: listed without attributes it would not stat.
+                let Some(e) = self.store.resolve(key)? else {
+                    return Ok(false);
+                };
+                let ino = self.inodes.lock().lookup(key);
+                let attr = self.attr(ino, &e);
+                let full = reply.add(
+                    INodeNo(ino),
+                    cookie,
+                    name,
+                    &self.config.ttl,
+                    &attr,
+                    Generation(0),
+                );
+                if full {
+                    self.inodes.lock().forget(ino, 1);
+                }
+                Ok(full)
+            }
+        }
+    }
+
+    /// `.` and `..`: never counted as lookups.
+    fn add_dot(
+        &self,
+        sink: &mut Sink<'_>,
+        ino: u64,
+        key: &[u8],
+        cookie: u64,
+        name: &str,
+    ) -> Result<bool> {
+        match sink {
+            Sink::Plain(reply) => Ok(reply.add(INodeNo(ino), cookie, FileType::Directory, name)),
+            Sink::Plus(reply) => {
+                let e = self.entry(key, Some(ino))?;
+                let attr = self.attr(ino, &e);
+                Ok(reply.add(
+                    INodeNo(ino),
+                    cookie,
+                    name,
+                    &self.config.ttl,
+                    &attr,
+                    Generation(0),
+                ))
+            }
+        }
+    }
+
     pub(super) fn do_readdir(
         &self,
         ino: u64,
         fh: u64,
         offset: u64,
-        reply: &mut ReplyDirectory,
+        mut sink: Sink<'_>,
     ) -> Result<()> {
         let d = self
             .dirs
@@ -42,10 +117,11 @@ impl StrataFs {
             .cloned()
             .ok_or_else(|| FsError::posix(libc::EBADF, "unknown directory handle"))?;
         let mut d = d.lock();
-        if offset < 1 && reply.add(INodeNo(ino), 1, FileType::Directory, ".") {
+        let dir_key = d.key.clone();
+        if offset < 1 && self.add_dot(&mut sink, ino, &dir_key, 1, ".")? {
             return Ok(());
         }
-        if offset < 2 && reply.add(INodeNo(ino), 2, FileType::Directory, "..") {
+        if offset < 2 && self.add_dot(&mut sink, ino, &dir_key, 2, "..")? {
             return Ok(());
         }
         let mut after = if offset < FIRST_COOKIE {
@@ -59,7 +135,8 @@ impl StrataFs {
                 }
             }
         };
-        let mut cursor = self.store.cursor(&d.key)?;
+        let mut cursor = self.store.cursor(&dir_key)?;
+        let prefix = path::dir_prefix(&dir_key);
         let mut hidden = 0;
         let result = loop {
             let next = self
@@ -70,16 +147,12 @@ impl StrataFs {
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
             };
-            let key = [&path::dir_prefix(&d.key)[..], pos.name()].concat();
-            let child_ino = self
-                .inodes
-                .lock()
-                .peek(&key)
-                .unwrap_or_else(|| listing_ino(&key));
+            let key = [&prefix[..], pos.name()].concat();
             let cookie = d.next_cookie;
-            let name = OsStr::from_bytes(pos.name());
-            if reply.add(INodeNo(child_ino), cookie, file_type(kind), name) {
-                break Ok(());
+            match self.add_entry(&mut sink, &key, kind, cookie, pos.name()) {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
             }
             d.next_cookie += 1;
             d.cookies.push_back((cookie, pos.clone()));
