@@ -30,6 +30,7 @@ pub struct MountArgs {
 const MOUNT_WAIT: Duration = Duration::from_secs(30);
 
 pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
+    strata_fusefs::check_fuse()?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
         return serve(db_dir, cf, &args);

@@ -6,44 +6,22 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
+
+mod common;
+use common::{stdout as ok, strata};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// Under `CI` a missing FUSE fails instead of skipping.
 fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && Command::new("fusermount3")
-            .arg("--version")
-            .output()
-            .is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but FUSE is missing"
-        );
-        eprintln!("FUSE is not available here: skipping (CI fails instead)");
-    }
-    ok
+    let Err(missing) = strata_fusefs::check_fuse() else {
+        return true;
+    };
+    assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
+    eprintln!("skipping: {missing} (CI fails instead)");
+    false
 }
 
 fn is_mounted(mnt: &Path) -> bool {

@@ -20,7 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A key written through the engine is a file...
     db.put("users/alice.json", r#"{"name": "alice"}"#)?;
     let path = std::path::Path::new(&mnt).join("users/alice.json");
-    println!("{} holds {}", path.display(), std::fs::read_to_string(&path)?);
+    println!(
+        "{} holds {}",
+        path.display(),
+        std::fs::read_to_string(&path)?
+    );
     // ...and a file written through the mount is a key.
     std::fs::write(std::path::Path::new(&mnt).join("users/bob.json"), b"{}")?;
     let bob = db.get("users/bob.json")?.map(|v| v.to_vec());

@@ -30,6 +30,20 @@ impl Default for MountConfig {
     }
 }
 
+/// Whether this machine can mount a FUSE filesystem: `Err` says what is missing.
+pub fn check_fuse() -> Result<(), String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing: load the fuse module, or install fuse3".into());
+    }
+    match std::process::Command::new("fusermount3")
+        .arg("--version")
+        .output()
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("fusermount3 cannot run ({e}): install fuse3")),
+    }
+}
+
 fn config(c: &MountConfig) -> Config {
     let mut cfg = Config::default();
     cfg.mount_options = vec![

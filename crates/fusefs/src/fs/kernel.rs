@@ -5,6 +5,57 @@ use super::listing::Sink;
 use super::xattr::xattr_reply;
 use super::*;
 
+/// A reply that can carry an errno instead.
+trait Failable {
+    fn fail(self, e: Errno);
+}
+
+macro_rules! failable {
+    ($($reply:ty),*) => {
+        $(impl Failable for $reply {
+            fn fail(self, e: Errno) {
+                self.error(e)
+            }
+        })*
+    };
+}
+
+failable!(
+    ReplyEntry,
+    ReplyAttr,
+    ReplyData,
+    ReplyEmpty,
+    ReplyOpen,
+    ReplyWrite,
+    ReplyCreate,
+    ReplyStatfs,
+    ReplyXattr,
+    ReplyDirectory,
+    ReplyDirectoryPlus
+);
+
+impl StrataFs {
+    /// Answers with `ok` on success, else with the failure's errno (logged if the store's).
+    fn answer<R: Failable, T>(&self, op: &str, reply: R, r: Result<T>, ok: impl FnOnce(R, T)) {
+        match r {
+            Ok(v) => ok(reply, v),
+            Err(e) => reply.fail(self.failed(op, &e)),
+        }
+    }
+
+    fn answer_empty(&self, op: &str, reply: ReplyEmpty, r: Result<()>) {
+        self.answer(op, reply, r, |reply, ()| reply.ok());
+    }
+
+    /// A new entry: counted as looked up, as the kernel now holds it.
+    fn answer_entry(&self, op: &str, reply: ReplyEntry, r: Result<(Vec<u8>, Entry)>) {
+        self.answer(op, reply, r, |reply, (key, e)| {
+            let (attr, generation) = self.looked_up(&key, &e);
+            reply.entry(&self.config.ttl, &attr, generation);
+        });
+    }
+}
+
 impl Filesystem for StrataFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // `ls -l` gets names and attributes in one request per page of entries; a kernel
@@ -21,10 +72,9 @@ impl Filesystem for StrataFs {
             let e = self.entry(&key, None)?;
             Ok(self.looked_up(&key, &e))
         });
-        match r {
-            Ok((attr, generation)) => reply.entry(&self.config.ttl, &attr, generation),
-            Err(e) => reply.error(self.failed("lookup", &e)),
-        }
+        self.answer("lookup", reply, r, |reply, (attr, generation)| {
+            reply.entry(&self.config.ttl, &attr, generation)
+        })
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -35,10 +85,9 @@ impl Filesystem for StrataFs {
         let r = self
             .key_of(ino.0)
             .and_then(|key| self.entry(&key, Some(ino.0)));
-        match r {
-            Ok(e) => reply.attr(&self.config.ttl, &self.attr(ino.0, &e)),
-            Err(e) => reply.error(self.failed("getattr", &e)),
-        }
+        self.answer("getattr", reply, r, |reply, e| {
+            reply.attr(&self.config.ttl, &self.attr(ino.0, &e))
+        })
     }
 
     fn setattr(
@@ -67,10 +116,12 @@ impl Filesystem for StrataFs {
             atime,
             mtime,
         };
-        match self.do_setattr(ino.0, fh.map(|f| f.0), change) {
-            Ok(attr) => reply.attr(&self.config.ttl, &attr),
-            Err(e) => reply.error(self.failed("setattr", &e)),
-        }
+        self.answer(
+            "setattr",
+            reply,
+            self.do_setattr(ino.0, fh.map(|f| f.0), change),
+            |reply, attr| reply.attr(&self.config.ttl, &attr),
+        )
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -81,10 +132,7 @@ impl Filesystem for StrataFs {
                 _ => Err(FsError::posix(libc::EINVAL, "not a symlink")),
             }
         });
-        match r {
-            Ok(target) => reply.data(&target),
-            Err(e) => reply.error(self.failed("readlink", &e)),
-        }
+        self.answer("readlink", reply, r, |reply, target| reply.data(&target))
     }
 
     fn mknod(
@@ -113,13 +161,7 @@ impl Filesystem for StrataFs {
                 self.make(parent.0, name, meta)
             }
         };
-        match r {
-            Ok((key, e)) => {
-                let (attr, generation) = self.looked_up(&key, &e);
-                reply.entry(&self.config.ttl, &attr, generation)
-            }
-            Err(e) => reply.error(self.failed("mknod", &e)),
-        }
+        self.answer_entry("mknod", reply, r)
     }
 
     fn mkdir(
@@ -138,27 +180,15 @@ impl Filesystem for StrataFs {
             req.gid(),
             SystemTime::now(),
         );
-        match self.make(parent.0, name, meta) {
-            Ok((key, e)) => {
-                let (attr, generation) = self.looked_up(&key, &e);
-                reply.entry(&self.config.ttl, &attr, generation)
-            }
-            Err(e) => reply.error(self.failed("mkdir", &e)),
-        }
+        self.answer_entry("mkdir", reply, self.make(parent.0, name, meta))
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.do_unlink(parent.0, name, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("unlink", &e)),
-        }
+        self.answer_empty("unlink", reply, self.do_unlink(parent.0, name, false))
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.do_unlink(parent.0, name, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("rmdir", &e)),
-        }
+        self.answer_empty("rmdir", reply, self.do_unlink(parent.0, name, true))
     }
 
     fn symlink(
@@ -177,13 +207,7 @@ impl Filesystem for StrataFs {
             SystemTime::now(),
         );
         meta.target = target.as_os_str().as_bytes().to_vec();
-        match self.make(parent.0, link_name, meta) {
-            Ok((key, e)) => {
-                let (attr, generation) = self.looked_up(&key, &e);
-                reply.entry(&self.config.ttl, &attr, generation)
-            }
-            Err(e) => reply.error(self.failed("symlink", &e)),
-        }
+        self.answer_entry("symlink", reply, self.make(parent.0, link_name, meta))
     }
 
     fn rename(
@@ -196,10 +220,11 @@ impl Filesystem for StrataFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        match self.do_rename(parent.0, name, newparent.0, newname, flags) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("rename", &e)),
-        }
+        self.answer_empty(
+            "rename",
+            reply,
+            self.do_rename(parent.0, name, newparent.0, newname, flags),
+        )
     }
 
     fn link(
@@ -215,10 +240,12 @@ impl Filesystem for StrataFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.open_file(ino.0, flags) {
-            Ok((fh, keep)) => reply.opened(FileHandle(fh), keep),
-            Err(e) => reply.error(self.failed("open", &e)),
-        }
+        self.answer(
+            "open",
+            reply,
+            self.open_file(ino.0, flags),
+            |reply, (fh, keep)| reply.opened(FileHandle(fh), keep),
+        )
     }
 
     fn read(
@@ -247,10 +274,12 @@ impl Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.do_write(fh.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(self.failed("write", &e)),
-        }
+        self.answer(
+            "write",
+            reply,
+            self.do_write(fh.0, offset, data),
+            |reply, n| reply.written(n),
+        )
     }
 
     fn flush(
@@ -261,10 +290,7 @@ impl Filesystem for StrataFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.flush_handle(fh.0, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("flush", &e)),
-        }
+        self.answer_empty("flush", reply, self.flush_handle(fh.0, false))
     }
 
     fn release(
@@ -279,10 +305,7 @@ impl Filesystem for StrataFs {
     ) {
         let r = self.flush_handle(fh.0, false);
         self.files.lock().remove(&fh.0);
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("release", &e)),
-        }
+        self.answer_empty("release", reply, r)
     }
 
     fn fsync(
@@ -293,10 +316,7 @@ impl Filesystem for StrataFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.flush_handle(fh.0, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("fsync", &e)),
-        }
+        self.answer_empty("fsync", reply, self.flush_handle(fh.0, true))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -314,10 +334,9 @@ impl Filesystem for StrataFs {
             self.dirs.lock().insert(fh, Arc::new(Mutex::new(d)));
             Ok(fh)
         });
-        match r {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(self.failed("opendir", &e)),
-        }
+        self.answer("opendir", reply, r, |reply, fh| {
+            reply.opened(FileHandle(fh), FopenFlags::empty())
+        })
     }
 
     fn readdir(
@@ -328,10 +347,8 @@ impl Filesystem for StrataFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.do_readdir(ino.0, fh.0, offset, Sink::Plain(&mut reply)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("readdir", &e)),
-        }
+        let r = self.do_readdir(ino.0, fh.0, offset, Sink::Plain(&mut reply));
+        self.answer("readdir", reply, r, |reply, ()| reply.ok());
     }
 
     fn readdirplus(
@@ -342,10 +359,8 @@ impl Filesystem for StrataFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        match self.do_readdir(ino.0, fh.0, offset, Sink::Plus(&mut reply)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("readdirplus", &e)),
-        }
+        let r = self.do_readdir(ino.0, fh.0, offset, Sink::Plus(&mut reply));
+        self.answer("readdirplus", reply, r, |reply, ()| reply.ok());
     }
 
     fn releasedir(
@@ -375,10 +390,7 @@ impl Filesystem for StrataFs {
         } else {
             self.store.write(WriteBatch::new(), true)
         };
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("fsyncdir", &e)),
-        }
+        self.answer_empty("fsyncdir", reply, r)
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -407,10 +419,11 @@ impl Filesystem for StrataFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.do_setxattr(ino.0, name, value, flags) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("setxattr", &e)),
-        }
+        self.answer_empty(
+            "setxattr",
+            reply,
+            self.do_setxattr(ino.0, name, value, flags),
+        )
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -443,10 +456,7 @@ impl Filesystem for StrataFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.do_removexattr(ino.0, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.failed("removexattr", &e)),
-        }
+        self.answer_empty("removexattr", reply, self.do_removexattr(ino.0, name))
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

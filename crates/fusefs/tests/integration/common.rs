@@ -23,19 +23,12 @@ pub struct Mount {
 /// Whether this machine can mount FUSE filesystems. Under `CI` it must: a missing `/dev/fuse`
 /// fails the suite instead of skipping it.
 pub fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && std::process::Command::new("fusermount3")
-            .arg("--version")
-            .output()
-            .is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but FUSE is missing (/dev/fuse or fusermount3): `make deps` installs fuse3"
-        );
-        eprintln!("FUSE is not available here: skipping (CI fails instead)");
-    }
-    ok
+    let Err(missing) = strata_fusefs::check_fuse() else {
+        return true;
+    };
+    assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
+    eprintln!("skipping: {missing} (CI fails instead)");
+    false
 }
 
 impl Mount {
