@@ -26,6 +26,13 @@ pub struct FsBenchArgs {
     /// Files in the directory that is renamed.
     #[arg(long, default_value_t = 10_000)]
     dir_files: u64,
+    /// Keys below one child of the directory listed by `ls-deep` (the store's side only): a
+    /// listing steps over them with one seek.
+    #[arg(long, default_value_t = 1_000_000)]
+    deep_keys: u64,
+    /// Threads answering the kernel (default: the core count).
+    #[arg(long)]
+    threads: Option<usize>,
     /// The plain directory compared with (default: DB.plain, on the same file system).
     #[arg(long)]
     plain: Option<PathBuf>,
@@ -81,7 +88,11 @@ pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
     strata_fusefs::prepare_options(&mut opts, "default");
     let db = Arc::new(Db::open(db_dir, opts).map_err(|e| e.to_string())?);
     let fs = StrataFs::new(db.clone(), FsConfig::default()).map_err(|e| e.to_string())?;
-    let mounted = strata_fusefs::spawn(fs, &mnt, &MountConfig::default())
+    let mut config = MountConfig::default();
+    if let Some(t) = args.threads {
+        config.threads = t;
+    }
+    let mounted = strata_fusefs::spawn(fs, &mnt, &config)
         .map_err(|e| format!("cannot mount at {}: {e}", mnt.display()))?;
     println!(
         "fs-bench: {} files of {} bytes, ls -l of {}, {} MiB sequential, rename of a directory of {}",
@@ -103,7 +114,7 @@ pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
             root: &mnt,
         },
     ];
-    let result = workloads(&sides, &args);
+    let result = workloads(&sides, &args).and_then(|()| deep_listing(&db, &mnt, &args));
     let unmounted = mounted.unmount().map_err(|e| format!("unmount: {e}"));
     db.close().map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&plain);
@@ -270,6 +281,44 @@ fn workloads(sides: &[Side<'_>], a: &FsBenchArgs) -> Result<(), String> {
             "{} ({} files)",
             line("rename-dir", s.name, 1, 0, t),
             a.dir_files
+        );
+    }
+    Ok(())
+}
+
+/// Lists a directory of 1000 files and one subdirectory, once with one key below that
+/// subdirectory and once with `deep_keys`: the two should take the same time.
+fn deep_listing(db: &Db, mnt: &Path, a: &FsBenchArgs) -> Result<(), String> {
+    let cf = db.default_cf();
+    for (name, below) in [("flat", 1), ("deep", a.deep_keys)] {
+        let mut batch = strata_engine::WriteBatch::new();
+        for i in 0..1000 {
+            batch.put_cf(&cf, format!("{name}/f{i:04}"), b"x");
+        }
+        for i in 0..below {
+            batch.put_cf(&cf, format!("{name}/child/{i:09}"), b"x");
+            if batch.len() >= 100_000 {
+                db.write(std::mem::take(&mut batch), &Default::default())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        db.write(batch, &Default::default())
+            .map_err(|e| e.to_string())?;
+        let dir = mnt.join(name);
+        let mut seen = 0u64;
+        let rounds = 20;
+        let t = timed(|| {
+            for _ in 0..rounds {
+                seen = std::fs::read_dir(&dir).map_err(io("list", &dir))?.count() as u64;
+            }
+            Ok(())
+        })?;
+        if seen != 1001 {
+            return Err(format!("{} listed {seen} entries", dir.display()));
+        }
+        println!(
+            "{} ({below} keys below one child)",
+            line(&format!("ls-{name}"), "strata", rounds * seen, 0, t)
         );
     }
     Ok(())

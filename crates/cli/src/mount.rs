@@ -158,6 +158,7 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     if let Some(t) = args.threads {
         config.threads = t;
     }
+    let stats = fs.stats();
     let session = strata_fusefs::spawn(fs, &args.mountpoint, &config)
         .map_err(|e| format!("cannot mount at {}: {e}", args.mountpoint.display()))?;
     log::info!(target: "strata::fs", "mounted at {}", args.mountpoint.display());
@@ -177,7 +178,14 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     let joined = session.join();
     handle.close();
     db.close().map_err(|e| format!("closing the store: {e}"))?;
-    log::info!(target: "strata::fs", "unmounted; store closed");
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    log::info!(
+        target: "strata::fs",
+        "unmounted; store closed ({} batches written, {} hidden entries stepped over, {} errors)",
+        count(&stats.writes),
+        count(&stats.hidden_entries),
+        count(&stats.errors)
+    );
     joined.map_err(|e| format!("the mount ended with an error: {e}"))
 }
 

@@ -179,12 +179,14 @@ impl StrataFs {
         let truncated = f.dirty;
         let fh = self.new_handle();
         self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
-        let keep = !truncated && self.inodes.lock().open_keeps_cache(ino);
-        let flags = if keep {
-            FopenFlags::FOPEN_KEEP_CACHE
-        } else {
-            FopenFlags::empty()
-        };
+        let mut flags = FopenFlags::empty();
+        if !truncated && self.inodes.lock().open_keeps_cache(ino) {
+            flags |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        if !writable {
+            // A reader has nothing to flush: its close costs no round trip for one.
+            flags |= FopenFlags::FOPEN_NOFLUSH;
+        }
         Ok((fh, flags))
     }
 
