@@ -1,0 +1,256 @@
+//! The pure mapping between JSON and the engine: keys and values as base64 (or UTF-8 on request),
+//! page tokens, and batch operations. Unit-tested without a server.
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use serde::{Deserialize, Serialize};
+
+use crate::problem::Problem;
+
+/// How keys and values travel in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// Standard base64 (binary-safe; the default).
+    #[default]
+    Base64,
+    /// Plain UTF-8 strings; bytes that are not UTF-8 answer 422.
+    Utf8,
+}
+
+impl Encoding {
+    pub fn decode(self, field: &str, s: &str) -> Result<Vec<u8>, Problem> {
+        match self {
+            Encoding::Utf8 => Ok(s.as_bytes().to_vec()),
+            Encoding::Base64 => STANDARD
+                .decode(s)
+                .map_err(|e| Problem::bad_request(format!("{field} is not valid base64: {e}"))),
+        }
+    }
+
+    pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
+        match self {
+            Encoding::Base64 => Ok(STANDARD.encode(b)),
+            Encoding::Utf8 => String::from_utf8(b.to_vec()).map_err(|_| {
+                Problem::unprocessable(format!(
+                    "{field} is not UTF-8; ask without encoding=utf8 for base64"
+                ))
+            }),
+        }
+    }
+}
+
+/// A key in a URL path: base64url without padding.
+pub fn decode_path_key(s: &str) -> Result<Vec<u8>, Problem> {
+    URL_SAFE_NO_PAD
+        .decode(s.trim_end_matches('='))
+        .map_err(|e| Problem::bad_request(format!("key in the path is not base64url: {e}")))
+}
+
+pub fn encode_path_key(key: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(key)
+}
+
+/// Where a paged scan resumes: the snapshot it reads and the first key it has not returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageToken {
+    /// The server-side snapshot the pages read (`scan` keeps it alive for a while).
+    pub snapshot: u64,
+    /// Resume at this key (inclusive going forward; exclusive going backward).
+    pub next: Vec<u8>,
+}
+
+impl PageToken {
+    pub fn encode(&self) -> String {
+        let mut raw = self.snapshot.to_le_bytes().to_vec();
+        raw.extend_from_slice(&self.next);
+        URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    pub fn decode(s: &str) -> Result<PageToken, Problem> {
+        let raw = URL_SAFE_NO_PAD
+            .decode(s)
+            .map_err(|_| Problem::bad_request("page_token is malformed"))?;
+        let (id, next) = raw
+            .split_first_chunk::<8>()
+            .ok_or_else(|| Problem::bad_request("page_token is malformed"))?;
+        Ok(PageToken {
+            snapshot: u64::from_le_bytes(*id),
+            next: next.to_vec(),
+        })
+    }
+}
+
+/// One operation of a `kv:batchWrite`, as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase", deny_unknown_fields)]
+pub enum BatchOp {
+    Put {
+        key: String,
+        value: String,
+        /// Seconds until the key expires.
+        #[serde(default)]
+        ttl: Option<u64>,
+    },
+    Delete {
+        key: String,
+    },
+    DeleteRange {
+        start: String,
+        end: String,
+    },
+}
+
+/// A batch operation with its bytes decoded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        ttl: Option<u64>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    DeleteRange {
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
+}
+
+/// Decodes `ops`, naming the first bad one by its index.
+pub fn decode_ops(ops: &[BatchOp], enc: Encoding) -> Result<Vec<Op>, Problem> {
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let at = |f: &str| format!("ops[{i}].{f}");
+            Ok(match op {
+                BatchOp::Put { key, value, ttl } => {
+                    if *ttl == Some(0) {
+                        return Err(Problem::bad_request(format!(
+                            "{} must be at least 1",
+                            at("ttl")
+                        )));
+                    }
+                    Op::Put {
+                        key: enc.decode(&at("key"), key)?,
+                        value: enc.decode(&at("value"), value)?,
+                        ttl: *ttl,
+                    }
+                }
+                BatchOp::Delete { key } => Op::Delete {
+                    key: enc.decode(&at("key"), key)?,
+                },
+                BatchOp::DeleteRange { start, end } => {
+                    let (start, end) = (
+                        enc.decode(&at("start"), start)?,
+                        enc.decode(&at("end"), end)?,
+                    );
+                    check_range(&start, &end)?;
+                    Op::DeleteRange { start, end }
+                }
+            })
+        })
+        .collect()
+}
+
+/// A half-open range must not be inverted or empty.
+pub fn check_range(start: &[u8], end: &[u8]) -> Result<(), Problem> {
+    if start >= end {
+        return Err(Problem::bad_request(
+            "range is empty or inverted: start must sort before end",
+        ));
+    }
+    Ok(())
+}
+
+/// The first key after every key starting with `prefix` (`None`: no such key).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_through_both_encodings_and_bad_input_is_a_problem() {
+        let b = Encoding::Base64;
+        assert_eq!(
+            b.decode("key", &b.encode("key", b"\x00\xff").unwrap())
+                .unwrap(),
+            b"\x00\xff"
+        );
+        assert_eq!(b.decode("key", "!!").unwrap_err().status, 400);
+        let u = Encoding::Utf8;
+        assert_eq!(u.encode("value", b"caf\xc3\xa9").unwrap(), "café");
+        assert_eq!(u.encode("value", b"\xff").unwrap_err().status, 422);
+        assert_eq!(
+            decode_path_key(&encode_path_key(b"users/a?b")).unwrap(),
+            b"users/a?b"
+        );
+        assert_eq!(decode_path_key("dXNlcnM=").unwrap(), b"users");
+        assert!(decode_path_key("***").is_err());
+    }
+
+    #[test]
+    fn page_tokens_round_trip_and_garbage_is_refused() {
+        let t = PageToken {
+            snapshot: 7,
+            next: b"k\x00".to_vec(),
+        };
+        assert_eq!(PageToken::decode(&t.encode()).unwrap(), t);
+        assert!(PageToken::decode("short").is_err());
+        assert!(PageToken::decode("@@@").is_err());
+    }
+
+    #[test]
+    fn batch_ops_decode_and_name_the_bad_one() {
+        let ops: Vec<BatchOp> = serde_json::from_str(
+            r#"[{"op":"put","key":"YQ==","value":"MQ==","ttl":5},{"op":"delete","key":"Yg=="},
+                {"op":"deleteRange","start":"YQ==","end":"Yg=="}]"#,
+        )
+        .unwrap();
+        let decoded = decode_ops(&ops, Encoding::Base64).unwrap();
+        assert_eq!(
+            decoded[0],
+            Op::Put {
+                key: b"a".to_vec(),
+                value: b"1".to_vec(),
+                ttl: Some(5)
+            }
+        );
+        let inverted: Vec<BatchOp> =
+            serde_json::from_str(r#"[{"op":"deleteRange","start":"Yg==","end":"YQ=="}]"#).unwrap();
+        assert!(
+            decode_ops(&inverted, Encoding::Base64)
+                .unwrap_err()
+                .detail
+                .contains("inverted")
+        );
+        let bad: Vec<BatchOp> =
+            serde_json::from_str(r#"[{"op":"delete","key":"YQ=="},{"op":"delete","key":"%"}]"#)
+                .unwrap();
+        assert!(
+            decode_ops(&bad, Encoding::Base64)
+                .unwrap_err()
+                .detail
+                .contains("ops[1].key")
+        );
+        assert!(serde_json::from_str::<Vec<BatchOp>>(r#"[{"op":"merge","key":"YQ=="}]"#).is_err());
+    }
+
+    #[test]
+    fn a_prefix_ends_at_its_successor() {
+        assert_eq!(prefix_end(b"ab").unwrap(), b"ac");
+        assert_eq!(prefix_end(b"a\xff").unwrap(), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+    }
+}

@@ -1,0 +1,72 @@
+//! Strata's REST API: data, admin and observability routes over one open store, for scripts and
+//! for the web console. [`app`] builds the `Router` (tested without a socket); [`serve`] runs it.
+//!
+//! - Keys and values travel as base64 in JSON (`?encoding=utf8` for text), or raw with `?raw=1`.
+//! - Every error is an `application/problem+json` document (RFC 9457) naming the engine's error
+//!   kind when the engine failed.
+//! - Every route but `/healthz` needs `Authorization: Bearer TOKEN`; the Host header must be on
+//!   the allowlist; `read_only` refuses every change with 403.
+
+mod auth;
+pub mod codec;
+mod problem;
+mod routes;
+mod serve;
+mod state;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+
+pub use problem::Problem;
+pub use serve::{ServeConfig, serve, token_for};
+pub use state::{AppState, Limits, MountLink, Security};
+
+/// The whole API, every layer included.
+pub fn app(state: AppState) -> Router {
+    let limits = state.inner.limits.clone();
+    routes::router()
+        .fallback(|| async { Problem::not_found("no such route").into_response() })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this route does not take that method",
+            )
+            .into_response()
+        })
+        .layer(axum::middleware::map_response(as_problem))
+        .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::gate,
+        ))
+        .with_state(state)
+}
+
+/// Failures axum answers itself (a body over the limit, a path that does not parse, a timeout)
+/// become problem documents like every other error.
+async fn as_problem(res: axum::response::Response) -> axum::response::Response {
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/problem+json");
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return res;
+    }
+    let body = axum::body::to_bytes(res.into_body(), 64 << 10)
+        .await
+        .unwrap_or_default();
+    let detail = String::from_utf8_lossy(&body).trim().to_string();
+    let detail = if detail.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        detail
+    };
+    Problem::new(status, detail).into_response()
+}

@@ -1,0 +1,85 @@
+//! Maintenance and what the store reports: flush, compactRange, stats, healthz.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{blocking, parse};
+use crate::codec::Encoding;
+use crate::problem::Problem;
+use crate::state::AppState;
+
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Target {
+    cf: Option<String>,
+    start: Option<String>,
+    end: Option<String>,
+    #[serde(default)]
+    encoding: Encoding,
+}
+
+fn target(body: &Bytes) -> Result<Target, Problem> {
+    if body.is_empty() {
+        Ok(Target::default())
+    } else {
+        parse(body)
+    }
+}
+
+pub(crate) async fn flush(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, Problem> {
+    state.inner.check_writable()?;
+    let t = target(&body)?;
+    blocking(&state, move |s| {
+        let cf = s.cf(t.cf.as_deref())?;
+        s.db.flush_cf(&cf)?;
+        tracing::info!(target: "strata::api", "flush {}", cf.name());
+        Ok(Json(json!({ "flushed": cf.name() })))
+    })
+    .await
+}
+
+pub(crate) async fn compact_range(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, Problem> {
+    state.inner.check_writable()?;
+    let t = target(&body)?;
+    let start = t
+        .start
+        .as_ref()
+        .map(|s| t.encoding.decode("start", s))
+        .transpose()?;
+    let end = t
+        .end
+        .as_ref()
+        .map(|e| t.encoding.decode("end", e))
+        .transpose()?;
+    let _heavy = state.heavy().await?;
+    blocking(&state, move |s| {
+        let cf = s.cf(t.cf.as_deref())?;
+        s.db.compact_range_cf(&cf, start.as_deref(), end.as_deref())?;
+        tracing::info!(target: "strata::api", "compactRange {}", cf.name());
+        Ok(Json(json!({ "compacted": cf.name() })))
+    })
+    .await
+}
+
+pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+    blocking(&state, |s| {
+        Ok(Json(json!({
+            "properties": s.db.properties(),
+            "statistics": s.db.statistics(),
+        })))
+    })
+    .await
+}

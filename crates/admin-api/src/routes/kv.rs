@@ -1,0 +1,115 @@
+//! One key: `GET`, `PUT` and `DELETE /api/v1/kv/{key}` (the key base64url in the path).
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use strata_engine::{Clock, WriteBatch, WriteOptions};
+
+use super::{Common, blocking, logged, parse, query};
+use crate::codec::decode_path_key;
+use crate::problem::Problem;
+use crate::state::AppState;
+
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    uri: Uri,
+) -> Result<Response, Problem> {
+    let q: Common = query(&uri)?;
+    let key = decode_path_key(&key)?;
+    let (enc, raw) = (q.encoding, q.raw);
+    let shown = key.clone();
+    let value = blocking(&state, move |s| {
+        let cf = s.cf(q.cf.as_deref())?;
+        Ok(s.db.get_cf(&cf, &key)?.map(|v| v.to_vec()))
+    })
+    .await?
+    .ok_or_else(|| Problem::not_found("no such key"))?;
+    if raw {
+        return Ok(([(header::CONTENT_TYPE, "application/octet-stream")], value).into_response());
+    }
+    let body = serde_json::json!({
+        "key": enc.encode("key", &shown)?,
+        "value": enc.encode("value", &value)?,
+    });
+    Ok(axum::Json(body).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    value: String,
+}
+
+pub(crate) async fn put(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    uri: Uri,
+    body: Bytes,
+) -> Result<StatusCode, Problem> {
+    let q: Common = query(&uri)?;
+    state.inner.check_writable()?;
+    let key = decode_path_key(&key)?;
+    let value = if q.raw {
+        body.to_vec()
+    } else {
+        let b: PutBody = parse(&body)?;
+        q.encoding.decode("value", &b.value)?
+    };
+    if q.ttl == Some(0) {
+        return Err(Problem::bad_request("ttl must be at least 1 second"));
+    }
+    blocking(&state, move |s| {
+        let cf = s.cf(q.cf.as_deref())?;
+        let mut batch = WriteBatch::new();
+        match q.ttl {
+            Some(secs) => {
+                // A TTL past the end of time never expires; wrapping would expire it at once.
+                let now = strata_engine::SystemClock.now_secs();
+                batch.put_until_cf(&cf, &key, &value, now.saturating_add(secs));
+            }
+            None => batch.put_cf(&cf, &key, &value),
+        }
+        let opts = WriteOptions {
+            sync: q.sync,
+            ..Default::default()
+        };
+        s.db.write(batch, &opts)?;
+        logged(
+            "put",
+            &cf,
+            format_args!("{} ({} bytes)", String::from_utf8_lossy(&key), value.len()),
+        );
+        s.changed(&cf, [key]);
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    uri: Uri,
+) -> Result<StatusCode, Problem> {
+    let q: Common = query(&uri)?;
+    state.inner.check_writable()?;
+    let key = decode_path_key(&key)?;
+    blocking(&state, move |s| {
+        let cf = s.cf(q.cf.as_deref())?;
+        let opts = WriteOptions {
+            sync: q.sync,
+            ..Default::default()
+        };
+        let mut batch = WriteBatch::new();
+        batch.delete_cf(&cf, &key);
+        s.db.write(batch, &opts)?;
+        logged("delete", &cf, String::from_utf8_lossy(&key));
+        s.changed(&cf, [key]);
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,99 @@
+//! The routes, one file per group, and what they share: running engine calls off the async
+//! workers, parsing bodies into problem documents, the common query parameters.
+
+mod admin;
+mod batch;
+mod cfs;
+mod kv;
+mod scan;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::codec::Encoding;
+use crate::problem::Problem;
+use crate::state::{AppState, Inner};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(admin::healthz))
+        .route(
+            "/api/v1/kv/{key}",
+            get(kv::get).put(kv::put).delete(kv::delete),
+        )
+        .route("/api/v1/kv", get(scan::list))
+        .route("/api/v1/kv:scan", post(scan::scan))
+        .route("/api/v1/kv:batchGet", post(batch::batch_get))
+        .route("/api/v1/kv:batchWrite", post(batch::batch_write))
+        .route("/api/v1/kv:deleteRange", post(scan::delete_range))
+        .route("/api/v1/cfs", get(cfs::list).post(cfs::create))
+        .route("/api/v1/cfs/{name}", axum::routing::delete(cfs::drop))
+        .route("/api/v1/admin:flush", post(admin::flush))
+        .route("/api/v1/admin:compactRange", post(admin::compact_range))
+        .route("/api/v1/stats", get(admin::stats))
+}
+
+/// Runs an engine call on the blocking pool: the engine is synchronous.
+pub(crate) async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&Inner) -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
+    let inner = state.inner.clone();
+    tokio::task::spawn_blocking(move || f(&inner))
+        .await
+        .map_err(|e| {
+            Problem::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("task: {e}"),
+            )
+        })?
+}
+
+/// A JSON body, or a problem document saying what is wrong with it.
+pub(crate) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
+    serde_json::from_slice(body).map_err(|e| Problem::bad_request(format!("request body: {e}")))
+}
+
+/// The query string as `T`, or a problem document naming what is wrong.
+pub(crate) fn query<T: DeserializeOwned>(uri: &axum::http::Uri) -> Result<T, Problem> {
+    axum::extract::Query::<T>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| Problem::bad_request(format!("query: {}", e.body_text())))
+}
+
+/// Query parameters every data route takes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Common {
+    pub cf: Option<String>,
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// The value as `application/octet-stream` (`raw=1`).
+    #[serde(default, deserialize_with = "flag")]
+    pub raw: bool,
+    /// fsync the WAL before answering a write.
+    #[serde(default, deserialize_with = "flag")]
+    pub sync: bool,
+    /// Seconds until a put key expires.
+    pub ttl: Option<u64>,
+}
+
+/// `1`, `true`, `0`, `false`.
+fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.as_str() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        other => Err(serde::de::Error::custom(format!(
+            "{other:?} is not 1, 0, true or false"
+        ))),
+    }
+}
+
+/// Logs a mutation (every one is logged).
+pub(crate) fn logged(what: &str, cf: &strata_engine::ColumnFamily, detail: impl std::fmt::Display) {
+    tracing::info!(target: "strata::api", cf = cf.name(), "{what} {detail}");
+}

@@ -1,0 +1,109 @@
+//! Running the API: the token, the listener, and a clean shutdown on Ctrl-C or SIGTERM.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_engine::Db;
+
+use crate::state::{AppState, Limits, MountLink, Security};
+
+/// How `serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen (default `127.0.0.1:7070`).
+    pub listen: SocketAddr,
+    pub read_only: bool,
+    pub limits: Limits,
+    pub security: Security,
+    /// The mount sharing the store, when there is one.
+    pub mount: Option<MountLink>,
+}
+
+/// The bearer token: `token_file`'s contents, or the one in `DIR/serve.token`, made (0600) at
+/// the first start. A non-loopback listener needs an explicit token file.
+pub fn token_for(
+    store: &Path,
+    token_file: Option<&Path>,
+    listen: &SocketAddr,
+) -> io::Result<String> {
+    if let Some(f) = token_file {
+        let t = std::fs::read_to_string(f)?.trim().to_string();
+        if t.len() < 16 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the token in {} is shorter than 16 characters", f.display()),
+            ));
+        }
+        return Ok(t);
+    }
+    if !listen.ip().is_loopback() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("listening on {listen} (not loopback) needs --token-file"),
+        ));
+    }
+    let path: PathBuf = store.join("serve.token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(t.trim().to_string()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let token: String = (0..32)
+                .map(|_| format!("{:02x}", rand::random::<u8>()))
+                .collect();
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            f.write_all(token.as_bytes())?;
+            f.sync_all()?;
+            Ok(token)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Serves the API on `config.listen` until Ctrl-C or SIGTERM; `ready` is told the bound address
+/// first. Returns once every request in flight has been answered.
+pub fn serve(db: Arc<Db>, config: ServeConfig, ready: impl FnOnce(SocketAddr)) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("strata-api")
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        ready(listener.local_addr()?);
+        let state = AppState::new(
+            db,
+            config.read_only,
+            config.limits,
+            config.security,
+            config.mount,
+        );
+        axum::serve(listener, crate::app(state))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!(target: "strata::api", "shutting down");
+}

@@ -1,0 +1,217 @@
+//! What every handler shares: the open store, the limits, the security settings, the snapshots
+//! paged scans read, and the mount to tell about changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use strata_engine::{ColumnFamily, Db, Snapshot};
+
+use crate::problem::Problem;
+
+/// Limits on what one request may ask.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub body_bytes: usize,
+    /// Most keys in one `kv:batchGet`.
+    pub batch_get_keys: usize,
+    /// Most operations in one `kv:batchWrite`.
+    pub batch_write_ops: usize,
+    /// Most entries in one scan page (and the default `limit`: 100).
+    pub scan_page: usize,
+    /// Longest a request may run.
+    pub request_timeout: Duration,
+    /// Heavy requests (scan, deleteRange, compactRange) running at once.
+    pub heavy_concurrency: usize,
+    /// How long a paged scan's snapshot lives after its last page.
+    pub page_snapshot_ttl: Duration,
+    /// Paged scans' snapshots alive at once (the oldest goes first).
+    pub page_snapshots: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            body_bytes: 64 << 20,
+            batch_get_keys: 1000,
+            batch_write_ops: 10_000,
+            scan_page: 1000,
+            request_timeout: Duration::from_secs(30),
+            heavy_concurrency: 4,
+            page_snapshot_ttl: Duration::from_secs(60),
+            page_snapshots: 256,
+        }
+    }
+}
+
+/// Who may call and from where.
+#[derive(Debug, Clone)]
+pub struct Security {
+    /// The bearer token every route but `/healthz` needs.
+    pub token: String,
+    /// Host header values accepted (without port); loopback names by default.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Security {
+    pub fn loopback(token: String) -> Security {
+        Security {
+            token,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+        }
+    }
+}
+
+/// The mount sharing the store, told about keys other faces change.
+#[derive(Debug, Clone)]
+pub struct MountLink {
+    /// The column family it shows.
+    pub column_family: String,
+    pub invalidator: strata_fusefs::Invalidator,
+}
+
+/// Shared by every handler (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub db: Arc<Db>,
+    pub read_only: bool,
+    pub limits: Limits,
+    pub security: Security,
+    pub mount: Option<MountLink>,
+    pages: Mutex<Pages>,
+    /// Permits for heavy requests.
+    heavy: Arc<tokio::sync::Semaphore>,
+}
+
+#[derive(Debug, Default)]
+struct Pages {
+    next_id: u64,
+    live: HashMap<u64, (Snapshot, Instant)>,
+}
+
+impl AppState {
+    pub fn new(
+        db: Arc<Db>,
+        read_only: bool,
+        limits: Limits,
+        security: Security,
+        mount: Option<MountLink>,
+    ) -> AppState {
+        AppState {
+            inner: Arc::new(Inner {
+                db,
+                read_only,
+                security,
+                mount,
+                pages: Mutex::new(Pages {
+                    next_id: 1,
+                    ..Pages::default()
+                }),
+                heavy: Arc::new(tokio::sync::Semaphore::new(limits.heavy_concurrency.max(1))),
+                limits,
+            }),
+        }
+    }
+}
+
+impl AppState {
+    /// A permit to run a heavy request (scan, deleteRange, compactRange); waits for one.
+    pub(crate) async fn heavy(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
+        self.inner
+            .heavy
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Problem::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "shutting down"))
+    }
+}
+
+impl Inner {
+    pub fn cf(&self, name: Option<&str>) -> Result<ColumnFamily, Problem> {
+        match name {
+            None => Ok(self.db.default_cf()),
+            Some(n) => self
+                .db
+                .cf(n)
+                .map_err(|_| Problem::not_found(format!("no column family named {n}"))),
+        }
+    }
+
+    pub fn check_writable(&self) -> Result<(), Problem> {
+        if self.read_only {
+            return Err(Problem::forbidden("the store is served read-only"));
+        }
+        Ok(())
+    }
+
+    /// Keeps `snap` for the pages after the first; its id goes into the page token.
+    pub fn register_page_snapshot(&self, snap: Snapshot) -> u64 {
+        let mut p = self.pages.lock();
+        self.expire(&mut p);
+        while p.live.len() >= self.limits.page_snapshots {
+            let oldest = p
+                .live
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(id) => p.live.remove(&id),
+                None => break,
+            };
+        }
+        let id = p.next_id;
+        p.next_id += 1;
+        p.live.insert(id, (snap, Instant::now()));
+        id
+    }
+
+    /// The snapshot a page token names, kept alive for another while.
+    pub fn page_snapshot(&self, id: u64) -> Result<Snapshot, Problem> {
+        let mut p = self.pages.lock();
+        self.expire(&mut p);
+        match p.live.get_mut(&id) {
+            Some((snap, used)) => {
+                *used = Instant::now();
+                Ok(snap.clone())
+            }
+            None => Err(Problem::bad_request(
+                "page_token expired or unknown: start the scan again",
+            )),
+        }
+    }
+
+    pub fn close_page_snapshot(&self, id: u64) {
+        self.pages.lock().live.remove(&id);
+    }
+
+    fn expire(&self, p: &mut Pages) {
+        let ttl = self.limits.page_snapshot_ttl;
+        p.live.retain(|_, (_, used)| used.elapsed() < ttl);
+    }
+
+    /// Tells the mount, if it shows `cf`, that these keys changed.
+    pub fn changed(&self, cf: &ColumnFamily, keys: impl IntoIterator<Item = Vec<u8>>) {
+        if let Some(m) = &self.mount
+            && m.column_family == cf.name()
+        {
+            for k in keys {
+                m.invalidator.key_changed(&k);
+            }
+        }
+    }
+
+    pub fn range_deleted(&self, cf: &ColumnFamily, start: &[u8], end: &[u8]) {
+        if let Some(m) = &self.mount
+            && m.column_family == cf.name()
+        {
+            m.invalidator.range_deleted(start, end);
+        }
+    }
+}

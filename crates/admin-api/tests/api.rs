@@ -1,0 +1,501 @@
+//! The whole router without a socket (`tower::ServiceExt::oneshot`): every route, each bad input
+//! answered with a problem document and nothing changed, the security gate, paging.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use strata_admin_api::{AppState, Limits, Security, app};
+use strata_engine::{Db, Options};
+use tower::ServiceExt;
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+struct Api {
+    db: Arc<Db>,
+    router: axum::Router,
+    _dir: tempfile::TempDir,
+}
+
+fn api_with(read_only: bool, limits: Limits) -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let state = AppState::new(
+        db.clone(),
+        read_only,
+        limits,
+        Security::loopback(TOKEN.into()),
+        None,
+    );
+    Api {
+        db,
+        router: app(state),
+        _dir: dir,
+    }
+}
+
+fn api() -> Api {
+    api_with(false, Limits::default())
+}
+
+fn b64(b: &[u8]) -> String {
+    STANDARD.encode(b)
+}
+
+fn path_key(k: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(k)
+}
+
+struct Reply {
+    status: StatusCode,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// A problem document with `status`.
+    fn problem(&self, status: u16) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(self.content_type, "application/problem+json");
+        let p = self.json();
+        assert_eq!(p["status"], status);
+        assert!(p["detail"].as_str().is_some_and(|d| !d.is_empty()));
+        p
+    }
+}
+
+impl Api {
+    async fn send(&self, req: Request<Body>) -> Reply {
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let content_type = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let body = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Reply {
+            status,
+            content_type,
+            body,
+        }
+    }
+
+    async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> Reply {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, "localhost:7070")
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        let body = match body {
+            Some(v) => {
+                b = b.header(header::CONTENT_TYPE, "application/json");
+                Body::from(serde_json::to_vec(&v).unwrap())
+            }
+            None => Body::empty(),
+        };
+        self.send(b.body(body).unwrap()).await
+    }
+
+    fn count(&self) -> usize {
+        self.db.iter(&Default::default()).unwrap().forward().count()
+    }
+}
+
+#[tokio::test]
+async fn one_key_round_trips_in_every_encoding() {
+    let a = api();
+    let key = b"users/alice\x00bin";
+    let uri = format!("/api/v1/kv/{}", path_key(key));
+    let r = a
+        .call("PUT", &uri, Some(json!({"value": b64(b"\xff\x00v")})))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = a.call("GET", &uri, None).await;
+    assert_eq!(
+        r.json(),
+        json!({"key": b64(key), "value": b64(b"\xff\x00v")})
+    );
+    let r = a.call("GET", &format!("{uri}?raw=1"), None).await;
+    assert_eq!(
+        (r.content_type.as_str(), r.body.as_slice()),
+        ("application/octet-stream", &b"\xff\x00v"[..])
+    );
+    // Bytes that are not UTF-8 cannot be shown as text.
+    a.call("GET", &format!("{uri}?encoding=utf8"), None)
+        .await
+        .problem(422);
+    let text = format!("/api/v1/kv/{}?encoding=utf8", path_key(b"greeting"));
+    let r = a.call("PUT", &text, Some(json!({"value": "héllo"}))).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(a.call("GET", &text, None).await.json()["value"], "héllo");
+    let raw = Request::builder()
+        .method("PUT")
+        .uri(format!("/api/v1/kv/{}?raw=1&ttl=3600", path_key(b"blob")))
+        .header(header::HOST, "127.0.0.1")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .body(Body::from(vec![7u8; 100_000]))
+        .unwrap();
+    assert_eq!(a.send(raw).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(a.db.get("blob").unwrap().unwrap().len(), 100_000);
+    assert_eq!(
+        a.call("DELETE", &uri, None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    a.call("GET", &uri, None).await.problem(404);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_problem_document_and_changes_nothing() {
+    let limits = Limits {
+        batch_get_keys: 3,
+        batch_write_ops: 3,
+        body_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let a = api_with(false, limits);
+    a.db.put("kept", "1").unwrap();
+    let cases: Vec<(&str, String, Option<Value>, u16)> = vec![
+        ("GET", "/api/v1/kv/***".into(), None, 400),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}", path_key(b"k")),
+            Some(json!({"value": "%%"})),
+            400,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}", path_key(b"k")),
+            Some(json!({"vaule": "MQ=="})),
+            400,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}?ttl=0", path_key(b"k")),
+            Some(json!({"value": "MQ=="})),
+            400,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}?cf=nope", path_key(b"k")),
+            Some(json!({"value": "MQ=="})),
+            404,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}?bogus=1", path_key(b"k")),
+            Some(json!({"value": "MQ=="})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchGet".into(),
+            Some(json!({"keys": ["YQ==","YQ==","YQ==","YQ=="]})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchWrite".into(),
+            Some(json!({"ops": [
+            {"op":"put","key":"YQ==","value":"MQ=="},{"op":"delete","key":"%"}]})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchWrite".into(),
+            Some(json!({"ops": [
+            {"op":"put","key":"YQ==","value":"MQ=="},{"op":"put","key":"YQ==","value":"MQ=="},
+            {"op":"put","key":"YQ==","value":"MQ=="},{"op":"put","key":"YQ==","value":"MQ=="}]})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchWrite".into(),
+            Some(json!({"ops": [{"op":"merge","key":"YQ=="}]})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:deleteRange".into(),
+            Some(json!({"start": b64(b"z"), "end": b64(b"a")})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:scan".into(),
+            Some(json!({"page_token": "garbage"})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:scan".into(),
+            Some(json!({"page_token": URL_SAFE_NO_PAD.encode([9u8; 12])})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:scan".into(),
+            Some(json!({"limit": 0})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:scan".into(),
+            Some(json!({"prefix": "YQ==", "start": "YQ=="})),
+            400,
+        ),
+        ("DELETE", "/api/v1/kv:scan".into(), None, 405),
+        ("GET", "/api/v1/nothing".into(), None, 404),
+        (
+            "POST",
+            "/api/v1/cfs".into(),
+            Some(json!({"name": "default"})),
+            409,
+        ),
+        ("DELETE", "/api/v1/cfs/nope".into(), None, 404),
+    ];
+    for (method, uri, body, status) in cases {
+        let r = a.call(method, &uri, body.clone()).await;
+        assert_eq!(
+            r.status.as_u16(),
+            status,
+            "{method} {uri} {body:?}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.problem(status);
+    }
+    // A body over the limit.
+    let big = json!({"value": b64(&vec![0u8; 2 << 20])});
+    a.call("PUT", &format!("/api/v1/kv/{}", path_key(b"k")), Some(big))
+        .await
+        .problem(413);
+    assert_eq!(a.count(), 1);
+    assert_eq!(a.db.get("kept").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+#[tokio::test]
+async fn the_gate_refuses_strangers_and_a_read_only_store_refuses_changes() {
+    let a = api();
+    let uri = format!("/api/v1/kv/{}", path_key(b"k"));
+    let req = |host: &str, auth: Option<&str>| {
+        let mut b = Request::builder().uri(&uri).header(header::HOST, host);
+        if let Some(t) = auth {
+            b = b.header(header::AUTHORIZATION, t);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    a.send(req("localhost", None)).await.problem(401);
+    a.send(req("localhost", Some("Bearer wrong")))
+        .await
+        .problem(401);
+    a.send(req("localhost", Some(TOKEN))).await.problem(401);
+    a.send(req("evil.example", Some(&format!("Bearer {TOKEN}"))))
+        .await
+        .problem(403);
+    a.send(req("localhost:1", Some(&format!("Bearer {TOKEN}"))))
+        .await
+        .problem(404);
+    // Health needs no token, but still a known host.
+    let health = Request::builder()
+        .uri("/healthz")
+        .header(header::HOST, "[::1]:7070")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(a.send(health).await.status, StatusCode::OK);
+
+    let ro = api_with(true, Limits::default());
+    ro.call("PUT", &uri, Some(json!({"value": "MQ=="})))
+        .await
+        .problem(403);
+    ro.call("POST", "/api/v1/kv:batchWrite", Some(json!({"ops": []})))
+        .await
+        .problem(403);
+    ro.call(
+        "POST",
+        "/api/v1/kv:deleteRange",
+        Some(json!({"start": "YQ==", "end": "Yg=="})),
+    )
+    .await
+    .problem(403);
+    ro.call("POST", "/api/v1/admin:flush", None)
+        .await
+        .problem(403);
+    ro.call("POST", "/api/v1/cfs", Some(json!({"name": "x"})))
+        .await
+        .problem(403);
+    let dry = ro
+        .call(
+            "POST",
+            "/api/v1/kv:deleteRange",
+            Some(json!({"start": "YQ==", "end": "Yg==", "dry_run": true})),
+        )
+        .await;
+    assert_eq!(dry.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn batches_ranges_and_column_families() {
+    let a = api();
+    let ops = json!({"ops": [
+        {"op": "put", "key": b64(b"a/1"), "value": b64(b"1")},
+        {"op": "put", "key": b64(b"a/2"), "value": b64(b"2"), "ttl": 3600},
+        {"op": "put", "key": b64(b"b/1"), "value": b64(b"3")},
+        {"op": "delete", "key": b64(b"a/2")},
+    ]});
+    assert_eq!(
+        a.call("POST", "/api/v1/kv:batchWrite", Some(ops))
+            .await
+            .json()["applied"],
+        4
+    );
+    let got = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"keys": [b64(b"b/1"), b64(b"a/2"), b64(b"a/1")]})),
+        )
+        .await;
+    assert_eq!(got.json()["values"], json!([b64(b"3"), null, b64(b"1")]));
+    let dry = a
+        .call(
+            "POST",
+            "/api/v1/kv:deleteRange",
+            Some(json!({"start": b64(b"a/"), "end": b64(b"a0"), "dry_run": true})),
+        )
+        .await
+        .json();
+    assert!(dry["estimated_keys"].as_u64().unwrap() >= 1);
+    assert_eq!(a.count(), 2, "a dry run deletes nothing");
+    a.call(
+        "POST",
+        "/api/v1/kv:deleteRange",
+        Some(json!({"start": b64(b"a/"), "end": b64(b"a0")})),
+    )
+    .await;
+    assert_eq!(a.count(), 1);
+    assert_eq!(
+        a.call("POST", "/api/v1/cfs", Some(json!({"name": "logs"})))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let put = format!("/api/v1/kv/{}?cf=logs", path_key(b"x"));
+    a.call("PUT", &put, Some(json!({"value": "MQ=="}))).await;
+    assert_eq!(a.call("GET", &put, None).await.json()["value"], "MQ==");
+    assert_eq!(
+        a.call("GET", "/api/v1/cfs", None).await.json()["column_families"],
+        json!(["default", "logs"])
+    );
+    assert_eq!(
+        a.call("DELETE", "/api/v1/cfs/logs", None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        a.call("POST", "/api/v1/admin:flush", None).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        a.call("POST", "/api/v1/admin:compactRange", Some(json!({})))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let stats = a.call("GET", "/api/v1/stats", None).await.json();
+    assert!(stats["statistics"].is_object() && stats["properties"].is_object());
+}
+
+#[tokio::test]
+async fn a_paged_scan_returns_each_key_of_its_snapshot_once_while_writers_run() {
+    let a = api();
+    for i in 0..500 {
+        a.db.put(format!("k{i:04}"), "v").unwrap();
+    }
+    for reverse in [false, true] {
+        let mut seen = Vec::new();
+        let mut token: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut req =
+                json!({"prefix": b64(b"k"), "limit": 37, "keys_only": true, "reverse": reverse});
+            if let Some(t) = &token {
+                req["page_token"] = json!(t);
+            }
+            let page = a.call("POST", "/api/v1/kv:scan", Some(req)).await.json();
+            // Writers change the keyspace between pages: the snapshot does not see it.
+            a.db.put(format!("k{:04}x", pages * 13), "new").unwrap();
+            a.db.delete(format!("k{:04}", 499 - pages * 11)).unwrap();
+            for item in page["items"].as_array().unwrap() {
+                assert!(item.get("value").is_none());
+                seen.push(STANDARD.decode(item["key"].as_str().unwrap()).unwrap());
+            }
+            pages += 1;
+            match page["page_token"].as_str() {
+                Some(t) => {
+                    assert_eq!(page["more"], true);
+                    token = Some(t.to_string());
+                }
+                None => break,
+            }
+        }
+        if reverse {
+            seen.reverse();
+        }
+        let want: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i:04}").into_bytes()).collect();
+        if !reverse {
+            assert_eq!(seen, want, "forward");
+        } else {
+            // The reverse scan began after the forward one's writes: its own snapshot.
+            let mut sorted = seen.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), seen.len(), "a key twice");
+        }
+        assert_eq!(pages, seen.len().div_ceil(37));
+    }
+    let list = a
+        .call(
+            "GET",
+            &format!("/api/v1/kv?prefix={}&limit=5&encoding=utf8", "k0"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(list["items"].as_array().unwrap().len(), 5);
+    assert_eq!(list["items"][0]["key"], "k0000");
+}
+
+#[test]
+fn the_token_file_is_private_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let local: std::net::SocketAddr = "127.0.0.1:7070".parse().unwrap();
+    let t = strata_admin_api::token_for(dir.path(), None, &local).unwrap();
+    assert_eq!(t.len(), 64);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("serve.token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(
+        strata_admin_api::token_for(dir.path(), None, &local).unwrap(),
+        t
+    );
+    let public: std::net::SocketAddr = "0.0.0.0:7070".parse().unwrap();
+    assert!(strata_admin_api::token_for(dir.path(), None, &public).is_err());
+}
