@@ -4,6 +4,7 @@ mod bench;
 mod codec;
 mod fsbench;
 mod mount;
+mod serve;
 mod stress;
 
 use std::path::PathBuf;
@@ -112,6 +113,9 @@ enum Command {
     /// Mounts the column family `--cf` as a filesystem at MOUNTPOINT: keys are paths, values are
     /// file contents. Runs in the background once mounted unless --foreground.
     Mount(mount::MountArgs),
+    /// Serves the store: the REST API (and console) on --listen, and with --mount the same
+    /// store as a filesystem, until Ctrl-C or SIGTERM.
+    Serve(serve::ServeArgs),
     /// The mount against a plain directory: small-file create, stat, read, rename and unlink,
     /// `ls -l` of a large directory, sequential write and read, a directory rename. Needs a new
     /// store at --db.
@@ -316,6 +320,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Mount(args) => mount::run(&cli.db, &cli.cf, args),
         Command::Umount { mountpoint } => mount::unmount(&mountpoint),
         Command::FsBench(args) => fsbench::run(&cli.db, args),
+        Command::Serve(args) => serve::run(&cli.db, &cli.cf, args),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,

@@ -1,0 +1,109 @@
+//! `strata serve`: one open store behind the REST API and, with `--mount`, the mount too.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_admin_api::{Limits, MountLink, Security, ServeConfig};
+use strata_engine::{Db, Options};
+use strata_fusefs::{FsConfig, MountConfig, StrataFs};
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Where the API listens; a non-loopback address needs --token-file.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: SocketAddr,
+    /// Also mount the column family `--cf` here, live on the same store.
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    /// Open the store read-only: every change is refused (403, EROFS).
+    #[arg(long)]
+    read_only: bool,
+    /// The bearer token (at least 16 characters); default: DIR/serve.token, made at first start.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Another Host header name to accept (the loopback names always are).
+    #[arg(long)]
+    allow_host: Vec<String>,
+}
+
+pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
+    let env = env_logger::Env::default().default_filter_or("info");
+    let _ = env_logger::Builder::from_env(env).try_init();
+    let mut opts = Options {
+        create_if_missing: !args.read_only,
+        ..Options::default()
+    };
+    strata_fusefs::prepare_options(&mut opts, cf);
+    let opened = if args.read_only {
+        Db::open_read_only(db_dir, opts)
+    } else {
+        Db::open(db_dir, opts)
+    };
+    let db = Arc::new(opened.map_err(|e| format!("cannot open {}: {e}", db_dir.display()))?);
+    let token = strata_admin_api::token_for(db_dir, args.token_file.as_deref(), &args.listen)
+        .map_err(|e| format!("token: {e}"))?;
+    let mut security = Security::loopback(token);
+    security
+        .allowed_hosts
+        .extend(args.allow_host.iter().cloned());
+    let (mounted, link) = match &args.mount {
+        None => (None, None),
+        Some(mnt) => {
+            strata_fusefs::check_fuse()?;
+            let fs = StrataFs::new(
+                db.clone(),
+                FsConfig {
+                    column_family: cf.to_string(),
+                    read_only: args.read_only,
+                    ..FsConfig::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            let config = MountConfig {
+                read_only: args.read_only,
+                ..MountConfig::default()
+            };
+            let m = strata_fusefs::spawn(fs, mnt, &config)
+                .map_err(|e| format!("cannot mount at {}: {e}", mnt.display()))?;
+            let link = MountLink {
+                column_family: cf.to_string(),
+                invalidator: m.invalidator(),
+            };
+            (Some(m), Some(link))
+        }
+    };
+    let config = ServeConfig {
+        listen: args.listen,
+        read_only: args.read_only,
+        limits: Limits::default(),
+        security,
+        mount: link,
+    };
+    let token_hint = match &args.token_file {
+        Some(f) => f.display().to_string(),
+        None => db_dir.join("serve.token").display().to_string(),
+    };
+    let mount_line = args
+        .mount
+        .as_ref()
+        .map(|m| format!("mounted at {}\n", m.display()))
+        .unwrap_or_default();
+    let served = strata_admin_api::serve(db.clone(), config, |addr| {
+        println!(
+            "serving {} on http://{addr} (token in {token_hint})\n{mount_line}try: curl -H \"Authorization: Bearer $(cat {token_hint})\" http://{addr}/api/v1/stats\nCtrl-C stops",
+            db_dir.display()
+        );
+    });
+    // Unmount first: the kernel must stop sending requests before the store closes.
+    let unmounted = match mounted {
+        Some(m) => m.unmount().map_err(|e| format!("unmount: {e}")),
+        None => Ok(()),
+    };
+    let closed = db.close().map_err(|e| format!("closing the store: {e}"));
+    served.map_err(|e| format!("serve: {e}"))?;
+    unmounted?;
+    closed?;
+    log::info!(target: "strata::api", "stopped; store closed");
+    Ok(())
+}
