@@ -1,17 +1,24 @@
-# `make run`: build, then show Strata working on ./strata-data (a short bench, then its stats).
+# `make run`: build, then serve ./strata-data (seeded with a demo keyspace when empty) over the REST
+# API on 127.0.0.1:7070, mounted at ./strata-mnt when FUSE is usable, until Ctrl-C.
 # `make test`: install what is missing, then format check, clippy, every test (the crash test among
 # them), the WASI build, and a short run of each fuzz target (see doc/testing.md).
 
 CARGO ?= cargo
 DATA ?= ./strata-data
+MNT ?= ./strata-mnt
 STRATA = $(CARGO) run --quiet --release -p strata-cli --
 
 .PHONY: run test deps fmt bench-rocksdb
 
-run:
+run: deps
 	$(CARGO) build --release -p strata-cli
-	$(STRATA) --db $(DATA) bench --num 200000 --benchmarks fillseq,fillrandom,readrandom,readmissing,readseq,seekrandom,stats
-	$(STRATA) --db $(DATA) stats
+	mkdir -p $(MNT)
+	@if [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; then \
+		$(STRATA) --db $(DATA) serve --seed-demo --mount $(MNT); \
+	else \
+		echo "FUSE is not usable here (make deps installs fuse3): serving without the mount"; \
+		$(STRATA) --db $(DATA) serve --seed-demo; \
+	fi
 
 deps:
 	./scripts/install-deps.sh

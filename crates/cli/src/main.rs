@@ -2,6 +2,7 @@
 
 mod bench;
 mod codec;
+mod demo;
 mod fsbench;
 mod mount;
 mod serve;

@@ -25,6 +25,9 @@ pub struct ServeArgs {
     /// Another Host header name to accept (the loopback names always are).
     #[arg(long)]
     allow_host: Vec<String>,
+    /// Fill an empty store with a small demo keyspace first (`make run`).
+    #[arg(long)]
+    seed_demo: bool,
 }
 
 pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
@@ -41,6 +44,9 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         Db::open(db_dir, opts)
     };
     let db = Arc::new(opened.map_err(|e| format!("cannot open {}: {e}", db_dir.display()))?);
+    if args.seed_demo && !args.read_only && crate::demo::seed_if_empty(&db)? {
+        log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
+    }
     let token = strata_admin_api::token_for(db_dir, args.token_file.as_deref(), &args.listen)
         .map_err(|e| format!("token: {e}"))?;
     let mut security = Security::loopback(token);

@@ -108,7 +108,10 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
             http(addr, "POST", "/api/v1/kv:deleteRange", &token, range).0,
             200
         );
-        assert!(!Path::new(&mnt.join("docs")).exists(), "docs/ still in the mount");
+        assert!(
+            !Path::new(&mnt.join("docs")).exists(),
+            "docs/ still in the mount"
+        );
         assert!(Path::new(&mnt).read_dir().unwrap().next().is_none());
         let put_again = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
         http(addr, "PUT", &put_again, &token, r#"{"value":"kept"}"#);
