@@ -499,3 +499,50 @@ fn the_token_file_is_private_and_kept() {
     let public: std::net::SocketAddr = "0.0.0.0:7070".parse().unwrap();
     assert!(strata_admin_api::token_for(dir.path(), None, &public).is_err());
 }
+
+#[tokio::test]
+async fn the_lsm_its_tombstones_blob_files_and_cache_are_shown() {
+    let a = api();
+    for i in 0..200 {
+        a.db.put(format!("k{i:03}"), "v").unwrap();
+    }
+    for (s, e) in [("k000", "k010"), ("k020", "k030"), ("k040", "k050")] {
+        a.db.delete_range(s, e).unwrap();
+    }
+    a.db.flush().unwrap();
+    let lsm = a.call("GET", "/api/v1/lsm", None).await.json();
+    let levels = lsm["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["files"], 1);
+    assert_eq!(levels[0]["range_deletions"], 3);
+    let files = a.call("GET", "/api/v1/lsm/files", None).await.json();
+    assert_eq!(files["files"].as_array().unwrap().len(), 1);
+    assert_eq!(files["files"][0]["level"], 0);
+    let mut seen = Vec::new();
+    let mut uri = "/api/v1/tombstones?limit=1&encoding=utf8".to_string();
+    loop {
+        let page = a.call("GET", &uri, None).await.json();
+        for t in page["tombstones"].as_array().unwrap() {
+            seen.push(t["start"].as_str().unwrap().to_string());
+            assert_eq!(t["location"]["kind"], "table");
+        }
+        match page["page_token"].as_str() {
+            Some(t) => uri = format!("/api/v1/tombstones?limit=1&encoding=utf8&page_token={t}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["k000", "k020", "k040"]);
+    a.call("GET", "/api/v1/tombstones?page_token=x", None)
+        .await
+        .problem(400);
+    let blobs = a.call("GET", "/api/v1/blobs", None).await.json();
+    assert!(blobs["files"].is_array() && blobs["gc"].is_object() && blobs["fifo"].is_object());
+    a.db.get("k100").unwrap();
+    let cache = a.call("GET", "/api/v1/cache", None).await.json();
+    assert!(cache["block_cache"]["capacity"].as_u64().unwrap() > 0);
+    assert!(
+        cache["total"]["hits"].as_u64().unwrap() + cache["total"]["misses"].as_u64().unwrap() > 0
+    );
+    a.call("GET", "/api/v1/lsm?cf=nope", None)
+        .await
+        .problem(404);
+}

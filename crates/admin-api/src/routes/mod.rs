@@ -4,6 +4,7 @@
 mod admin;
 mod batch;
 mod cfs;
+mod inspect;
 mod kv;
 mod scan;
 
@@ -34,6 +35,11 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/api/v1/admin:flush", post(admin::flush))
         .route("/api/v1/admin:compactRange", post(admin::compact_range))
         .route("/api/v1/stats", get(admin::stats))
+        .route("/api/v1/lsm", get(inspect::lsm))
+        .route("/api/v1/lsm/files", get(inspect::files))
+        .route("/api/v1/tombstones", get(inspect::tombstones))
+        .route("/api/v1/blobs", get(inspect::blobs))
+        .route("/api/v1/cache", get(inspect::cache))
 }
 
 /// Runs an engine call on the blocking pool: the engine is synchronous.
