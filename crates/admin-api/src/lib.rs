@@ -9,6 +9,7 @@
 
 mod auth;
 pub mod codec;
+mod events;
 mod problem;
 mod routes;
 mod serve;
@@ -19,6 +20,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
+pub use events::{Event, EventHub};
 pub use problem::Problem;
 pub use serve::{ServeConfig, serve, token_for};
 pub use state::{AppState, Limits, MountLink, Security};

@@ -19,6 +19,8 @@ pub struct ServeConfig {
     pub security: Security,
     /// The mount sharing the store, when there is one.
     pub mount: Option<MountLink>,
+    /// The hub the store was opened with as a listener, for `GET /api/v1/events`.
+    pub events: Option<Arc<crate::events::EventHub>>,
 }
 
 /// The bearer token: `token_file`'s contents, or the one in `DIR/serve.token`, made (0600) at
@@ -76,13 +78,16 @@ pub fn serve(db: Arc<Db>, config: ServeConfig, ready: impl FnOnce(SocketAddr)) -
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         ready(listener.local_addr()?);
-        let state = AppState::new(
+        let mut state = AppState::new(
             db,
             config.read_only,
             config.limits,
             config.security,
             config.mount,
         );
+        if let Some(hub) = config.events {
+            state = state.with_events(hub);
+        }
         axum::serve(listener, crate::app(state))
             .with_graceful_shutdown(shutdown_signal())
             .await

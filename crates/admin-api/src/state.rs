@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     pages: Mutex<Pages>,
     /// Permits for heavy requests.
     heavy: Arc<tokio::sync::Semaphore>,
+    /// The engine's events, when the store was opened with the hub as a listener.
+    pub events: Option<Arc<crate::events::EventHub>>,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +117,7 @@ impl AppState {
                     ..Pages::default()
                 }),
                 heavy: Arc::new(tokio::sync::Semaphore::new(limits.heavy_concurrency.max(1))),
+                events: None,
                 limits,
             }),
         }
@@ -122,6 +125,14 @@ impl AppState {
 }
 
 impl AppState {
+    /// Feeds `GET /api/v1/events` from `hub`, which must be among the store's listeners.
+    pub fn with_events(mut self, hub: Arc<crate::events::EventHub>) -> AppState {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.events = Some(hub);
+        }
+        self
+    }
+
     /// A permit to run a heavy request (scan, deleteRange, compactRange); waits for one.
     pub(crate) async fn heavy(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
         self.inner

@@ -546,3 +546,107 @@ async fn the_lsm_its_tombstones_blob_files_and_cache_are_shown() {
         .await
         .problem(404);
 }
+
+/// Reads SSE frames from `body` until one of `kind` arrives; returns its id and data.
+async fn next_event(body: &mut Body, kind: &str) -> (u64, Value) {
+    let mut buf = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} event; saw {buf}"))
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            buf.push_str(std::str::from_utf8(&data).unwrap());
+        }
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let field = |name: &str| {
+                block.lines().find_map(|l| {
+                    l.strip_prefix(&format!("{name}:"))
+                        .map(|v| v.trim().to_string())
+                })
+            };
+            if field("event").as_deref() == Some(kind) {
+                let id = field("id").map_or(0, |i| i.parse().unwrap());
+                let data = serde_json::from_str(&field("data").unwrap()).unwrap();
+                return (id, data);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn flushes_and_compactions_are_events_and_a_reconnect_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = Arc::new(strata_admin_api::EventHub::default());
+    let mut opts = Options::default();
+    opts.listeners.push(hub.clone());
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    let state = AppState::new(
+        db.clone(),
+        false,
+        Limits::default(),
+        Security::loopback(TOKEN.into()),
+        None,
+    )
+    .with_events(hub);
+    let router = app(state);
+    let open = |last: Option<u64>| {
+        let mut b = Request::builder()
+            .uri("/api/v1/events")
+            .header(header::HOST, "localhost")
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        if let Some(id) = last {
+            b = b.header("Last-Event-ID", id.to_string());
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    let res = router.clone().oneshot(open(None)).await.unwrap();
+    assert_eq!(res.headers()[header::CONTENT_TYPE], "text/event-stream");
+    let mut body = res.into_body();
+    let (_, sample) = next_event(&mut body, "stats").await;
+    assert!(sample["bytes_written"].is_u64(), "{sample}");
+    db.put("a", "1").unwrap();
+    let d = db.clone();
+    tokio::task::spawn_blocking(move || d.flush().unwrap())
+        .await
+        .unwrap();
+    let (flush_id, flush) = next_event(&mut body, "flush").await;
+    assert_eq!(flush["column_family"], "default");
+    drop(body);
+    // Gone for a while: a flush and a compaction happen meanwhile.
+    db.put("b", "2").unwrap();
+    let d = db.clone();
+    tokio::task::spawn_blocking(move || {
+        d.flush().unwrap();
+        d.compact_range(None, None).unwrap();
+    })
+    .await
+    .unwrap();
+    let mut body = router
+        .clone()
+        .oneshot(open(Some(flush_id)))
+        .await
+        .unwrap()
+        .into_body();
+    let (again, _) = next_event(&mut body, "flush").await;
+    assert!(again > flush_id, "the missed flush, not the one seen");
+    let (compaction, info) = next_event(&mut body, "compaction").await;
+    assert!(compaction > again);
+    assert_eq!(info["column_family"], "default");
+    let bad = router
+        .oneshot(
+            Request::builder()
+                .uri("/api/v1/events")
+                .header(header::HOST, "localhost")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .header("Last-Event-ID", "x")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}

@@ -38,6 +38,8 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         ..Options::default()
     };
     strata_fusefs::prepare_options(&mut opts, cf);
+    let hub = Arc::new(strata_admin_api::EventHub::default());
+    opts.listeners.push(hub.clone());
     let opened = if args.read_only {
         Db::open_read_only(db_dir, opts)
     } else {
@@ -85,6 +87,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         limits: Limits::default(),
         security,
         mount: link,
+        events: Some(hub),
     };
     let token_hint = match &args.token_file {
         Some(f) => f.display().to_string(),

@@ -40,6 +40,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/api/v1/tombstones", get(inspect::tombstones))
         .route("/api/v1/blobs", get(inspect::blobs))
         .route("/api/v1/cache", get(inspect::cache))
+        .route("/api/v1/events", get(crate::events::events))
 }
 
 /// Runs an engine call on the blocking pool: the engine is synchronous.
