@@ -10,6 +10,7 @@
 mod auth;
 pub mod codec;
 mod events;
+mod metrics;
 mod problem;
 mod routes;
 mod serve;

@@ -650,3 +650,29 @@ async fn flushes_and_compactions_are_events_and_a_reconnect_resumes() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn metrics_are_openmetrics_text_named_after_rocksdb_tickers() {
+    let a = api();
+    a.db.put("k", "v").unwrap();
+    a.db.flush().unwrap();
+    a.db.get("k").unwrap();
+    let r = a.call("GET", "/metrics", None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.content_type.starts_with("application/openmetrics-text"));
+    let text = String::from_utf8(r.body).unwrap();
+    for want in [
+        "strata_block_cache_hit_total{type=\"data\"}",
+        "strata_block_cache_miss_total{type=\"index\"}",
+        "strata_total_sst_bytes ",
+        "strata_level_files{cf=\"default\",level=\"0\"} 1",
+        "# EOF",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    let get_hits = text
+        .lines()
+        .find(|l| l.starts_with("strata_get_hits_total "))
+        .unwrap();
+    assert!(get_hits.ends_with(" 1"), "{get_hits}");
+}

@@ -21,6 +21,7 @@ use crate::state::{AppState, Inner};
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(admin::healthz))
+        .route("/metrics", get(crate::metrics::metrics))
         .route(
             "/api/v1/kv/{key}",
             get(kv::get).put(kv::put).delete(kv::delete),

@@ -1,0 +1,159 @@
+//! `GET /metrics`: the engine's counters and gauges in the OpenMetrics text format, read at each
+//! scrape. Names follow RocksDB's tickers with a `strata_` prefix; block-cache hits and misses
+//! are one family each, labelled by block type.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use strata_engine::Db;
+
+use crate::problem::Problem;
+use crate::routes::blocking;
+use crate::state::AppState;
+
+/// Counters shown as one labelled family instead of one name each.
+const CACHE_BY_TYPE: [(&str, &str, &str); 6] = [
+    ("block_cache_data_hit", "hit", "data"),
+    ("block_cache_data_miss", "miss", "data"),
+    ("block_cache_index_hit", "hit", "index"),
+    ("block_cache_index_miss", "miss", "index"),
+    ("block_cache_filter_hit", "hit", "filter"),
+    ("block_cache_filter_miss", "miss", "filter"),
+];
+
+#[derive(Debug)]
+struct StoreMetrics(Arc<Db>);
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(value).encode(m)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(m)
+}
+
+impl Collector for StoreMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = serde_json::to_value(self.0.statistics()).unwrap_or_default();
+        let Some(stats) = stats.as_object() else {
+            return Ok(());
+        };
+        for (name, value) in stats {
+            if CACHE_BY_TYPE.iter().any(|(n, _, _)| n == name) {
+                continue;
+            }
+            if let Some(v) = value.as_u64() {
+                counter(
+                    &mut encoder,
+                    &format!("strata_{name}"),
+                    &format!("engine counter {name}"),
+                    v,
+                )?;
+            }
+        }
+        for kind in ["hit", "miss"] {
+            let name = format!("strata_block_cache_{kind}");
+            let mut m = encoder.encode_descriptor(
+                &name,
+                &format!("block cache {kind}es by block type"),
+                None,
+                MetricType::Counter,
+            )?;
+            for (field, k, block) in CACHE_BY_TYPE {
+                if k != kind {
+                    continue;
+                }
+                let v = stats.get(field).and_then(|v| v.as_u64()).unwrap_or(0);
+                let labels = [("type", block)];
+                ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
+            }
+        }
+        let p = self.0.properties();
+        gauge(
+            &mut encoder,
+            "strata_total_sst_bytes",
+            "bytes of table files",
+            p.total_sst_bytes as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_live_bytes",
+            "live table and blob bytes",
+            p.live_bytes as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_pending_compaction_bytes",
+            "bytes compaction must rewrite",
+            p.pending_compaction_bytes as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_live_wal_bytes",
+            "bytes of live WAL files",
+            p.live_wal_bytes as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_live_snapshots",
+            "snapshots alive",
+            p.live_snapshots as i64,
+        )?;
+        let mut files = encoder.encode_descriptor(
+            "strata_level_files",
+            "table files per column family and level",
+            None,
+            MetricType::Gauge,
+        )?;
+        for cf in &p.column_families {
+            for l in &cf.levels {
+                let level = l.level.to_string();
+                let labels = [("cf", cf.name.as_str()), ("level", level.as_str())];
+                ConstGauge::new(l.files as i64).encode(files.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `GET /metrics`.
+pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
+    let text = blocking(&state, |s| {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(StoreMetrics(s.db.clone())));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).map_err(|e| {
+            Problem::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        })?;
+        Ok(out)
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
