@@ -2,7 +2,7 @@
 //! bearer token compared in constant time. `/healthz` needs no token.
 
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
@@ -44,19 +44,75 @@ pub(crate) async fn gate(State(state): State<AppState>, req: Request, next: Next
     if req.uri().path() == "/healthz" {
         return next.run(req).await;
     }
-    let given = req
+    let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "));
-    match given {
-        Some(t) if token_matches(&s.token, t) => next.run(req).await,
-        Some(_) => Problem::unauthorized("wrong token").into_response(),
+    if let Some(t) = bearer {
+        return if token_matches(&s.token, t) {
+            next.run(req).await
+        } else {
+            Problem::unauthorized("wrong token").into_response()
+        };
+    }
+    match session_cookie(req.headers()) {
+        Some(t) if token_matches(&s.token, t) => {
+            // A browser sends the cookie with any site's request: a change must come from a page
+            // of this origin.
+            let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+            if !safe && !same_origin(req.headers(), host) {
+                return Problem::forbidden("a change with the session cookie needs this origin")
+                    .into_response();
+            }
+            next.run(req).await
+        }
+        Some(_) => {
+            Problem::unauthorized("the session cookie is stale: sign in again").into_response()
+        }
         None => Problem::unauthorized("Authorization: Bearer TOKEN is required").into_response(),
     }
 }
 
+/// The name of the console's session cookie.
+pub(crate) const SESSION_COOKIE: &str = "strata_session";
+
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(SESSION_COOKIE)?.strip_prefix('='))
+}
+
+/// Whether the request's Origin is `http://HOST` or `https://HOST` for the Host it was sent to.
+fn same_origin(headers: &HeaderMap, host: &str) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
+        return false;
+    };
+    let bare = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    bare == Some(host)
+}
+
+/// `POST /api/v1/session` (bearer token required): the token as an `HttpOnly; SameSite=Strict`
+/// cookie, for the console (`EventSource` cannot send headers).
+pub(crate) async fn session(State(state): State<AppState>) -> Response {
+    let cookie = format!(
+        "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        state.inner.security.token
+    );
+    (
+        axum::http::StatusCode::NO_CONTENT,
+        [(header::SET_COOKIE, cookie)],
+    )
+        .into_response()
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -66,6 +122,22 @@ mod tests {
         assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
         assert_eq!(host_name("[::1]:7070"), "[::1]");
         assert_eq!(host_name("evil.example:80"), "evil.example");
+    }
+
+    #[test]
+    fn the_session_cookie_and_the_origin_are_read_from_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=1; strata_session=tok; b=2".parse().unwrap(),
+        );
+        assert_eq!(session_cookie(&h), Some("tok"));
+        h.insert(header::ORIGIN, "http://localhost:7070".parse().unwrap());
+        assert!(same_origin(&h, "localhost:7070"));
+        assert!(!same_origin(&h, "127.0.0.1:7070"));
+        h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
+        assert!(!same_origin(&h, "localhost:7070"));
+        assert!(!same_origin(&HeaderMap::new(), "localhost:7070"));
     }
 
     #[test]

@@ -676,3 +676,43 @@ async fn metrics_are_openmetrics_text_named_after_rocksdb_tickers() {
         .unwrap();
     assert!(get_hits.ends_with(" 1"), "{get_hits}");
 }
+
+#[tokio::test]
+async fn the_console_signs_in_for_a_cookie_that_only_its_own_origin_may_change_with() {
+    let a = api();
+    let r = a.call("POST", "/api/v1/session", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let with_cookie = |method: &str, origin: Option<&str>, cookie: &str| {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(format!("/api/v1/kv/{}", path_key(b"c")))
+            .header(header::HOST, "localhost:7070")
+            .header(header::COOKIE, format!("strata_session={cookie}"))
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(o) = origin {
+            b = b.header(header::ORIGIN, o);
+        }
+        b.body(Body::from(r#"{"value":"MQ=="}"#)).unwrap()
+    };
+    // Reading needs only the cookie.
+    a.send(with_cookie("GET", None, TOKEN)).await.problem(404);
+    // A change needs this origin too.
+    a.send(with_cookie("PUT", None, TOKEN)).await.problem(403);
+    a.send(with_cookie("PUT", Some("http://evil.example"), TOKEN))
+        .await
+        .problem(403);
+    assert_eq!(a.count(), 0);
+    let ok = a
+        .send(with_cookie("PUT", Some("http://localhost:7070"), TOKEN))
+        .await;
+    assert_eq!(ok.status, StatusCode::NO_CONTENT);
+    a.send(with_cookie("GET", None, "stale")).await.problem(401);
+    // The sign-in itself needs the token.
+    let anon = Request::builder()
+        .method("POST")
+        .uri("/api/v1/session")
+        .header(header::HOST, "localhost")
+        .body(Body::empty())
+        .unwrap();
+    a.send(anon).await.problem(401);
+}

@@ -22,6 +22,7 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/metrics", get(crate::metrics::metrics))
+        .route("/api/v1/session", post(crate::auth::session))
         .route(
             "/api/v1/kv/{key}",
             get(kv::get).put(kv::put).delete(kv::delete),
