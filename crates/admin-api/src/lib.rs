@@ -23,7 +23,7 @@ use axum::response::IntoResponse;
 
 pub use events::{Event, EventHub};
 pub use problem::Problem;
-pub use serve::{ServeConfig, serve, token_for};
+pub use serve::{ServeConfig, serve, serve_until, token_for};
 pub use state::{AppState, Limits, MountLink, Security};
 
 /// The whole API, every layer included.

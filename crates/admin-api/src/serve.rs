@@ -71,6 +71,16 @@ pub fn token_for(
 /// Serves the API on `config.listen` until Ctrl-C or SIGTERM; `ready` is told the bound address
 /// first. Returns once every request in flight has been answered.
 pub fn serve(db: Arc<Db>, config: ServeConfig, ready: impl FnOnce(SocketAddr)) -> io::Result<()> {
+    serve_until(db, config, ready, shutdown_signal())
+}
+
+/// [`serve`], until `stop` completes instead of a signal.
+pub fn serve_until(
+    db: Arc<Db>,
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr),
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("strata-api")
@@ -89,7 +99,7 @@ pub fn serve(db: Arc<Db>, config: ServeConfig, ready: impl FnOnce(SocketAddr)) -
             state = state.with_events(hub);
         }
         axum::serve(listener, crate::app(state))
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(stop)
             .await
     })
 }

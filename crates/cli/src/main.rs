@@ -1,5 +1,6 @@
 //! `strata`: data commands over a store (ldb-style), and `strata bench` (db_bench-style).
 
+mod apibench;
 mod bench;
 mod codec;
 mod demo;
@@ -117,6 +118,10 @@ enum Command {
     /// Serves the store: the REST API (and console) on --listen, and with --mount the same
     /// store as a filesystem, until Ctrl-C or SIGTERM.
     Serve(serve::ServeArgs),
+    /// The REST API over loopback from many connections beside the engine doing the same work
+    /// (GET, PUT, batchGet of 100, scan of 100), or a mixed load read back (--mixed-only). Needs
+    /// a new store at --db.
+    ApiBench(apibench::ApiBenchArgs),
     /// The mount against a plain directory: small-file create, stat, read, rename and unlink,
     /// `ls -l` of a large directory, sequential write and read, a directory rename. Needs a new
     /// store at --db.
@@ -322,6 +327,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Umount { mountpoint } => mount::unmount(&mountpoint),
         Command::FsBench(args) => fsbench::run(&cli.db, args),
         Command::Serve(args) => serve::run(&cli.db, &cli.cf, args),
+        Command::ApiBench(args) => apibench::run(&cli.db, args),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,

@@ -126,3 +126,30 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
     let want = if mount { "kept\n" } else { "from the api\n" };
     assert_eq!(stdout(&strata(&db, &["get", "docs/a.md"])), want);
 }
+
+#[test]
+fn a_mixed_load_from_32_connections_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = std::env::var("STRATA_LOAD_SECS").unwrap_or_else(|_| "5".into());
+    let out = strata(
+        &dir.path().join("db"),
+        &[
+            "api-bench",
+            "--mixed-only",
+            "--connections",
+            "32",
+            "--secs",
+            &secs,
+        ],
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("every acknowledged write read back"),
+        "{text}"
+    );
+    let checked: u64 = text
+        .lines()
+        .find_map(|l| l.split('(').nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap();
+    assert!(checked > 100, "{text}");
+}
