@@ -99,6 +99,7 @@ fn same_origin(headers: &HeaderMap, host: &str) -> bool {
 
 /// `POST /api/v1/session` (bearer token required): the token as an `HttpOnly; SameSite=Strict`
 /// cookie, for the console (`EventSource` cannot send headers).
+#[utoipa::path(post, path = "/api/v1/session", tag = "admin", responses((status = 204, description = "sets the strata_session cookie"), (status = 401, body = Problem)), security(("bearer" = [])))]
 pub(crate) async fn session(State(state): State<AppState>) -> Response {
     let cookie = format!(
         "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",

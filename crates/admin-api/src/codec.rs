@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::problem::Problem;
 
 /// How keys and values travel in JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
     /// Standard base64 (binary-safe; the default).
@@ -82,7 +82,7 @@ impl PageToken {
 }
 
 /// One operation of a `kv:batchWrite`, as JSON.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "op", rename_all = "camelCase", deny_unknown_fields)]
 pub enum BatchOp {
     Put {

@@ -134,6 +134,7 @@ fn sse(e: &Event) -> SseEvent {
         .data(e.data.to_string())
 }
 
+#[utoipa::path(get, path = "/api/v1/events", tag = "observe", params(("Last-Event-ID" = Option<u64>, Header, description = "resume after this event")), responses((status = 200, description = "Server-Sent Events: flush, compaction, stall, blob GC, deletions, background errors, and a stats sample each second", content_type = "text/event-stream", body = String)), security(("bearer" = []), ("cookie" = [])))]
 /// `GET /api/v1/events`.
 pub(crate) async fn events(
     State(state): State<AppState>,

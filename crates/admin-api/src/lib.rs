@@ -12,7 +12,7 @@ pub mod codec;
 mod events;
 mod metrics;
 mod problem;
-mod routes;
+pub(crate) mod routes;
 mod serve;
 mod state;
 
@@ -23,6 +23,7 @@ use axum::response::IntoResponse;
 
 pub use events::{Event, EventHub};
 pub use problem::Problem;
+pub use routes::openapi::{ApiDoc, document as openapi_document};
 pub use serve::{ServeConfig, serve, serve_until, token_for};
 pub use state::{AppState, Limits, MountLink, Security};
 

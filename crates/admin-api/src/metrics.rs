@@ -136,6 +136,7 @@ impl Collector for StoreMetrics {
     }
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "observe", responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String)), security(("bearer" = []), ("cookie" = [])))]
 /// `GET /metrics`.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
     let text = blocking(&state, |s| {

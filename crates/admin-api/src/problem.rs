@@ -6,7 +6,7 @@ use serde::Serialize;
 use strata_engine::ErrorKind;
 
 /// An `application/problem+json` document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     #[serde(rename = "type")]
     pub kind: String,

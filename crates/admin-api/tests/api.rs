@@ -716,3 +716,36 @@ async fn the_console_signs_in_for_a_cookie_that_only_its_own_origin_may_change_w
         .unwrap();
     a.send(anon).await.problem(401);
 }
+
+#[tokio::test]
+async fn the_committed_openapi_document_matches_the_code() {
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let now = strata_admin_api::openapi_document();
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(&committed, &now).unwrap();
+    }
+    let before = std::fs::read_to_string(&committed).unwrap_or_default();
+    assert!(
+        before == now,
+        "crates/admin-api/openapi.json is stale: rerun this test with UPDATE_OPENAPI=1 and commit it"
+    );
+    let a = api();
+    let served = a.call("GET", "/api/openapi.json", None).await.json();
+    let doc: Value = serde_json::from_str(&now).unwrap();
+    assert_eq!(served, doc);
+    for path in [
+        "/api/v1/kv/{key}",
+        "/api/v1/kv:scan",
+        "/api/v1/events",
+        "/metrics",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "{path} missing");
+    }
+    let ui = a.call("GET", "/api/docs/", None).await;
+    assert_eq!(ui.status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&ui.body).contains("swagger"));
+    let init = a
+        .call("GET", "/api/docs/swagger-initializer.js", None)
+        .await;
+    assert!(String::from_utf8_lossy(&init.body).contains("/api/openapi.json"));
+}

@@ -11,13 +11,15 @@ use crate::codec::Encoding;
 use crate::problem::Problem;
 use crate::state::AppState;
 
+#[utoipa::path(get, path = "/healthz", tag = "admin", responses((status = 200, description = "the server answers", body = String)))]
 pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// A column family and an optional key range (for compactRange).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Target {
+pub(crate) struct Target {
     cf: Option<String>,
     start: Option<String>,
     end: Option<String>,
@@ -33,6 +35,7 @@ fn target(body: &Bytes) -> Result<Target, Problem> {
     }
 }
 
+#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Target, description = "optional: the column family"), responses((status = 200, body = serde_json::Value), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn flush(
     State(state): State<AppState>,
     body: Bytes,
@@ -48,6 +51,7 @@ pub(crate) async fn flush(
     .await
 }
 
+#[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body = Target, responses((status = 200, body = serde_json::Value), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn compact_range(
     State(state): State<AppState>,
     body: Bytes,
@@ -74,6 +78,7 @@ pub(crate) async fn compact_range(
     .await
 }
 
+#[utoipa::path(get, path = "/api/v1/stats", tag = "observe", responses((status = 200, description = "the engine's properties and statistics", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     blocking(&state, |s| {
         Ok(Json(json!({

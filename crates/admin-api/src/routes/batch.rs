@@ -4,8 +4,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ReadOptions, WriteBatch, WriteOptions};
 
 use super::{blocking, logged, parse};
@@ -13,19 +12,30 @@ use crate::codec::{BatchOp, Encoding, Op, decode_ops};
 use crate::problem::Problem;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+/// Keys to read at once.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BatchGet {
+pub(crate) struct BatchGet {
     keys: Vec<String>,
     cf: Option<String>,
     #[serde(default)]
     encoding: Encoding,
 }
 
+/// The values of the keys, in order; null for an absent key.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct BatchGetReply {
+    pub values: Vec<Option<String>>,
+}
+
+/// Reads many keys at once (the engine's MultiGet).
+#[utoipa::path(post, path = "/api/v1/kv:batchGet", tag = "kv", request_body = BatchGet,
+    responses((status = 200, body = BatchGetReply), (status = 400, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn batch_get(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<BatchGetReply>, Problem> {
     let req: BatchGet = parse(&body)?;
     let cap = state.inner.limits.batch_get_keys;
     if req.keys.len() > cap {
@@ -54,16 +64,17 @@ pub(crate) async fn batch_get(
         .iter()
         .enumerate()
         .map(|(i, v)| match v {
-            Some(v) => enc.encode(&format!("values[{i}]"), v).map(Value::String),
-            None => Ok(Value::Null),
+            Some(v) => enc.encode(&format!("values[{i}]"), v).map(Some),
+            None => Ok(None),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(json!({ "values": values })))
+    Ok(Json(BatchGetReply { values }))
 }
 
-#[derive(Debug, Deserialize)]
+/// Operations applied as one atomic batch.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BatchWrite {
+pub(crate) struct BatchWrite {
     ops: Vec<BatchOp>,
     cf: Option<String>,
     #[serde(default)]
@@ -72,10 +83,20 @@ struct BatchWrite {
     sync: bool,
 }
 
+/// How many operations the batch applied.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct BatchWriteReply {
+    pub applied: usize,
+}
+
+/// Applies puts, deletes and range deletions as one atomic batch.
+#[utoipa::path(post, path = "/api/v1/kv:batchWrite", tag = "kv", request_body = BatchWrite,
+    responses((status = 200, body = BatchWriteReply), (status = 400, body = Problem), (status = 403, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn batch_write(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<BatchWriteReply>, Problem> {
     state.inner.check_writable()?;
     let req: BatchWrite = parse(&body)?;
     let cap = state.inner.limits.batch_write_ops;
@@ -124,5 +145,5 @@ pub(crate) async fn batch_write(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({ "applied": count })))
+    Ok(Json(BatchWriteReply { applied: count }))
 }

@@ -20,6 +20,7 @@ pub(crate) struct CfOnly {
     cf: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/v1/lsm", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "levels: files, bytes, score, compaction counters", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn lsm(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
@@ -57,6 +58,7 @@ pub(crate) async fn lsm(State(state): State<AppState>, uri: Uri) -> Result<Json<
     .await
 }
 
+#[utoipa::path(get, path = "/api/v1/lsm/files", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "every table file", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn files(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
@@ -126,6 +128,7 @@ impl After {
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/tombstones", tag = "observe", params(("cf" = Option<String>, Query), ("limit" = Option<usize>, Query), ("page_token" = Option<String>, Query), ("encoding" = Option<String>, Query)), responses((status = 200, description = "range tombstones, paged", body = serde_json::Value), (status = 400, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn tombstones(
     State(state): State<AppState>,
     uri: Uri,
@@ -163,6 +166,7 @@ pub(crate) async fn tombstones(
     Ok(Json(body))
 }
 
+#[utoipa::path(get, path = "/api/v1/blobs", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "blob files, GC and FIFO eviction", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn blobs(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
@@ -188,6 +192,7 @@ pub(crate) async fn blobs(State(state): State<AppState>, uri: Uri) -> Result<Jso
     .await
 }
 
+#[utoipa::path(get, path = "/api/v1/cache", tag = "observe", responses((status = 200, description = "block cache capacity, usage, hits and misses by block type", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn cache(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     blocking(&state, |s| {
         let st = s.db.statistics();

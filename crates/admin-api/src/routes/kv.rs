@@ -4,7 +4,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, WriteBatch, WriteOptions};
 
 use super::{Common, blocking, logged, parse, query};
@@ -12,6 +12,21 @@ use crate::codec::decode_path_key;
 use crate::problem::Problem;
 use crate::state::AppState;
 
+/// A key and its value.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct KvItem {
+    pub key: String,
+    pub value: String,
+}
+
+/// Reads one key.
+#[utoipa::path(get, path = "/api/v1/kv/{key}", tag = "kv",
+    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    responses(
+        (status = 200, description = "the key and its value (or the raw value with raw=1)", body = KvItem),
+        (status = 404, description = "no such key", body = Problem),
+        (status = 422, description = "not UTF-8, with encoding=utf8", body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     Path(key): Path<String>,
@@ -30,19 +45,26 @@ pub(crate) async fn get(
     if raw {
         return Ok(([(header::CONTENT_TYPE, "application/octet-stream")], value).into_response());
     }
-    let body = serde_json::json!({
-        "key": enc.encode("key", &shown)?,
-        "value": enc.encode("value", &value)?,
-    });
+    let body = KvItem {
+        key: enc.encode("key", &shown)?,
+        value: enc.encode("value", &value)?,
+    };
     Ok(axum::Json(body).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// The value to put (unless the body is raw bytes, with raw=1).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PutBody {
+pub(crate) struct PutBody {
     value: String,
 }
 
+/// Writes one key.
+#[utoipa::path(put, path = "/api/v1/kv/{key}", tag = "kv",
+    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    request_body = PutBody,
+    responses((status = 204, description = "written"), (status = 400, body = Problem), (status = 403, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
@@ -89,6 +111,11 @@ pub(crate) async fn put(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Deletes one key.
+#[utoipa::path(delete, path = "/api/v1/kv/{key}", tag = "kv",
+    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    responses((status = 204, description = "deleted (or was absent)"), (status = 403, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(key): Path<String>,

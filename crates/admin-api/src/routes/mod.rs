@@ -1,12 +1,13 @@
 //! The routes, one file per group, and what they share: running engine calls off the async
 //! workers, parsing bodies into problem documents, the common query parameters.
 
-mod admin;
-mod batch;
-mod cfs;
-mod inspect;
-mod kv;
-mod scan;
+pub(crate) mod admin;
+pub(crate) mod batch;
+pub(crate) mod cfs;
+pub(crate) mod inspect;
+pub(crate) mod kv;
+pub(crate) mod openapi;
+pub(crate) mod scan;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,6 +24,20 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/healthz", get(admin::healthz))
         .route("/metrics", get(crate::metrics::metrics))
         .route("/api/v1/session", post(crate::auth::session))
+        .route(
+            "/api/openapi.json",
+            get(|| async {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    openapi::document(),
+                )
+            }),
+        )
+        // The UI reads the document above; it serves none of its own.
+        .merge(
+            utoipa_swagger_ui::SwaggerUi::new("/api/docs")
+                .config(utoipa_swagger_ui::Config::new(["/api/openapi.json"])),
+        )
         .route(
             "/api/v1/kv/{key}",
             get(kv::get).put(kv::put).delete(kv::delete),
@@ -74,17 +89,20 @@ pub(crate) fn query<T: DeserializeOwned>(uri: &axum::http::Uri) -> Result<T, Pro
 }
 
 /// Query parameters every data route takes.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct Common {
     pub cf: Option<String>,
     #[serde(default)]
     pub encoding: Encoding,
     /// The value as `application/octet-stream` (`raw=1`).
     #[serde(default, deserialize_with = "flag")]
+    #[param(value_type = Option<String>)]
     pub raw: bool,
     /// fsync the WAL before answering a write.
     #[serde(default, deserialize_with = "flag")]
+    #[param(value_type = Option<String>)]
     pub sync: bool,
     /// Seconds until a put key expires.
     pub ttl: Option<u64>,

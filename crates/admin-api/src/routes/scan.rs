@@ -5,8 +5,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::Uri;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use strata_engine::{ReadOptions, WriteBatch, WriteOptions};
 
 use super::{blocking, logged, parse, query};
@@ -14,8 +13,10 @@ use crate::codec::{Encoding, PageToken, check_range, prefix_end};
 use crate::problem::Problem;
 use crate::state::AppState;
 
-#[derive(Debug, Default, Deserialize)]
+/// What to scan: a prefix, or start and end; forward or reverse; a page at a time.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ScanRequest {
     cf: Option<String>,
     prefix: Option<String>,
@@ -31,20 +32,49 @@ pub(crate) struct ScanRequest {
     encoding: Encoding,
 }
 
+/// One entry of a page.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ScanItem {
+    pub key: String,
+    /// Absent with keys_only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// One page of a scan; `page_token` asks for the next, on the same snapshot.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ScanPage {
+    pub items: Vec<ScanItem>,
+    pub more: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
+}
+
+/// Scans a range or a prefix, a page at a time.
+#[utoipa::path(post, path = "/api/v1/kv:scan", tag = "kv", request_body = ScanRequest,
+    responses((status = 200, body = ScanPage), (status = 400, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn scan(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ScanPage>, Problem> {
     let req: ScanRequest = parse(&body)?;
     run_scan(state, req).await
 }
 
-pub(crate) async fn list(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
+/// Scans by query parameters (a prefix, usually).
+#[utoipa::path(get, path = "/api/v1/kv", tag = "kv", params(ScanRequest),
+    responses((status = 200, body = ScanPage), (status = 400, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    uri: Uri,
+) -> Result<Json<ScanPage>, Problem> {
     let req: ScanRequest = query(&uri)?;
     run_scan(state, req).await
 }
 
-async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<Value>, Problem> {
+async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<ScanPage>, Problem> {
     let _heavy = state.heavy().await?;
     let enc = req.encoding;
     let page = state.inner.limits.scan_page;
@@ -123,24 +153,28 @@ async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<Value>, Prob
     let items = items
         .iter()
         .map(|(k, v)| {
-            let mut o = serde_json::Map::new();
-            o.insert("key".into(), Value::String(enc.encode("key", k)?));
-            if let Some(v) = v {
-                o.insert("value".into(), Value::String(enc.encode("value", v)?));
-            }
-            Ok(Value::Object(o))
+            Ok(ScanItem {
+                key: enc.encode("key", k)?,
+                value: v.as_ref().map(|v| enc.encode("value", v)).transpose()?,
+            })
         })
         .collect::<Result<Vec<_>, Problem>>()?;
-    let mut body = json!({ "items": items, "more": next.is_some() });
-    if let (Some(next), Some(snapshot)) = (next, snapshot_id) {
-        body["page_token"] = Value::String(PageToken { snapshot, next }.encode());
-    }
-    Ok(Json(body))
+    let more = next.is_some();
+    let page_token = match (next, snapshot_id) {
+        (Some(next), Some(snapshot)) => Some(PageToken { snapshot, next }.encode()),
+        _ => None,
+    };
+    Ok(Json(ScanPage {
+        items,
+        more,
+        page_token,
+    }))
 }
 
-#[derive(Debug, Deserialize)]
+/// The half-open range `[start, end)` to delete.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DeleteRange {
+pub(crate) struct DeleteRange {
     start: String,
     end: String,
     cf: Option<String>,
@@ -152,10 +186,24 @@ struct DeleteRange {
     encoding: Encoding,
 }
 
+/// What a range deletion did, or (dry run) would delete.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct DeleteRangeReply {
+    pub dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_keys: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_bytes: Option<u64>,
+}
+
+/// Deletes `[start, end)` with one range tombstone, or estimates what it would delete.
+#[utoipa::path(post, path = "/api/v1/kv:deleteRange", tag = "kv", request_body = DeleteRange,
+    responses((status = 200, body = DeleteRangeReply), (status = 400, body = Problem), (status = 403, body = Problem)),
+    security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn delete_range(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<DeleteRangeReply>, Problem> {
     let req: DeleteRange = parse(&body)?;
     let (start, end) = (
         req.encoding.decode("start", &req.start)?,
@@ -170,11 +218,11 @@ pub(crate) async fn delete_range(
         let cf = s.cf(req.cf.as_deref())?;
         if req.dry_run {
             let e = s.db.estimate_range_cf(&cf, &start, &end)?;
-            return Ok(Json(json!({
-                "dry_run": true,
-                "estimated_keys": e.keys,
-                "estimated_bytes": e.bytes,
-            })));
+            return Ok(Json(DeleteRangeReply {
+                dry_run: true,
+                estimated_keys: Some(e.keys),
+                estimated_bytes: Some(e.bytes),
+            }));
         }
         let mut batch = WriteBatch::new();
         strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, &start, &end);
@@ -193,7 +241,11 @@ pub(crate) async fn delete_range(
             ),
         );
         s.range_deleted(&cf, &start, &end);
-        Ok(Json(json!({ "dry_run": false })))
+        Ok(Json(DeleteRangeReply {
+            dry_run: false,
+            estimated_keys: None,
+            estimated_bytes: None,
+        }))
     })
     .await
 }
