@@ -49,7 +49,18 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             auth::gate,
         ))
+        .layer(cors(&state.inner.security.cors_origins))
         .with_state(state)
+}
+
+/// Cross-origin access for the named origins only (none: the layer adds nothing).
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderValue, Method, header};
+    let allowed: Vec<HeaderValue> = origins.iter().filter_map(|o| o.parse().ok()).collect();
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(allowed)
+        .allow_methods([Method::GET, Method::PUT, Method::POST, Method::DELETE])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
 }
 
 /// Failures axum answers itself (a body over the limit, a path that does not parse, a timeout)

@@ -53,6 +53,8 @@ pub struct Security {
     pub token: String,
     /// Host header values accepted (without port); loopback names by default.
     pub allowed_hosts: Vec<String>,
+    /// Origins other sites' pages may call the API from (CORS); none by default.
+    pub cors_origins: Vec<String>,
 }
 
 impl Security {
@@ -60,6 +62,7 @@ impl Security {
         Security {
             token,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            cors_origins: Vec::new(),
         }
     }
 }

@@ -749,3 +749,41 @@ async fn the_committed_openapi_document_matches_the_code() {
         .await;
     assert!(String::from_utf8_lossy(&init.body).contains("/api/openapi.json"));
 }
+
+#[tokio::test]
+async fn cross_origin_calls_are_allowed_only_from_named_origins() {
+    let preflight = |router: axum::Router, origin: &'static str| async move {
+        let req = Request::builder()
+            .method("OPTIONS")
+            .uri("/api/v1/stats")
+            .header(header::HOST, "localhost")
+            .header(header::ORIGIN, origin)
+            .header("Access-Control-Request-Method", "GET")
+            .body(Body::empty())
+            .unwrap();
+        router
+            .oneshot(req)
+            .await
+            .unwrap()
+            .headers()
+            .get("access-control-allow-origin")
+            .cloned()
+    };
+    let closed = api();
+    assert_eq!(
+        preflight(closed.router.clone(), "http://dash.example").await,
+        None
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut security = Security::loopback(TOKEN.into());
+    security.cors_origins.push("http://dash.example".into());
+    let open = app(AppState::new(db, false, Limits::default(), security, None));
+    assert_eq!(
+        preflight(open.clone(), "http://dash.example")
+            .await
+            .unwrap(),
+        "http://dash.example"
+    );
+    assert_eq!(preflight(open, "http://evil.example").await, None);
+}

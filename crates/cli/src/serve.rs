@@ -25,6 +25,9 @@ pub struct ServeArgs {
     /// Another Host header name to accept (the loopback names always are).
     #[arg(long)]
     allow_host: Vec<String>,
+    /// An origin whose pages may call the API (CORS); none by default.
+    #[arg(long)]
+    cors_origin: Vec<String>,
     /// Fill an empty store with a small demo keyspace first (`make run`).
     #[arg(long)]
     seed_demo: bool,
