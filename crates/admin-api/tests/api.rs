@@ -418,6 +418,9 @@ async fn batches_ranges_and_column_families() {
     );
     let stats = a.call("GET", "/api/v1/stats", None).await.json();
     assert!(stats["statistics"].is_object() && stats["properties"].is_object());
+    let verify = a.call("GET", "/api/v1/admin/verify", None).await.json();
+    assert_eq!(verify["ok"], true);
+    assert!(!verify["files"].as_array().unwrap().is_empty(), "{verify}");
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ pub use sst::{BlobReference, TableProperties};
 pub use stats::Statistics;
 pub use time::{Clock, ManualClock, SystemClock};
 pub use value::PinnableValue;
-pub use verify::{FileReport, VerifyReport, verify_store};
+pub use verify::{FileReport, VerifyReport, verify_live, verify_store};
 
 /// Decoders' entry points for the fuzz targets (`fuzz/`), behind the `internals` feature. Not
 /// part of the API.

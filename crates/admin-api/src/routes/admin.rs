@@ -88,3 +88,14 @@ pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Value>, 
     })
     .await
 }
+
+#[utoipa::path(get, path = "/api/v1/admin/verify", tag = "admin", responses((status = 200, description = "every checksum of every live table and sealed blob file; `ok` is false when a file is damaged", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
+/// Checks the open store's live files while it keeps serving.
+pub(crate) async fn verify(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+    let _heavy = state.heavy().await?;
+    blocking(&state, |s| {
+        let report = strata_engine::verify_live(&s.db)?;
+        Ok(Json(json!({ "ok": report.is_ok(), "files": report.files })))
+    })
+    .await
+}

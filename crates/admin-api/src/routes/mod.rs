@@ -52,6 +52,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/api/v1/admin:flush", post(admin::flush))
         .route("/api/v1/admin:compactRange", post(admin::compact_range))
         .route("/api/v1/stats", get(admin::stats))
+        .route("/api/v1/admin/verify", get(admin::verify))
         .route("/api/v1/lsm", get(inspect::lsm))
         .route("/api/v1/lsm/files", get(inspect::files))
         .route("/api/v1/tombstones", get(inspect::tombstones))

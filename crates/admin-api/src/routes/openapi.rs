@@ -14,7 +14,7 @@ use super::{admin, batch, cfs, inspect, kv, scan};
         batch::batch_get, batch::batch_write,
         scan::scan, scan::list, scan::delete_range,
         cfs::list, cfs::create, cfs::drop,
-        admin::flush, admin::compact_range, admin::stats, admin::healthz,
+        admin::flush, admin::compact_range, admin::stats, admin::healthz, admin::verify,
         inspect::lsm, inspect::files, inspect::tombstones, inspect::blobs, inspect::cache,
         crate::metrics::metrics, crate::events::events, crate::auth::session,
     ),

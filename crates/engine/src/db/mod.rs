@@ -590,6 +590,11 @@ impl Db {
             .estimate_range(data, start.as_ref(), end.as_ref())
     }
 
+    /// The filesystem the store's files are on (for checks that read them).
+    pub(crate) fn filesystem(&self) -> Arc<dyn FileSystem> {
+        self.inner.fs.clone()
+    }
+
     /// Counters since open.
     pub fn statistics(&self) -> Statistics {
         self.inner.stats.snapshot()
