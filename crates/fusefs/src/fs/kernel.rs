@@ -227,6 +227,22 @@ impl Filesystem for StrataFs {
         )
     }
 
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Not a terminal, and no file-specific ioctls (isatty asks on every open of a stdio
+        // stream).
+        reply.error(Errno::from_i32(libc::ENOTTY));
+    }
+
     fn link(
         &self,
         _req: &Request,

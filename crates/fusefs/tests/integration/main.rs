@@ -606,3 +606,18 @@ fn fsx_finds_no_corruption() {
     );
     assert!(log.contains("All operations completed A-OK"), "{log}");
 }
+
+#[test]
+fn a_file_in_the_mount_is_not_a_terminal() {
+    let Some(m) = Mount::new() else { return };
+    std::fs::write(m.path().join("f"), b"v").unwrap();
+    let f = std::fs::File::open(m.path().join("f")).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: `f` is an open file for the whole call.
+    let tty = unsafe { libc::isatty(f.as_raw_fd()) };
+    assert_eq!(tty, 0);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOTTY)
+    );
+}
