@@ -128,28 +128,43 @@ fn is_mounted(mnt: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
-fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
-    init_logging();
+/// Opens the store for a face that may mount `cf`: blob files for `cf`, and `listeners`.
+pub fn open_store(
+    db_dir: &Path,
+    cf: &str,
+    read_only: bool,
+    listeners: Vec<Arc<dyn strata_engine::EventListener>>,
+) -> Result<Arc<Db>, String> {
     let mut opts = Options {
-        create_if_missing: !args.read_only,
+        create_if_missing: !read_only,
         ..Options::default()
     };
     strata_fusefs::prepare_options(&mut opts, cf);
-    let opened = if args.read_only {
+    opts.listeners = listeners;
+    let opened = if read_only {
         Db::open_read_only(db_dir, opts)
     } else {
         Db::open(db_dir, opts)
     };
-    let db = Arc::new(opened.map_err(|e| format!("cannot open {}: {e}", db_dir.display()))?);
-    let fs = StrataFs::new(
-        db.clone(),
-        FsConfig {
-            column_family: cf.to_string(),
-            read_only: args.read_only,
-            ..FsConfig::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(opened.map_err(|e| {
+        format!("cannot open {}: {e}", db_dir.display())
+    })?))
+}
+
+/// The filesystem over column family `cf` of an open store.
+pub fn filesystem(db: &Arc<Db>, cf: &str, read_only: bool) -> Result<StrataFs, String> {
+    let config = FsConfig {
+        column_family: cf.to_string(),
+        read_only,
+        ..FsConfig::default()
+    };
+    StrataFs::new(db.clone(), config).map_err(|e| e.to_string())
+}
+
+fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
+    init_logging();
+    let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
+    let fs = filesystem(&db, cf, args.read_only)?;
     let mut config = MountConfig {
         read_only: args.read_only,
         allow_other: args.allow_other,

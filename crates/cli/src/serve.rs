@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strata_admin_api::{Limits, MountLink, Security, ServeConfig};
-use strata_engine::{Db, Options};
-use strata_fusefs::{FsConfig, MountConfig, StrataFs};
+use strata_fusefs::MountConfig;
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -36,19 +35,8 @@ pub struct ServeArgs {
 pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     let env = env_logger::Env::default().default_filter_or("info");
     let _ = env_logger::Builder::from_env(env).try_init();
-    let mut opts = Options {
-        create_if_missing: !args.read_only,
-        ..Options::default()
-    };
-    strata_fusefs::prepare_options(&mut opts, cf);
     let hub = Arc::new(strata_admin_api::EventHub::default());
-    opts.listeners.push(hub.clone());
-    let opened = if args.read_only {
-        Db::open_read_only(db_dir, opts)
-    } else {
-        Db::open(db_dir, opts)
-    };
-    let db = Arc::new(opened.map_err(|e| format!("cannot open {}: {e}", db_dir.display()))?);
+    let db = crate::mount::open_store(db_dir, cf, args.read_only, vec![hub.clone()])?;
     if args.seed_demo && !args.read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
     }
@@ -62,15 +50,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         None => (None, None),
         Some(mnt) => {
             strata_fusefs::check_fuse()?;
-            let fs = StrataFs::new(
-                db.clone(),
-                FsConfig {
-                    column_family: cf.to_string(),
-                    read_only: args.read_only,
-                    ..FsConfig::default()
-                },
-            )
-            .map_err(|e| e.to_string())?;
+            let fs = crate::mount::filesystem(&db, cf, args.read_only)?;
             let config = MountConfig {
                 read_only: args.read_only,
                 ..MountConfig::default()

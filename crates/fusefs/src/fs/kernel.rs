@@ -56,6 +56,11 @@ impl StrataFs {
     }
 }
 
+/// A new entry's record: its mode, and the caller as owner.
+fn made_by(req: &Request, kind: Kind, mode: u32) -> Meta {
+    Meta::new(kind, mode as u16, req.uid(), req.gid(), SystemTime::now())
+}
+
 impl Filesystem for StrataFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // `ls -l` gets names and attributes in one request per page of entries; a kernel
@@ -150,13 +155,7 @@ impl Filesystem for StrataFs {
                 Err(FsError::posix(libc::EINVAL, "mknod of this kind"))
             }
             Some(kind) => {
-                let mut meta = Meta::new(
-                    kind,
-                    (mode & !umask) as u16,
-                    req.uid(),
-                    req.gid(),
-                    SystemTime::now(),
-                );
+                let mut meta = made_by(req, kind, mode & !umask);
                 meta.rdev = rdev;
                 self.make(parent.0, name, meta)
             }
@@ -173,13 +172,7 @@ impl Filesystem for StrataFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let meta = Meta::new(
-            Kind::Dir,
-            (mode & !umask) as u16,
-            req.uid(),
-            req.gid(),
-            SystemTime::now(),
-        );
+        let meta = made_by(req, Kind::Dir, mode & !umask);
         self.answer_entry("mkdir", reply, self.make(parent.0, name, meta))
     }
 
@@ -199,13 +192,7 @@ impl Filesystem for StrataFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let mut meta = Meta::new(
-            Kind::Symlink,
-            0o777,
-            req.uid(),
-            req.gid(),
-            SystemTime::now(),
-        );
+        let mut meta = made_by(req, Kind::Symlink, 0o777);
         meta.target = target.as_os_str().as_bytes().to_vec();
         self.answer_entry("symlink", reply, self.make(parent.0, link_name, meta))
     }
@@ -490,13 +477,7 @@ impl Filesystem for StrataFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let meta = Meta::new(
-            Kind::File,
-            (mode & !umask) as u16,
-            req.uid(),
-            req.gid(),
-            SystemTime::now(),
-        );
+        let meta = made_by(req, Kind::File, mode & !umask);
         let r = self.make(parent.0, name, meta).map(|(key, e)| {
             let (attr, generation) = self.looked_up(&key, &e);
             let fh = self.new_handle();
