@@ -62,6 +62,13 @@ impl PendingKey {
 }
 
 impl TableReader {
+    /// The restart a search of one of this table's blocks found (`Block::restarts_before` or
+    /// `restart_before`): `None` means the block's restart array is damaged.
+    fn restart_found(&self, restart: Option<u32>, block: &str) -> Result<u32> {
+        restart
+            .ok_or_else(|| Error::corruption(&self.path, format!("{block}: damaged restart entry")))
+    }
+
     /// The data block that may hold `lookup`, once a search of this table's `index` block found
     /// `restart` (`Block::restarts_before`); `None` past the table's last block.
     pub(crate) fn data_handle_at(
@@ -70,12 +77,7 @@ impl TableReader {
         restart: Option<u32>,
         lookup: &[u8],
     ) -> Result<Option<BlockHandle>> {
-        let Some(restart) = restart else {
-            return Err(Error::corruption(
-                &self.path,
-                "index block: damaged restart entry",
-            ));
-        };
+        let restart = self.restart_found(restart, "index block")?;
         let mut it = index.iter();
         it.seek_forward_from(restart, lookup);
         if !it.valid() {
@@ -93,12 +95,7 @@ impl TableReader {
         start: Option<u32>,
         lookup: &[u8],
     ) -> Result<Lookup<PinnableValue>> {
-        let Some(start) = start else {
-            return Err(Error::corruption(
-                &self.path,
-                "block: damaged restart entry",
-            ));
-        };
+        let start = self.restart_found(start, "block")?;
         let mut it = block.iter();
         it.seek_forward_from(start, lookup);
         self.entry_at(block, &it, lookup, 0)
@@ -229,12 +226,12 @@ impl TableReader {
         for (&(i, b), start) in located.iter().zip(starts) {
             let p = &mut keys[i];
             let block = &blocks[b];
-            let Some(start) = start else {
-                p.error = Some(Error::corruption(
-                    &self.path,
-                    "block: damaged restart entry",
-                ));
-                continue;
+            let start = match self.restart_found(start, "block") {
+                Ok(start) => start,
+                Err(e) => {
+                    p.error = Some(e);
+                    continue;
+                }
             };
             let it = match &mut it {
                 Some((current, it)) if *current == b => it,
