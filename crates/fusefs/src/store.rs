@@ -2,7 +2,6 @@
 //! families, directory listings stepped child by child, and the batches every change is.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use strata_engine::{
     ColumnFamily, ColumnFamilyOptions, Db, DbIterator, PinnableValue, ReadOptions, WriteBatch,
@@ -245,11 +244,17 @@ impl Store {
         self.any_in(&self.meta, &after, end)
     }
 
-    /// Writes `batch` (sync: durable when this returns).
-    pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+    /// `EROFS` when mounted read-only.
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.read_only {
             return Err(FsError::posix(libc::EROFS, "mounted read-only"));
         }
+        Ok(())
+    }
+
+    /// Writes `batch` (sync: durable when this returns).
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.check_writable()?;
         let opts = WriteOptions {
             sync,
             ..Default::default()
@@ -398,15 +403,6 @@ impl Store {
             },
             prefix,
         })
-    }
-
-    /// A regular file's metadata for a write at `now`: its record, or the defaults for a key
-    /// another face wrote.
-    pub(crate) fn file_meta(&self, key: &[u8], owner: (u32, u32), now: SystemTime) -> Result<Meta> {
-        Ok(self
-            .get_meta(key)?
-            .filter(|m| m.kind == Kind::File)
-            .unwrap_or_else(|| Meta::new(Kind::File, 0o644, owner.0, owner.1, now)))
     }
 }
 

@@ -35,17 +35,7 @@ impl StrataFs {
             return Ok(self.attr(ino, &e));
         }
         self.check_writable()?;
-        let mut meta = match e.meta.clone() {
-            Some(m) => m,
-            None if e.kind == Kind::Dir => Meta::new(
-                Kind::Dir,
-                0o755,
-                self.config.uid,
-                self.config.gid,
-                self.epoch,
-            ),
-            None => Meta::new(e.kind, 0o644, self.config.uid, self.config.gid, self.epoch),
-        };
+        let mut meta = self.record_of(&e);
         if let Some(mode) = change.mode {
             meta.perm = (mode & 0o7777) as u16;
         }
@@ -123,16 +113,14 @@ impl StrataFs {
             if sync && !self.config.read_only {
                 // Makes every earlier write durable: a synced write syncs the WAL before it.
                 let mut batch = WriteBatch::new();
-                let meta = self
-                    .store
-                    .file_meta(&key, self.owner(), SystemTime::now())?;
+                let meta = self.file_record(&key, SystemTime::now())?;
                 self.store.put_meta(&mut batch, &key, &meta);
                 self.write("fsync", &key, batch, true)?;
             }
             return Ok(());
         }
         let now = SystemTime::now();
-        let mut meta = self.store.file_meta(&key, self.owner(), now)?;
+        let mut meta = self.file_record(&key, now)?;
         meta.mtime = now;
         meta.ctime = now;
         let Some(buffer) = f.buffer.as_ref() else {

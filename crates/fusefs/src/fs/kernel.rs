@@ -436,7 +436,7 @@ impl Filesystem for StrataFs {
             return;
         }
         match self.meta_for_xattr(ino.0) {
-            Ok((_, _, meta)) => match meta.xattr(name.as_bytes()) {
+            Ok((_, meta)) => match meta.xattr(name.as_bytes()) {
                 Some(v) => xattr_reply(reply, v, size),
                 None => reply.error(Errno::from_i32(libc::ENODATA)),
             },
@@ -446,7 +446,7 @@ impl Filesystem for StrataFs {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         match self.meta_for_xattr(ino.0) {
-            Ok((_, _, meta)) => {
+            Ok((_, meta)) => {
                 let mut list = Vec::new();
                 for (name, _) in &meta.xattrs {
                     list.extend_from_slice(name);

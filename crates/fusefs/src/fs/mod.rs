@@ -115,6 +115,11 @@ fn file_type(kind: Kind) -> FileType {
     }
 }
 
+/// The mode of an entry without a record: 0755 for a directory, 0644 for anything else.
+fn default_perm(kind: Kind) -> u16 {
+    if kind == Kind::Dir { 0o755 } else { 0o644 }
+}
+
 fn name_error(e: NameError) -> FsError {
     match e {
         NameError::TooLong => FsError::posix(libc::ENAMETOOLONG, "name longer than 255 bytes"),
@@ -186,7 +191,6 @@ impl StrataFs {
     fn attr(&self, ino: u64, e: &Entry) -> FileAttr {
         let (uid, gid) = (self.config.uid, self.config.gid);
         let m = e.meta.as_ref();
-        let default_perm = if e.kind == Kind::Dir { 0o755 } else { 0o644 };
         let t = |f: fn(&Meta) -> SystemTime| m.map(f).unwrap_or(self.epoch);
         FileAttr {
             ino: INodeNo(ino),
@@ -197,7 +201,7 @@ impl StrataFs {
             ctime: t(|m| m.ctime),
             crtime: t(|m| m.crtime),
             kind: file_type(e.kind),
-            perm: m.map_or(default_perm, |m| m.perm),
+            perm: m.map_or(default_perm(e.kind), |m| m.perm),
             nlink: if e.kind == Kind::Dir { 2 } else { 1 },
             uid: m.map_or(uid, |m| m.uid),
             gid: m.map_or(gid, |m| m.gid),
@@ -227,10 +231,7 @@ impl StrataFs {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.config.read_only {
-            return Err(FsError::posix(libc::EROFS, "mounted read-only"));
-        }
-        Ok(())
+        self.store.check_writable()
     }
 
     fn new_handle(&self) -> u64 {
@@ -242,8 +243,32 @@ impl StrataFs {
         (self.attr(ino, e), Generation(0))
     }
 
-    fn owner(&self) -> (u32, u32) {
-        (self.config.uid, self.config.gid)
+    /// The record of an entry that has none (a key another face wrote): the default mode, the
+    /// mount's owner, and `time`.
+    fn default_record(&self, kind: Kind, time: SystemTime) -> Meta {
+        Meta::new(
+            kind,
+            default_perm(kind),
+            self.config.uid,
+            self.config.gid,
+            time,
+        )
+    }
+
+    /// An entry's record, or the defaults it shows with.
+    fn record_of(&self, e: &Entry) -> Meta {
+        e.meta
+            .clone()
+            .unwrap_or_else(|| self.default_record(e.kind, self.epoch))
+    }
+
+    /// A regular file's record for a write at `now`: its own, or new defaults.
+    fn file_record(&self, key: &[u8], now: SystemTime) -> Result<Meta> {
+        Ok(self
+            .store
+            .get_meta(key)?
+            .filter(|m| m.kind == Kind::File)
+            .unwrap_or_else(|| self.default_record(Kind::File, now)))
     }
 
     /// Logs a failure the store caused (not one the caller did) and counts it.

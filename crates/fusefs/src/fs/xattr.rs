@@ -3,14 +3,11 @@
 use super::*;
 
 impl StrataFs {
-    pub(super) fn meta_for_xattr(&self, ino: u64) -> Result<(Vec<u8>, Entry, Meta)> {
+    /// An entry's key and its record (or the defaults), for an attribute change or read.
+    pub(super) fn meta_for_xattr(&self, ino: u64) -> Result<(Vec<u8>, Meta)> {
         let key = self.key_of(ino)?;
         let e = self.entry(&key, Some(ino))?;
-        let meta = e.meta.clone().unwrap_or_else(|| {
-            let perm = if e.kind == Kind::Dir { 0o755 } else { 0o644 };
-            Meta::new(e.kind, perm, self.config.uid, self.config.gid, self.epoch)
-        });
-        Ok((key, e, meta))
+        Ok((key, self.record_of(&e)))
     }
 
     pub(super) fn do_setxattr(
@@ -22,7 +19,7 @@ impl StrataFs {
     ) -> Result<()> {
         check_user_xattr(name)?;
         self.check_writable()?;
-        let (key, _, mut meta) = self.meta_for_xattr(ino)?;
+        let (key, mut meta) = self.meta_for_xattr(ino)?;
         let exists = meta.xattr(name.as_bytes()).is_some();
         if flags & libc::XATTR_CREATE != 0 && exists {
             return Err(FsError::posix(libc::EEXIST, "attribute exists"));
@@ -40,7 +37,7 @@ impl StrataFs {
     pub(super) fn do_removexattr(&self, ino: u64, name: &OsStr) -> Result<()> {
         check_user_xattr(name)?;
         self.check_writable()?;
-        let (key, _, mut meta) = self.meta_for_xattr(ino)?;
+        let (key, mut meta) = self.meta_for_xattr(ino)?;
         if !meta.remove_xattr(name.as_bytes()) {
             return Err(FsError::posix(libc::ENODATA, "no such attribute"));
         }
