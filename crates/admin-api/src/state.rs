@@ -46,6 +46,18 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The entries one page holds: `asked`, or 100 (at most `scan_page`) when not given.
+    pub fn page_limit(&self, asked: Option<usize>) -> Result<usize, Problem> {
+        let page = self.scan_page;
+        let limit = asked.unwrap_or(100.min(page));
+        if limit == 0 || limit > page {
+            return Err(Problem::bad_request(format!("limit must be 1 to {page}")));
+        }
+        Ok(limit)
+    }
+}
+
 /// Who may call and from where.
 #[derive(Debug, Clone)]
 pub struct Security {
@@ -156,6 +168,15 @@ impl Inner {
                 .cf(n)
                 .map_err(|_| Problem::not_found(format!("no column family named {n}"))),
         }
+    }
+
+    /// Writes `batch`; with `sync`, the WAL is synced before this returns.
+    pub fn write(&self, batch: strata_engine::WriteBatch, sync: bool) -> Result<(), Problem> {
+        let opts = strata_engine::WriteOptions {
+            sync,
+            ..Default::default()
+        };
+        Ok(self.db.write(batch, &opts)?)
     }
 
     pub fn check_writable(&self) -> Result<(), Problem> {

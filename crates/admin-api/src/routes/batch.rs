@@ -5,12 +5,28 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Clock, ColumnFamily, ReadOptions, WriteBatch};
 
 use super::{blocking, logged, parse};
 use crate::codec::{BatchOp, Encoding, Op, decode_ops};
 use crate::problem::Problem;
 use crate::state::AppState;
+
+/// Adds a put of `key` to `batch`, expiring `ttl` seconds after `now` when given. A TTL past the
+/// end of time never expires: wrapping would expire it at once.
+pub(crate) fn put(
+    batch: &mut WriteBatch,
+    cf: &ColumnFamily,
+    key: &[u8],
+    value: &[u8],
+    ttl: Option<u64>,
+    now: u64,
+) {
+    match ttl {
+        Some(secs) => batch.put_until_cf(cf, key, value, now.saturating_add(secs)),
+        None => batch.put_cf(cf, key, value),
+    }
+}
 
 /// Keys to read at once.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -114,27 +130,14 @@ pub(crate) async fn batch_write(
         let mut batch = WriteBatch::new();
         for op in &ops {
             match op {
-                Op::Put {
-                    key,
-                    value,
-                    ttl: Some(t),
-                } => batch.put_until_cf(&cf, key, value, now.saturating_add(*t)),
-                Op::Put {
-                    key,
-                    value,
-                    ttl: None,
-                } => batch.put_cf(&cf, key, value),
+                Op::Put { key, value, ttl } => put(&mut batch, &cf, key, value, *ttl, now),
                 Op::Delete { key } => batch.delete_cf(&cf, key),
                 Op::DeleteRange { start, end } => {
                     strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, start, end)
                 }
             }
         }
-        let opts = WriteOptions {
-            sync: req.sync,
-            ..Default::default()
-        };
-        s.db.write(batch, &opts)?;
+        s.write(batch, req.sync)?;
         logged("batchWrite", &cf, format_args!("{count} operations"));
         for op in ops {
             match op {

@@ -134,11 +134,7 @@ pub(crate) async fn tombstones(
     uri: Uri,
 ) -> Result<Json<Value>, Problem> {
     let q: TombstoneQuery = query(&uri)?;
-    let page = state.inner.limits.scan_page;
-    let limit = q.limit.unwrap_or(100.min(page));
-    if limit == 0 || limit > page {
-        return Err(Problem::bad_request(format!("limit must be 1 to {page}")));
-    }
+    let limit = state.inner.limits.page_limit(q.limit)?;
     let after = q.page_token.as_deref().map(After::decode).transpose()?;
     let enc = q.encoding;
     let page = blocking(&state, move |s| {

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, WriteBatch, WriteOptions};
+use strata_engine::{Clock, WriteBatch};
 
 use super::{Common, blocking, logged, parse, query};
 use crate::codec::decode_path_key;
@@ -86,19 +86,9 @@ pub(crate) async fn put(
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();
-        match q.ttl {
-            Some(secs) => {
-                // A TTL past the end of time never expires; wrapping would expire it at once.
-                let now = strata_engine::SystemClock.now_secs();
-                batch.put_until_cf(&cf, &key, &value, now.saturating_add(secs));
-            }
-            None => batch.put_cf(&cf, &key, &value),
-        }
-        let opts = WriteOptions {
-            sync: q.sync,
-            ..Default::default()
-        };
-        s.db.write(batch, &opts)?;
+        let now = strata_engine::SystemClock.now_secs();
+        super::batch::put(&mut batch, &cf, &key, &value, q.ttl, now);
+        s.write(batch, q.sync)?;
         logged(
             "put",
             &cf,
@@ -126,13 +116,9 @@ pub(crate) async fn delete(
     let key = decode_path_key(&key)?;
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
-        let opts = WriteOptions {
-            sync: q.sync,
-            ..Default::default()
-        };
         let mut batch = WriteBatch::new();
         batch.delete_cf(&cf, &key);
-        s.db.write(batch, &opts)?;
+        s.write(batch, q.sync)?;
         logged("delete", &cf, String::from_utf8_lossy(&key));
         s.changed(&cf, [key]);
         Ok(())

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::Uri;
 use serde::{Deserialize, Serialize};
-use strata_engine::{ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{ReadOptions, WriteBatch};
 
 use super::{blocking, logged, parse, query};
 use crate::codec::{Encoding, PageToken, check_range, prefix_end};
@@ -77,11 +77,7 @@ pub(crate) async fn list(
 async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<ScanPage>, Problem> {
     let _heavy = state.heavy().await?;
     let enc = req.encoding;
-    let page = state.inner.limits.scan_page;
-    let limit = req.limit.unwrap_or(100.min(page));
-    if limit == 0 || limit > page {
-        return Err(Problem::bad_request(format!("limit must be 1 to {page}")));
-    }
+    let limit = state.inner.limits.page_limit(req.limit)?;
     let (lower, upper) = match (&req.prefix, &req.start, &req.end) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             return Err(Problem::bad_request(
@@ -226,11 +222,7 @@ pub(crate) async fn delete_range(
         }
         let mut batch = WriteBatch::new();
         strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, &start, &end);
-        let opts = WriteOptions {
-            sync: req.sync,
-            ..Default::default()
-        };
-        s.db.write(batch, &opts)?;
+        s.write(batch, req.sync)?;
         logged(
             "deleteRange",
             &cf,
