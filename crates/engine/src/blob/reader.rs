@@ -187,11 +187,10 @@ impl BlobFileReader {
         Ok(false)
     }
 
-    /// Reads, verifies and decompresses the value `blob` points at, which must belong to `key`.
-    pub(crate) fn read(&self, blob: BlobRef, key: &[u8]) -> Result<Vec<u8>> {
-        let size = usize::try_from(blob.size)
-            .map_err(|_| self.corruption(format!("blob size {} out of range", blob.size)))?;
-        let mut buf = vec![0u8; size];
+    /// The first `len` bytes of the record `blob` points at; a record past the end of the file
+    /// is corruption.
+    fn read_record_prefix(&self, blob: BlobRef, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, blob.offset)
             .map_err(|e| match e {
@@ -203,6 +202,14 @@ impl BlobFileReader {
                 }
                 other => other,
             })?;
+        Ok(buf)
+    }
+
+    /// Reads, verifies and decompresses the value `blob` points at, which must belong to `key`.
+    pub(crate) fn read(&self, blob: BlobRef, key: &[u8]) -> Result<Vec<u8>> {
+        let size = usize::try_from(blob.size)
+            .map_err(|_| self.corruption(format!("blob size {} out of range", blob.size)))?;
+        let buf = self.read_record_prefix(blob, size)?;
         let record = decode_record(&buf)
             .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
         if record.key != key {
@@ -232,10 +239,8 @@ impl BlobFileReader {
             return Ok(stored);
         }
         // The header, the key, and at most a zstd frame header (18 bytes).
-        let want = blob.size.min(overhead + 18) as usize;
-        let mut buf = vec![0u8; want];
-        self.file.read_exact_at(&mut buf, blob.offset)?;
-        let key_len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
+        let buf = self.read_record_prefix(blob, blob.size.min(overhead + 18) as usize)?;
+        let key_len = crate::coding::fixed32(&buf, 4) as usize;
         let at = super::format::RECORD_HEADER_SIZE;
         if key_len != key.len() || &buf[at..at + key_len] != key {
             return Err(self.corruption(format!(
