@@ -78,14 +78,19 @@ impl StrataFs {
         if from == to {
             return Ok(());
         }
-        if src.kind == Kind::Dir && path::is_within(&to, &from) {
+        let dst = self.store.resolve(&to)?;
+        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        // A directory cannot move below itself: `from` into `to`, or (exchanged) `to` into `from`.
+        let into_itself =
+            |moved: &Entry, a: &[u8], b: &[u8]| moved.kind == Kind::Dir && path::is_within(b, a);
+        if into_itself(&src, &from, &to)
+            || (exchange && dst.as_ref().is_some_and(|d| into_itself(d, &to, &from)))
+        {
             return Err(FsError::posix(
                 libc::EINVAL,
                 "a directory cannot move into itself",
             ));
         }
-        let dst = self.store.resolve(&to)?;
-        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
         if let Some(d) = &dst {
             if flags.contains(RenameFlags::RENAME_NOREPLACE) {
                 return Err(FsError::posix(libc::EEXIST, "target exists"));
@@ -103,31 +108,16 @@ impl StrataFs {
         } else if exchange {
             return Err(enoent(&to));
         }
-        if exchange
-            && let Some(d) = &dst
-            && d.kind == Kind::Dir
-            && path::is_within(&from, &to)
-        {
-            return Err(FsError::posix(
-                libc::EINVAL,
-                "a directory cannot move into itself",
-            ));
-        }
         let mut batch = WriteBatch::new();
         let moving = self.store.collect(&from, src.kind)?;
         let coming = match (&dst, exchange) {
             (Some(d), true) => Some(self.store.collect(&to, d.kind)?),
             _ => None,
         };
+        // A directory's record (`dir/`) is the first key of the subtree these delete.
         self.store.delete_entry(&mut batch, &from, src.kind);
         if let Some(d) = &dst {
             self.store.delete_entry(&mut batch, &to, d.kind);
-            if d.kind == Kind::Dir {
-                batch.delete_cf(&self.store.meta, meta_key(&to, Kind::Dir));
-            }
-        }
-        if src.kind == Kind::Dir {
-            batch.delete_cf(&self.store.meta, meta_key(&from, Kind::Dir));
         }
         let mut put = |m: &crate::store::Moved, a: &[u8], b: &[u8]| {
             for (k, v) in &m.data {
