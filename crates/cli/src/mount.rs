@@ -84,7 +84,7 @@ pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
                 log.trim()
             ));
         }
-        if is_mounted(&args.mountpoint) {
+        if strata_fusefs::is_mounted(&args.mountpoint) {
             eprintln!(
                 "mounted {} at {} (process {}, log {})",
                 db_dir.display(),
@@ -108,24 +108,10 @@ fn check_mountpoint(mnt: &Path) -> Result<(), String> {
     if !meta.is_dir() {
         return Err(format!("mount point {} is not a directory", mnt.display()));
     }
-    if is_mounted(mnt) {
+    if strata_fusefs::is_mounted(mnt) {
         return Err(format!("{} is already a mount point", mnt.display()));
     }
     Ok(())
-}
-
-/// Whether the kernel lists `mnt` as a mount point.
-fn is_mounted(mnt: &Path) -> bool {
-    let Ok(abs) = std::fs::canonicalize(mnt) else {
-        return false;
-    };
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = abs.to_string_lossy().replace(' ', "\\040");
-    table
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
 /// Opens the store for a face that may mount `cf`: blob files for `cf`, and `listeners`.

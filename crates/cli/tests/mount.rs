@@ -24,14 +24,6 @@ fn fuse_available() -> bool {
     false
 }
 
-fn is_mounted(mnt: &Path) -> bool {
-    let abs = std::fs::canonicalize(mnt).unwrap();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(abs.to_str().unwrap()))
-}
-
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -54,7 +46,7 @@ fn mount_in_the_background_and_unmount() {
     ok(&strata(&db, &["put", "users/alice.json", "{}"]));
     let out = ok(&strata(&db, &["mount", mnt.to_str().unwrap()]));
     assert!(out.is_empty());
-    assert!(is_mounted(&mnt));
+    assert!(strata_fusefs::is_mounted(&mnt));
     assert_eq!(std::fs::read(mnt.join("users/alice.json")).unwrap(), b"{}");
     std::fs::write(mnt.join("users/bob.json"), b"[1]").unwrap();
     // A second mount on the same point, and a non-directory, are refused.
@@ -62,7 +54,7 @@ fn mount_in_the_background_and_unmount() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already a mount point"));
     ok(&strata(&db, &["umount", mnt.to_str().unwrap()]));
-    assert!(!is_mounted(&mnt));
+    assert!(!strata_fusefs::is_mounted(&mnt));
     // The mount process closes the store once unmounted; then the CLI may open it.
     wait_until("the store unlocked", || {
         strata(&db, &["get", "users/bob.json"]).status.success()
@@ -90,7 +82,7 @@ fn spawn_mount(db: &Path, mnt: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the mount", || is_mounted(mnt));
+    wait_until("the mount", || strata_fusefs::is_mounted(mnt));
     child
 }
 

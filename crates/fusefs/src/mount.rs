@@ -44,6 +44,20 @@ pub fn check_fuse() -> Result<(), String> {
     }
 }
 
+/// Whether the kernel lists `mnt` as a mount point.
+pub fn is_mounted(mnt: &Path) -> bool {
+    let Ok(abs) = std::fs::canonicalize(mnt) else {
+        return false;
+    };
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = abs.to_string_lossy().replace(' ', "\\040");
+    table
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
 fn config(c: &MountConfig) -> Config {
     let mut cfg = Config::default();
     cfg.mount_options = vec![
