@@ -30,7 +30,7 @@ impl Encoding {
 
     pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
         match self {
-            Encoding::Base64 => Ok(STANDARD.encode(b)),
+            Encoding::Base64 => Ok(base64(b)),
             Encoding::Utf8 => String::from_utf8(b.to_vec()).map_err(|_| {
                 Problem::unprocessable(format!(
                     "{field} is not UTF-8; ask without encoding=utf8 for base64"
@@ -38,6 +38,11 @@ impl Encoding {
             }),
         }
     }
+}
+
+/// `b` in standard base64, as keys and values travel in JSON.
+pub fn base64(b: &[u8]) -> String {
+    STANDARD.encode(b)
 }
 
 /// A key in a URL path: base64url without padding.

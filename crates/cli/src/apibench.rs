@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use strata_admin_api::codec::{base64 as b64, encode_path_key as path_key};
 use strata_admin_api::{Limits, Security, ServeConfig};
 use strata_engine::{Db, Options, ReadOptions};
 
@@ -33,16 +34,6 @@ pub struct ApiBenchArgs {
 }
 
 const TOKEN: &str = "api-bench-token-0123456789abcdef";
-
-fn b64(b: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(b)
-}
-
-fn path_key(b: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-}
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:012}").into_bytes()

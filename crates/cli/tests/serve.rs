@@ -34,21 +34,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> 
 }
 
 fn path_key(k: &str) -> String {
-    use std::fmt::Write;
-    // base64url without padding, by hand: the test needs no codec crate.
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let b = k.as_bytes();
-    let mut out = String::new();
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..=c.len() {
-            out.write_char(A[(n >> (18 - 6 * i) & 63) as usize] as char)
-                .unwrap();
-        }
-    }
-    out
+    strata_admin_api::codec::encode_path_key(k.as_bytes())
 }
 
 #[test]
