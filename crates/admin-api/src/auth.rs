@@ -1,5 +1,5 @@
 //! The gate every request passes: a Host header on the allowlist (against DNS rebinding), then a
-//! bearer token compared in constant time. `/healthz` needs no token.
+//! bearer token compared in constant time. `/healthz` and the console's static files need no token.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
@@ -41,7 +41,8 @@ pub(crate) async fn gate(State(state): State<AppState>, req: Request, next: Next
         ))
         .into_response();
     }
-    if req.uri().path() == "/healthz" {
+    // The console's files hold no data: the page signs in through the API.
+    if req.uri().path() == "/healthz" || crate::console::is_console_path(req.uri().path()) {
         return next.run(req).await;
     }
     let bearer = req

@@ -24,11 +24,15 @@ use crate::state::AppState;
 /// Events kept for clients that reconnect.
 const KEPT: usize = 1024;
 
-/// One engine event.
-#[derive(Debug, Clone, Serialize)]
+/// One engine event. `kind` names the payload in `data`: `flush` a `FlushInfo`, `compaction` and
+/// `compaction_begin` a `CompactionInfo`, `blob_gc` a `BlobGcInfo`, `blob_files_deleted` a
+/// `BlobFilesDeletedInfo`, `stall_begin` and `stall_end` a `StallCause` (`cause`, with `waited_ms`
+/// at the end), `flush_begin` the `column_family`, `background_error` the `error`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Event {
     pub id: u64,
     pub kind: &'static str,
+    #[schema(value_type = Object)]
     pub data: Value,
 }
 
@@ -134,11 +138,18 @@ fn sse(e: &Event) -> SseEvent {
         .data(e.data.to_string())
 }
 
-#[utoipa::path(get, path = "/api/v1/events", tag = "observe", params(("Last-Event-ID" = Option<u64>, Header, description = "resume after this event")), responses((status = 200, description = "Server-Sent Events: flush, compaction, stall, blob GC, deletions, background errors, and a stats sample each second", content_type = "text/event-stream", body = String)), security(("bearer" = []), ("cookie" = [])))]
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    after: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "observe", params(("Last-Event-ID" = Option<u64>, Header, description = "resume after this event"), ("after" = Option<u64>, Query, description = "start after this event id (0: every kept event); Last-Event-ID wins")), responses((status = 200, description = "Server-Sent Events: flush, compaction, stall, blob GC, deletions, background errors, and a stats sample each second", content_type = "text/event-stream", body = String)), security(("bearer" = []), ("cookie" = [])))]
 /// `GET /api/v1/events`.
 pub(crate) async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
+    uri: axum::http::Uri,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
     let hub = state
         .inner
@@ -146,8 +157,9 @@ pub(crate) async fn events(
         .clone()
         .ok_or_else(|| Problem::not_found("this server has no event feed"))?;
     // A new client starts with the events from now on; a returning one gets what it missed.
+    let q: EventsQuery = crate::routes::query(&uri)?;
     let after = match headers.get("last-event-id") {
-        None => hub.newest(),
+        None => q.after.unwrap_or_else(|| hub.newest()),
         Some(v) => v
             .to_str()
             .ok()

@@ -4,11 +4,14 @@
 //! - Keys and values travel as base64 in JSON (`?encoding=utf8` for text), or raw with `?raw=1`.
 //! - Every error is an `application/problem+json` document (RFC 9457) naming the engine's error
 //!   kind when the engine failed.
-//! - Every route but `/healthz` needs `Authorization: Bearer TOKEN`; the Host header must be on
-//!   the allowlist; `read_only` refuses every change with 403.
+//! - Every route under `/api/` and `/metrics` needs `Authorization: Bearer TOKEN` (or the
+//!   console's session cookie); the Host header must be on the allowlist; `read_only` refuses
+//!   every change with 403.
+//! - Every other path is the embedded web console (`web-admin/`), which holds no data of its own.
 
 mod auth;
 pub mod codec;
+mod console;
 mod events;
 mod metrics;
 mod problem;
@@ -31,7 +34,7 @@ pub use state::{AppState, Limits, MountLink, Security};
 pub fn app(state: AppState) -> Router {
     let limits = state.inner.limits.clone();
     routes::router()
-        .fallback(|| async { Problem::not_found("no such route").into_response() })
+        .fallback(console::serve)
         .method_not_allowed_fallback(|| async {
             Problem::new(
                 StatusCode::METHOD_NOT_ALLOWED,

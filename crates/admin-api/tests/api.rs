@@ -790,3 +790,49 @@ async fn cross_origin_calls_are_allowed_only_from_named_origins() {
     );
     assert_eq!(preflight(open, "http://evil.example").await, None);
 }
+
+#[tokio::test]
+async fn the_console_learns_the_server_and_each_column_familys_options() {
+    let a = api();
+    let info = a.call("GET", "/api/v1/server", None).await.json();
+    assert_eq!(info["read_only"], false);
+    assert_eq!(info["events"], false);
+    assert!(info["mounted_column_family"].is_null());
+    let ro = api_with(true, Limits::default());
+    assert_eq!(
+        ro.call("GET", "/api/v1/server", None).await.json()["read_only"],
+        true
+    );
+    a.db.put("k", "v").unwrap();
+    a.db.flush().unwrap();
+    let cf = a.call("GET", "/api/v1/cfs/default", None).await.json();
+    assert_eq!(cf["name"], "default");
+    assert_eq!(cf["total_files"], 1);
+    assert!(cf["write_buffer_size"].as_u64().unwrap() > 0);
+    a.call("GET", "/api/v1/cfs/nope", None).await.problem(404);
+}
+
+#[tokio::test]
+async fn console_paths_need_no_token_but_the_api_beside_them_does() {
+    let a = api();
+    let get = |uri: &str, host: &str| {
+        Request::builder()
+            .uri(uri)
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    // Without a built console the answer is a problem saying how to build it, not a 401.
+    for uri in ["/", "/keys", "/lsm"] {
+        let r = a.send(get(uri, "localhost")).await;
+        assert_ne!(r.status, StatusCode::UNAUTHORIZED, "{uri}");
+    }
+    a.send(get("/assets/missing-1234.js", "localhost"))
+        .await
+        .problem(404);
+    a.send(get("/api/v1/server", "localhost"))
+        .await
+        .problem(401);
+    a.send(get("/metrics", "localhost")).await.problem(401);
+    a.send(get("/", "evil.example")).await.problem(403);
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// Why a compaction ran.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum CompactionReason {
@@ -20,6 +21,7 @@ pub enum CompactionReason {
 }
 
 /// A finished (or failed) flush.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize)]
 pub struct FlushInfo {
     /// The column family flushed.
@@ -31,10 +33,12 @@ pub struct FlushInfo {
     /// Entries flushed.
     pub entries: u64,
     /// Time taken.
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub duration: Duration,
 }
 
 /// A compaction about to run or finished.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactionInfo {
     /// The column family compacted.
@@ -58,10 +62,12 @@ pub struct CompactionInfo {
     /// Entries it dropped because their TTL had passed (zero at the start).
     pub entries_expired: u64,
     /// Time taken (zero at the start).
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub duration: Duration,
 }
 
 /// Blob garbage collection moved live values out of old blob files, during a compaction.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize)]
 pub struct BlobGcInfo {
     /// The column family compacted.
@@ -78,6 +84,7 @@ pub struct BlobGcInfo {
 }
 
 /// Why blob files were deleted.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -91,6 +98,7 @@ pub enum BlobDeletionReason {
 }
 
 /// Blob files left the store (they are deleted from disk once no reader holds them).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize)]
 pub struct BlobFilesDeletedInfo {
     /// Their column family.
@@ -105,6 +113,7 @@ pub struct BlobFilesDeletedInfo {
 }
 
 /// Why writes were slowed or stopped.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum StallCause {
@@ -143,4 +152,13 @@ pub trait EventListener: Send + Sync + std::fmt::Debug {
     fn on_blob_gc(&self, _info: &BlobGcInfo) {}
     /// Blob files expired, became wholly garbage, or were evicted by FIFO.
     fn on_blob_files_deleted(&self, _info: &BlobFilesDeletedInfo) {}
+}
+
+/// How serde writes a `Duration`, for the OpenAPI document.
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct DurationSchema {
+    secs: u64,
+    nanos: u32,
 }

@@ -11,6 +11,7 @@ use crate::snapshot::Snapshot;
 use crate::time::{Clock, SystemClock};
 
 /// How a shard chooses what to evict.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]

@@ -55,6 +55,7 @@ macro_rules! statistics {
         }
 
         /// A snapshot of the engine's counters since open.
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
         pub struct Statistics {
             $($(#[doc = $doc])* pub $name: u64,)*

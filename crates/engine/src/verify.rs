@@ -21,6 +21,7 @@ use crate::version::{VersionEdit, VersionSet};
 use crate::wal::{LogReader, ReadOutcome, SealChain, decode_seal, record_after_seal};
 
 /// What `verify_store` found in one file.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileReport {
     /// The file's name in the store's directory.
@@ -41,6 +42,7 @@ pub struct FileReport {
 }
 
 /// The result of `verify_store`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
     /// Every file checked, in name order, then files the MANIFEST names that are missing.

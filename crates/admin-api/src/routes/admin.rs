@@ -3,8 +3,9 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use strata_engine::{FileReport, Properties, Statistics};
+use utoipa::ToSchema;
 
 use super::{blocking, parse};
 use crate::codec::Encoding;
@@ -35,27 +36,57 @@ fn target(body: &Bytes) -> Result<Target, Problem> {
     }
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Target, description = "optional: the column family"), responses((status = 200, body = serde_json::Value), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+/// What a maintenance call did, and to which column family.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Done {
+    column_family: String,
+}
+
+/// What the console needs to know of the server it talks to.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ServerInfo {
+    version: String,
+    read_only: bool,
+    /// The column family the mount shows, when `serve --mount` runs one.
+    mounted_column_family: Option<String>,
+    /// `GET /api/v1/events` has a feed.
+    events: bool,
+}
+
+#[utoipa::path(get, path = "/api/v1/server", tag = "admin", responses((status = 200, body = ServerInfo)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn server(State(state): State<AppState>) -> Json<ServerInfo> {
+    let i = &state.inner;
+    Json(ServerInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        read_only: i.read_only,
+        mounted_column_family: i.mount.as_ref().map(|m| m.column_family.clone()),
+        events: i.events.is_some(),
+    })
+}
+
+#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Target, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn flush(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
     let t = target(&body)?;
     blocking(&state, move |s| {
         let cf = s.cf(t.cf.as_deref())?;
         s.db.flush_cf(&cf)?;
         tracing::info!(target: "strata::api", "flush {}", cf.name());
-        Ok(Json(json!({ "flushed": cf.name() })))
+        Ok(Json(Done {
+            column_family: cf.name().to_string(),
+        }))
     })
     .await
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body = Target, responses((status = 200, body = serde_json::Value), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body = Target, responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn compact_range(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
     let t = target(&body)?;
     let start = t
@@ -73,29 +104,48 @@ pub(crate) async fn compact_range(
         let cf = s.cf(t.cf.as_deref())?;
         s.db.compact_range_cf(&cf, start.as_deref(), end.as_deref())?;
         tracing::info!(target: "strata::api", "compactRange {}", cf.name());
-        Ok(Json(json!({ "compacted": cf.name() })))
+        Ok(Json(Done {
+            column_family: cf.name().to_string(),
+        }))
     })
     .await
 }
 
-#[utoipa::path(get, path = "/api/v1/stats", tag = "observe", responses((status = 200, description = "the engine's properties and statistics", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+/// The store's shape and its counters since open.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Stats {
+    properties: Properties,
+    statistics: Statistics,
+}
+
+/// Every live file checked while the store serves.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VerifyReply {
+    ok: bool,
+    files: Vec<FileReport>,
+}
+
+#[utoipa::path(get, path = "/api/v1/stats", tag = "observe", responses((status = 200, description = "the engine's properties and statistics", body = Stats)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, Problem> {
     blocking(&state, |s| {
-        Ok(Json(json!({
-            "properties": s.db.properties(),
-            "statistics": s.db.statistics(),
-        })))
+        Ok(Json(Stats {
+            properties: s.db.properties(),
+            statistics: s.db.statistics(),
+        }))
     })
     .await
 }
 
-#[utoipa::path(get, path = "/api/v1/admin/verify", tag = "admin", responses((status = 200, description = "every checksum of every live table and sealed blob file; `ok` is false when a file is damaged", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(get, path = "/api/v1/admin/verify", tag = "admin", responses((status = 200, description = "every checksum of every live table and sealed blob file; `ok` is false when a file is damaged", body = VerifyReply)), security(("bearer" = []), ("cookie" = [])))]
 /// Checks the open store's live files while it keeps serving.
-pub(crate) async fn verify(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+pub(crate) async fn verify(State(state): State<AppState>) -> Result<Json<VerifyReply>, Problem> {
     let _heavy = state.heavy().await?;
     blocking(&state, |s| {
         let report = strata_engine::verify_live(&s.db)?;
-        Ok(Json(json!({ "ok": report.is_ok(), "files": report.files })))
+        Ok(Json(VerifyReply {
+            ok: report.is_ok(),
+            files: report.files,
+        }))
     })
     .await
 }

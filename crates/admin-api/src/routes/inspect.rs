@@ -6,8 +6,11 @@ use axum::http::Uri;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use strata_engine::{RangeTombstoneInfo, TombstoneLocation};
+use strata_engine::{
+    BlobFileProperties, BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties,
+    RangeTombstoneInfo, TombstoneLocation,
+};
+use utoipa::ToSchema;
 
 use super::{blocking, query};
 use crate::codec::Encoding;
@@ -20,52 +23,40 @@ pub(crate) struct CfOnly {
     cf: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/v1/lsm", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "levels: files, bytes, score, compaction counters", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn lsm(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
+#[utoipa::path(get, path = "/api/v1/lsm", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "the column family's shape: memtables, levels with their files, scores and targets, blob files", body = ColumnFamilyProperties), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn lsm(
+    State(state): State<AppState>,
+    uri: Uri,
+) -> Result<Json<ColumnFamilyProperties>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
-        let p = s.db.properties_cf(&cf)?;
-        let levels: Vec<Value> = p
-            .levels
-            .iter()
-            .map(|l| {
-                json!({
-                    "level": l.level, "files": l.files, "bytes": l.bytes, "entries": l.entries,
-                    "deletions": l.deletions, "range_deletions": l.range_deletions,
-                    "score": l.score, "target_bytes": l.target_bytes,
-                    "compactions": l.compactions, "bytes_written": l.bytes_written,
-                    "compaction_bytes_read_upper": l.compaction_bytes_read_upper,
-                    "compaction_bytes_read_lower": l.compaction_bytes_read_lower,
-                })
-            })
-            .collect();
-        Ok(Json(json!({
-            "column_family": p.name,
-            "levels": levels,
-            "base_level": p.base_level,
-            "memtable_bytes": p.memtable_bytes,
-            "memtable_entries": p.memtable_entries,
-            "immutable_memtables": p.immutable_memtables,
-            "pending_compaction_bytes": p.pending_compaction_bytes,
-            "compactions_running": p.compactions_running,
-            "flush_running": p.flush_running,
-            "estimate_num_keys": p.estimate_num_keys,
-            "total_files": p.total_files,
-            "total_sst_bytes": p.total_sst_bytes,
-        })))
+        Ok(Json(s.db.properties_cf(&cf)?))
     })
     .await
 }
 
-#[utoipa::path(get, path = "/api/v1/lsm/files", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "every table file", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn files(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
+/// Every table file of one column family.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct FileList {
+    column_family: String,
+    files: Vec<FileProperties>,
+}
+
+#[utoipa::path(get, path = "/api/v1/lsm/files", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "every table file", body = FileList), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn files(
+    State(state): State<AppState>,
+    uri: Uri,
+) -> Result<Json<FileList>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let p = s.db.properties_cf(&cf)?;
-        let files: Vec<_> = p.levels.iter().flat_map(|l| l.file_list.iter()).collect();
-        Ok(Json(json!({ "column_family": p.name, "files": files })))
+        let files = p.levels.into_iter().flat_map(|l| l.file_list).collect();
+        Ok(Json(FileList {
+            column_family: p.name,
+            files,
+        }))
     })
     .await
 }
@@ -128,11 +119,29 @@ impl After {
     }
 }
 
-#[utoipa::path(get, path = "/api/v1/tombstones", tag = "observe", params(("cf" = Option<String>, Query), ("limit" = Option<usize>, Query), ("page_token" = Option<String>, Query), ("encoding" = Option<String>, Query)), responses((status = 200, description = "range tombstones, paged", body = serde_json::Value), (status = 400, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+/// One range tombstone: keys in `[start, end)` written before `sequence` read as deleted.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Tombstone {
+    start: String,
+    end: String,
+    sequence: u64,
+    location: TombstoneLocation,
+}
+
+/// A page of range tombstones, newest tables first; `page_token` resumes after the last one.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TombstonePage {
+    tombstones: Vec<Tombstone>,
+    more: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_token: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/tombstones", tag = "observe", params(("cf" = Option<String>, Query), ("limit" = Option<usize>, Query), ("page_token" = Option<String>, Query), ("encoding" = Option<String>, Query)), responses((status = 200, description = "range tombstones, paged", body = TombstonePage), (status = 400, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn tombstones(
     State(state): State<AppState>,
     uri: Uri,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<TombstonePage>, Problem> {
     let q: TombstoneQuery = query(&uri)?;
     let limit = state.inner.limits.page_limit(q.limit)?;
     let after = q.page_token.as_deref().map(After::decode).transpose()?;
@@ -143,63 +152,130 @@ pub(crate) async fn tombstones(
         Ok(s.db.range_tombstones_cf(&cf, after.as_ref(), limit)?)
     })
     .await?;
-    let items = page
+    let tombstones = page
         .tombstones
         .iter()
         .map(|t| {
-            Ok(json!({
-                "start": enc.encode("start", &t.start)?,
-                "end": enc.encode("end", &t.end)?,
-                "sequence": t.sequence,
-                "location": t.location,
-            }))
+            Ok(Tombstone {
+                start: enc.encode("start", &t.start)?,
+                end: enc.encode("end", &t.end)?,
+                sequence: t.sequence,
+                location: t.location,
+            })
         })
         .collect::<Result<Vec<_>, Problem>>()?;
-    let mut body = json!({ "tombstones": items, "more": page.more });
-    if let (true, Some(last)) = (page.more, page.tombstones.last()) {
-        body["page_token"] = Value::String(After::of(last).encode());
-    }
-    Ok(Json(body))
+    let page_token = match (page.more, page.tombstones.last()) {
+        (true, Some(last)) => Some(After::of(last).encode()),
+        _ => None,
+    };
+    Ok(Json(TombstonePage {
+        tombstones,
+        more: page.more,
+        page_token,
+    }))
 }
 
-#[utoipa::path(get, path = "/api/v1/blobs", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "blob files, GC and FIFO eviction", body = serde_json::Value), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn blobs(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, Problem> {
+/// Blob garbage collection since open.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BlobGc {
+    relocated_keys: u64,
+    relocated_bytes: u64,
+    files_obsolete: u64,
+}
+
+/// FIFO eviction (`max_db_size`) since open.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BlobFifo {
+    evicted_files: u64,
+    evicted_keys: u64,
+    evicted_bytes: u64,
+    /// The configured limit on live bytes (0: none).
+    max_db_size: u64,
+    /// Live table and blob bytes now: what the limit is held against.
+    live_bytes: u64,
+}
+
+/// A column family's blob files with the store's GC and eviction counters.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BlobReport {
+    column_family: String,
+    files: Vec<BlobFileProperties>,
+    totals: BlobTotals,
+    gc: BlobGc,
+    fifo: BlobFifo,
+}
+
+#[utoipa::path(get, path = "/api/v1/blobs", tag = "observe", params(("cf" = Option<String>, Query)), responses((status = 200, description = "blob files, GC and FIFO eviction", body = BlobReport), (status = 404, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn blobs(
+    State(state): State<AppState>,
+    uri: Uri,
+) -> Result<Json<BlobReport>, Problem> {
     let q: CfOnly = query(&uri)?;
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let p = s.db.properties_cf(&cf)?;
         let st = s.db.statistics();
-        Ok(Json(json!({
-            "column_family": p.name,
-            "files": p.blob_files,
-            "totals": p.blobs,
-            "gc": {
-                "relocated_keys": st.blob_gc_relocated_keys,
-                "relocated_bytes": st.blob_gc_relocated_bytes,
-                "files_obsolete": st.blob_gc_files_obsolete,
+        Ok(Json(BlobReport {
+            column_family: p.name,
+            files: p.blob_files,
+            totals: p.blobs,
+            gc: BlobGc {
+                relocated_keys: st.blob_gc_relocated_keys,
+                relocated_bytes: st.blob_gc_relocated_bytes,
+                files_obsolete: st.blob_gc_files_obsolete,
             },
-            "fifo": {
-                "evicted_files": st.blob_fifo_evicted_files,
-                "evicted_keys": st.blob_fifo_evicted_keys,
-                "evicted_bytes": st.blob_fifo_evicted_bytes,
+            fifo: BlobFifo {
+                evicted_files: st.blob_fifo_evicted_files,
+                evicted_keys: st.blob_fifo_evicted_keys,
+                evicted_bytes: st.blob_fifo_evicted_bytes,
+                max_db_size: cf.options().max_db_size,
+                live_bytes: p.live_bytes,
             },
-        })))
+        }))
     })
     .await
 }
 
-#[utoipa::path(get, path = "/api/v1/cache", tag = "observe", responses((status = 200, description = "block cache capacity, usage, hits and misses by block type", body = serde_json::Value)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn cache(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+/// Block cache lookups of one kind since open.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct HitsMisses {
+    hits: u64,
+    misses: u64,
+}
+
+impl HitsMisses {
+    fn new(hits: u64, misses: u64) -> HitsMisses {
+        HitsMisses { hits, misses }
+    }
+}
+
+/// The block cache and its lookups by block type; Bloom filter usefulness.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CacheReport {
+    block_cache: Option<BlockCacheProperties>,
+    data: HitsMisses,
+    index: HitsMisses,
+    filter: HitsMisses,
+    total: HitsMisses,
+    /// Table filters consulted.
+    bloom_checked: u64,
+    /// Filter checks that ruled a table out: reads a Bloom filter spared.
+    bloom_useful: u64,
+}
+
+#[utoipa::path(get, path = "/api/v1/cache", tag = "observe", responses((status = 200, description = "block cache capacity, usage, hits and misses by block type", body = CacheReport)), security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn cache(State(state): State<AppState>) -> Result<Json<CacheReport>, Problem> {
     blocking(&state, |s| {
         let st = s.db.statistics();
-        let per_type = |hit: u64, miss: u64| json!({ "hits": hit, "misses": miss });
-        Ok(Json(json!({
-            "block_cache": s.db.properties().block_cache,
-            "data": per_type(st.block_cache_data_hit, st.block_cache_data_miss),
-            "index": per_type(st.block_cache_index_hit, st.block_cache_index_miss),
-            "filter": per_type(st.block_cache_filter_hit, st.block_cache_filter_miss),
-            "total": per_type(st.block_cache_hit, st.block_cache_miss),
-        })))
+        Ok(Json(CacheReport {
+            block_cache: s.db.properties().block_cache,
+            data: HitsMisses::new(st.block_cache_data_hit, st.block_cache_data_miss),
+            index: HitsMisses::new(st.block_cache_index_hit, st.block_cache_index_miss),
+            filter: HitsMisses::new(st.block_cache_filter_hit, st.block_cache_filter_miss),
+            total: HitsMisses::new(st.block_cache_hit, st.block_cache_miss),
+            bloom_checked: st.bloom_checked,
+            bloom_useful: st.bloom_useful,
+        }))
     })
     .await
 }

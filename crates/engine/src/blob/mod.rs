@@ -63,6 +63,7 @@ pub(crate) fn records_end(footer: &BlobFooter) -> u64 {
 }
 
 /// Where a blob file stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -122,6 +123,7 @@ impl BlobFile {
 }
 
 /// A blob file as the properties report it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BlobFileProperties {
     pub number: u64,

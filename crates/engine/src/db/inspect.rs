@@ -14,6 +14,7 @@ use crate::memtable::MemTable;
 use crate::range_del::RangeTombstone;
 
 /// Where a range tombstone is kept.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 #[non_exhaustive]

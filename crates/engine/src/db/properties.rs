@@ -13,6 +13,7 @@ use crate::sst::BlobReference;
 use crate::version::FileMetaData;
 
 /// Files and bytes at one level.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LevelProperties {
     /// Level number (0 is where flushes land).
@@ -46,6 +47,7 @@ pub struct LevelProperties {
 }
 
 /// One table file.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FileProperties {
     /// File number (the file is `<number>.sst`).
@@ -73,6 +75,7 @@ pub struct FileProperties {
 }
 
 /// One column family's shape at one moment.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ColumnFamilyProperties {
     /// Its id (0 for the default column family).
@@ -119,6 +122,7 @@ pub struct ColumnFamilyProperties {
 }
 
 /// Blob-file totals of one column family, or of the whole store.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BlobTotals {
     /// Blob files being written or sealed (not yet retired).
@@ -144,6 +148,7 @@ impl std::ops::AddAssign<&BlobTotals> for BlobTotals {
 }
 
 /// The store's shape at one moment.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Properties {
     /// Every column family, by id (the default one first).
@@ -192,6 +197,7 @@ pub struct Properties {
 }
 
 /// The block cache's size and how much of it is in use.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BlockCacheProperties {
     /// How it evicts.

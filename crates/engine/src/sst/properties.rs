@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 
 /// Blob indexes of a table that point into one blob file.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct BlobReference {
     /// The blob file's number (`<number>.blob`).
