@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use crate::problem::Problem;
 
 #[derive(rust_embed::Embed)]
-#[folder = "$CARGO_MANIFEST_DIR/../../web-admin/dist"]
+#[folder = "../../web-admin/dist"]
 #[allow_missing = true]
 struct Assets;
 

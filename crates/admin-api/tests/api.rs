@@ -381,6 +381,8 @@ async fn batches_ranges_and_column_families() {
         .await
         .json();
     assert!(dry["estimated_keys"].as_u64().unwrap() >= 1);
+    assert_eq!(dry["keys"], 1, "a dry run counts the live keys: {dry}");
+    assert!(dry.get("more").is_none());
     assert_eq!(a.count(), 2, "a dry run deletes nothing");
     a.call(
         "POST",

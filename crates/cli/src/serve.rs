@@ -42,6 +42,12 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     }
     let token = strata_admin_api::token_for(db_dir, args.token_file.as_deref(), &args.listen)
         .map_err(|e| format!("token: {e}"))?;
+    // A terminal gets a console link that signs in by itself; a log gets no secret.
+    let console_link = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        format!("#token={token}")
+    } else {
+        String::new()
+    };
     let mut security = Security::loopback(token);
     security
         .allowed_hosts
@@ -83,7 +89,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         .unwrap_or_default();
     let served = strata_admin_api::serve(db.clone(), config, |addr| {
         println!(
-            "serving {} on http://{addr} (token in {token_hint})\n{mount_line}try: curl -H \"Authorization: Bearer $(cat {token_hint})\" http://{addr}/api/v1/stats\nCtrl-C stops",
+            "serving {} on http://{addr} (token in {token_hint})\nconsole: http://{addr}/{console_link}\n{mount_line}try: curl -H \"Authorization: Bearer $(cat {token_hint})\" http://{addr}/api/v1/stats\nCtrl-C stops",
             db_dir.display()
         );
     });

@@ -190,9 +190,18 @@ pub(crate) struct DeleteRangeReply {
     pub estimated_keys: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_bytes: Option<u64>,
+    /// Dry run: the live keys in the range, counted up to `DRY_RUN_COUNT_LIMIT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
+    /// Dry run: the count stopped at the limit; there are more.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
-/// Deletes `[start, end)` with one range tombstone, or estimates what it would delete.
+/// Keys a dry run counts one by one before it stops (the estimate covers the rest).
+const DRY_RUN_COUNT_LIMIT: u64 = 100_000;
+
+/// Deletes `[start, end)` with one range tombstone, or counts what it would delete.
 #[utoipa::path(post, path = "/api/v1/kv:deleteRange", tag = "kv", request_body = DeleteRange,
     responses((status = 200, body = DeleteRangeReply), (status = 400, body = Problem), (status = 403, body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
@@ -214,10 +223,27 @@ pub(crate) async fn delete_range(
         let cf = s.cf(req.cf.as_deref())?;
         if req.dry_run {
             let e = s.db.estimate_range_cf(&cf, &start, &end)?;
+            let opts = ReadOptions {
+                lower_bound: Some(start),
+                upper_bound: Some(end),
+                keys_only: true,
+                fill_cache: false,
+                ..Default::default()
+            };
+            let mut it = s.db.iter_cf(&opts, &cf)?;
+            it.seek_to_first();
+            let mut keys = 0;
+            while it.valid() && keys < DRY_RUN_COUNT_LIMIT {
+                keys += 1;
+                it.next();
+            }
+            it.status()?;
             return Ok(Json(DeleteRangeReply {
                 dry_run: true,
                 estimated_keys: Some(e.keys),
                 estimated_bytes: Some(e.bytes),
+                keys: Some(keys),
+                more: it.valid(),
             }));
         }
         let mut batch = WriteBatch::new();
@@ -237,6 +263,8 @@ pub(crate) async fn delete_range(
             dry_run: false,
             estimated_keys: None,
             estimated_bytes: None,
+            keys: None,
+            more: false,
         }))
     })
     .await
