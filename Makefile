@@ -1,16 +1,19 @@
 # `make run`: build, then serve ./strata-data (seeded with a demo keyspace when empty) over the REST
 # API on 127.0.0.1:7070, mounted at ./strata-mnt when FUSE is usable, until Ctrl-C.
-# `make test`: install what is missing, then format check, clippy, every test (the crash test among
-# them), the WASI build, and a short run of each fuzz target (see doc/testing.md).
+# `make test`: install what is missing, build the console, then its checks, format check, clippy,
+# every test (the crash test among them), the WASI build, a short run of each fuzz target, and the
+# console's Playwright tests (see doc/testing.md).
 
 CARGO ?= cargo
 DATA ?= ./strata-data
 MNT ?= ./strata-mnt
 STRATA = $(CARGO) run --quiet --release -p strata-cli --
 
-.PHONY: run test deps fmt bench-rocksdb
+WEB = web-admin
 
-run: deps
+.PHONY: run test deps web web-check e2e fmt bench-rocksdb
+
+run: deps web
 	$(CARGO) build --release -p strata-cli
 	mkdir -p $(MNT)
 	@if [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; then \
@@ -23,12 +26,27 @@ run: deps
 deps:
 	./scripts/install-deps.sh
 
-test: deps
+# The console's packages (only when the lockfile changed since the last install) and its build,
+# which the strata binary embeds.
+web:
+	cd $(WEB) && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+	cd $(WEB) && npm run build
+
+# Generated API types match openapi.json; eslint, prettier, tsc and the Vitest unit tests.
+web-check: web
+	cd $(WEB) && npm run check
+
+# Playwright in Debian's chromium against the debug strata that `cargo test` built.
+e2e: web
+	cd $(WEB) && npx playwright test
+
+test: deps web web-check
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
 	$(CARGO) test --workspace
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
 	./scripts/fuzz.sh
+	$(MAKE) e2e
 
 fmt:
 	$(CARGO) fmt --all

@@ -71,6 +71,11 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
         .parse()
         .unwrap();
     let token = std::fs::read_to_string(db.join("serve.token")).unwrap();
+    // Not a terminal: the console's link carries no token into a log.
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("console: http://{addr}/")
+    );
 
     let put = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
     assert_eq!(

@@ -74,7 +74,7 @@ export function prefixEnd(prefix: Uint8Array): Uint8Array | null {
   for (let i = end.length - 1; i >= 0; i--) {
     if (end[i]! < 0xff) {
       end[i]! += 1;
-      return end.subarray(0, i + 1);
+      return end.slice(0, i + 1);
     }
   }
   return null;
