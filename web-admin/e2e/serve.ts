@@ -24,10 +24,14 @@ export function removeStore(dir: string) {
 }
 
 /** Starts `strata --db DIR serve` and waits (at most 30 s) for the address it prints. */
-export async function serve(dir: string, extra: string[] = []): Promise<Served> {
+export async function serve(
+  dir: string,
+  extra: string[] = [],
+  listen = '127.0.0.1:0',
+): Promise<Served> {
   const child: ChildProcess = spawn(
     strataBin(),
-    ['--db', dir, 'serve', '--listen', '127.0.0.1:0', ...extra],
+    ['--db', dir, 'serve', '--listen', listen, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } },
   );
   let err = '';

@@ -529,6 +529,8 @@ async fn the_lsm_its_tombstones_blob_files_and_cache_are_shown() {
         for t in page["tombstones"].as_array().unwrap() {
             seen.push(t["start"].as_str().unwrap().to_string());
             assert_eq!(t["location"]["kind"], "table");
+            // Each span covers ten of the flushed keys.
+            assert!(t["entries_under"].as_u64().unwrap() > 0, "{t}");
         }
         match page["page_token"].as_str() {
             Some(t) => uri = format!("/api/v1/tombstones?limit=1&encoding=utf8&page_token={t}"),

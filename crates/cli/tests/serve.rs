@@ -121,7 +121,7 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
 #[test]
 fn a_mixed_load_from_32_connections_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
-    let secs = std::env::var("STRATA_LOAD_SECS").unwrap_or_else(|_| "5".into());
+    let secs = std::env::var("STRATA_LOAD_SECS").unwrap_or_else(|_| "30".into());
     let out = strata(
         &dir.path().join("db"),
         &[

@@ -1500,6 +1500,12 @@ export interface components {
         /** @description One range tombstone: keys in `[start, end)` written before `sequence` read as deleted. */
         Tombstone: {
             end: string;
+            /**
+             * Format: int64
+             * @description Entries in the tables under its span (estimated from their indexes): what it hides until
+             *     compaction drops them, less any written after it.
+             */
+            entries_under: number;
             location: components["schemas"]["TombstoneLocation"];
             /** Format: int64 */
             sequence: number;

@@ -103,6 +103,17 @@ function ConnectionBadge() {
   );
 }
 
+/** Said at the top of every page while the feed is down: what is shown may be stale. */
+function LostBanner() {
+  const { connection } = useLive();
+  if (connection !== 'lost') return null;
+  return (
+    <Alert color="red" mb="md" title="Connection to the server lost" role="status">
+      Reconnecting… What this page shows may be out of date until it is back.
+    </Alert>
+  );
+}
+
 export function Shell({ client, children }: { client: QueryClient; children: ReactNode }) {
   const server = useServer();
   const [opened, { toggle, close }] = useDisclosure();
@@ -180,7 +191,10 @@ export function Shell({ client, children }: { client: QueryClient; children: Rea
           />
         ))}
       </AppShell.Navbar>
-      <AppShell.Main>{children}</AppShell.Main>
+      <AppShell.Main>
+        <LostBanner />
+        {children}
+      </AppShell.Main>
     </AppShell>
   );
 }

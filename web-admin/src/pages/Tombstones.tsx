@@ -99,6 +99,13 @@ export function TombstonesPage() {
             { header: 'End', render: (t) => displayKey(base64ToBytes(t.end)) },
             { header: 'Sequence', width: '100px', render: (t) => t.sequence },
             {
+              header: 'Entries under it',
+              width: '130px',
+              render: (t) => (
+                <span title="estimated from the tables' indexes">{count(t.entries_under)}</span>
+              ),
+            },
+            {
               header: 'Where',
               width: '160px',
               render: (t) =>

@@ -126,6 +126,9 @@ pub(crate) struct Tombstone {
     end: String,
     sequence: u64,
     location: TombstoneLocation,
+    /// Entries in the tables under its span (estimated from their indexes): what it hides until
+    /// compaction drops them, less any written after it.
+    entries_under: u64,
 }
 
 /// A page of range tombstones, newest tables first; `page_token` resumes after the last one.
@@ -146,21 +149,29 @@ pub(crate) async fn tombstones(
     let limit = state.inner.limits.page_limit(q.limit)?;
     let after = q.page_token.as_deref().map(After::decode).transpose()?;
     let enc = q.encoding;
-    let page = blocking(&state, move |s| {
+    let (page, under) = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let after = after.map(After::info);
-        Ok(s.db.range_tombstones_cf(&cf, after.as_ref(), limit)?)
+        let page = s.db.range_tombstones_cf(&cf, after.as_ref(), limit)?;
+        let under = page
+            .tombstones
+            .iter()
+            .map(|t| Ok(s.db.estimate_range_cf(&cf, &t.start, &t.end)?.keys))
+            .collect::<Result<Vec<_>, Problem>>()?;
+        Ok((page, under))
     })
     .await?;
     let tombstones = page
         .tombstones
         .iter()
-        .map(|t| {
+        .zip(under)
+        .map(|(t, entries_under)| {
             Ok(Tombstone {
                 start: enc.encode("start", &t.start)?,
                 end: enc.encode("end", &t.end)?,
                 sequence: t.sequence,
                 location: t.location,
+                entries_under,
             })
         })
         .collect::<Result<Vec<_>, Problem>>()?;
