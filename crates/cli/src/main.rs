@@ -8,6 +8,7 @@ mod fsbench;
 mod mount;
 mod serve;
 mod stress;
+mod wasm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,8 +31,18 @@ struct Cli {
     /// The column family the data commands, `flush` and `compact` work on.
     #[arg(long, global = true, default_value = "default")]
     cf: String,
+    /// Run the data commands natively, or through the WebAssembly component (sandboxed to the
+    /// store's directory). `strata bench --engine` is the benchmark's own choice.
+    #[arg(long, value_enum, default_value_t = EngineChoice::Native)]
+    engine: EngineChoice,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum EngineChoice {
+    Native,
+    Wasm,
 }
 
 #[derive(Subcommand, Debug)]
@@ -318,6 +329,9 @@ fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
+    if cli.engine == EngineChoice::Wasm {
+        return wasm::run(&cli.db, &cli.cf, cli.command);
+    }
     match cli.command {
         Command::Bench(args) => bench::run(&cli.db, *args),
         Command::Verify { json } => verify(&cli.db, json),

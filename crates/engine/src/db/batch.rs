@@ -58,6 +58,7 @@ pub(crate) struct BatchRecord<'a> {
 }
 
 /// Capacity from which a new batch's memory is faulted in up front.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const PREFAULT_FROM: usize = 16 << 20;
 
 /// Faults in `v`'s spare capacity with one `madvise(MADV_POPULATE_WRITE)` (Linux 5.14 on; a

@@ -1,0 +1,342 @@
+//! Strata as a sandboxed WebAssembly component: [`WasiDb`] runs the engine built for
+//! `wasm32-wasip2` (`crates/wasi-guest`, exporting `strata:kv/store` from `wit/`) under wasmtime,
+//! with the same calls as the native `Db`.
+//!
+//! The sandbox:
+//! - the guest sees one preopened directory, the store's, and nothing else: no other path, no
+//!   network, no environment, no arguments;
+//! - memory is capped ([`Limits::memory_bytes`]); each call has a deadline
+//!   ([`Limits::call_deadline`], epoch interruption) and optionally a fuel budget;
+//! - the host holds the OS lock on the store's `LOCK` file (WASI has no locks), so a native `Db`
+//!   and a `WasiDb` never open one store at once;
+//! - a guest stopped by the sandbox leaves the host running: the handle answers `Closed` from
+//!   then on, and the store reopens intact (the WAL is the truth).
+//!
+//! Background work: the guest has no threads. The host calls `maintenance` after writes while
+//! the store reports work pending, and [`WasiDb::maintenance`] lets an embedder run it on a timer.
+
+mod error;
+mod runtime;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use strata_engine::FileSystem;
+use wasmtime::component::ResourceAny;
+
+pub use error::{Error, Result};
+pub use runtime::{Limits, StartReport, guest_component};
+pub use wit::{
+    BatchOp, BlobInfo, CacheInfo, Compression, Direction, Entry, KeyRange, LevelInfo, OpenOptions,
+    Properties, ScanOptions,
+};
+
+mod bindings {
+    wasmtime::component::bindgen!({ path: "../../wit", world: "engine" });
+}
+
+use bindings::exports::strata::kv::store as wit;
+use runtime::Instance;
+
+/// The engine's defaults, as `Options::default()` gives them natively.
+pub fn default_options() -> OpenOptions {
+    let o = strata_engine::Options::default();
+    OpenOptions {
+        create_if_missing: o.create_if_missing,
+        compression: match o.cf.compression {
+            strata_engine::Compression::None => Compression::None,
+            _ => Compression::Zstd,
+        },
+        bloom_bits_per_key: o.cf.bloom_bits_per_key,
+        write_buffer_size: o.cf.write_buffer_size as u64,
+        enable_blob_files: o.cf.enable_blob_files,
+        min_blob_size: o.cf.min_blob_size as u64,
+        blob_ttl_range_secs: 0,
+        cache_size: o.cache_size as u64,
+    }
+}
+
+/// Writes after which the host checks whether background work is due.
+const MAINTAIN_EVERY: u32 = 64;
+/// Steps of background work one automatic `maintenance` call may run.
+const MAINTENANCE_BUDGET: u32 = 8;
+
+/// An open store inside the component. Cheap to share (`Arc`); calls are serialized, as a
+/// component instance runs one call at a time.
+pub struct WasiDb {
+    inner: Mutex<Handle>,
+    start: StartReport,
+}
+
+struct Handle {
+    instance: Option<Instance>,
+    db: Option<ResourceAny>,
+    writes_since_check: u32,
+    _lock: Box<dyn strata_engine::FileLock>,
+}
+
+impl std::fmt::Debug for WasiDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasiDb")
+            .field("start", &self.start)
+            .finish()
+    }
+}
+
+impl WasiDb {
+    /// Opens (or creates, per `options`) the store in `dir` inside a fresh component instance.
+    pub fn open(dir: impl AsRef<Path>, limits: Limits, options: OpenOptions) -> Result<WasiDb> {
+        let dir = dir.as_ref();
+        if options.create_if_missing {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Io(format!("create {}: {e}", dir.display())))?;
+        }
+        if !dir.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a directory (create_if_missing is off)",
+                dir.display()
+            )));
+        }
+        let lock = strata_engine::StdFileSystem
+            .lock(&dir.join("LOCK"))
+            .map_err(|e| match e.kind() {
+                strata_engine::ErrorKind::Busy => Error::Busy(e.to_string()),
+                _ => Error::Io(e.to_string()),
+            })?;
+        let (mut instance, start) = Instance::start(dir, &limits)?;
+        let db = instance
+            .call(|store, guest| guest.db().call_open(store, runtime::GUEST_DIR, options))?;
+        Ok(WasiDb {
+            inner: Mutex::new(Handle {
+                instance: Some(instance),
+                db: Some(db),
+                writes_since_check: 0,
+                _lock: lock,
+            }),
+            start,
+        })
+    }
+
+    /// How long starting the instance took, and whether the compiled component came from the cache.
+    pub fn start_report(&self) -> &StartReport {
+        &self.start
+    }
+
+    /// Runs `f` against the live instance; a call the sandbox stopped drops the instance.
+    fn call<T>(
+        &self,
+        f: impl FnOnce(
+            &mut wasmtime::Store<runtime::HostState>,
+            &wit::Guest,
+            ResourceAny,
+        ) -> wasmtime::Result<std::result::Result<T, wit::Error>>,
+    ) -> Result<T> {
+        let mut h = self.inner.lock();
+        let db = h.db.ok_or(Error::Closed)?;
+        let instance = h.instance.as_mut().ok_or(Error::Closed)?;
+        let r = instance.call(|store, guest| f(store, guest, db));
+        if let Err(e) = &r
+            && e.stopped_the_guest()
+        {
+            h.instance = None;
+            h.db = None;
+        }
+        r
+    }
+
+    /// After a write: run due background work now and then, as the engine's threads would.
+    fn wrote(&self) -> Result<()> {
+        let due = {
+            let mut h = self.inner.lock();
+            h.writes_since_check += 1;
+            if h.writes_since_check >= MAINTAIN_EVERY {
+                h.writes_since_check = 0;
+                true
+            } else {
+                false
+            }
+        };
+        if due {
+            self.maintenance(MAINTENANCE_BUDGET)?;
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.call(|s, g, db| g.db().call_get(s, db, key.as_ref(), None))
+    }
+
+    pub fn get_at(&self, snapshot: &Snapshot, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.call(|s, g, db| {
+            g.db()
+                .call_get(s, db, key.as_ref(), Some(snapshot.resource))
+        })
+    }
+
+    /// Batched reads from one snapshot, in the order asked.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.as_ref().to_vec()).collect();
+        self.call(|s, g, db| g.db().call_multi_get(s, db, &keys, None))
+    }
+
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_with(key, value, false)
+    }
+
+    /// `sync`: the WAL is synced before the call returns.
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        sync: bool,
+    ) -> Result<()> {
+        self.call(|s, g, db| g.db().call_put(s, db, key.as_ref(), value.as_ref(), sync))?;
+        self.wrote()
+    }
+
+    /// The key reads as absent once `ttl` has passed.
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.call(|s, g, db| {
+            g.db().call_put_with_ttl(
+                s,
+                db,
+                key.as_ref(),
+                value.as_ref(),
+                ttl.as_secs().max(1),
+                false,
+            )
+        })?;
+        self.wrote()
+    }
+
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.call(|s, g, db| g.db().call_delete(s, db, key.as_ref(), false))?;
+        self.wrote()
+    }
+
+    /// Deletes `[start, end)` with one range tombstone.
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let range = KeyRange {
+            start: start.as_ref().to_vec(),
+            end: end.as_ref().to_vec(),
+        };
+        self.call(|s, g, db| g.db().call_delete_range(s, db, &range, false))?;
+        self.wrote()
+    }
+
+    /// One atomic batch.
+    pub fn write(&self, ops: &[BatchOp], sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_write(s, db, ops, sync))?;
+        self.wrote()
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let resource = self.call(|s, g, db| g.db().call_snapshot(s, db))?;
+        Ok(Snapshot { resource })
+    }
+
+    /// Releases a snapshot (dropping the handle alone keeps it until the store closes).
+    pub fn release(&self, snapshot: Snapshot) -> Result<()> {
+        self.drop_resource(snapshot.resource)
+    }
+
+    /// A walk over `options`' range, read a page at a time with [`WasiDb::next_page`].
+    pub fn scan(&self, options: &ScanOptions, at: Option<&Snapshot>) -> Result<Scan> {
+        let at = at.map(|s| s.resource);
+        let resource = self.call(|s, g, db| g.db().call_scan(s, db, options, at))?;
+        Ok(Scan { resource })
+    }
+
+    /// Up to `max` entries; an empty page is the end.
+    pub fn next_page(&self, scan: &Scan, max: u32) -> Result<Vec<Entry>> {
+        self.call(|s, g, _| g.scan().call_next_page(s, scan.resource, max))
+    }
+
+    /// Releases a scan's iterator.
+    pub fn end_scan(&self, scan: Scan) -> Result<()> {
+        self.drop_resource(scan.resource)
+    }
+
+    /// Every entry of `[start, end)` in key order (a convenience over `scan`).
+    pub fn scan_all(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<Vec<Entry>> {
+        let scan = self.scan(
+            &ScanOptions {
+                start: start.map(<[u8]>::to_vec),
+                end: end.map(<[u8]>::to_vec),
+                direction: Direction::Forward,
+                keys_only: false,
+            },
+            None,
+        )?;
+        let mut all = Vec::new();
+        loop {
+            let page = self.next_page(&scan, 1024)?;
+            if page.is_empty() {
+                break;
+            }
+            all.extend(page);
+        }
+        self.end_scan(scan)?;
+        Ok(all)
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.call(|s, g, db| g.db().call_flush(s, db))
+    }
+
+    pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.call(|s, g, db| g.db().call_compact_range(s, db, start, end))
+    }
+
+    /// Runs up to `budget` steps of background work; true when more is due.
+    pub fn maintenance(&self, budget: u32) -> Result<bool> {
+        self.call(|s, g, db| g.db().call_maintenance(s, db, budget))
+    }
+
+    pub fn properties(&self) -> Result<Properties> {
+        self.call(|s, g, db| g.db().call_properties(s, db))
+    }
+
+    /// Syncs and closes the store; the instance ends with it.
+    pub fn close(&self) -> Result<()> {
+        let r = self.call(|s, g, db| g.db().call_close(s, db));
+        let mut h = self.inner.lock();
+        h.db = None;
+        h.instance = None;
+        r
+    }
+
+    fn drop_resource(&self, r: ResourceAny) -> Result<()> {
+        let mut h = self.inner.lock();
+        let instance = h.instance.as_mut().ok_or(Error::Closed)?;
+        instance.drop_resource(r)
+    }
+}
+
+impl Drop for WasiDb {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// A consistent view taken by [`WasiDb::snapshot`].
+#[derive(Debug)]
+pub struct Snapshot {
+    resource: ResourceAny,
+}
+
+/// A walk started by [`WasiDb::scan`].
+#[derive(Debug)]
+pub struct Scan {
+    resource: ResourceAny,
+}
+
+/// Shares one open store between threads.
+pub type SharedWasiDb = Arc<WasiDb>;

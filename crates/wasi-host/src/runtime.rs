@@ -1,0 +1,379 @@
+//! The sandbox: one wasmtime `Engine` per configuration for the process (with a thread that
+//! advances its epoch), the component compiled once and cached on disk, and a `Store` per open
+//! database whose WASI context preopens the store's directory and nothing else.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wasmtime::component::{Component, Linker, ResourceAny, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings;
+use crate::error::{Error, Result};
+use crate::wit;
+
+/// Where the store's directory appears inside the guest.
+pub(crate) const GUEST_DIR: &str = "/store";
+
+/// How often the epoch advances: the granularity of call deadlines.
+const TICK: Duration = Duration::from_millis(10);
+
+/// What the sandbox allows one instance.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Linear memory the guest may grow to (wasm32 cannot pass 4 GiB).
+    pub memory_bytes: u64,
+    /// How long one call may run before the guest is stopped.
+    pub call_deadline: Duration,
+    /// Fuel (roughly, wasm instructions) one call may burn; `None`: unmetered, which is faster.
+    pub fuel_per_call: Option<u64>,
+    /// Where compiled components are kept between runs; `None`: compile at every start.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 1 << 30,
+            call_deadline: Duration::from_secs(60),
+            fuel_per_call: None,
+            cache_dir: default_cache_dir(),
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/strata/wasm`, or `~/.cache/strata/wasm`.
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|c| c.join("strata").join("wasm"))
+}
+
+/// How a start went: worth reporting, since compiling the component is most of a cold start.
+#[derive(Debug, Clone)]
+pub struct StartReport {
+    /// Creating the engine, loading or compiling the component, instantiating it.
+    pub elapsed: Duration,
+    /// The component was compiled in this process (not found in memory or on disk).
+    pub compiled: bool,
+    /// The compiled component came from the on-disk cache.
+    pub from_disk_cache: bool,
+}
+
+/// The guest component as built by `crates/wasi-guest` (see build.rs).
+pub fn guest_component() -> &'static [u8] {
+    include_bytes!(env!("STRATA_GUEST_WASM"))
+}
+
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    memory: MemoryCap,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Refuses growth past the cap and remembers it did, so the trap that follows is reported as
+/// what it is.
+struct MemoryCap {
+    max: u64,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired as u64 > self.max {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// One engine (and its compiled component) per fuel setting, for the life of the process.
+struct Prepared {
+    engine: Engine,
+    component: Component,
+    linker: Linker<HostState>,
+}
+
+fn prepared(fuel: bool, cache_dir: Option<&Path>) -> Result<(&'static Prepared, bool, bool)> {
+    static READY: OnceLock<Mutex<HashMap<bool, &'static Prepared>>> = OnceLock::new();
+    let mut ready = READY.get_or_init(Default::default).lock();
+    if let Some(p) = ready.get(&fuel) {
+        return Ok((p, false, false));
+    }
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.consume_fuel(fuel);
+    let engine = Engine::new(&config).map_err(host("wasmtime engine"))?;
+    let (component, compiled, from_disk) = load_component(&engine, cache_dir)?;
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host("linking WASI"))?;
+    let ticker = engine.weak();
+    std::thread::Builder::new()
+        .name("strata-wasm-epoch".into())
+        .spawn(move || {
+            while let Some(e) = ticker.upgrade() {
+                e.increment_epoch();
+                drop(e);
+                std::thread::sleep(TICK);
+            }
+        })
+        .map_err(|e| Error::Host(format!("starting the epoch thread: {e}")))?;
+    // Lives as long as the process: every WasiDb of this setting shares it.
+    let p: &'static Prepared = Box::leak(Box::new(Prepared {
+        engine,
+        component,
+        linker,
+    }));
+    ready.insert(fuel, p);
+    Ok((p, compiled, from_disk))
+}
+
+/// The component, from the on-disk cache when a compatible one is there, else compiled (and
+/// cached). The key covers the component's bytes and everything of wasmtime's build and
+/// configuration that compiled code depends on.
+fn load_component(engine: &Engine, cache_dir: Option<&Path>) -> Result<(Component, bool, bool)> {
+    let wasm = guest_component();
+    let Some(dir) = cache_dir else {
+        let c = Component::new(engine, wasm).map_err(host("compiling the component"))?;
+        return Ok((c, true, false));
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    wasm.hash(&mut h);
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let path = dir.join(format!("strata-guest-{:016x}.cwasm", h.finish()));
+    // Read, not mapped: a file truncated under a mapping would kill the process with SIGBUS.
+    if let Ok(bytes) = std::fs::read(&path) {
+        // SAFETY: the file is one this function wrote with `precompile_component` for an engine
+        // of the same compatibility hash (it is in the name), into a directory of the user's own;
+        // wasmtime still checks its header and refuses a file from another version or config
+        // (the damaged-file case is tested).
+        if let Ok(c) = unsafe { Component::deserialize(engine, &bytes) } {
+            return Ok((c, false, true));
+        }
+    }
+    let bytes = engine
+        .precompile_component(wasm)
+        .map_err(host("compiling the component"))?;
+    // Written aside and renamed, so a concurrent start never reads half a file.
+    if std::fs::create_dir_all(dir).is_ok() {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    // SAFETY: `bytes` was produced by `precompile_component` on this very engine just above.
+    let c = unsafe { Component::deserialize(engine, &bytes) }
+        .map_err(host("loading the compiled component"))?;
+    Ok((c, true, false))
+}
+
+fn host(what: &'static str) -> impl Fn(wasmtime::Error) -> Error {
+    move |e| Error::Host(format!("{what}: {e:#}"))
+}
+
+/// A running instance of the component with its store.
+pub(crate) struct Instance {
+    store: Store<HostState>,
+    bindings: bindings::Engine,
+    limits: Limits,
+}
+
+impl Instance {
+    pub(crate) fn start(dir: &Path, limits: &Limits) -> Result<(Instance, StartReport)> {
+        let began = Instant::now();
+        let (p, compiled, from_disk_cache) =
+            prepared(limits.fuel_per_call.is_some(), limits.cache_dir.as_deref())?;
+        // Only the store's directory; no environment, arguments, network or stdio.
+        let wasi = WasiCtxBuilder::new()
+            .preopened_dir(dir, GUEST_DIR, FsPerms::ReadWrite)
+            .map_err(host("preopening the store's directory"))?
+            .build();
+        let mut store = Store::new(
+            &p.engine,
+            HostState {
+                wasi,
+                table: ResourceTable::new(),
+                memory: MemoryCap {
+                    max: limits.memory_bytes,
+                    hit: false,
+                },
+            },
+        );
+        store.limiter(|s| &mut s.memory);
+        arm(&mut store, limits)?;
+        let bindings = bindings::Engine::instantiate(&mut store, &p.component, &p.linker)
+            .map_err(host("instantiating the component"))?;
+        Ok((
+            Instance {
+                store,
+                bindings,
+                limits: limits.clone(),
+            },
+            StartReport {
+                elapsed: began.elapsed(),
+                compiled,
+                from_disk_cache,
+            },
+        ))
+    }
+
+    /// One call into the guest, with a fresh deadline (and fuel); the guest's error and the
+    /// sandbox's both come back as [`Error`].
+    pub(crate) fn call<T>(
+        &mut self,
+        f: impl FnOnce(
+            &mut Store<HostState>,
+            &wit::Guest,
+        ) -> wasmtime::Result<std::result::Result<T, wit::Error>>,
+    ) -> Result<T> {
+        arm(&mut self.store, &self.limits)?;
+        let guest = self.bindings.strata_kv_store();
+        match f(&mut self.store, guest) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(from_guest(e)),
+            Err(e) => Err(self.stopped(e)),
+        }
+    }
+
+    pub(crate) fn drop_resource(&mut self, r: ResourceAny) -> Result<()> {
+        arm(&mut self.store, &self.limits)?;
+        r.resource_drop(&mut self.store)
+            .map_err(|e| self.stopped(e))
+    }
+
+    /// What stopped the guest, named.
+    fn stopped(&self, e: wasmtime::Error) -> Error {
+        if self.store.data().memory.hit {
+            return Error::MemoryLimit(self.limits.memory_bytes);
+        }
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => Error::Deadline(self.limits.call_deadline),
+            Some(Trap::OutOfFuel) => Error::OutOfFuel(self.limits.fuel_per_call.unwrap_or(0)),
+            _ => Error::Trap(format!("{e:#}")),
+        }
+    }
+}
+
+/// Sets the deadline (and fuel) for the next call.
+fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<()> {
+    let ticks = (limits.call_deadline.as_millis() / TICK.as_millis()).max(1);
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+    if let Some(fuel) = limits.fuel_per_call {
+        store.set_fuel(fuel).map_err(host("setting fuel"))?;
+    }
+    Ok(())
+}
+
+/// The one place the guest's error variant becomes the host's.
+fn from_guest(e: wit::Error) -> Error {
+    match e {
+        wit::Error::Corruption(s) => Error::Corruption(s),
+        wit::Error::InvalidArgument(s) => Error::InvalidArgument(s),
+        wit::Error::Io(s) => Error::Io(s),
+        wit::Error::Busy(s) => Error::Busy(s),
+        wit::Error::Closed => Error::Closed,
+        wit::Error::Other(s) => Error::Other(s),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_start_loads_the_compiled_component_from_the_cache() {
+        let cache = tempfile::tempdir().unwrap();
+        let engine = Engine::new(Config::new().epoch_interruption(true)).unwrap();
+        let (_, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
+        assert!(compiled && !from_disk);
+        let began = Instant::now();
+        let (c, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
+        assert!(!compiled && from_disk, "read back, not compiled again");
+        eprintln!("warm load {:?}", began.elapsed());
+        // What was read back runs.
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits::default();
+        let mut store = Store::new(
+            &engine,
+            HostState {
+                wasi: WasiCtxBuilder::new()
+                    .preopened_dir(dir.path(), GUEST_DIR, FsPerms::ReadWrite)
+                    .unwrap()
+                    .build(),
+                table: ResourceTable::new(),
+                memory: MemoryCap {
+                    max: 1 << 30,
+                    hit: false,
+                },
+            },
+        );
+        arm(&mut store, &limits).unwrap();
+        bindings::Engine::instantiate(&mut store, &c, &linker).unwrap();
+        // A damaged cache file is compiled over, not trusted.
+        for f in std::fs::read_dir(cache.path()).unwrap() {
+            std::fs::write(f.unwrap().path(), b"not a compiled component").unwrap();
+        }
+        let (_, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
+        assert!(compiled && !from_disk);
+    }
+
+    #[test]
+    fn the_guest_sees_its_directory_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut instance, _) = Instance::start(dir.path(), &Limits::default()).unwrap();
+        for path in [
+            "/",
+            "/etc",
+            "/tmp",
+            "/store/../..",
+            "../",
+            "store/../../etc",
+        ] {
+            let r = instance.call(|s, g| g.db().call_open(s, path, crate::default_options()));
+            assert!(r.is_err(), "the guest opened {path}");
+        }
+        let db = instance
+            .call(|s, g| g.db().call_open(s, GUEST_DIR, crate::default_options()))
+            .unwrap();
+        instance
+            .call(|s, g| g.db().call_put(s, db, b"k", b"v", true))
+            .unwrap();
+        assert!(
+            dir.path().join("CURRENT").is_file(),
+            "the store lives in the preopened directory"
+        );
+    }
+}
