@@ -4,6 +4,7 @@
 mod engine;
 #[cfg(feature = "rocksdb")]
 mod rocks;
+mod wasm;
 mod workloads;
 
 use std::path::{Path, PathBuf};
@@ -98,9 +99,10 @@ pub struct BenchArgs {
     /// included, as db_bench does.
     #[arg(long = "num_column_families", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_column_families: u32,
-    /// Keys per multireadrandom batch.
-    #[arg(long = "batch_size", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
-    pub batch_size: u64,
+    /// Keys per write batch of the fill workloads and per multireadrandom batch, as db_bench's
+    /// `--batch_size`. Unset: fills write one key per batch and multireadrandom reads 32.
+    #[arg(long = "batch_size", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: Option<u64>,
     /// multireadrandom: a batch's keys are a random first key and then every `stride`-th key after
     /// it (0: every key random), as db_bench does.
     #[arg(long = "multiread_stride", default_value_t = 0)]
@@ -170,7 +172,8 @@ pub struct BenchArgs {
     /// Fill workloads write every value with this TTL in seconds (0: none; Strata only).
     #[arg(long, default_value_t = 0)]
     pub ttl: u64,
-    /// Engine: strata, or rocksdb (needs the `rocksdb` cargo feature).
+    /// Engine: strata (native), wasm (the same engine as a WebAssembly component under
+    /// wasmtime), or rocksdb (needs the `rocksdb` cargo feature).
     #[arg(long, default_value = "strata")]
     pub engine: String,
     /// Seed for key and value generation.
@@ -179,6 +182,16 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// Keys per write batch of a fill.
+    pub fn write_batch(&self) -> u64 {
+        self.batch_size.unwrap_or(1)
+    }
+
+    /// Keys per multireadrandom batch.
+    pub fn multiread_batch(&self) -> u64 {
+        self.batch_size.unwrap_or(32)
+    }
+
     /// The memtable Bloom filter's (size ratio, whole-key filtering) after --memtablerep.
     pub fn memtable_bloom(&self) -> Result<(f64, bool), String> {
         match self.memtablerep.as_str() {
@@ -243,6 +256,7 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     }
     let engine: Box<dyn BenchEngine> = match args.engine.as_str() {
         "strata" => Box::new(engine::StrataEngine::open(&dir, &args)?),
+        "wasm" => Box::new(wasm::WasmEngine::open(&dir, &args)?),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::RocksEngine::open(&dir, &args)?),
         #[cfg(not(feature = "rocksdb"))]
@@ -251,7 +265,7 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
                 "this strata was built without RocksDB: rebuild with `--features rocksdb`".into(),
             );
         }
-        other => return Err(format!("unknown engine {other}: strata or rocksdb")),
+        other => return Err(format!("unknown engine {other}: strata, wasm or rocksdb")),
     };
     println!("Engine:     {}", engine.name());
     println!("Keys:       {} bytes each", args.key_size);

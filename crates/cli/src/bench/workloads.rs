@@ -177,6 +177,8 @@ fn fill(
     parallel(args, args.num, |t, begin, end| {
         let mut rng = StdRng::seed_from_u64(args.seed ^ ((t as u64 + 1) * 0x9e37));
         let mut bytes = 0;
+        let per_batch = args.write_batch();
+        let mut batch = Vec::with_capacity(per_batch as usize);
         for i in begin..end {
             let k = match order {
                 Order::Sequential => i,
@@ -185,7 +187,11 @@ fn fill(
             let key = make_key(k, args.key_size);
             let value = values.value(i, args.value_size);
             bytes += (key.len() + value.len()) as u64;
-            engine.write(&[(key, value)])?;
+            batch.push((key, value));
+            if batch.len() as u64 == per_batch || i + 1 == end {
+                engine.write(&batch)?;
+                batch.clear();
+            }
             deletions.after_write(i - begin + 1, engine, &mut rng)?;
         }
         Ok(Outcome {
@@ -269,10 +275,10 @@ fn run_multi_reads(engine: &dyn BenchEngine, args: &BenchArgs) -> Result<(Outcom
     parallel(args, args.reads(), |t, begin, end| {
         let mut rng = StdRng::seed_from_u64(args.seed ^ 0x3131 ^ t as u64);
         let (mut found, mut bytes) = (0, 0);
-        let span = args.multiread_stride * args.batch_size;
+        let span = args.multiread_stride * args.multiread_batch();
         let mut done = begin;
         while done < end {
-            let n = args.batch_size.min(end - done);
+            let n = args.multiread_batch().min(end - done);
             let keys: Vec<Vec<u8>> = if args.multiread_stride > 0 {
                 let first = rng.random_range(0..args.num.saturating_sub(span).max(1));
                 (0..n)

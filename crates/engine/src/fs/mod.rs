@@ -4,7 +4,7 @@
 
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,6 +120,45 @@ struct StdWritableFile {
     path: PathBuf,
     file: File,
     buf: Vec<u8>,
+    /// Bytes written so far: where the next write goes (files are created empty).
+    written: u64,
+}
+
+/// Writes `data` at `offset`. Under WASI a positional write is one `descriptor.write` call,
+/// while a plain write goes through an output stream that a host may serve on another thread
+/// (wasmtime's does: ~40 µs a WAL append against ~3 µs positioned). Elsewhere, a plain write.
+fn write_out(file: &mut File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    #[cfg(target_os = "wasi")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        let mut done = 0;
+        while done < data.len() {
+            let rest = &data[done..];
+            let at = i64::try_from(offset + done as u64)
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::FileTooLarge))?;
+            // SAFETY: `fd` is the open descriptor `file` owns and keeps open for this call;
+            // `rest` is a live slice and `pwrite` reads at most `rest.len()` bytes of it.
+            // Exercised by every write of the WASI component's tests (crates/wasi-host).
+            let n = unsafe { libc::pwrite(fd, rest.as_ptr().cast(), rest.len(), at) };
+            match n {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n if n > 0 => done += n as usize,
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "wasi"))]
+    {
+        let _ = offset;
+        std::io::Write::write_all(file, data)
+    }
 }
 
 const WRITE_BUFFER: usize = 64 * 1024;
@@ -129,10 +168,10 @@ impl WritableFile for StdWritableFile {
         if self.buf.len() + data.len() > WRITE_BUFFER {
             self.flush()?;
             if data.len() > WRITE_BUFFER {
-                return self
-                    .file
-                    .write_all(data)
-                    .map_err(|e| io_err("write", &self.path, e));
+                write_out(&mut self.file, self.written, data)
+                    .map_err(|e| io_err("write", &self.path, e))?;
+                self.written += data.len() as u64;
+                return Ok(());
             }
         }
         self.buf.extend_from_slice(data);
@@ -141,9 +180,9 @@ impl WritableFile for StdWritableFile {
 
     fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            self.file
-                .write_all(&self.buf)
+            write_out(&mut self.file, self.written, &self.buf)
                 .map_err(|e| io_err("write", &self.path, e))?;
+            self.written += self.buf.len() as u64;
             self.buf.clear();
         }
         Ok(())
@@ -252,6 +291,7 @@ impl FileSystem for StdFileSystem {
             path: path.to_path_buf(),
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
+            written: 0,
         }))
     }
 
@@ -382,7 +422,8 @@ fn record_holder(file: &File) {
     {
         let mut writer = file;
         let _ = file.set_len(0);
-        let _ = writer.write_all(format!("{}\n", std::process::id()).as_bytes());
+        let _ =
+            std::io::Write::write_all(&mut writer, format!("{}\n", std::process::id()).as_bytes());
     }
     #[cfg(not(unix))]
     let _ = file;
