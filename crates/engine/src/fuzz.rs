@@ -148,7 +148,7 @@ mod tests {
     /// with each byte flipped, must decode to errors or data, never a panic.
     #[test]
     fn entry_points_survive_damaged_real_files() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let mut o = Options::default();
         o.enable_blob_files = true;
         o.min_blob_size = 20;

@@ -41,6 +41,8 @@ mod range_del;
 mod snapshot;
 mod sst;
 mod stats;
+#[cfg(test)]
+mod test_dir;
 mod time;
 mod value;
 mod verify;

@@ -35,7 +35,7 @@ fn write_file(
 
 #[test]
 fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let compressible = vec![b'a'; 5000];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let random: Vec<u8> = (0..5000)
@@ -72,7 +72,7 @@ fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
 
 #[test]
 fn unsealed_file_keeps_its_intact_prefix_and_reports_the_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let refs = write_file(
         dir.path(),
         3,
@@ -100,7 +100,7 @@ fn unsealed_file_keeps_its_intact_prefix_and_reports_the_torn_tail() {
 
 #[test]
 fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let refs = write_file(dir.path(), 5, &[(b"key", vec![9; 400], 0)], true);
     let path = crate::filename::blob_file(dir.path(), 5);
     let clean = std::fs::read(&path).unwrap();
@@ -120,7 +120,7 @@ fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
 
 #[test]
 fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let stats = Arc::new(Stats::default());
     let store = BlobStore::new(dir.path(), Arc::new(StdFileSystem), stats.clone(), None);
     for n in [1, 2] {
@@ -153,7 +153,7 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
 
 #[test]
 fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let fs = StdFileSystem;
     let values: &[(&[u8], Vec<u8>, u64)] = &[(b"a", vec![1; 300], 0), (b"b", vec![2; 500], 5)];
     for seal in [false, true] {

@@ -80,6 +80,7 @@ mod tests {
     use crate::bloom::key_hash;
     use std::sync::Arc;
 
+    #[cfg_attr(target_os = "wasi", ignore = "needs threads")]
     #[test]
     fn no_false_negatives_under_concurrent_inserts() {
         let bloom = Arc::new(MemtableBloom::new(64 << 10, 6));

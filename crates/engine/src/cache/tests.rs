@@ -165,6 +165,7 @@ fn filters_are_cached_and_charged() {
     }
 }
 
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 #[test]
 fn concurrent_readers_and_writers_never_see_a_wrong_block() {
     for kind in KINDS {

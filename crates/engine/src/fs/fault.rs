@@ -482,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_crash_keeps_synced_bytes_and_drops_the_rest() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = FaultInjectionFs::new();
         let synced = dir.path().join("synced");
         let mut f = write(&fs, &synced, b"durable", true);
@@ -508,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_truncation_is_durable_up_to_the_length_it_leaves() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = FaultInjectionFs::new();
         let path = dir.path().join("f");
         let mut f = write(&fs, &path, b"synced", true);
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn an_unsynced_rename_is_undone_and_the_old_target_restored() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = FaultInjectionFs::new();
         let (tmp, current) = (dir.path().join("CURRENT.tmp"), dir.path().join("CURRENT"));
         drop(write(&fs, &current, b"old", true));
@@ -546,7 +546,7 @@ mod tests {
 
     #[test]
     fn rules_fail_after_n_calls_and_at_random_reproducibly() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = FaultInjectionFs::new();
         fs.fail_after(&[FsOp::Create], 2, FaultError::NoSpace);
         for i in 0..2 {

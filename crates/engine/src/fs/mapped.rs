@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn appends_go_through_the_mapping_once_populated_and_past_it_by_pwrite() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let path = dir.path().join("f");
         let capacity = 1 << 20;
         let mut f = create(&path, capacity);
@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_large_record_past_the_populated_pages_is_written_through() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let path = dir.path().join("f");
         let mut f = create(&path, 1 << 20);
         let small = record(0, 100);
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn the_window_populated_ahead_grows_with_the_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let mut f = create(&dir.path().join("f"), 64 << 20);
         let wanted =
             |f: &MappedWritableFile| f.region.as_ref().unwrap().wanted.load(Ordering::Relaxed);
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn dropping_trims_the_spare_space_and_a_crash_leaves_zeros_after_the_data() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         for crash in [false, true] {
             let path = dir.path().join(format!("f{crash}"));
             let mut f = create(&path, 256 << 10);

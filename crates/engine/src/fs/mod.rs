@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn write_read_rename_list() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = StdFileSystem;
         let a = dir.path().join("a");
         let mut w = fs.create(&a).unwrap();
@@ -459,7 +459,7 @@ mod tests {
     /// The read into fresh memory gives the file's bytes, and fails past the end.
     #[test]
     fn read_vec_at_reads_exactly_the_bytes_asked_for() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = StdFileSystem;
         let a = dir.path().join("a");
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -475,9 +475,13 @@ mod tests {
         assert!(r.read_vec_at(1, u64::MAX).is_err());
     }
 
+    #[cfg_attr(
+        target_os = "wasi",
+        ignore = "WASI has no file locks: the host holds them"
+    )]
     #[test]
     fn second_lock_is_busy() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fs = StdFileSystem;
         let p = dir.path().join("LOCK");
         let l = fs.lock(&p).unwrap();

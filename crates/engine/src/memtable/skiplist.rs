@@ -426,6 +426,7 @@ mod tests {
         assert!(node_overhead < 256, "{node_overhead}");
     }
 
+    #[cfg_attr(target_os = "wasi", ignore = "needs threads")]
     #[test]
     fn concurrent_readers_see_a_consistent_prefix() {
         let list = Arc::new(SkipList::new(8 * MAX_CHUNK_SIZE));

@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn blocks_round_trip_compressed_and_detect_flips() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let path = dir.path().join("b");
         let raw: Vec<u8> = (0..4000u32).flat_map(|i| (i % 13).to_le_bytes()).collect();
         for compression in [Compression::None, Compression::Zstd] {

@@ -74,7 +74,7 @@ fn open(path: &Path, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<TableR
 
 #[test]
 fn build_and_read_back_every_way() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     for compression in [Compression::None, Compression::Zstd] {
         let path = dir.path().join(format!("{compression:?}.sst"));
         let es = entries(1000);
@@ -142,7 +142,7 @@ fn build_and_read_back_every_way() {
 
 #[test]
 fn index_separators_are_shortened() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let path = dir.path().join("t.sst");
     let long: Vec<_> = (0..200u32)
         .map(|i| {
@@ -161,7 +161,7 @@ fn index_separators_are_shortened() {
 
 #[test]
 fn every_flipped_byte_is_detected_or_harmless() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let path = dir.path().join("t.sst");
     let es = entries(60);
     build(&path, &es, opts(Compression::Zstd));
@@ -185,7 +185,7 @@ fn every_flipped_byte_is_detected_or_harmless() {
 
 #[test]
 fn truncated_file_is_corruption() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let path = dir.path().join("t.sst");
     build(&path, &entries(50), opts(Compression::None));
     let good = std::fs::read(&path).unwrap();
@@ -197,7 +197,7 @@ fn truncated_file_is_corruption() {
 
 #[test]
 fn out_of_order_add_is_rejected() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let path = dir.path().join("t.sst");
     let mut b = TableBuilder::new(
         StdFileSystem.create(&path).unwrap(),
@@ -211,7 +211,7 @@ fn out_of_order_add_is_rejected() {
 #[test]
 fn range_tombstones_round_trip_through_their_block() {
     use crate::range_del::RangeTombstone;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     for with_entries in [true, false] {
         let path = dir.path().join(format!("rd{with_entries}.sst"));
         let mut b = TableBuilder::new(

@@ -597,7 +597,7 @@ mod tests {
     /// its record durable behind the state's back.
     #[test]
     fn a_failed_edit_never_reaches_a_later_recovery() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let fault = FaultInjectionFs::new();
         let fs: Arc<dyn FileSystem> = Arc::new(fault.clone());
         let mut set = VersionSet::new_empty(dir.path(), fs.clone());
@@ -617,7 +617,7 @@ mod tests {
 
     #[test]
     fn an_unnamed_table_is_unneeded_only_with_proof() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::test_dir::tempdir();
         let mut set = VersionSet::new_empty(dir.path(), Arc::new(crate::fs::StdFileSystem));
         let table = |number, lo, hi| {
             let mut f = crate::version::FileMetaData::for_test(number, "a", "b", 10);

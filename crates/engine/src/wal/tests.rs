@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::fs::{FileSystem, StdFileSystem};
 
 fn write_log(records: &[Vec<u8>]) -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::test_dir::tempdir();
     let path = dir.path().join("log");
     let mut w = LogWriter::new(StdFileSystem.create(&path).unwrap());
     for r in records {
