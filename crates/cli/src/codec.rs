@@ -46,6 +46,25 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// A scan bound; `None` is open.
+pub type Bound = Option<Vec<u8>>;
+
+/// The bounds `scan` reads: `[prefix, its successor)`, or `[from, to)` (either may be open).
+pub fn scan_bounds(
+    prefix: Option<&str>,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(Bound, Bound), String> {
+    match prefix {
+        Some(p) => {
+            let p = decode(p)?;
+            let end = prefix_successor(&p);
+            Ok((Some(p), end))
+        }
+        None => Ok((from.map(decode).transpose()?, to.map(decode).transpose()?)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -446,14 +446,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 fill_cache: false,
                 ..Default::default()
             };
-            if let Some(p) = &prefix {
-                let p = codec::decode(p)?;
-                opts.upper_bound = codec::prefix_successor(&p);
-                opts.lower_bound = Some(p);
-            } else {
-                opts.lower_bound = from.as_deref().map(codec::decode).transpose()?;
-                opts.upper_bound = to.as_deref().map(codec::decode).transpose()?;
-            }
+            (opts.lower_bound, opts.upper_bound) =
+                codec::scan_bounds(prefix.as_deref(), from.as_deref(), to.as_deref())?;
             let mut it = db.iter_cf(&opts, &cf).map_err(err)?;
             it.seek_to_first();
             let mut n = 0;

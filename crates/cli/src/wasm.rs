@@ -91,16 +91,8 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             limit,
         } => {
             let db = open(dir, false)?;
-            let (start, end) = match &prefix {
-                Some(p) => {
-                    let p = codec::decode(p)?;
-                    (Some(p.clone()), codec::prefix_successor(&p))
-                }
-                None => (
-                    from.as_deref().map(codec::decode).transpose()?,
-                    to.as_deref().map(codec::decode).transpose()?,
-                ),
-            };
+            let (start, end) =
+                codec::scan_bounds(prefix.as_deref(), from.as_deref(), to.as_deref())?;
             let scan = db
                 .scan(
                     &ScanOptions {

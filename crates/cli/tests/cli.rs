@@ -482,3 +482,45 @@ fn reading_commands_work_beside_a_writer() {
     drop(writer);
     stdout(&strata(&path, &["put", "c", "3"]));
 }
+
+#[test]
+fn the_data_commands_through_the_component_see_the_native_store_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let wasm = |args: &[&str]| {
+        let mut all = vec!["--engine", "wasm"];
+        all.extend_from_slice(args);
+        strata(&db, &all)
+    };
+    assert!(
+        strata(&db, &["put", "users/alice", "native"])
+            .status
+            .success()
+    );
+    assert!(
+        wasm(&["put", "users/bob", "component", "--sync"])
+            .status
+            .success()
+    );
+    assert!(wasm(&["put", "0x00ff", "0x0102"]).status.success());
+    assert_eq!(stdout(&wasm(&["get", "users/alice"])), "native\n");
+    assert_eq!(stdout(&strata(&db, &["get", "users/bob"])), "component\n");
+    assert_eq!(
+        stdout(&wasm(&["scan", "--prefix", "users/"])),
+        stdout(&strata(&db, &["scan", "--prefix", "users/"]))
+    );
+    assert_eq!(stdout(&strata(&db, &["get", "0x00ff"])), "0x0102\n");
+    assert!(
+        wasm(&["delete-range", "--from", "users/a", "--to", "users/b"])
+            .status
+            .success()
+    );
+    assert!(wasm(&["flush"]).status.success());
+    assert!(!strata(&db, &["get", "users/alice"]).status.success());
+    let missing = wasm(&["get", "users/alice"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    let other_cf = strata(&db, &["--engine", "wasm", "--cf", "x", "get", "k"]);
+    assert!(String::from_utf8_lossy(&other_cf.stderr).contains("default column family"));
+    assert!(strata(&db, &["verify"]).status.success());
+}
