@@ -49,7 +49,7 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             match ttl {
                 Some(0) => return Err("--ttl must be at least 1 second".into()),
                 Some(secs) => db
-                    .put_with_ttl(&key, &value, Duration::from_secs(secs))
+                    .put_with_ttl(&key, &value, Duration::from_secs(secs), sync)
                     .map_err(e)?,
                 None => db.put_with(&key, &value, sync).map_err(e)?,
             }

@@ -196,12 +196,13 @@ impl WasiDb {
         self.wrote()
     }
 
-    /// The key reads as absent once `ttl` has passed.
+    /// The key reads as absent once `ttl` has passed; `sync` as for [`WasiDb::put_with`].
     pub fn put_with_ttl(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
         ttl: Duration,
+        sync: bool,
     ) -> Result<()> {
         self.call(|s, g, db| {
             g.db().call_put_with_ttl(
@@ -210,7 +211,7 @@ impl WasiDb {
                 key.as_ref(),
                 value.as_ref(),
                 ttl.as_secs().max(1),
-                false,
+                sync,
             )
         })?;
         self.wrote()

@@ -414,3 +414,21 @@ fn the_guests_errors_arrive_as_the_engines_kinds() {
     .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 }
+
+#[test]
+fn a_synced_put_with_ttl_survives_a_reopen_and_expires_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = WasiDb::open(dir.path(), limits(), default_options()).unwrap();
+    db.put_with_ttl("long", "an hour", Duration::from_secs(3600), true)
+        .unwrap();
+    db.put_with_ttl("short", "a second", Duration::from_secs(1), true)
+        .unwrap();
+    assert_eq!(db.get("short").unwrap().as_deref(), Some(&b"a second"[..]));
+    drop(db);
+    let db = WasiDb::open(dir.path(), limits(), default_options()).unwrap();
+    assert_eq!(db.get("long").unwrap().as_deref(), Some(&b"an hour"[..]));
+    // Expiry has a one-second grain: past two seconds the short one is gone.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(db.get("short").unwrap(), None);
+    assert_eq!(db.get("long").unwrap().as_deref(), Some(&b"an hour"[..]));
+}

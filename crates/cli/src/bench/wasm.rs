@@ -93,7 +93,7 @@ impl BenchEngine for WasmEngine {
         if self.ttl > 0 {
             for (k, v) in entries {
                 self.db
-                    .put_with_ttl(k, v, Duration::from_secs(self.ttl))
+                    .put_with_ttl(k, v, Duration::from_secs(self.ttl), self.sync)
                     .map_err(err)?;
             }
             return Ok(());
