@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 
 use strata_engine::{
-    Compression, Db, DbIterator, ErrorKind, Options, ReadOptions, Snapshot, WriteBatch,
+    Clock, Compression, Db, DbIterator, ErrorKind, Options, ReadOptions, Snapshot, WriteBatch,
     WriteOptions,
 };
 
@@ -65,12 +65,6 @@ fn read_options(at: Option<wit::SnapshotBorrow<'_>>) -> ReadOptions {
     }
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl wit::GuestDb for Store {
     fn open(path: String, o: wit::OpenOptions) -> Result<wit::Db> {
         let mut opts = Options {
@@ -123,7 +117,8 @@ impl wit::GuestDb for Store {
 
     fn put_with_ttl(&self, key: Vec<u8>, value: Vec<u8>, ttl_secs: u64, sync: bool) -> Result<()> {
         let mut batch = WriteBatch::new();
-        batch.put_until(key, value, now_secs().saturating_add(ttl_secs));
+        let now = strata_engine::SystemClock.now_secs();
+        batch.put_until(key, value, now.saturating_add(ttl_secs));
         self.with(|db| db.write(batch, &write_options(sync)))
     }
 
@@ -152,11 +147,7 @@ impl wit::GuestDb for Store {
         Ok(wit::Snapshot::new(View { snapshot }))
     }
 
-    fn scan(
-        &self,
-        o: wit::ScanOptions,
-        at: Option<wit::SnapshotBorrow<'_>>,
-    ) -> Result<wit::Scan> {
+    fn scan(&self, o: wit::ScanOptions, at: Option<wit::SnapshotBorrow<'_>>) -> Result<wit::Scan> {
         let opts = ReadOptions {
             lower_bound: o.start,
             upper_bound: o.end,
@@ -200,7 +191,15 @@ impl wit::GuestDb for Store {
         self.with(|db| {
             let p = db.properties();
             let st = db.statistics();
-            let cf = db.properties_cf(&db.default_cf())?;
+            // The store's properties hold the default column family's, first.
+            let default_cf;
+            let cf = match p.column_families.first() {
+                Some(cf) => cf,
+                None => {
+                    default_cf = db.properties_cf(&db.default_cf())?;
+                    &default_cf
+                }
+            };
             let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
             Ok(wit::Properties {
                 work_pending: cf.immutable_memtables > 0

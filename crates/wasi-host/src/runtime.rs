@@ -213,27 +213,7 @@ impl Instance {
         let began = Instant::now();
         let (p, compiled, from_disk_cache) =
             prepared(limits.fuel_per_call.is_some(), limits.cache_dir.as_deref())?;
-        // Only the store's directory; no environment, arguments, network or stdio. Calls are
-        // synchronous, so file operations run on this thread rather than hopping to tokio's
-        // blocking pool and back (a WAL append per put made that hop cost ~45 µs).
-        let wasi = WasiCtxBuilder::new()
-            .preopened_dir(dir, GUEST_DIR, FsPerms::ReadWrite)
-            .map_err(host("preopening the store's directory"))?
-            .allow_blocking_current_thread(true)
-            .build();
-        let mut store = Store::new(
-            &p.engine,
-            HostState {
-                wasi,
-                table: ResourceTable::new(),
-                memory: MemoryCap {
-                    max: limits.memory_bytes,
-                    hit: false,
-                },
-            },
-        );
-        store.limiter(|s| &mut s.memory);
-        arm(&mut store, limits)?;
+        let mut store = sandbox(&p.engine, dir, limits)?;
         let bindings = bindings::Engine::instantiate(&mut store, &p.component, &p.linker)
             .map_err(host("instantiating the component"))?;
         Ok((
@@ -287,6 +267,32 @@ impl Instance {
     }
 }
 
+/// A store whose guest sees `dir` and nothing else, under `limits`, armed for its first call.
+fn sandbox(engine: &Engine, dir: &Path, limits: &Limits) -> Result<Store<HostState>> {
+    // No environment, arguments, network or stdio. Calls are synchronous, so file operations
+    // run on this thread rather than hopping to tokio's blocking pool and back (a WAL append
+    // per put made that hop cost ~45 µs).
+    let wasi = WasiCtxBuilder::new()
+        .preopened_dir(dir, GUEST_DIR, FsPerms::ReadWrite)
+        .map_err(host("preopening the store's directory"))?
+        .allow_blocking_current_thread(true)
+        .build();
+    let mut store = Store::new(
+        engine,
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                max: limits.memory_bytes,
+                hit: false,
+            },
+        },
+    );
+    store.limiter(|s| &mut s.memory);
+    arm(&mut store, limits)?;
+    Ok(store)
+}
+
 /// Sets the deadline (and fuel) for the next call.
 fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<()> {
     let ticks = (limits.call_deadline.as_millis() / TICK.as_millis()).max(1);
@@ -328,22 +334,7 @@ mod tests {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let limits = Limits::default();
-        let mut store = Store::new(
-            &engine,
-            HostState {
-                wasi: WasiCtxBuilder::new()
-                    .preopened_dir(dir.path(), GUEST_DIR, FsPerms::ReadWrite)
-                    .unwrap()
-                    .build(),
-                table: ResourceTable::new(),
-                memory: MemoryCap {
-                    max: 1 << 30,
-                    hit: false,
-                },
-            },
-        );
-        arm(&mut store, &limits).unwrap();
+        let mut store = sandbox(&engine, dir.path(), &Limits::default()).unwrap();
         bindings::Engine::instantiate(&mut store, &c, &linker).unwrap();
         // A damaged cache file is compiled over, not trusted.
         for f in std::fs::read_dir(cache.path()).unwrap() {
