@@ -44,6 +44,8 @@ e2e: web
 test: deps web web-check
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
+	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
+	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 -- -D warnings
 	$(CARGO) test --workspace
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
 	$(MAKE) wasm-test
