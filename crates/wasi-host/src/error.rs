@@ -15,6 +15,9 @@ pub enum Error {
     Busy(String),
     #[error("the store is closed")]
     Closed,
+    /// `wasi:keyvalue` was asked for a bucket that names no column family.
+    #[error("no bucket {0:?}: buckets are column families, and there is none of that name")]
+    NoSuchBucket(String),
     #[error("{0}")]
     Other(String),
     /// The guest ran past the deadline of one call and was stopped; reopen to go on.

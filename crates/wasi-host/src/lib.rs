@@ -12,9 +12,13 @@
 //! - a guest stopped by the sandbox leaves the host running: the handle answers `Closed` from
 //!   then on, and the store reopens intact (the WAL is the truth).
 //!
-//! Background work: the guest has no threads. The host calls `maintenance` after writes while
-//! the store reports work pending, and [`WasiDb::maintenance`] lets an embedder run it on a timer.
+//! The same instance also exports `wasi:keyvalue`: [`WasiDb::bucket`] opens a bucket (a column
+//! family) through it, as any component importing `wasi:keyvalue` would.
+//!
+//! Background work: the guest has no threads. The host calls `maintenance` every 64 writes and on a timer while the store is idle ([`Limits::maintenance_interval`]); a
+//! write that would wait for a flush runs it inline. [`WasiDb::maintenance`] runs it on demand.
 
+mod bucket;
 mod error;
 mod runtime;
 
@@ -26,6 +30,7 @@ use parking_lot::Mutex;
 use strata_engine::FileSystem;
 use wasmtime::component::ResourceAny;
 
+pub use bucket::{Bucket, KeyPage, KeyValue};
 pub use error::{Error, Result};
 pub use runtime::{Limits, StartReport, guest_component};
 pub use wit::{
@@ -66,8 +71,9 @@ const MAINTENANCE_BUDGET: u32 = 8;
 /// An open store inside the component. Cheap to share (`Arc`); calls are serialized, as a
 /// component instance runs one call at a time.
 pub struct WasiDb {
-    inner: Mutex<Handle>,
+    inner: Arc<Mutex<Handle>>,
     start: StartReport,
+    timer: Option<MaintenanceTimer>,
 }
 
 struct Handle {
@@ -75,6 +81,75 @@ struct Handle {
     db: Option<ResourceAny>,
     writes_since_check: u32,
     _lock: Box<dyn strata_engine::FileLock>,
+}
+
+impl Handle {
+    /// Runs `f` against the live instance; a call the sandbox stopped drops the instance.
+    fn with_instance<T>(
+        &mut self,
+        f: impl FnOnce(&mut Instance, ResourceAny) -> Result<T>,
+    ) -> Result<T> {
+        let db = self.db.ok_or(Error::Closed)?;
+        let instance = self.instance.as_mut().ok_or(Error::Closed)?;
+        let r = f(instance, db);
+        if let Err(e) = &r
+            && e.stopped_the_guest()
+        {
+            self.instance = None;
+            self.db = None;
+        }
+        r
+    }
+
+    fn maintenance(&mut self, budget: u32) -> Result<bool> {
+        self.with_instance(|instance, db| {
+            instance.call(|s, g| g.db().call_maintenance(s, db, budget))
+        })
+    }
+}
+
+/// Runs `maintenance` every interval while the store is idle, as the engine's background
+/// threads would natively: a memtable filled by the last write of a burst is flushed, and
+/// compactions it makes due run, without waiting for the next write.
+struct MaintenanceTimer {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl MaintenanceTimer {
+    fn start(handle: &Arc<Mutex<Handle>>, every: Duration) -> MaintenanceTimer {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let handle = Arc::downgrade(handle);
+        let thread = std::thread::Builder::new()
+            .name("strata-wasi-maintenance".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(every)
+                {
+                    let Some(handle) = handle.upgrade() else {
+                        return;
+                    };
+                    // A call in progress means the store is not idle; its writes maintain it.
+                    if let Some(mut h) = handle.try_lock() {
+                        // A failure here (a background error, a stopped guest) is the next
+                        // call's answer; the timer has nobody to tell.
+                        let _ = h.maintenance(MAINTENANCE_BUDGET);
+                    }
+                }
+            })
+            .ok();
+        MaintenanceTimer {
+            stop,
+            thread: Mutex::new(thread),
+        }
+    }
+
+    fn stop(&self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for WasiDb {
@@ -108,14 +183,19 @@ impl WasiDb {
         let (mut instance, start) = Instance::start(dir, &limits)?;
         let db = instance
             .call(|store, guest| guest.db().call_open(store, runtime::GUEST_DIR, options))?;
+        let inner = Arc::new(Mutex::new(Handle {
+            instance: Some(instance),
+            db: Some(db),
+            writes_since_check: 0,
+            _lock: lock,
+        }));
+        let timer = limits
+            .maintenance_interval
+            .map(|every| MaintenanceTimer::start(&inner, every));
         Ok(WasiDb {
-            inner: Mutex::new(Handle {
-                instance: Some(instance),
-                db: Some(db),
-                writes_since_check: 0,
-                _lock: lock,
-            }),
+            inner,
             start,
+            timer,
         })
     }
 
@@ -133,33 +213,23 @@ impl WasiDb {
             ResourceAny,
         ) -> wasmtime::Result<std::result::Result<T, wit::Error>>,
     ) -> Result<T> {
-        let mut h = self.inner.lock();
-        let db = h.db.ok_or(Error::Closed)?;
-        let instance = h.instance.as_mut().ok_or(Error::Closed)?;
-        let r = instance.call(|store, guest| f(store, guest, db));
-        if let Err(e) = &r
-            && e.stopped_the_guest()
-        {
-            h.instance = None;
-            h.db = None;
-        }
-        r
+        self.with_instance(|instance, db| instance.call(|store, guest| f(store, guest, db)))
+    }
+
+    pub(crate) fn with_instance<T>(
+        &self,
+        f: impl FnOnce(&mut Instance, ResourceAny) -> Result<T>,
+    ) -> Result<T> {
+        self.inner.lock().with_instance(f)
     }
 
     /// After a write: run due background work now and then, as the engine's threads would.
-    fn wrote(&self) -> Result<()> {
-        let due = {
-            let mut h = self.inner.lock();
-            h.writes_since_check += 1;
-            if h.writes_since_check >= MAINTAIN_EVERY {
-                h.writes_since_check = 0;
-                true
-            } else {
-                false
-            }
-        };
-        if due {
-            self.maintenance(MAINTENANCE_BUDGET)?;
+    pub(crate) fn wrote(&self) -> Result<()> {
+        let mut h = self.inner.lock();
+        h.writes_since_check += 1;
+        if h.writes_since_check >= MAINTAIN_EVERY {
+            h.writes_since_check = 0;
+            h.maintenance(MAINTENANCE_BUDGET)?;
         }
         Ok(())
     }
@@ -298,7 +368,7 @@ impl WasiDb {
 
     /// Runs up to `budget` steps of background work; true when more is due.
     pub fn maintenance(&self, budget: u32) -> Result<bool> {
-        self.call(|s, g, db| g.db().call_maintenance(s, db, budget))
+        self.inner.lock().maintenance(budget)
     }
 
     pub fn properties(&self) -> Result<Properties> {
@@ -307,6 +377,9 @@ impl WasiDb {
 
     /// Syncs and closes the store; the instance ends with it.
     pub fn close(&self) -> Result<()> {
+        if let Some(timer) = &self.timer {
+            timer.stop();
+        }
         let r = self.call(|s, g, db| g.db().call_close(s, db));
         let mut h = self.inner.lock();
         h.db = None;
@@ -314,7 +387,7 @@ impl WasiDb {
         r
     }
 
-    fn drop_resource(&self, r: ResourceAny) -> Result<()> {
+    pub(crate) fn drop_resource(&self, r: ResourceAny) -> Result<()> {
         let mut h = self.inner.lock();
         let instance = h.instance.as_mut().ok_or(Error::Closed)?;
         instance.drop_resource(r)

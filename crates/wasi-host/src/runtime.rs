@@ -34,6 +34,9 @@ pub struct Limits {
     pub fuel_per_call: Option<u64>,
     /// Where compiled components are kept between runs; `None`: compile at every start.
     pub cache_dir: Option<PathBuf>,
+    /// How often an idle store runs its background work (flushes, compactions); `None`: only
+    /// after writes and when asked.
+    pub maintenance_interval: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -43,6 +46,7 @@ impl Default for Limits {
             call_deadline: Duration::from_secs(60),
             fuel_per_call: None,
             cache_dir: default_cache_dir(),
+            maintenance_interval: Some(Duration::from_millis(200)),
         }
     }
 }
@@ -239,11 +243,22 @@ impl Instance {
             &wit::Guest,
         ) -> wasmtime::Result<std::result::Result<T, wit::Error>>,
     ) -> Result<T> {
+        self.call_export(|store, b| f(store, b.strata_kv_store()), from_guest)
+    }
+
+    /// [`Instance::call`] into any of the component's exports, with that export's error mapping.
+    pub(crate) fn call_export<T, E>(
+        &mut self,
+        f: impl FnOnce(
+            &mut Store<HostState>,
+            &bindings::Engine,
+        ) -> wasmtime::Result<std::result::Result<T, E>>,
+        guest_error: impl FnOnce(E) -> Error,
+    ) -> Result<T> {
         arm(&mut self.store, &self.limits)?;
-        let guest = self.bindings.strata_kv_store();
-        match f(&mut self.store, guest) {
+        match f(&mut self.store, &self.bindings) {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(from_guest(e)),
+            Ok(Err(e)) => Err(guest_error(e)),
             Err(e) => Err(self.stopped(e)),
         }
     }

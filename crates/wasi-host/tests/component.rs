@@ -10,7 +10,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_engine::{ColumnFamilyOptions, Db, Options};
 use strata_wasi_host::{
-    BatchOp, Direction, Entry, Error, KeyRange, Limits, ScanOptions, WasiDb, default_options,
+    BatchOp, Direction, Entry, Error, KeyRange, Limits, Properties, ScanOptions, WasiDb,
+    default_options,
 };
 
 fn limits() -> Limits {
@@ -437,4 +438,50 @@ fn a_synced_put_with_ttl_survives_a_reopen_and_expires_on_time() {
     std::thread::sleep(Duration::from_millis(2100));
     assert_eq!(db.get("short").unwrap(), None);
     assert_eq!(db.get("long").unwrap().as_deref(), Some(&b"an hour"[..]));
+}
+
+/// Writes a burst too small to reach the every-64-writes check, then waits: the store's work
+/// is done only if something runs `maintenance` while it is idle.
+fn idle_after_a_burst(timer: Option<Duration>) -> Properties {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        maintenance_interval: timer,
+        ..limits()
+    };
+    let db = WasiDb::open(dir.path(), limits, small_options()).unwrap();
+    for round in 0..3u32 {
+        let ops: Vec<BatchOp> = (0..1000u32)
+            .map(|i| {
+                BatchOp::Put(Entry {
+                    key: format!("t{round}-{i:05}").into_bytes(),
+                    value: vec![round as u8; 100],
+                })
+            })
+            .collect();
+        db.write(&ops, false).unwrap();
+    }
+    let began = std::time::Instant::now();
+    loop {
+        let p = db.properties().unwrap();
+        let files: u32 = p.levels.iter().map(|l| l.files).sum();
+        if (files > 0 && !p.work_pending) || began.elapsed() > Duration::from_secs(2) {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_idle_store_runs_its_background_work_on_the_hosts_timer() {
+    let without = idle_after_a_burst(None);
+    assert!(
+        without.work_pending,
+        "with no timer the burst's work waits: {without:?}"
+    );
+    let with = idle_after_a_burst(Some(Duration::from_millis(50)));
+    assert!(!with.work_pending, "{with:?}");
+    assert!(
+        with.levels.iter().map(|l| l.files).sum::<u32>() > 0,
+        "{with:?}"
+    );
 }
