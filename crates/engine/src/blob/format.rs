@@ -153,18 +153,19 @@ pub(crate) struct Record<'a> {
     pub compressed: bool,
 }
 
-/// The length of the record starting at `b` (from its header), if the header is there.
-pub(crate) fn record_len(b: &[u8]) -> Option<usize> {
+/// The length of the record starting at `b` (from its header), if the header is there. In u64:
+/// two 32-bit lengths from a damaged header can overflow a 32-bit `usize`.
+pub(crate) fn record_len(b: &[u8]) -> Option<u64> {
     if b.len() < RECORD_HEADER_SIZE {
         return None;
     }
-    Some(RECORD_HEADER_SIZE + fixed32(b, 4) as usize + fixed32(b, 8) as usize)
+    Some(RECORD_HEADER_SIZE as u64 + u64::from(fixed32(b, 4)) + u64::from(fixed32(b, 8)))
 }
 
 /// Decodes and verifies a whole record.
 pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
     let len = record_len(b).ok_or("record shorter than its header")?;
-    if len != b.len() {
+    if len != b.len() as u64 {
         return Err(format!(
             "record length {len} does not match the {} bytes read",
             b.len()
@@ -190,6 +191,18 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_claiming_two_huge_lengths_does_not_wrap() {
+        let mut b = vec![0u8; RECORD_HEADER_SIZE];
+        b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        b[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            record_len(&b),
+            Some(RECORD_HEADER_SIZE as u64 + 2 * u64::from(u32::MAX))
+        );
+        assert!(decode_record(&b).is_err());
+    }
 
     #[test]
     fn parts_round_trip_and_any_flipped_byte_is_caught() {

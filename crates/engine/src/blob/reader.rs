@@ -170,13 +170,16 @@ impl BlobFileReader {
                 return Ok(true);
             }
             self.file.read_exact_at(&mut head, offset)?;
-            let Some(size) = record_len(&head).map(|n| n as u64) else {
+            let Some(size) = record_len(&head) else {
                 return Ok(true);
             };
             if size > end - offset {
                 return Ok(true);
             }
-            buf.resize(size as usize, 0);
+            let Ok(len) = usize::try_from(size) else {
+                return Ok(true);
+            };
+            buf.resize(len, 0);
             self.file.read_exact_at(&mut buf, offset)?;
             let Ok(record) = decode_record(&buf) else {
                 return Ok(true);

@@ -84,7 +84,8 @@ fn locate(filter: &[u8], hash: u64) -> Option<(u8, usize)> {
     let n = filter.len();
     let probes = filter[n - TRAILER];
     let lines = crate::coding::fixed32(filter, n - 4);
-    if lines as usize * LINE_BYTES != n - TRAILER || probes == 0 {
+    // In u64: a damaged line count times the line size can overflow a 32-bit usize.
+    if u64::from(lines) * LINE_BYTES as u64 != (n - TRAILER) as u64 || probes == 0 {
         return None;
     }
     Some((
@@ -180,5 +181,18 @@ mod tests {
         let n = f.len();
         f[n - 4] = 9; // line count no longer matches the size
         assert!(may_contain(&f, key_hash(b"other")));
+    }
+
+    #[test]
+    fn a_line_count_whose_size_wraps_32_bits_is_refused() {
+        // 2^26 + 1 lines of 64 bytes is 2^32 + 64: on wasm32 a usize product wraps to the real
+        // 64, and the probe would index far past the filter.
+        let mut f = vec![0xffu8; LINE_BYTES + TRAILER];
+        f[LINE_BYTES] = 6;
+        f[LINE_BYTES + 1..].copy_from_slice(&((1u32 << 26) + 1).to_le_bytes());
+        for i in 0..1000u32 {
+            assert!(may_contain(&f, key_hash(&i.to_le_bytes())));
+            prefetch(&f, key_hash(&i.to_le_bytes()));
+        }
     }
 }
