@@ -52,13 +52,14 @@ test: deps web web-check
 	./scripts/fuzz.sh
 	$(MAKE) e2e
 
-# The engine's unit tests built for wasm32-wasip2 and run under wasmtime (the host crate's runner,
-# one preopened temp directory), so a 32-bit regression fails here. Threads and file locks are
-# not there: those tests are marked ignore on WASI.
+# The engine's unit, integration and model tests built for wasm32-wasip2 and run under wasmtime
+# (the host crate's runner, one preopened temp directory), so a 32-bit regression fails here.
+# Threads, processes, file locks and catching panics are not there: those tests are marked
+# ignore on WASI; background work runs through Db::maintenance, as a host drives it.
 wasm-test:
 	$(CARGO) build -p strata-wasi-host --bin strata-wasi-run
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/strata-wasi-run" \
-		$(CARGO) test -p strata-engine --target wasm32-wasip2 --lib -- --test-threads=1
+		$(CARGO) test -p strata-engine --target wasm32-wasip2 --lib --tests -- --test-threads=1
 
 fmt:
 	$(CARGO) fmt --all

@@ -31,14 +31,27 @@ impl CompactionSpec {
         self.input_files().map(|f| f.file_size).sum()
     }
 
-    /// One file that overlaps nothing below it and not too much two levels down: it can be moved
-    /// to the output level by a MANIFEST edit alone.
+    /// Files that overlap nothing below them, nor each other, and not too much two levels down:
+    /// they move to the output level by a MANIFEST edit alone. Several L0 files qualify when
+    /// their key ranges are disjoint, as a sequential load's flushes are (and as they pile up
+    /// when flushes outpace compactions, or under WASI, where background work runs in turns).
     pub(crate) fn is_trivial_move(&self, target_file_size: u64) -> bool {
         self.reason != CompactionReason::Manual
-            && self.inputs[0].len() == 1
+            && !self.inputs[0].is_empty()
             && self.inputs[1].is_empty()
+            && disjoint(&self.inputs[0])
             && self.grandparents.iter().map(|f| f.file_size).sum::<u64>() <= 10 * target_file_size
     }
+}
+
+/// Whether no two of `files` share a user key in their ranges.
+fn disjoint(files: &[Arc<FileMetaData>]) -> bool {
+    let mut ranges: Vec<(&[u8], &[u8])> = files
+        .iter()
+        .map(|f| (key::user_key(&f.smallest), key::user_key(&f.largest)))
+        .collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|w| w[0].1 < w[1].0)
 }
 
 /// Size targets per level, and the level L0 compacts into.
@@ -342,6 +355,25 @@ mod tests {
             level0_file_num_compaction_trigger: 2,
             ..ColumnFamilyOptions::default()
         }
+    }
+
+    #[test]
+    fn disjoint_l0_files_move_together_and_overlapping_ones_are_merged() {
+        let mut v = Version::default();
+        v.levels[0] = vec![
+            file(3, "e", "f", 10),
+            file(2, "a", "b", 10),
+            file(1, "c", "d", 10),
+        ];
+        let c = pick(&v, &opts(), &HashSet::new()).unwrap();
+        assert_eq!(c.inputs[0].len(), 3);
+        assert!(c.is_trivial_move(64 << 20), "a sequential load's flushes");
+        v.levels[0] = vec![file(3, "c", "f", 10), file(2, "a", "d", 10)];
+        let c = pick(&v, &opts(), &HashSet::new()).unwrap();
+        assert!(!c.is_trivial_move(64 << 20), "\"c\"..\"d\" is in both");
+        v.levels[0] = vec![file(3, "d", "f", 10), file(2, "a", "d", 10)];
+        let c = pick(&v, &opts(), &HashSet::new()).unwrap();
+        assert!(!c.is_trivial_move(64 << 20), "a shared boundary key");
     }
 
     #[test]

@@ -204,8 +204,9 @@ impl DbInner {
         }
         let last_seq = self.last_sequence.load(Ordering::Acquire);
         if info.trivial_move {
-            let f = &spec.inputs[0][0];
-            edit.new_files.push((spec.output_level, (**f).clone()));
+            for f in &spec.inputs[0] {
+                edit.new_files.push((spec.output_level, (**f).clone()));
+            }
             self.versions.lock().log_and_apply(edit, last_seq)?;
             self.stats.trivial_moves.inc();
         } else {

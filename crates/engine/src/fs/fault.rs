@@ -76,9 +76,14 @@ pub enum FaultError {
 
 impl FaultError {
     fn os_error(self) -> std::io::Error {
+        // The platform's own numbers: WASI's differ from Linux's (there 28 is EINVAL).
+        #[cfg(any(target_os = "linux", target_os = "wasi"))]
+        let (eio, enospc) = (libc::EIO, libc::ENOSPC);
+        #[cfg(not(any(target_os = "linux", target_os = "wasi")))]
+        let (eio, enospc) = (5, 28);
         match self {
-            FaultError::Eio => std::io::Error::from_raw_os_error(5),
-            FaultError::NoSpace => std::io::Error::from_raw_os_error(28),
+            FaultError::Eio => std::io::Error::from_raw_os_error(eio),
+            FaultError::NoSpace => std::io::Error::from_raw_os_error(enospc),
         }
     }
 }
@@ -553,7 +558,9 @@ mod tests {
             fs.create(&dir.path().join(format!("{i}"))).unwrap();
         }
         let err = fs.create(&dir.path().join("3")).unwrap_err();
-        assert!(matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(28)));
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull)
+        );
         assert_eq!(fs.injected(), 1);
         fs.clear_faults();
         fs.create(&dir.path().join("4")).unwrap();

@@ -281,8 +281,24 @@ impl RandomAccessFile for StdRandomAccessFile {
 #[derive(Debug)]
 struct StdFileLock {
     _file: File,
+    /// Where the OS has no file locks (WASI): the path this process holds in [`HELD_IN_PROCESS`].
+    held_in_process: Option<PathBuf>,
 }
 impl FileLock for StdFileLock {}
+
+impl Drop for StdFileLock {
+    fn drop(&mut self) {
+        if let Some(path) = &self.held_in_process {
+            HELD_IN_PROCESS.lock().remove(path);
+        }
+    }
+}
+
+/// Lock files this process holds where the OS cannot lock (WASI). Across processes the embedder
+/// confines the store (the WASI host holds the OS lock); within one, two `Db`s on a directory
+/// would both append to its WAL and MANIFEST, so the second open is `Busy`, as natively.
+static HELD_IN_PROCESS: parking_lot::Mutex<std::collections::BTreeSet<PathBuf>> =
+    parking_lot::Mutex::new(std::collections::BTreeSet::new());
 
 impl FileSystem for StdFileSystem {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
@@ -391,7 +407,10 @@ impl FileSystem for StdFileSystem {
         match file.try_lock() {
             Ok(()) => {
                 record_holder(&file);
-                Ok(Box::new(StdFileLock { _file: file }))
+                Ok(Box::new(StdFileLock {
+                    _file: file,
+                    held_in_process: None,
+                }))
             }
             Err(std::fs::TryLockError::WouldBlock) => {
                 let holder = std::fs::read_to_string(path)
@@ -408,7 +427,17 @@ impl FileSystem for StdFileSystem {
             }
             // Platforms without locking (WASI) still open: the embedder confines the store.
             Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
-                Ok(Box::new(StdFileLock { _file: file }))
+                let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                if !HELD_IN_PROCESS.lock().insert(path.clone()) {
+                    return Err(Error::Busy(format!(
+                        "the store is already open in this process ({} is held)",
+                        path.display()
+                    )));
+                }
+                Ok(Box::new(StdFileLock {
+                    _file: file,
+                    held_in_process: Some(path),
+                }))
             }
             Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", path, e)),
         }

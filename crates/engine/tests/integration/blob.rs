@@ -92,7 +92,7 @@ fn blob_files_on_disk(dir: &Path) -> usize {
 
 #[test]
 fn large_values_live_in_blob_files_and_read_back_every_way() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let db = Db::open(dir.path(), options(&clock)).unwrap();
     let mut expected = std::collections::BTreeMap::new();
@@ -175,7 +175,7 @@ fn large_values_live_in_blob_files_and_read_back_every_way() {
 
 #[test]
 fn ttl_values_expire_for_every_reader_at_once_and_compaction_removes_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = options(&clock);
     let events = BlobEvents::attach(&mut o);
@@ -253,7 +253,7 @@ fn ttl_values_expire_for_every_reader_at_once_and_compaction_removes_them() {
 
 #[test]
 fn garbage_collection_empties_old_files_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = options(&clock);
     o.blob_file_size = 16 << 10;
@@ -322,7 +322,7 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
 
 #[test]
 fn an_iterator_keeps_relocated_files_readable() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = options(&clock);
     o.blob_file_size = 8 << 10;
@@ -351,7 +351,7 @@ fn an_iterator_keeps_relocated_files_readable() {
 
 #[test]
 fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = options(&clock);
     o.blob_file_size = 8 << 10;
@@ -407,7 +407,7 @@ fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
 
 #[test]
 fn a_damaged_blob_record_is_corruption_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = options(&clock);
     o.cache_size = 0;
@@ -444,8 +444,8 @@ fn crash_copy(from: &Path, to: &Path) {
 
 #[test]
 fn a_crash_copy_of_a_live_store_opens_whole_and_gives_back_reserved_space() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
+    let copy = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let o = options(&clock);
     let db = Db::open(dir.path(), o.clone()).unwrap();
@@ -494,8 +494,8 @@ fn a_torn_blob_file_tail_is_detected_and_recovery_stops_before_it() {
 }
 
 fn torn_blob_record_is_detected(zeroed: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
+    let copy = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let o = options(&clock);
     let db = Db::open(dir.path(), o.clone()).unwrap();
@@ -545,7 +545,7 @@ fn torn_blob_record_is_detected(zeroed: bool) {
 
 #[test]
 fn column_families_keep_their_own_blob_settings() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let mut o = Options::default();
     o.clock = clock.clone();
@@ -643,8 +643,9 @@ impl HeldFlushes {
 /// it. Until then a synced write must still sync it: the WAL it syncs vouches for the indexes
 /// pointing into it.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let power = FaultInjectionFs::new();
     let flushes = Arc::new(HeldFlushes::default());
@@ -716,7 +717,7 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
 /// written there; the MANIFEST keeps the list across a reopen.
 #[test]
 fn tables_list_the_blob_files_they_point_into() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let references = |db: &Db| {
         let props = db.properties_cf(&db.default_cf()).unwrap();
@@ -752,7 +753,7 @@ fn tables_list_the_blob_files_they_point_into() {
 
 #[test]
 fn value_size_measures_every_kind_of_value_without_reading_blobs() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
     let db = Db::open(dir.path(), options(&clock)).unwrap();
     let cf = db.default_cf();

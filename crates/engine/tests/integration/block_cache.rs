@@ -41,7 +41,7 @@ fn fill(db: &Db, n: u32, flush_every: u32) {
 
 #[test]
 fn index_and_filter_blocks_are_read_through_the_cache() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options(8 << 20)).unwrap();
     fill(&db, 20_000, 5_000);
     db.compact_range(None, None).unwrap();
@@ -72,7 +72,7 @@ fn index_and_filter_blocks_are_read_through_the_cache() {
 #[test]
 fn l0_index_and_filter_blocks_are_pinned() {
     for pin in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::tempdir();
         // A cache far smaller than the data: every read evicts something.
         let mut o = options(256 << 10);
         o.cache_shard_bits = Some(0);
@@ -109,9 +109,10 @@ fn l0_index_and_filter_blocks_are_pinned() {
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_small_cache_under_concurrent_load_never_returns_a_wrong_value() {
     for kind in [CacheKind::Lru, CacheKind::Clock] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::tempdir();
         let mut o = options(48 << 10);
         o.cache_kind = kind;
         o.cache_shard_bits = Some(2);

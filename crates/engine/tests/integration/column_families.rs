@@ -37,6 +37,7 @@ fn scan(db: &Db, cf: &ColumnFamily) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// Flushes run in the background: waits until none is running or waiting.
 fn wait_for_flushes(db: &Db) {
     for _ in 0..2000 {
+        crate::common::background_work(db);
         let p = db.properties();
         if p.flushes_running == 0 && p.column_families.iter().all(|c| c.immutable_memtables == 0) {
             return;
@@ -49,7 +50,7 @@ fn wait_for_flushes(db: &Db) {
 #[test]
 fn two_thousand_column_families_survive_drop_and_reopen() {
     const N: usize = 2000;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let name = |i: usize| format!("cf{i:04}");
     let dropped = |i: usize| i % 7 == 3;
     {
@@ -118,7 +119,7 @@ fn two_thousand_column_families_survive_drop_and_reopen() {
 
 #[test]
 fn a_flushed_column_family_does_not_replay_its_old_wal_records() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), options()).unwrap();
         let other = db.create_cf("other", small_cf()).unwrap();
@@ -148,7 +149,7 @@ fn a_flushed_column_family_does_not_replay_its_old_wal_records() {
 
 #[test]
 fn an_idle_column_family_cannot_hold_the_wal_hostage() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.max_total_wal_size = 256 << 10;
     let db = Db::open(dir.path(), o.clone()).unwrap();
@@ -159,6 +160,9 @@ fn an_idle_column_family_cannot_hold_the_wal_hostage() {
     let mut most_wals = 0;
     for i in 0..40_000u32 {
         db.put(format!("key{i:06}"), [7u8; 40]).unwrap();
+        if i % 64 == 0 {
+            crate::common::background_work(&db);
+        }
         most_wals = most_wals.max(db.properties().live_wal_files);
     }
     wait_for_flushes(&db);
@@ -179,7 +183,7 @@ fn an_idle_column_family_cannot_hold_the_wal_hostage() {
 
 #[test]
 fn a_wal_past_the_limit_is_released_even_when_no_memtable_fills() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.max_total_wal_size = 512 << 10;
     let db = Db::open(dir.path(), o.clone()).unwrap();
@@ -194,6 +198,9 @@ fn a_wal_past_the_limit_is_released_even_when_no_memtable_fills() {
     for i in 0..20_000u32 {
         db.put_cf(&cfs[i as usize % 50], format!("k{i:06}"), [1u8; 80])
             .unwrap();
+        if i % 64 == 0 {
+            crate::common::background_work(&db);
+        }
         most_wal_bytes = most_wal_bytes.max(db.properties().live_wal_bytes);
     }
     // ~2 MB were logged; the live WALs stay near the limit (plus what flushes have not released).
@@ -220,7 +227,7 @@ fn a_wal_past_the_limit_is_released_even_when_no_memtable_fills() {
 
 #[test]
 fn options_are_recorded_and_can_be_replaced_at_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), options()).unwrap();
         let cf = ColumnFamilyOptions {
@@ -258,7 +265,7 @@ fn options_are_recorded_and_can_be_replaced_at_open() {
 
 #[test]
 fn misuse_gets_typed_errors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options()).unwrap();
     let a = db.create_cf("a", small_cf()).unwrap();
     let invalid = |r: strata_engine::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
@@ -276,7 +283,7 @@ fn misuse_gets_typed_errors() {
     assert!(invalid(db.cf("nope").map(|_| ())));
 
     // A handle from another store is refused, even where the id exists here.
-    let other_dir = tempfile::tempdir().unwrap();
+    let other_dir = crate::common::tempdir();
     let other = Db::open(other_dir.path(), options()).unwrap();
     let foreign = other.create_cf("a", small_cf()).unwrap();
     assert!(invalid(db.put_cf(&foreign, "k", "v")));
@@ -314,7 +321,7 @@ fn misuse_gets_typed_errors() {
 
 #[test]
 fn a_dropped_column_family_stays_readable_by_its_iterators_then_its_files_go() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options()).unwrap();
     // No compaction replaces its tables behind the test's back.
     let still = ColumnFamilyOptions {
@@ -355,8 +362,9 @@ fn a_dropped_column_family_stays_readable_by_its_iterators_then_its_files_go() {
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn column_families_flush_and_compact_side_by_side() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.max_background_jobs = 4;
     let tiny = ColumnFamilyOptions {

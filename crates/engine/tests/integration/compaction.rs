@@ -37,6 +37,7 @@ fn cf_props(db: &Db) -> strata_engine::ColumnFamilyProperties {
 
 fn wait_for_compactions(db: &Db) {
     for _ in 0..2000 {
+        crate::common::background_work(db);
         let p = cf_props(db);
         if p.compactions_running == 0
             && p.levels.iter().all(|l| l.score < 1.0)
@@ -51,7 +52,7 @@ fn wait_for_compactions(db: &Db) {
 
 #[test]
 fn the_tree_keeps_its_shape_under_writes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |_| {});
     for round in 0..4 {
         for i in 0..5000u32 {
@@ -60,6 +61,9 @@ fn the_tree_keeps_its_shape_under_writes() {
                 format!("value-{round}-{i}"),
             )
             .unwrap();
+            if i % 64 == 0 {
+                common::background_work(&db);
+            }
         }
     }
     db.flush().unwrap();
@@ -90,7 +94,7 @@ fn the_tree_keeps_its_shape_under_writes() {
 
 #[test]
 fn full_compaction_drops_old_versions_and_tombstones_but_not_what_snapshots_see() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |o| o.disable_auto_compactions = true);
     for i in 0..1000u32 {
         db.put(format!("k{i:04}"), "v1").unwrap();
@@ -139,7 +143,7 @@ fn full_compaction_drops_old_versions_and_tombstones_but_not_what_snapshots_see(
 
 #[test]
 fn a_live_iterator_keeps_its_tables_until_it_is_dropped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |o| o.disable_auto_compactions = true);
     for i in 0..2000u32 {
         db.put(format!("k{i:05}"), format!("old{i}")).unwrap();
@@ -188,7 +192,7 @@ impl CompactionFilter for DropTemp {
 
 #[test]
 fn the_compaction_filter_removes_and_rewrites() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |o| {
         o.disable_auto_compactions = true;
         o.compaction_filter = Some(Arc::new(DropTemp));
@@ -225,7 +229,7 @@ fn the_compaction_filter_removes_and_rewrites() {
 
 #[test]
 fn sequential_loads_move_tables_without_rewriting_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |o| o.level0_file_num_compaction_trigger = 1);
     for i in 0..20_000u32 {
         db.put(format!("seq{i:08}"), [b'v'; 40]).unwrap();
@@ -282,7 +286,7 @@ impl EventListener for Recorder {
 
 #[test]
 fn writes_slow_down_instead_of_failing_and_listeners_hear_about_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let recorder = Arc::new(Recorder::default());
     let db = small(dir.path(), |o| {
         o.write_buffer_size = 8 << 10;
@@ -312,7 +316,7 @@ fn writes_slow_down_instead_of_failing_and_listeners_hear_about_it() {
 
 #[test]
 fn reopened_stores_keep_their_levels() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = small(dir.path(), |_| {});
         for i in 0..10_000u32 {
@@ -333,7 +337,7 @@ fn reopened_stores_keep_their_levels() {
 
 #[test]
 fn the_inline_executor_compacts_in_writes_that_hit_the_stop_trigger() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = small(dir.path(), |o| {
         o.executor = strata_engine::Executor::Inline;
         o.write_buffer_size = 8 << 10;

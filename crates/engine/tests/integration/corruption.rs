@@ -89,7 +89,7 @@ fn positions(len: usize) -> Vec<usize> {
 
 #[test]
 fn every_flipped_byte_is_reported_by_verify_and_never_read_as_data() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let want = build(pristine.path());
     assert!(verify_store(pristine.path(), &options()).unwrap().is_ok());
 
@@ -119,7 +119,7 @@ fn every_flipped_byte_is_reported_by_verify_and_never_read_as_data() {
             continue;
         }
         for pos in positions(good.len()) {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = crate::common::tempdir();
             for f in &files {
                 std::fs::copy(pristine.path().join(f), dir.path().join(f)).unwrap();
             }
@@ -191,7 +191,7 @@ fn every_flipped_byte_is_reported_by_verify_and_never_read_as_data() {
 /// in one is reported naming the file.
 #[test]
 fn an_open_store_verifies_its_live_files() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 100;

@@ -92,7 +92,7 @@ fn manifest(dir: &Path) -> PathBuf {
 }
 
 fn copy_store(from: &Path) -> tempfile::TempDir {
-    let to = tempfile::tempdir().unwrap();
+    let to = crate::common::tempdir();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         if e.file_type().unwrap().is_file() {
@@ -142,7 +142,7 @@ fn repair_restores(dir: &Path, model: &Model, what: &str) {
 
 #[test]
 fn a_cut_short_manifest_never_loses_tables() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let model = build(pristine.path(), 400, 4);
     let len = std::fs::metadata(manifest(pristine.path())).unwrap().len();
     for cut in [1, 10, 37, 100, len / 2, len - 8] {
@@ -160,7 +160,7 @@ fn a_cut_short_manifest_never_loses_tables() {
 #[test]
 fn a_manifest_of_one_snapshot_cut_short_fails_the_open() {
     // Reopened, the MANIFEST is one snapshot: the store, whose cut tail held every table.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let model = build(dir.path(), 400, 3);
     Db::open(dir.path(), options()).unwrap().close().unwrap();
     let tables = common::tables_on_disk(dir.path());
@@ -189,7 +189,7 @@ fn a_manifest_of_one_snapshot_cut_short_fails_the_open() {
 
 #[test]
 fn a_flipped_manifest_byte_fails_the_open_or_changes_nothing() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let model = build(pristine.path(), 300, 3);
     let good = std::fs::read(manifest(pristine.path())).unwrap();
     let step = (good.len() / 40).max(1);
@@ -207,7 +207,7 @@ fn a_flipped_manifest_byte_fails_the_open_or_changes_nothing() {
 
 #[test]
 fn a_missing_or_bad_current_never_creates_a_new_store() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let model = build(pristine.path(), 300, 2);
     let damage: [Damage<'_>; 4] = [
         ("CURRENT removed", &|d| {
@@ -243,7 +243,7 @@ fn a_missing_or_bad_current_never_creates_a_new_store() {
 /// and it stops with the error naming the table.
 #[test]
 fn a_scan_stops_at_a_damaged_table_at_any_level() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     {
         let db = Db::open(pristine.path(), options()).unwrap();
         for round in 0..2 {
@@ -326,7 +326,7 @@ fn build_with_blobs(dir: &Path, o: &Options) -> Model {
 
 #[test]
 fn a_scan_stops_at_a_damaged_blob_record() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 64;
@@ -350,7 +350,7 @@ fn a_scan_stops_at_a_damaged_blob_record() {
 
 #[test]
 fn a_ttl_past_the_end_of_time_never_expires() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options()).unwrap();
     let cf = db.default_cf();
     db.put_with_ttl(&cf, "a", "1", u64::MAX).unwrap();
@@ -365,7 +365,7 @@ fn a_ttl_past_the_end_of_time_never_expires() {
 /// directory as it found it, so the space it freed is there for the next attempt.
 #[test]
 fn a_failed_open_on_a_full_disk_leaves_no_files_behind() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), options()).unwrap();
         for i in 0..2000 {
@@ -416,7 +416,7 @@ fn a_failed_open_on_a_full_disk_leaves_no_files_behind() {
 /// A crash's unfinished table, which no MANIFEST names, is a note in the report, not damage.
 #[test]
 fn verify_calls_crash_leftovers_what_they_are() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     build(dir.path(), 200, 1);
     let table = common::files_with_extension(dir.path(), "sst").remove(0);
     let bytes = std::fs::read(&table).unwrap();
@@ -439,7 +439,7 @@ fn verify_calls_crash_leftovers_what_they_are() {
 /// A damaged table: `repair` keeps it aside, and every key of the intact tables reads back.
 #[test]
 fn repair_keeps_a_damaged_table_aside_and_the_rest_whole() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut intact = Model::new();
     {
         let db = Db::open(dir.path(), options()).unwrap();
@@ -477,7 +477,7 @@ fn repair_keeps_a_damaged_table_aside_and_the_rest_whole() {
 /// as absent instead of failing every scan; the other values read back.
 #[test]
 fn repair_turns_a_damaged_blob_file_into_absent_values() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 64;
@@ -504,7 +504,7 @@ fn repair_turns_a_damaged_blob_file_into_absent_values() {
 /// `Entries` over a damaged table ends with the error as its last item, after current values.
 #[test]
 fn entries_end_with_the_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let model = build(dir.path(), 400, 1);
     let table = common::files_with_extension(dir.path(), "sst").remove(0);
     let mut bytes = std::fs::read(&table).unwrap();
@@ -579,7 +579,7 @@ fn corruption_naming(result: Result<Db, Error>, file: &Path, what: &str) {
 /// newer WAL stays empty. Losing the WAL's end or the blob file's records is damage then.
 #[test]
 fn a_wal_replaced_by_another_column_familys_flush_is_held_to_its_seal() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let mut o = options();
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 64;
@@ -639,7 +639,7 @@ fn a_wal_replaced_by_another_column_familys_flush_is_held_to_its_seal() {
 
 #[test]
 fn a_wal_cut_between_records_or_lost_fails_the_open() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let wals = build_with_wals(pristine.path());
     let newest = wals.len() - 1;
     for (i, wal) in wals.iter().enumerate().take(newest) {
@@ -721,7 +721,7 @@ fn a_wal_cut_between_records_or_lost_fails_the_open() {
 
 #[test]
 fn random_damage_fails_or_leaves_a_valid_prefix() {
-    let pristine = tempfile::tempdir().unwrap();
+    let pristine = crate::common::tempdir();
     let n = 1500u64;
     {
         let db = Db::open(pristine.path(), options()).unwrap();

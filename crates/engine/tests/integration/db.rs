@@ -27,7 +27,7 @@ fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 #[test]
 fn put_get_delete_across_flush_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), small_options()).unwrap();
         for i in 0..5000u32 {
@@ -60,7 +60,7 @@ fn put_get_delete_across_flush_and_reopen() {
 
 #[test]
 fn values_from_tables_are_pinned_and_outlive_the_cache() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), {
         let mut o = small_options();
         o.cache_size = 64 << 10;
@@ -88,7 +88,7 @@ fn values_from_tables_are_pinned_and_outlive_the_cache() {
 
 #[test]
 fn batches_are_atomic_and_ordered() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let mut b = WriteBatch::new();
     b.put("a", "1");
@@ -117,7 +117,7 @@ fn batches_are_atomic_and_ordered() {
 
 #[test]
 fn snapshots_see_the_past() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     db.put("k", "v1").unwrap();
     let snap = db.snapshot();
@@ -141,7 +141,7 @@ fn snapshots_see_the_past() {
 
 #[test]
 fn iterators_are_consistent_bounded_and_bidirectional() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     for i in 0..100u32 {
         db.put(format!("k{i:03}"), format!("v{i}")).unwrap();
@@ -190,7 +190,7 @@ fn iterators_are_consistent_bounded_and_bidirectional() {
 
 #[test]
 fn bad_input_gets_typed_errors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let big_key = vec![0u8; strata_engine::MAX_KEY_SIZE + 1];
     assert!(matches!(
@@ -230,7 +230,7 @@ fn bad_input_gets_typed_errors() {
 
 #[test]
 fn a_second_open_is_busy_and_close_releases_the_lock() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     db.put("k", "v").unwrap();
     match Db::open(dir.path(), small_options()) {
@@ -251,7 +251,7 @@ fn a_second_open_is_busy_and_close_releases_the_lock() {
 
 #[test]
 fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), small_options()).unwrap();
         let no_wal = WriteOptions {
@@ -273,8 +273,9 @@ fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn concurrent_writers_share_groups_and_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = std::sync::Arc::new(Db::open(dir.path(), small_options()).unwrap());
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -310,7 +311,7 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
 
 #[test]
 fn inline_executor_flushes_without_threads() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let opts = {
         let mut o = small_options();
         o.executor = Executor::Inline;
@@ -336,7 +337,7 @@ fn inline_executor_flushes_without_threads() {
 
 #[test]
 fn obsolete_wal_files_are_deleted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     for round in 0..5 {
         db.put(format!("r{round}"), "v").unwrap();
@@ -349,7 +350,7 @@ fn obsolete_wal_files_are_deleted() {
 
 #[test]
 fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), {
             let mut o = small_options();
@@ -394,7 +395,7 @@ fn a_flipped_byte_in_a_table_is_reported_naming_the_file() {
 
 #[test]
 fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = Db::open(dir.path(), {
             let mut o = Options::default();
@@ -439,7 +440,7 @@ fn damage_in_the_middle_of_the_wal_fails_open_unless_skipping() {
 
 #[test]
 fn properties_and_statistics_serialize() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     db.put("a", "b").unwrap();
     db.flush().unwrap();
@@ -464,7 +465,7 @@ fn db_and_its_handles_cross_threads() {
 
 #[test]
 fn memtable_filters_answer_misses_without_changing_results() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let opts = {
         let mut o = small_options();
         o.memtable_bloom_size_ratio = 0.1;
@@ -517,7 +518,7 @@ fn memtable_filters_answer_misses_without_changing_results() {
 /// close.
 #[test]
 fn every_entry_point_refuses_bad_arguments_with_a_typed_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let invalid = |r: strata_engine::Result<()>, what: &str| match r {
         Err(Error::InvalidArgument(msg)) => assert!(!msg.is_empty(), "{what}"),
@@ -596,7 +597,7 @@ fn every_entry_point_refuses_bad_arguments_with_a_typed_error() {
 /// (or last) key or from where a seek placed the cursor.
 #[test]
 fn entries_iterate_both_ways_within_bounds() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     for i in 0..50u32 {
         db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
@@ -642,7 +643,7 @@ fn entries_iterate_both_ways_within_bounds() {
 #[test]
 fn errors_have_kinds() {
     use strata_engine::ErrorKind;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let err = db.delete_range("b", "a").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
@@ -675,7 +676,7 @@ fn errors_have_kinds() {
 #[test]
 fn a_read_only_open_reads_beside_a_writer_and_changes_nothing() {
     use strata_engine::ErrorKind;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let writer = Db::open(dir.path(), small_options()).unwrap();
     writer.put("a", "1").unwrap();
     writer.flush().unwrap();
@@ -744,8 +745,12 @@ fn a_read_only_open_reads_beside_a_writer_and_changes_nothing() {
 
 /// A second writer is told which process holds the store.
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "no processes or OS file locks (the host holds the lock)"
+)]
 fn a_busy_store_names_the_process_holding_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let _writer = Db::open(dir.path(), small_options()).unwrap();
     let busy = Db::open(dir.path(), small_options()).unwrap_err();
     let pid = std::process::id();

@@ -197,7 +197,7 @@ fn check_prefix(
 /// a record in two.
 #[test]
 fn power_loss_keeps_every_synced_batch_and_a_prefix_of_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let fs = FaultInjectionFs::new();
     let mut rng = StdRng::seed_from_u64(0x5eed);
     let mut base: Model = vec![BTreeMap::new(); CFS.len()];
@@ -264,7 +264,7 @@ fn failing_disk_operations_return_errors_and_lose_no_synced_batch() {
     let mut injected = 0;
     let seeds = rounds(42);
     for seed in 0..seeds {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::tempdir();
         let fs = FaultInjectionFs::new();
         let mut rng = StdRng::seed_from_u64(seed);
         let db = Db::open(dir.path(), options(&fs)).unwrap();
@@ -348,7 +348,7 @@ fn failing_disk_operations_return_errors_and_lose_no_synced_batch() {
 /// synced before the table is logged, or a power loss would leave indexes to nowhere.
 #[test]
 fn a_flush_makes_its_blob_values_durable_even_without_a_wal() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let fs = FaultInjectionFs::new();
     let db = Db::open(dir.path(), options(&fs)).unwrap();
     let cf = db.cf("blobs").unwrap();

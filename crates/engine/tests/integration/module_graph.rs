@@ -111,6 +111,10 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "reads the source tree, outside the sandbox"
+)]
 fn engine_modules_import_one_way() {
     let graph = module_graph();
     assert!(graph.len() > 15, "the scan found the modules: {graph:?}");
@@ -124,6 +128,10 @@ fn engine_modules_import_one_way() {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "reads the source tree, outside the sandbox"
+)]
 fn the_cycle_finder_finds_a_planted_cycle() {
     let mut graph = module_graph();
     graph

@@ -25,7 +25,7 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 
 #[test]
 fn multi_get_agrees_with_get_across_memtables_levels_deletions_and_snapshots() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options()).unwrap();
     // Round 0 lands deep in the tree, round 1 overwrites a third (in L0 and memtables), and a
     // tenth are deleted; a snapshot in the middle sees round 0 and no deletions.
@@ -82,7 +82,7 @@ fn multi_get_agrees_with_get_across_memtables_levels_deletions_and_snapshots() {
 
 #[test]
 fn multi_get_cf_reads_many_column_families_at_one_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), options()).unwrap();
     let cfs: Vec<_> = (0..20)
         .map(|i| {
@@ -130,7 +130,7 @@ fn multi_get_cf_reads_many_column_families_at_one_snapshot() {
 
 #[test]
 fn values_outlive_the_cache_and_their_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = options();
     o.cache_size = 64 << 10;
     let db = Db::open(dir.path(), o).unwrap();

@@ -76,7 +76,7 @@ fn model_delete_range(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, from: u32, to: u32
 
 #[test]
 fn empty_or_inverted_ranges_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open(dir.path());
     db.put("b", "1").unwrap();
     for (start, end) in [("b", "b"), ("c", "a")] {
@@ -101,7 +101,7 @@ fn empty_or_inverted_ranges_are_refused() {
 
 #[test]
 fn covered_keys_vanish_from_every_read_wherever_they_live() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open(dir.path());
     let mut model = BTreeMap::new();
     for i in 0..3000 {
@@ -150,7 +150,7 @@ fn covered_keys_vanish_from_every_read_wherever_they_live() {
 
 #[test]
 fn snapshots_still_see_what_a_later_range_deletion_hides() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open(dir.path());
     for i in 0..1000 {
         db.put(key(i), "old").unwrap();
@@ -203,7 +203,7 @@ fn snapshots_still_see_what_a_later_range_deletion_hides() {
 
 #[test]
 fn range_tombstones_survive_reopen_from_the_wal_and_from_tables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     {
         let db = open(dir.path());
         for i in 0..1000 {
@@ -236,7 +236,7 @@ fn range_tombstones_survive_reopen_from_the_wal_and_from_tables() {
 
 #[test]
 fn iterators_skip_long_covered_runs_by_seeking() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open(dir.path());
     for i in 0..20_000 {
         db.put(key(i), "v").unwrap();
@@ -263,7 +263,7 @@ fn iterators_skip_long_covered_runs_by_seeking() {
 
 #[test]
 fn range_deletions_in_column_families_stay_apart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open(dir.path());
     let cf = db.create_cf("other", Default::default()).unwrap();
     for i in 0..100 {
@@ -288,7 +288,7 @@ fn range_deletions_in_column_families_stay_apart() {
 #[test]
 fn tables_a_newer_tombstone_covers_whole_are_deleted_without_a_rewrite() {
     let run = |hold_snapshot: bool| {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::tempdir();
         let mut o = Options::default();
         o.executor = strata_engine::Executor::Inline;
         o.compression = strata_engine::Compression::None;
@@ -330,7 +330,7 @@ fn tables_a_newer_tombstone_covers_whole_are_deleted_without_a_rewrite() {
 
 #[test]
 fn flush_leaves_out_what_the_memtables_own_tombstones_hide() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     // The flushed tables stay in L0 to be counted.
     let db = open_without_compactions(dir.path());
     let l0_entries = |db: &Db| {
@@ -364,7 +364,7 @@ fn flush_leaves_out_what_the_memtables_own_tombstones_hide() {
 fn iterators_agree_with_a_model_over_many_sources_of_tombstones() {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     // Several L0 tables and the memtable, each with puts and tombstones over one key range.
     let db = open_without_compactions(dir.path());
     let mut rng = StdRng::seed_from_u64(7);
@@ -407,7 +407,7 @@ fn iterators_agree_with_a_model_over_many_sources_of_tombstones() {
 
 #[test]
 fn a_flushed_tombstone_is_counted_and_spans_its_table() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open_without_compactions(dir.path());
     db.put(key(0), "v").unwrap();
     db.flush().unwrap();
@@ -440,7 +440,7 @@ fn a_flushed_tombstone_is_counted_and_spans_its_table() {
 /// The tombstone listing pages through every tombstone once, wherever it is kept, in order.
 #[test]
 fn range_tombstones_page_through_memtables_and_tables_in_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let db = open_without_compactions(dir.path());
     let cf = db.default_cf();
     for i in 0..25u32 {
@@ -481,7 +481,7 @@ fn range_tombstones_page_through_memtables_and_tables_in_order() {
 /// of data blocks the range spans.
 #[test]
 fn range_estimates_follow_the_data() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::tempdir();
     let mut o = Options::default();
     o.compression = strata_engine::Compression::None;
     o.block_size = 1024;

@@ -124,3 +124,26 @@ impl strata_engine::FileSystem for CreateHook {
         self.inner.lock(path)
     }
 }
+
+/// A temporary directory on every target: WASI has no system temp directory, so there it is
+/// under `$TMPDIR` (the runner, `strata-wasi-run`, preopens one).
+pub fn tempdir() -> tempfile::TempDir {
+    #[cfg(target_os = "wasi")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let dir = std::env::var_os("TMPDIR").unwrap_or_else(|| "/tmp".into());
+            let _ = tempfile::env::override_temp_dir(Path::new(&dir));
+        });
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// Lets background work run. Natively the engine's threads do it and this does nothing; under
+/// WASI (the inline executor) the embedder drives it through `Db::maintenance`, as a host does
+/// every so many writes.
+pub fn background_work(db: &strata_engine::Db) {
+    #[cfg(target_os = "wasi")]
+    while db.maintenance().unwrap_or(false) {}
+    let _ = db;
+}
