@@ -34,6 +34,8 @@ fn main() {
             "--manifest-path",
         ])
         .arg(guest.join("Cargo.toml"))
+        // The guest's own `.cargo/config.toml` (its target features) applies from its folder.
+        .current_dir(&guest)
         .env("CARGO_TARGET_DIR", &target)
         // The outer build's flags are for the host, not the guest.
         .env_remove("RUSTFLAGS")
