@@ -4,13 +4,13 @@ import { expect, test, type Page } from '@playwright/test';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { failOnConsoleErrors, signIn } from './page';
 import { removeStore, serve, tempStore, type Served } from './serve';
 
 const SHOTS = process.env.SCREENSHOTS ?? fileURLToPath(new URL('../screenshots', import.meta.url));
 mkdirSync(SHOTS, { recursive: true });
 
 let served: Served;
-let errors: string[] = [];
 
 test.beforeAll(async () => {
   served = await serve(tempStore(), ['--seed-demo']);
@@ -22,25 +22,7 @@ test.afterAll(async () => {
   if (served) removeStore(served.dir);
 });
 
-test.beforeEach(async ({ page }) => {
-  errors = [];
-  page.on('console', (m) => {
-    // A 401 before signing in is how the console learns it must ask for the token.
-    if (m.type() === 'error' && !/401/.test(m.text())) errors.push(m.text());
-  });
-  page.on('pageerror', (e) => errors.push(String(e)));
-});
-
-test.afterEach(() => {
-  expect(errors, 'no console errors').toEqual([]);
-});
-
-async function signIn(page: Page) {
-  await page.goto(served.url + '/');
-  await page.getByLabel('Token').fill(served.token);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
-}
+failOnConsoleErrors();
 
 async function open(page: Page, label: string, heading: RegExp) {
   await page.getByRole('navigation', { name: 'Pages' }).getByText(label, { exact: true }).click();
@@ -56,7 +38,7 @@ test('a wrong token is refused and the right one signs in', async ({ page }) => 
   await page.getByLabel('Token').fill('not-the-token-at-all');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await expect(page.getByText("That token is not this server's.")).toBeVisible();
-  await signIn(page);
+  await signIn(page, served);
   await expect(page.getByTestId('connection')).toHaveText('live');
   // The stats samples arrive each second and feed the charts.
   await expect(page.getByTestId('stat-Store size')).not.toHaveText('–');
@@ -71,7 +53,7 @@ test('the URL serve prints signs in by itself', async ({ page }) => {
 });
 
 test('keys: browse, put and read back, dry-run then delete a range', async ({ page }) => {
-  await signIn(page);
+  await signIn(page, served);
   await open(page, 'Keys', /^Keys/);
   const keys = page.getByRole('table', { name: 'Keys' });
   await keys.getByText('📁 users/').click();
@@ -110,7 +92,7 @@ test('keys: browse, put and read back, dry-run then delete a range', async ({ pa
 });
 
 test('column families: create, see its options, drop with a confirmation', async ({ page }) => {
-  await signIn(page);
+  await signIn(page, served);
   await open(page, 'Column families', /^Column families/);
   await page.getByRole('textbox', { name: 'New column family' }).fill('console-made');
   await page.getByRole('button', { name: 'Create' }).click();
@@ -129,7 +111,7 @@ test('column families: create, see its options, drop with a confirmation', async
 test('a flush from Actions arrives as an event and its file opens on the LSM page', async ({
   page,
 }) => {
-  await signIn(page);
+  await signIn(page, served);
   const before = await page.request.get(`${served.url}/api/v1/lsm`, {
     headers: { Authorization: `Bearer ${served.token}` },
   });
@@ -162,7 +144,7 @@ test('a flush from Actions arrives as an event and its file opens on the LSM pag
 });
 
 test('cache, tombstones and blobs show the store', async ({ page }) => {
-  await signIn(page);
+  await signIn(page, served);
   await open(page, 'Cache', /^Block cache/);
   await expect(page.getByRole('table', { name: 'Hits and misses by block type' })).toContainText(
     'data',
@@ -180,7 +162,7 @@ test('cache, tombstones and blobs show the store', async ({ page }) => {
 
 test('a narrow window reaches every page through the menu', async ({ page }) => {
   await page.setViewportSize({ width: 420, height: 800 });
-  await signIn(page);
+  await signIn(page, served);
   await page.getByRole('button', { name: 'Menu' }).click();
   await page.getByRole('navigation', { name: 'Pages' }).getByText('Keys', { exact: true }).click();
   await expect(page.getByRole('heading', { name: /^Keys/ })).toBeVisible();
@@ -188,7 +170,7 @@ test('a narrow window reaches every page through the menu', async ({ page }) => 
 });
 
 test('the keyboard reaches the pages and the key list', async ({ page }) => {
-  await signIn(page);
+  await signIn(page, served);
   await open(page, 'Keys', /^Keys/);
   const first = page.getByRole('table', { name: 'Keys' }).getByRole('row').nth(1);
   await first.focus();

@@ -58,7 +58,7 @@ export async function serve(
   const token = readFileSync(join(dir, 'serve.token'), 'utf8').trim();
   const stop = () =>
     new Promise<void>((done) => {
-      if (child.exitCode !== null) return done();
+      if (child.exitCode !== null || child.signalCode !== null) return done();
       child.once('exit', () => done());
       child.kill('SIGINT');
       setTimeout(() => child.kill('SIGKILL'), 10_000).unref();

@@ -124,6 +124,7 @@ impl EventListener for EventHub {
 }
 
 struct Feed {
+    shutdown: tokio::sync::watch::Receiver<bool>,
     replay: VecDeque<Event>,
     rx: broadcast::Receiver<Event>,
     tick: tokio::time::Interval,
@@ -170,6 +171,7 @@ pub(crate) async fn events(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let feed = Feed {
+        shutdown: state.inner.shutdown.clone(),
         last: after,
         replay: missed.into(),
         rx,
@@ -182,7 +184,16 @@ pub(crate) async fn events(
                 f.last = e.id;
                 return Some((Ok(sse(&e)), f));
             }
+            if *f.shutdown.borrow() {
+                return None;
+            }
             tokio::select! {
+                // A feed without a server (no sender) never ends this way.
+                _ = async {
+                    if f.shutdown.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                } => return None,
                 r = f.rx.recv() => match r {
                     Ok(e) if e.id > f.last => {
                         f.last = e.id;

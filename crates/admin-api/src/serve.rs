@@ -98,8 +98,13 @@ pub fn serve_until(
         if let Some(hub) = config.events {
             state = state.with_events(hub);
         }
+        let (stopping, shutdown) = tokio::sync::watch::channel(false);
+        state = state.with_shutdown(shutdown);
         axum::serve(listener, crate::app(state))
-            .with_graceful_shutdown(stop)
+            .with_graceful_shutdown(async move {
+                stop.await;
+                let _ = stopping.send(true);
+            })
             .await
     })
 }

@@ -105,6 +105,9 @@ pub(crate) struct Inner {
     heavy: Arc<tokio::sync::Semaphore>,
     /// The engine's events, when the store was opened with the hub as a listener.
     pub events: Option<Arc<crate::events::EventHub>>,
+    /// Turns true when the server starts shutting down: endless responses (the event feed) end
+    /// then, or a graceful shutdown would wait on an open console forever.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +136,7 @@ impl AppState {
                 }),
                 heavy: Arc::new(tokio::sync::Semaphore::new(limits.heavy_concurrency.max(1))),
                 events: None,
+                shutdown: tokio::sync::watch::Sender::new(false).subscribe(),
                 limits,
             }),
         }
@@ -144,6 +148,14 @@ impl AppState {
     pub fn with_events(mut self, hub: Arc<crate::events::EventHub>) -> AppState {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.events = Some(hub);
+        }
+        self
+    }
+
+    /// Ends the event feeds when `shutdown` turns true.
+    pub fn with_shutdown(mut self, shutdown: tokio::sync::watch::Receiver<bool>) -> AppState {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.shutdown = shutdown;
         }
         self
     }

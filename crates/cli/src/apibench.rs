@@ -31,6 +31,10 @@ pub struct ApiBenchArgs {
     /// Run only the mixed load (gets, puts, scans) and read every acknowledged write back.
     #[arg(long)]
     mixed_only: bool,
+    /// Run the mixed load against this running `strata serve` (e.g. http://127.0.0.1:7070)
+    /// instead of a server of its own, with the token in the store's `serve.token`.
+    #[arg(long)]
+    url: Option<String>,
 }
 
 const TOKEN: &str = "api-bench-token-0123456789abcdef";
@@ -39,14 +43,23 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:012}").into_bytes()
 }
 
+/// Where the API is and the token it takes.
+#[derive(Debug, Clone)]
+struct Server {
+    addr: SocketAddr,
+    token: String,
+}
+
 /// One keep-alive HTTP/1.1 connection.
 struct Conn {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    token: String,
 }
 
 impl Conn {
-    fn open(addr: SocketAddr) -> Result<Conn, String> {
+    fn open(server: &Server) -> Result<Conn, String> {
+        let addr = server.addr;
         let s = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(Duration::from_secs(30)))
@@ -54,6 +67,7 @@ impl Conn {
         Ok(Conn {
             writer: s.try_clone().map_err(|e| e.to_string())?,
             reader: BufReader::new(s),
+            token: server.token.clone(),
         })
     }
 
@@ -62,8 +76,9 @@ impl Conn {
         let io = |e: std::io::Error| format!("{method} {path}: {e}");
         write!(
             self.writer,
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.token,
             body.len()
         )
         .map_err(io)?;
@@ -173,6 +188,9 @@ fn expect(status: u16, want: u16, what: &str, body: &[u8]) -> Result<(), String>
 }
 
 pub fn run(db_dir: &Path, args: ApiBenchArgs) -> Result<(), String> {
+    if let Some(url) = &args.url {
+        return against_running_server(db_dir, url, &args);
+    }
     if db_dir.exists() {
         return Err(format!(
             "{} exists: api-bench needs a new store",
@@ -208,7 +226,14 @@ pub fn run(db_dir: &Path, args: ApiBenchArgs) -> Result<(), String> {
     let addr = addr_rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| "the server did not start".to_string())?;
-    let result = workloads(&db, addr, &args);
+    let result = workloads(
+        &db,
+        &Server {
+            addr,
+            token: TOKEN.into(),
+        },
+        &args,
+    );
     let _ = stop_tx.send(());
     let served = server
         .join()
@@ -218,16 +243,40 @@ pub fn run(db_dir: &Path, args: ApiBenchArgs) -> Result<(), String> {
     served.map_err(|e| e.to_string())
 }
 
-fn workloads(db: &Arc<Db>, addr: SocketAddr, a: &ApiBenchArgs) -> Result<(), String> {
+/// The mixed load against a `strata serve` already running on the store in `db_dir`.
+fn against_running_server(db_dir: &Path, url: &str, a: &ApiBenchArgs) -> Result<(), String> {
+    let authority = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("--url {url}: give http://HOST:PORT"))?
+        .trim_end_matches('/');
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
+        .map_err(|e| format!("--url {url}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--url {url}: no address"))?;
+    let token_file = db_dir.join("serve.token");
+    let token = std::fs::read_to_string(&token_file)
+        .map_err(|e| format!("reading the token in {}: {e}", token_file.display()))?
+        .trim()
+        .to_string();
     let value = b64(&vec![b'v'; a.value_size]);
-    let conn = |_| Conn::open(addr);
+    println!(
+        "api-bench: {} connections, {} s of mixed load, values of {} bytes, on {addr}",
+        a.connections, a.secs, a.value_size
+    );
+    mixed(&Server { addr, token }, a, &value)
+}
+
+fn workloads(db: &Arc<Db>, server: &Server, a: &ApiBenchArgs) -> Result<(), String> {
+    let addr = server.addr;
+    let value = b64(&vec![b'v'; a.value_size]);
+    let conn = |_| Conn::open(server);
     let n = a.keys;
     println!(
         "api-bench: {} connections, {} s per workload, {} keys of {} bytes, on {addr}",
         a.connections, a.secs, n, a.value_size
     );
     if a.mixed_only {
-        return mixed(addr, a, &value);
+        return mixed(server, a, &value);
     }
     // Load through the engine: the read workloads need the keys, not a PUT benchmark.
     let mut batch = strata_engine::WriteBatch::new();
@@ -340,7 +389,7 @@ type Acked = Vec<(Vec<u8>, u64)>;
 
 /// Gets, puts and scans from every connection at once; each thread writes its own keys and
 /// remembers what was acknowledged, and every one is read back through the API afterwards.
-fn mixed(addr: SocketAddr, a: &ApiBenchArgs, value: &str) -> Result<(), String> {
+fn mixed(server: &Server, a: &ApiBenchArgs, value: &str) -> Result<(), String> {
     let acked: Vec<std::sync::Mutex<Acked>> = (0..a.connections)
         .map(|_| std::sync::Mutex::new(Vec::new()))
         .collect();
@@ -348,7 +397,7 @@ fn mixed(addr: SocketAddr, a: &ApiBenchArgs, value: &str) -> Result<(), String> 
     let (lat, t) = run_threads(
         a.connections,
         a.secs,
-        |t| Ok((t, Conn::open(addr)?, 0u64)),
+        |t| Ok((t, Conn::open(server)?, 0u64)),
         |(t, c, seq), rng| {
             *seq += 1;
             match rng.random_range(0..10) {
@@ -384,7 +433,7 @@ fn mixed(addr: SocketAddr, a: &ApiBenchArgs, value: &str) -> Result<(), String> 
     )?;
     println!("{}", summary("http.mixed", lat, t, 1));
     // The newest acknowledged value of every key written must read back.
-    let mut conn = Conn::open(addr)?;
+    let mut conn = Conn::open(server)?;
     let mut checked = 0u64;
     for list in &acked {
         let list = list.lock().map_err(|_| "poisoned".to_string())?;

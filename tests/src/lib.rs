@@ -1,0 +1,292 @@
+//! The harness of the end-to-end scenarios: the real `strata` binary on a temp store, a running
+//! `strata serve` (optionally mounted) spoken to over loopback HTTP, and the mount's files.
+//!
+//! The binary is the one `cargo test --workspace` builds beside these tests (or `$STRATA_BIN`).
+//! FUSE is required when `CI` is set; elsewhere a scenario that needs it says so and stops.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+
+/// The `strata` binary under test.
+pub fn strata_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("STRATA_BIN") {
+        return bin.into();
+    }
+    // This test runs from TARGET/debug/deps; the binary is TARGET/debug/strata.
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join("strata");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it (cargo build -p strata-cli) or set STRATA_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs `strata --db DB ARGS...` to completion.
+pub fn strata(db: &Path, args: &[&str]) -> Output {
+    Command::new(strata_bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Its stdout, after checking that it succeeded.
+pub fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {}; stderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// Whether FUSE mounts work here. Under `CI` they must.
+pub fn fuse_usable() -> bool {
+    let usable = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok()
+        && Command::new("fusermount3")
+            .arg("--version")
+            .output()
+            .is_ok();
+    assert!(
+        usable || std::env::var_os("CI").is_none(),
+        "CI is set but FUSE is not usable (make deps installs fuse3)"
+    );
+    if !usable {
+        eprintln!("FUSE is not usable here: this scenario needs it (make deps installs fuse3)");
+    }
+    usable
+}
+
+/// A key as the API's paths carry it: base64url without padding.
+pub fn path_key(key: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+}
+
+/// A key or value as the API's JSON carries it: base64.
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// One answer of the API.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.text()))
+    }
+}
+
+/// A running `strata serve` on a store, on a free loopback port, optionally mounted.
+#[derive(Debug)]
+pub struct Serve {
+    child: std::sync::Mutex<Option<Child>>,
+    pub addr: SocketAddr,
+    pub token: String,
+    pub db: PathBuf,
+    pub mount: Option<PathBuf>,
+    agent: ureq::Agent,
+}
+
+impl Serve {
+    /// Starts `strata --db DB serve [--mount MNT] EXTRA...` and waits for the address it prints.
+    pub fn start(db: &Path, mount: Option<&Path>, extra: &[&str]) -> Serve {
+        let mut cmd = Command::new(strata_bin());
+        cmd.arg("--db")
+            .arg(db)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra);
+        if let Some(m) = mount {
+            std::fs::create_dir_all(m).unwrap();
+            cmd.arg("--mount").arg(m);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines
+            .next()
+            .expect("serve printed nothing")
+            .expect("serve's output");
+        let addr: SocketAddr = first
+            .split("http://")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("no address in {first:?}"));
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        let token = std::fs::read_to_string(db.join("serve.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        Serve {
+            child: std::sync::Mutex::new(Some(child)),
+            addr,
+            token,
+            db: db.to_path_buf(),
+            mount: mount.map(Path::to_path_buf),
+            agent,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn answer(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, String> {
+        let mut r = r.map_err(|e| e.to_string())?;
+        let content_type = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = r
+            .body_mut()
+            .with_config()
+            .limit(u64::MAX)
+            .read_to_vec()
+            .map_err(|e| e.to_string())?;
+        Ok(Reply {
+            status: r.status().as_u16(),
+            content_type,
+            body,
+        })
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// A request; `Err` only when no answer came (the server is gone).
+    pub fn try_call(&self, method: &str, path: &str, body: &[u8]) -> Result<Reply, String> {
+        let url = self.url(path);
+        let auth = self.bearer();
+        let r = match method {
+            "GET" => self.agent.get(&url).header("Authorization", &auth).call(),
+            "DELETE" => self
+                .agent
+                .delete(&url)
+                .header("Authorization", &auth)
+                .call(),
+            "PUT" => self
+                .agent
+                .put(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/json")
+                .send(body),
+            "POST" => self
+                .agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/json")
+                .send(body),
+            other => return Err(format!("no method {other}")),
+        };
+        Self::answer(r)
+    }
+
+    pub fn call(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        self.try_call(method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// The value of `key` as raw bytes, or `None` on 404.
+    pub fn value(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let r = self.call("GET", &format!("/api/v1/kv/{}?raw=1", path_key(key)), b"");
+        match r.status {
+            200 => Some(r.body),
+            404 => None,
+            s => panic!("GET {}: {s} {}", String::from_utf8_lossy(key), r.text()),
+        }
+    }
+
+    /// Puts `value` under `key`, synced; the status.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Reply {
+        let body = format!(r#"{{"value":"{}"}}"#, b64(value));
+        self.call(
+            "PUT",
+            &format!("/api/v1/kv/{}?sync=1", path_key(key)),
+            body.as_bytes(),
+        )
+    }
+
+    fn signal(&self, signal: i32) -> std::process::ExitStatus {
+        let mut child = self
+            .child
+            .lock()
+            .unwrap()
+            .take()
+            .expect("serve already stopped");
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: a signal to our own child, which has not been waited for, so its pid is ours.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+        child.wait().unwrap()
+    }
+
+    /// SIGTERM: serve unmounts, closes the store and exits 0.
+    pub fn stop(self) {
+        let status = self.signal(libc::SIGTERM);
+        assert!(status.success(), "serve exited {status}");
+    }
+
+    /// SIGKILL, as a crash: nothing is closed; the dead mount is detached. Takes `&self` so
+    /// that it can land while other threads are mid-request.
+    pub fn kill(&self) {
+        self.signal(libc::SIGKILL);
+        self.detach_mount();
+    }
+
+    fn detach_mount(&self) {
+        if let Some(m) = &self.mount {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(m)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.child.lock().is_ok_and(|c| c.is_some()) {
+            self.signal(libc::SIGKILL);
+            self.detach_mount();
+        }
+    }
+}
