@@ -47,6 +47,7 @@ test: deps web web-check
 	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 -- -D warnings
 	$(CARGO) test --workspace
+	./scripts/readme-test.sh
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
 	$(MAKE) wasm-test
 	./scripts/fuzz.sh

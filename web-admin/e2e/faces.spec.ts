@@ -5,6 +5,7 @@ import { expect, test } from '@playwright/test';
 import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { failOnConsoleErrors, signIn } from './page';
 import { removeStore, serve, strataBin, tempStore, type Served } from './serve';
 
@@ -16,6 +17,9 @@ function fuseUsable(): boolean {
     return false;
   }
 }
+
+const SHOTS = process.env.SCREENSHOTS ?? fileURLToPath(new URL('../screenshots', import.meta.url));
+mkdirSync(SHOTS, { recursive: true });
 
 const fuse = fuseUsable();
 if (!fuse && process.env.CI) throw new Error('CI is set but FUSE is not usable');
@@ -70,6 +74,8 @@ test('a REST load runs while the console is open, and the store verifies', async
   const exited = new Promise<number | null>((done) => bench.on('exit', (code) => done(code)));
   // The live charts see the load while it runs.
   await expect(page.getByTestId('stat-Writes')).not.toHaveText(/^(0|–)\/s$/, { timeout: 15_000 });
+  await page.waitForTimeout(2_000); // a few seconds of the load on the charts
+  await page.screenshot({ path: join(SHOTS, 'overview-under-load.png') });
   expect(await exited, out).toBe(0);
   expect(out).toMatch(/every acknowledged write read back \(\d+ keys\)/);
   await expect(page.getByTestId('connection')).toHaveText('live');

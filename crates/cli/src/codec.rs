@@ -34,6 +34,39 @@ pub fn encode(b: &[u8]) -> String {
     }
 }
 
+/// A value as `get` shows it alone: text as is, lines and tabs included (one trailing newline
+/// added unless it ends with one), anything else as `encode` does; with `raw`, the bytes only.
+pub fn value_text(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s)
+            if !s.starts_with("0x")
+                && s.chars()
+                    .all(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r')) =>
+        {
+            if s.ends_with('\n') {
+                s.to_string()
+            } else {
+                format!("{s}\n")
+            }
+        }
+        _ => format!("{}\n", encode(b)),
+    }
+}
+
+/// Writes a value to stdout for `get` (see [`value_text`]).
+pub fn print_value(b: &[u8], raw: bool) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = if raw {
+        out.write_all(b)
+    } else {
+        out.write_all(value_text(b).as_bytes())
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))
+}
+
 /// The smallest key greater than every key with `prefix`, or `None` when there is none.
 pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut p = prefix.to_vec();
@@ -80,6 +113,19 @@ mod tests {
         assert!(decode("0xé").is_err());
         assert_eq!(encode(b"users/alice"), "users/alice");
         assert_eq!(encode(&[0, 1]), "0x0001");
+        assert_eq!(
+            value_text(b"meow\n"),
+            "meow\n",
+            "a text file prints as text"
+        );
+        assert_eq!(value_text(b"a\tb\nc"), "a\tb\nc\n");
+        assert_eq!(value_text(b"{\"age\": 31}"), "{\"age\": 31}\n");
+        assert_eq!(value_text(&[0, 1]), "0x0001\n");
+        assert_eq!(
+            encode(b"meow\n"),
+            "0x6d656f770a",
+            "scan keeps one entry a line"
+        );
         assert_eq!(
             encode(b"0xab"),
             "0x30786162",

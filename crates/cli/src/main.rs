@@ -58,8 +58,13 @@ enum Command {
         #[arg(long)]
         ttl: Option<u64>,
     },
-    /// Prints the value of KEY.
-    Get { key: String },
+    /// Prints the value of KEY: text as is (lines and tabs included), anything else as 0x hex.
+    Get {
+        key: String,
+        /// Write the value's bytes unchanged, nothing added (`get --raw KEY > FILE`).
+        #[arg(long)]
+        raw: bool,
+    },
     /// Deletes KEY.
     Delete {
         key: String,
@@ -409,13 +414,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Get { key } => {
+        Command::Get { key, raw } => {
             let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
             match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
-                Some(v) => {
-                    println!("{}", codec::encode(&v));
-                    Ok(())
-                }
+                Some(v) => codec::print_value(&v, raw),
                 None => Err(format!("{key}: not found")),
             }
         }

@@ -55,13 +55,10 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             }
             db.close().map_err(e)
         }
-        Command::Get { key } => {
+        Command::Get { key, raw } => {
             let db = open(dir, false)?;
             match db.get(codec::decode(&key)?).map_err(e)? {
-                Some(v) => {
-                    println!("{}", codec::encode(&v));
-                    Ok(())
-                }
+                Some(v) => codec::print_value(&v, raw),
                 None => Err(format!("{key}: not found")),
             }
         }
