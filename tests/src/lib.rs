@@ -51,25 +51,14 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
-/// Whether FUSE mounts work here. Under `CI` they must.
+/// Whether FUSE mounts work here (`strata_fusefs::check_fuse`). Under `CI` they must.
 pub fn fuse_usable() -> bool {
-    let usable = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .is_ok()
-        && Command::new("fusermount3")
-            .arg("--version")
-            .output()
-            .is_ok();
-    assert!(
-        usable || std::env::var_os("CI").is_none(),
-        "CI is set but FUSE is not usable (make deps installs fuse3)"
-    );
-    if !usable {
-        eprintln!("FUSE is not usable here: this scenario needs it (make deps installs fuse3)");
-    }
-    usable
+    let Err(missing) = strata_fusefs::check_fuse() else {
+        return true;
+    };
+    assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
+    eprintln!("this scenario needs FUSE: {missing}");
+    false
 }
 
 /// A key as the API's paths carry it: base64url without padding.

@@ -19,11 +19,20 @@ pub fn decode(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// `b` as text when `decode` would read that text back as `b`: UTF-8 not starting with `0x`,
+/// with no control character but those in `allowed`.
+fn as_text<'a>(b: &'a [u8], allowed: &[char]) -> Option<&'a str> {
+    std::str::from_utf8(b)
+        .ok()
+        .filter(|s| !s.starts_with("0x"))
+        .filter(|s| s.chars().all(|c| !c.is_control() || allowed.contains(&c)))
+}
+
 /// Prints printable UTF-8 as is, anything else as `0x…` hex.
 pub fn encode(b: &[u8]) -> String {
-    match std::str::from_utf8(b) {
-        Ok(s) if !s.starts_with("0x") && s.chars().all(|c| !c.is_control()) => s.to_string(),
-        _ => {
+    match as_text(b, &[]) {
+        Some(s) => s.to_string(),
+        None => {
             let mut out = String::with_capacity(2 + b.len() * 2);
             out.push_str("0x");
             for byte in b {
@@ -35,21 +44,12 @@ pub fn encode(b: &[u8]) -> String {
 }
 
 /// A value as `get` shows it alone: text as is, lines and tabs included (one trailing newline
-/// added unless it ends with one), anything else as `encode` does; with `raw`, the bytes only.
+/// added unless it ends with one), anything else as `encode` does.
 pub fn value_text(b: &[u8]) -> String {
-    match std::str::from_utf8(b) {
-        Ok(s)
-            if !s.starts_with("0x")
-                && s.chars()
-                    .all(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r')) =>
-        {
-            if s.ends_with('\n') {
-                s.to_string()
-            } else {
-                format!("{s}\n")
-            }
-        }
-        _ => format!("{}\n", encode(b)),
+    match as_text(b, &['\n', '\t', '\r']) {
+        Some(s) if s.ends_with('\n') => s.to_string(),
+        Some(s) => format!("{s}\n"),
+        None => format!("{}\n", encode(b)),
     }
 }
 
