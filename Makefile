@@ -45,7 +45,7 @@ test: deps web web-check
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
 	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
-	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 -- -D warnings
+	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 --all-targets -- -D warnings
 	$(CARGO) test --workspace
 	./scripts/readme-test.sh
 	$(CARGO) build -p strata-engine --target wasm32-wasip2

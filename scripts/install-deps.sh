@@ -2,8 +2,9 @@
 # Installs what building and testing Strata needs and is missing: Debian's clang, lld, llvm-ar and
 # wasi-libc (the WASI build of zstd), fuse3 (the mount's tests), git (a tool the mount's tests run
 # inside it), chromium (the console's Playwright tests), Node.js and npm (the console's build),
-# the wasm32-wasip2 Rust target, rustfmt and clippy, and the fsx file system exerciser (crates.io)
-# in $STRATA_TOOLS. The console's npm packages come from web-admin/package-lock.json (make web).
+# the wasm32-wasip2 Rust target, rustfmt and clippy, and from crates.io the fsx file system
+# exerciser, wac and the wasmtime CLI in $STRATA_TOOLS. The console's npm packages come from
+# web-admin/package-lock.json (make web).
 set -euo pipefail
 
 SUDO=""
@@ -30,12 +31,25 @@ for component in rustfmt clippy; do
   fi
 done
 
-# fsx checks every byte the mount returns against what it wrote (crates/fusefs, fsx_finds_no_corruption).
+# Tools from crates.io, pinned, built once into $STRATA_TOOLS:
+# - fsx checks every byte the mount returns against what it wrote (crates/fusefs);
+# - wac plugs a wasi:keyvalue app into the Strata component, and plain `wasmtime run` (the
+#   CLI of the wasmtime the host embeds) runs the result: the README's composition and
+#   tests/scenarios/keyvalue_app.rs.
 TOOLS="${STRATA_TOOLS:-$HOME/.cache/strata/tools}"
-if [ ! -x "$TOOLS/bin/fsx" ]; then
-  echo "installing fsx into $TOOLS"
-  cargo install --quiet --locked fsx --version 0.3.2 --root "$TOOLS"
-fi
+install_tool() { # NAME CRATE VERSION [cargo install flags...]
+  local name=$1 crate=$2 version=$3
+  shift 3
+  if [ -x "$TOOLS/bin/$name" ] && "$TOOLS/bin/$name" --version 2>/dev/null | grep -qF "$version"; then
+    return
+  fi
+  echo "installing $crate $version into $TOOLS (once)"
+  cargo install --quiet --locked "$crate" --version "=$version" --root "$TOOLS" "$@"
+}
+install_tool fsx fsx 0.3.2
+install_tool wac wac-cli 0.12.0 --no-default-features
+install_tool wasmtime wasmtime-cli 48.0.8 --no-default-features \
+  --features run,cranelift,component-model,parallel-compilation
 
 # Vite 7 needs Node 20.19 or newer.
 if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then

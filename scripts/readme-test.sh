@@ -58,7 +58,9 @@ PY
 
 cd "$WORK"
 # The guest's own build in the README shares the host's guest build (crates/wasi-host/build.rs).
-PATH="$WORK/bin:$PATH" STRATA_SRC="$ROOT" CARGO_TARGET_DIR="$TARGET/wasi-guest" \
+# wac and wasmtime are the ones `make deps` installs.
+TOOLS="${STRATA_TOOLS:-$HOME/.cache/strata/tools}"
+PATH="$WORK/bin:$TOOLS/bin:$PATH" STRATA_SRC="$ROOT" CARGO_TARGET_DIR="$TARGET/wasi-guest" \
     setsid bash "$WORK/run.sh" &
 RUN=$!
 wait "$RUN"

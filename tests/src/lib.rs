@@ -2,7 +2,8 @@
 //! `strata serve` (optionally mounted) spoken to over loopback HTTP, and the mount's files.
 //!
 //! The binary is the one `cargo test --workspace` builds beside these tests (or `$STRATA_BIN`).
-//! FUSE is required when `CI` is set; elsewhere a scenario that needs it says so and stops.
+//! FUSE, `wac` and `wasmtime` are required when `CI` is set; elsewhere a scenario that needs one
+//! says so and stops.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,6 +60,32 @@ pub fn fuse_usable() -> bool {
     assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
     eprintln!("this scenario needs FUSE: {missing}");
     false
+}
+
+/// A tool `make deps` installs into `$STRATA_TOOLS` (`wac`, `wasmtime`), else found on `PATH`.
+/// Under `CI` it must be there.
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("STRATA_TOOLS").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            Path::new(&home).join(".cache/strata/tools")
+        },
+        PathBuf::from,
+    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::iter::once(tools.join("bin"))
+        .chain(std::env::split_paths(&path))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file());
+    if found.is_none() {
+        let missing = format!(
+            "{name} is not installed (make deps puts it in {})",
+            tools.display()
+        );
+        assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
+        eprintln!("this scenario needs {name}: {missing}");
+    }
+    found
 }
 
 /// A key as the API's paths carry it: base64url without padding.
