@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::format::{BLOCK_TRAILER, BlockHandle, Footer, frame_block};
+use super::format::{BLOCK_TRAILER, BlockChecksum, BlockHandle, Footer, frame_block};
 use super::properties::{BlobReference, TableProperties};
 use crate::blob::BlobIndex;
 use crate::block::BlockBuilder;
@@ -50,6 +50,7 @@ pub(crate) struct TableBuilder {
     file: Box<dyn WritableFile>,
     path: PathBuf,
     opts: TableOptions,
+    checksum: BlockChecksum,
     offset: u64,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
@@ -81,6 +82,7 @@ impl TableBuilder {
                 ..Default::default()
             },
             opts,
+            checksum: BlockChecksum::WRITTEN,
             offset: 0,
             filter,
             pending_index: None,
@@ -89,6 +91,14 @@ impl TableBuilder {
             range_tombstones: Vec::new(),
             blob_references: BTreeMap::new(),
         }
+    }
+
+    /// A table in an older format (its blocks checksummed with `checksum`), as earlier
+    /// versions wrote them, to test that they still read.
+    #[cfg(test)]
+    pub(crate) fn with_checksum(mut self, checksum: BlockChecksum) -> Self {
+        self.checksum = checksum;
+        self
     }
 
     /// Adds an entry; internal keys must be strictly increasing.
@@ -156,7 +166,13 @@ impl TableBuilder {
     }
 
     fn write_block(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
-        frame_block(raw, compression, self.opts.zstd_level, &mut self.framed)?;
+        frame_block(
+            raw,
+            compression,
+            self.opts.zstd_level,
+            self.checksum,
+            &mut self.framed,
+        )?;
         let handle = BlockHandle {
             offset: self.offset,
             size: (self.framed.len() - BLOCK_TRAILER) as u64,
@@ -265,7 +281,12 @@ impl TableBuilder {
         }
         let metaindex = self.write_block(&metaindex, Compression::None)?;
         let index = self.write_block(&index_raw, Compression::None)?;
-        let footer = Footer { metaindex, index }.encode();
+        let footer = Footer {
+            metaindex,
+            index,
+            checksum: self.checksum,
+        }
+        .encode();
         self.file.append(&footer)?;
         self.offset += footer.len() as u64;
         self.file.sync()?;

@@ -1,4 +1,4 @@
-//! Block handles, the per-block trailer (compression type + CRC), and the fixed-size footer.
+//! Block handles, the per-block trailer (compression type + checksum), and the fixed-size footer.
 
 use std::path::Path;
 
@@ -9,11 +9,53 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::options::Compression;
 
-/// Compression type (1) + masked CRC32C of contents and type (4).
+/// Compression type (1) + checksum of contents and type (4).
 pub(crate) const BLOCK_TRAILER: usize = 5;
 pub(crate) const FOOTER_SIZE: usize = 48;
 pub(crate) const TABLE_MAGIC: u64 = 0x5354_5241_5441_5354; // "STRATAST"
-pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// How a table's block trailers are checksummed; the footer's format version names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockChecksum {
+    /// Format version 1: masked CRC32C of contents and type.
+    Crc32c,
+    /// Format version 2, what new tables are written with (RocksDB's default too): the low 32
+    /// bits of XXH3-64 of the contents, mixed with the type. CRC32C has no instruction on
+    /// wasm32, where it cost ~2.3 µs per 4 KiB block against ~0.2 µs for XXH3 (SIMD128).
+    Xxh3,
+}
+
+impl BlockChecksum {
+    /// What new tables are written with.
+    pub(crate) const WRITTEN: BlockChecksum = BlockChecksum::Xxh3;
+
+    fn format_version(self) -> u32 {
+        match self {
+            BlockChecksum::Crc32c => 1,
+            BlockChecksum::Xxh3 => 2,
+        }
+    }
+
+    fn from_format_version(version: u32) -> Option<Self> {
+        match version {
+            1 => Some(BlockChecksum::Crc32c),
+            2 => Some(BlockChecksum::Xxh3),
+            _ => None,
+        }
+    }
+
+    /// The trailer's checksum of a block's (possibly compressed) `contents` and its type byte.
+    pub(crate) fn of(self, contents: &[u8], ty: u8) -> u32 {
+        match self {
+            BlockChecksum::Crc32c => mask(masked_crc_extend(crc32c::crc32c(contents), &[ty])),
+            BlockChecksum::Xxh3 => {
+                let h = xxhash_rust::xxh3::xxh3_64(contents);
+                // An odd multiplier: every type byte moves the sum, as the CRC's extension does.
+                (h as u32) ^ ((h >> 32) as u32) ^ u32::from(ty).wrapping_mul(0x9E37_79B1)
+            }
+        }
+    }
+}
 
 const NO_COMPRESSION: u8 = 0;
 const ZSTD_COMPRESSION: u8 = 1;
@@ -45,6 +87,7 @@ pub(crate) fn frame_block(
     raw: &[u8],
     compression: Compression,
     level: i32,
+    checksum: BlockChecksum,
     out: &mut Vec<u8>,
 ) -> Result<()> {
     out.clear();
@@ -61,17 +104,18 @@ pub(crate) fn frame_block(
     if ty == NO_COMPRESSION {
         out.extend_from_slice(raw);
     }
-    let crc = mask(masked_crc_extend(crc32c::crc32c(out), &[ty]));
+    let sum = checksum.of(out, ty);
     out.push(ty);
-    put_fixed32(out, crc);
+    put_fixed32(out, sum);
     Ok(())
 }
 
-/// Reads, checks and decompresses the block at `handle`.
+/// Reads, checks (with the table's `checksum`) and decompresses the block at `handle`.
 pub(crate) fn read_block(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
+    checksum: BlockChecksum,
     verify: bool,
 ) -> Result<Vec<u8>> {
     let bad = |d: String| Error::corruption(path, d);
@@ -95,8 +139,7 @@ pub(crate) fn read_block(
     let ty = buf[n];
     if verify {
         let expected = fixed32(&buf, n + 1);
-        let actual = mask(masked_crc_extend(crc32c::crc32c(&buf[..n]), &[ty]));
-        if expected != actual {
+        if expected != checksum.of(&buf[..n], ty) {
             return Err(bad(format!(
                 "block checksum mismatch at offset {}",
                 handle.offset
@@ -121,6 +164,8 @@ pub(crate) fn read_block(
 pub(crate) struct Footer {
     pub metaindex: BlockHandle,
     pub index: BlockHandle,
+    /// The format version: how the table's blocks are checksummed.
+    pub checksum: BlockChecksum,
 }
 
 impl Footer {
@@ -130,7 +175,7 @@ impl Footer {
         put_fixed64(&mut out, self.metaindex.size);
         put_fixed64(&mut out, self.index.offset);
         put_fixed64(&mut out, self.index.size);
-        put_fixed32(&mut out, FORMAT_VERSION);
+        put_fixed32(&mut out, self.checksum.format_version());
         let crc = crate::coding::masked_crc(&out);
         put_fixed32(&mut out, crc);
         put_fixed64(&mut out, TABLE_MAGIC);
@@ -149,13 +194,14 @@ impl Footer {
             return bad("checksum mismatch");
         }
         let version = fixed32(data, 32);
-        if version != FORMAT_VERSION {
+        let Some(checksum) = BlockChecksum::from_format_version(version) else {
             return Err(Error::corruption(
                 path,
                 format!("unsupported table format version {version}"),
             ));
-        }
+        };
         Ok(Footer {
+            checksum,
             metaindex: BlockHandle {
                 offset: fixed64(data, 0),
                 size: fixed64(data, 8),
@@ -175,13 +221,22 @@ mod tests {
 
     #[test]
     fn footer_round_trip_and_damage() {
+        for checksum in [BlockChecksum::Crc32c, BlockChecksum::Xxh3] {
+            let f = Footer {
+                metaindex: BlockHandle { offset: 1, size: 2 },
+                index: BlockHandle { offset: 3, size: 4 },
+                checksum,
+            };
+            assert_eq!(Footer::decode(&f.encode(), Path::new("x")).unwrap(), f);
+        }
         let f = Footer {
             metaindex: BlockHandle { offset: 1, size: 2 },
             index: BlockHandle { offset: 3, size: 4 },
+            checksum: BlockChecksum::WRITTEN,
         };
         let enc = f.encode();
         assert_eq!(enc.len(), FOOTER_SIZE);
-        assert_eq!(Footer::decode(&enc, Path::new("x")).unwrap(), f);
+        assert_eq!(fixed32(&enc, 32), 2, "new tables are format version 2");
         for i in 0..FOOTER_SIZE {
             let mut bad = enc.clone();
             bad[i] ^= 1;
@@ -195,13 +250,49 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_format_version_is_corruption() {
+        let mut enc = Footer {
+            metaindex: BlockHandle::default(),
+            index: BlockHandle::default(),
+            checksum: BlockChecksum::WRITTEN,
+        }
+        .encode();
+        enc[32..36].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crate::coding::masked_crc(&enc[..36]);
+        enc[36..40].copy_from_slice(&crc.to_le_bytes());
+        let err = Footer::decode(&enc, Path::new("x")).unwrap_err();
+        assert!(err.to_string().contains("format version 3"), "{err}");
+    }
+
+    #[test]
+    fn checksums_differ_by_kind_and_cover_the_type_byte() {
+        let block = b"some block contents";
+        for checksum in [BlockChecksum::Crc32c, BlockChecksum::Xxh3] {
+            assert_ne!(checksum.of(block, 0), checksum.of(block, 1));
+            assert_ne!(
+                checksum.of(block, 0),
+                checksum.of(b"some block contentz", 0)
+            );
+        }
+        assert_ne!(
+            BlockChecksum::Crc32c.of(block, 0),
+            BlockChecksum::Xxh3.of(block, 0)
+        );
+    }
+
+    #[test]
     fn blocks_round_trip_compressed_and_detect_flips() {
         let dir = crate::test_dir::tempdir();
         let path = dir.path().join("b");
         let raw: Vec<u8> = (0..4000u32).flat_map(|i| (i % 13).to_le_bytes()).collect();
-        for compression in [Compression::None, Compression::Zstd] {
+        for (compression, checksum) in [
+            (Compression::None, BlockChecksum::Crc32c),
+            (Compression::Zstd, BlockChecksum::Crc32c),
+            (Compression::None, BlockChecksum::Xxh3),
+            (Compression::Zstd, BlockChecksum::Xxh3),
+        ] {
             let mut framed = Vec::new();
-            frame_block(&raw, compression, 3, &mut framed).unwrap();
+            frame_block(&raw, compression, 3, checksum, &mut framed).unwrap();
             if compression == Compression::Zstd {
                 assert!(framed.len() < raw.len() / 2);
             }
@@ -214,7 +305,20 @@ mod tests {
                 size: (framed.len() - BLOCK_TRAILER) as u64,
             };
             let file = StdFileSystem.open_random(&path).unwrap();
-            assert_eq!(read_block(file.as_ref(), &path, handle, true).unwrap(), raw);
+            assert_eq!(
+                read_block(file.as_ref(), &path, handle, checksum, true).unwrap(),
+                raw
+            );
+            let other = match checksum {
+                BlockChecksum::Crc32c => BlockChecksum::Xxh3,
+                BlockChecksum::Xxh3 => BlockChecksum::Crc32c,
+            };
+            assert!(
+                read_block(file.as_ref(), &path, handle, other, true)
+                    .unwrap_err()
+                    .is_corruption(),
+                "read with the other kind's checksum"
+            );
             for flip in [0, framed.len() / 2, framed.len() - 1] {
                 let mut damaged = framed.clone();
                 damaged[flip] ^= 0x10;
@@ -222,7 +326,7 @@ mod tests {
                 w.append(&damaged).unwrap();
                 drop(w);
                 let file = StdFileSystem.open_random(&path).unwrap();
-                let err = read_block(file.as_ref(), &path, handle, true).unwrap_err();
+                let err = read_block(file.as_ref(), &path, handle, checksum, true).unwrap_err();
                 match err {
                     Error::Corruption { file, .. } => assert_eq!(file, path),
                     e => panic!("{e}"),

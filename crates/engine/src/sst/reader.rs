@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME};
-use super::format::{BlockHandle, FOOTER_SIZE, Footer, read_block};
+use super::format::{BlockChecksum, BlockHandle, FOOTER_SIZE, Footer, read_block};
 use super::properties::TableProperties;
 use crate::block::{Block, BlockIter};
 use crate::bloom;
@@ -68,6 +68,8 @@ pub(crate) struct TableReader {
     file: Arc<dyn RandomAccessFile>,
     pub(super) path: PathBuf,
     file_number: u64,
+    /// How this table's blocks are checksummed (its footer's format version).
+    checksum: BlockChecksum,
     index: Meta<Arc<Block>>,
     filter: Option<Meta<Arc<Vec<u8>>>>,
     props: TableProperties,
@@ -105,7 +107,7 @@ impl TableReader {
         let mut footer = [0u8; FOOTER_SIZE];
         file.read_exact_at(&mut footer, size - FOOTER_SIZE as u64)?;
         let footer = Footer::decode(&footer, path)?;
-        let metaindex = read_block(file.as_ref(), path, footer.metaindex, true)?;
+        let metaindex = read_block(file.as_ref(), path, footer.metaindex, footer.checksum, true)?;
         let (mut filter_handle, mut props_handle, mut range_del_handle) = (None, None, None);
         let mut pos = 0;
         while pos < metaindex.len() {
@@ -124,14 +126,17 @@ impl TableReader {
             }
         }
         let props = match props_handle {
-            Some(h) => TableProperties::decode(&read_block(file.as_ref(), path, h, true)?)
-                .ok_or_else(|| Error::corruption(path, "properties block is damaged"))?,
+            Some(h) => {
+                TableProperties::decode(&read_block(file.as_ref(), path, h, footer.checksum, true)?)
+                    .ok_or_else(|| Error::corruption(path, "properties block is damaged"))?
+            }
             None => return Err(Error::corruption(path, "table has no properties block")),
         };
         let mut reader = TableReader {
             file,
             path: path.to_path_buf(),
             file_number,
+            checksum: footer.checksum,
             index: Meta::Cached(footer.index),
             filter: filter_handle.map(Meta::Cached),
             props,
@@ -173,7 +178,13 @@ impl TableReader {
 
     /// Reads `handle`'s block from the file, counting the bytes.
     fn read_raw(&self, handle: BlockHandle, verify_checksum: bool) -> Result<Vec<u8>> {
-        let raw = read_block(self.file.as_ref(), &self.path, handle, verify_checksum)?;
+        let raw = read_block(
+            self.file.as_ref(),
+            &self.path,
+            handle,
+            self.checksum,
+            verify_checksum,
+        )?;
         self.stats.bytes_read_from_disk.add(handle.size);
         Ok(raw)
     }

@@ -1,6 +1,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::format::BlockChecksum;
 use super::reader::{MetaBlocks, TableReader};
 use super::*;
 use crate::bloom::key_hash;
@@ -53,7 +54,18 @@ fn entries(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 fn build(path: &Path, es: &[(Vec<u8>, Vec<u8>)], o: TableOptions) -> (TableProperties, u64) {
-    let mut b = TableBuilder::new(StdFileSystem.create(path).unwrap(), path, o);
+    build_checksummed(path, es, o, BlockChecksum::WRITTEN)
+}
+
+/// A table whose blocks are checksummed with `checksum` (format version 1 or 2).
+fn build_checksummed(
+    path: &Path,
+    es: &[(Vec<u8>, Vec<u8>)],
+    o: TableOptions,
+    checksum: BlockChecksum,
+) -> (TableProperties, u64) {
+    let mut b =
+        TableBuilder::new(StdFileSystem.create(path).unwrap(), path, o).with_checksum(checksum);
     for (k, v) in es {
         b.add(k, v).unwrap();
     }
@@ -75,10 +87,16 @@ fn open(path: &Path, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<TableR
 #[test]
 fn build_and_read_back_every_way() {
     let dir = crate::test_dir::tempdir();
-    for compression in [Compression::None, Compression::Zstd] {
-        let path = dir.path().join(format!("{compression:?}.sst"));
+    // Format version 1 (CRC32C trailers) is what earlier versions wrote: it must still read.
+    for (compression, checksum) in [
+        (Compression::None, BlockChecksum::WRITTEN),
+        (Compression::Zstd, BlockChecksum::WRITTEN),
+        (Compression::None, BlockChecksum::Crc32c),
+        (Compression::Zstd, BlockChecksum::Crc32c),
+    ] {
+        let path = dir.path().join(format!("{compression:?}-{checksum:?}.sst"));
         let es = entries(1000);
-        let (props, size) = build(&path, &es, opts(compression));
+        let (props, size) = build_checksummed(&path, &es, opts(compression), checksum);
         assert_eq!(props.num_entries, 1000);
         assert_eq!(props.num_deletions, 100);
         assert!(props.num_data_blocks > 10);
