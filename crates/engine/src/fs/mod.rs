@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 mod fault;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+mod wasip2;
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 
 /// A file being written from start to end (WAL, table, MANIFEST).
@@ -324,6 +326,10 @@ impl FileSystem for StdFileSystem {
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        if let Some(opened) = wasip2::open(path) {
+            return Ok(Arc::new(opened?));
+        }
         let file = File::open(path).map_err(|e| io_err("open", path, e))?;
         let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
         Ok(Arc::new(StdRandomAccessFile {
