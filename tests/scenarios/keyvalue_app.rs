@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use strata_e2e::{stdout, strata, tool};
+use strata_e2e::{build_dir, stdout, strata, tool};
 
 /// The composition, made once per run: `kv-app` is built beside the guest component the host
 /// crate built (TARGET/wasi-guest, as `crates/wasi-host/build.rs` does, so the engine is not
@@ -20,9 +20,7 @@ fn composed(wac: &Path) -> &'static Path {
 }
 
 fn compose(wac: &Path) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // This test runs from TARGET/debug/deps.
-    let target = exe.ancestors().nth(3).unwrap().join("wasi-guest");
+    let target = build_dir().parent().unwrap().join("wasi-guest");
     let guest_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/wasi-guest");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Command::new(cargo)

@@ -15,14 +15,18 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
+/// Cargo's build directory of this test run, TARGET/debug: the test runs from its `deps`.
+pub fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
 /// The `strata` binary under test.
 pub fn strata_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("STRATA_BIN") {
         return bin.into();
     }
-    // This test runs from TARGET/debug/deps; the binary is TARGET/debug/strata.
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("strata");
+    let bin = build_dir().join("strata");
     assert!(
         bin.exists(),
         "{} is missing: build it (cargo build -p strata-cli) or set STRATA_BIN",
