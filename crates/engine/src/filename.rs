@@ -20,6 +20,12 @@ pub(crate) fn blob_file(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.blob"))
 }
 
+/// A value file being written (`db::value_file`); named a temporary file so that an open
+/// deletes it if the process dies first.
+pub(crate) fn value_file_tmp(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.blob.tmp"))
+}
+
 pub(crate) fn manifest_name(number: u64) -> String {
     format!("MANIFEST-{number:06}")
 }
@@ -58,6 +64,11 @@ mod tests {
     #[test]
     fn names_parse_back() {
         let d = Path::new("/d");
+        let tmp = value_file_tmp(d, 7);
+        assert_eq!(
+            parse(tmp.file_name().unwrap().to_str().unwrap()),
+            FileKind::Temp
+        );
         assert_eq!(
             parse(table_file(d, 7).file_name().unwrap().to_str().unwrap()),
             FileKind::Table(7)

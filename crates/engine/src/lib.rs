@@ -54,15 +54,15 @@ pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
     Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
-    RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, WriteBatch,
-    repair_store,
+    RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, ValueFile,
+    WriteBatch, repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{
     BlobDeletionReason, BlobFilesDeletedInfo, BlobGcInfo, CompactionInfo, CompactionReason,
     EventListener, FlushInfo, StallCause,
 };
-pub use fs::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile};
+pub use fs::{FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, WritableFile};
 pub use key::SequenceNumber;
 pub use options::{
     CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,

@@ -24,7 +24,9 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
-pub(crate) use format::{BlobFooter, BlobHeader};
+pub(crate) use format::{
+    BlobFooter, BlobHeader, HEADER_SIZE, RECORD_HEADER_SIZE, record_header_for_crc,
+};
 pub(crate) use index::{BlobIndex, BlobRef, encode_blob, encode_inline};
 pub(crate) use reader::BlobFileReader;
 pub(crate) use writer::BlobFileWriter;

@@ -11,12 +11,15 @@ use parking_lot::Mutex;
 use super::DbInner;
 use super::batch::{Op, WriteBatch};
 use super::column_family::ColumnFamilyData;
+use super::value_file::ValueFile;
+use crate::blob::format::FOOTER_SIZE;
 use crate::blob::{
-    BlobFile, BlobFileMeta, BlobFileState, BlobFileWriter, BlobGarbage, BlobHeader, BlobIndex,
-    encode_blob,
+    BlobFile, BlobFileMeta, BlobFileState, BlobFileWriter, BlobFooter, BlobGarbage, BlobHeader,
+    BlobIndex, BlobRef, HEADER_SIZE, RECORD_HEADER_SIZE, encode_blob, record_header_for_crc,
 };
 use crate::error::{Error, Result};
 use crate::events::{BlobDeletionReason, BlobFilesDeletedInfo};
+use crate::fs::PositionalFile;
 use crate::key::ValueKind;
 use crate::options::{Compression, Executor};
 use crate::version::VersionEdit;
@@ -51,6 +54,9 @@ pub(crate) struct BlobWriters {
     /// Files given up after a failed append, whose earlier records may back acknowledged writes:
     /// kept until a sync makes those durable.
     abandoned: Vec<OpenBlobWriter>,
+    /// Value files adopted by unsynced writes (`db::value_file`): synced, like the open files,
+    /// before anything makes their indexes durable.
+    adopted: Vec<Arc<dyn PositionalFile>>,
     /// Full files waiting for a background job to write their footer (a seal syncs the whole
     /// file, which must not stall the write that filled it). Until sealed, a sync covers them too.
     sealing: Vec<SealingWriter>,
@@ -66,7 +72,7 @@ pub(crate) struct PendingBlobs(Vec<Arc<BlobFile>>);
 
 impl PendingBlobs {
     /// Holds `file` (once, however often it is named) until the guard drops.
-    fn hold(&mut self, file: Arc<BlobFile>) {
+    pub(super) fn hold(&mut self, file: Arc<BlobFile>) {
         if !self.0.iter().any(|f| Arc::ptr_eq(f, &file)) {
             file.pending_writes.fetch_add(1, Ordering::AcqRel);
             self.0.push(file);
@@ -395,6 +401,10 @@ impl DbInner {
             w.writer.sync()?;
             writers.abandoned.pop();
         }
+        while let Some(f) = writers.adopted.last() {
+            f.sync()?;
+            writers.adopted.pop();
+        }
         Ok(())
     }
 
@@ -450,6 +460,82 @@ impl DbInner {
             self.blobs.insert(file);
         }
         pending
+    }
+
+    /// Makes value file `value` a sealed blob file of `cf` (record header and footer written,
+    /// renamed, named in the MANIFEST) and returns `batch` with its blob index added last, and
+    /// the guard that keeps the file from eviction until the batch is written. With `sync` the
+    /// file is synced first; otherwise the next sync of blob files covers it.
+    pub(super) fn adopt_value_file(
+        &self,
+        mut batch: WriteBatch,
+        cf: &ColumnFamilyData,
+        mut value: ValueFile,
+        sync: bool,
+    ) -> Result<(WriteBatch, PendingBlobs)> {
+        let value_len = u32::try_from(value.len).map_err(|_| {
+            Error::InvalidArgument(format!("a value of {} bytes is too large", value.len))
+        })?;
+        let header = record_header_for_crc(&value.key, value_len, value.value_crc()?, 0, false);
+        let record_size = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
+        let mut footer = BlobFooter::default();
+        footer.note(record_size, 0);
+        value
+            .file
+            .write_all_at(&[&header[..], &value.key].concat(), HEADER_SIZE as u64)?;
+        value
+            .file
+            .write_all_at(&footer.encode(), HEADER_SIZE as u64 + record_size)?;
+        if sync {
+            value.file.sync()?;
+        }
+        let path = crate::filename::blob_file(&self.dir, value.number);
+        self.fs.rename(&value.tmp_path, &path)?;
+        // From here the file is the store's: one no MANIFEST names is deleted by the next open.
+        value.adopted = true;
+        self.fs.sync_dir(&self.dir)?;
+        let file = Arc::new(BlobFile::new(
+            value.number,
+            cf.id,
+            None,
+            BlobFileMeta {
+                footer,
+                file_size: HEADER_SIZE as u64 + record_size + FOOTER_SIZE as u64,
+                garbage_bytes: 0,
+                state: BlobFileState::Sealed,
+            },
+        ));
+        let mut pending = PendingBlobs::default();
+        // Held before the store lists it, so no eviction or retirement ever sees it unheld.
+        pending.hold(file.clone());
+        self.blobs.insert(file);
+        let logged = self.log_cf_edit(VersionEdit {
+            column_family: cf.id,
+            blob_files_added: vec![value.number],
+            ..Default::default()
+        });
+        if let Err(e) = logged {
+            self.blobs.forget([value.number]);
+            return Err(e);
+        }
+        self.stats.blob_files_created.inc();
+        self.stats.blob_values_written.inc();
+        self.stats.blob_bytes_written.add(record_size);
+        self.stats.bytes_written.add(value.len);
+        if !sync {
+            self.blob_writers.lock().adopted.push(value.file.clone());
+        }
+        let index = encode_blob(
+            0,
+            BlobRef {
+                file: value.number,
+                offset: HEADER_SIZE as u64,
+                size: record_size,
+                compressed: false,
+            },
+        );
+        batch.put_blob_index(cf.id, &value.key, &index);
+        Ok((batch, pending))
     }
 
     /// Accounts garbage a logged flush or compaction found.

@@ -14,6 +14,7 @@ mod open;
 mod properties;
 mod read;
 mod repair;
+mod value_file;
 
 mod write;
 
@@ -33,6 +34,7 @@ pub use properties::{
     Properties,
 };
 pub use repair::{LostFile, RepairReport, repair_store};
+pub use value_file::ValueFile;
 
 use crate::blob::{BlobEpoch, BlobStore};
 use crate::cache::BlockCache;
@@ -382,12 +384,21 @@ impl Db {
 
     /// Checks a batch (with `check_cfs`, that every column family it names exists) and commits it.
     fn submit(&self, batch: WriteBatch, opts: &WriteOptions, check_cfs: bool) -> Result<()> {
+        self.check_batch(&batch, check_cfs)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Large values go to blob files first; the files stay unevictable until the write lands.
+        let (batch, _pending) = self.inner.separate_values(batch)?;
+        self.inner.write(batch, opts)
+    }
+
+    /// Refuses a batch the store cannot take: a read-only or closed store, a malformed batch, or
+    /// (with `check_cfs`) one naming a column family that does not exist.
+    fn check_batch(&self, batch: &WriteBatch, check_cfs: bool) -> Result<()> {
         self.inner.check_writable()?;
         if let Some(why) = batch.validation_error() {
             return Err(Error::InvalidArgument(why.to_string()));
-        }
-        if batch.is_empty() {
-            return Ok(());
         }
         if check_cfs && batch.column_families().iter().any(|&id| id != 0) {
             let reg = self.inner.registry.read();
@@ -401,9 +412,7 @@ impl Db {
                 )));
             }
         }
-        // Large values go to blob files first; the files stay unevictable until the write lands.
-        let (batch, _pending) = self.inner.separate_values(batch)?;
-        self.inner.write(batch, opts)
+        Ok(())
     }
 
     /// The latest value of `key`.

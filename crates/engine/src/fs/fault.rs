@@ -19,7 +19,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{FileLock, FileSystem, RandomAccessFile, StdFileSystem, WritableFile, io_err};
+use super::{
+    FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, WritableFile, io_err,
+};
 use crate::error::{Error, Result};
 
 /// The operations a fault rule can target.
@@ -122,6 +124,9 @@ struct FaultState {
     unsynced_creates: HashSet<PathBuf>,
     /// Renames no directory sync has covered, oldest first.
     unsynced_renames: Vec<Renamed>,
+    /// Where each file renamed so far went, so that a positional file synced after its rename is
+    /// credited under its new name.
+    moved: HashMap<PathBuf, PathBuf>,
     rules: Vec<Rule>,
     rng: XorShift,
     injected: u64,
@@ -345,6 +350,52 @@ impl WritableFile for FaultWritableFile {
     }
 }
 
+/// A positional file: faults as for appends; a power loss keeps what its last `sync` covered,
+/// under whatever name the file has by then.
+#[derive(Debug)]
+struct FaultPositionalFile {
+    path: PathBuf,
+    inner: Box<dyn PositionalFile>,
+    fs: FaultInjectionFs,
+}
+
+impl PositionalFile for FaultPositionalFile {
+    fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        self.fs.check(FsOp::Write, &self.path)?;
+        self.inner.write_all_at(data, offset)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.fs.check(FsOp::Read, &self.path)?;
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.fs.check(FsOp::Write, &self.path)?;
+        self.inner.set_len(len)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.fs.check(FsOp::Sync, &self.path)?;
+        self.inner.sync()?;
+        let mut st = self.fs.state.lock();
+        let mut path = &self.path;
+        // Bounded: names reused by later renames could form a cycle.
+        for _ in 0..st.moved.len() {
+            match st.moved.get(path) {
+                Some(to) => path = to,
+                None => break,
+            }
+        }
+        let path = path.clone();
+        let len = std::fs::metadata(&path)
+            .map_err(|e| io_err("stat", &path, e))?
+            .len();
+        st.synced_len.insert(path, len);
+        Ok(())
+    }
+}
+
 impl Drop for FaultWritableFile {
     fn drop(&mut self) {
         if self.fs.state.lock().active {
@@ -388,6 +439,20 @@ impl FileSystem for FaultInjectionFs {
         }))
     }
 
+    fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
+        self.check(FsOp::Create, path)?;
+        let inner = StdFileSystem.create_positional(path)?;
+        let mut st = self.state.lock();
+        st.synced_len.insert(path.to_path_buf(), 0);
+        st.unsynced_creates.insert(path.to_path_buf());
+        drop(st);
+        Ok(Box::new(FaultPositionalFile {
+            path: path.to_path_buf(),
+            inner,
+            fs: self.clone(),
+        }))
+    }
+
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.check(FsOp::Read, path)?;
         Ok(Arc::new(FaultRandomAccessFile {
@@ -414,6 +479,7 @@ impl FileSystem for FaultInjectionFs {
         if let Some(len) = st.synced_len.remove(from) {
             st.synced_len.insert(to.to_path_buf(), len);
         }
+        st.moved.insert(from.to_path_buf(), to.to_path_buf());
         st.unsynced_renames.push(Renamed {
             from: from.to_path_buf(),
             to: to.to_path_buf(),

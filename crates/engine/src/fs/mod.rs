@@ -52,6 +52,18 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     }
 }
 
+/// A file written and read at any offset while it is filled (a value file, `Db::create_value_file`).
+pub trait PositionalFile: Send + Sync + Debug {
+    /// Writes all of `data` at `offset`, extending the file if needed.
+    fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()>;
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// Cuts or extends (with zeros) the file to `len` bytes.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// Makes the contents durable (fdatasync).
+    fn sync(&self) -> Result<()>;
+}
+
 /// Held while a directory is open; dropping it releases the lock.
 pub trait FileLock: Send + Sync + Debug {}
 
@@ -66,6 +78,18 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
         let _ = expected_len;
         self.create(path)
+    }
+    /// Creates (or truncates) a file written at any offset. The default refuses: a filesystem
+    /// that does not offer it cannot hold value files.
+    fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
+        Err(io_err(
+            "create",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this filesystem has no positional files",
+            ),
+        ))
     }
     /// Opens a file for positional reads.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
@@ -281,6 +305,61 @@ impl RandomAccessFile for StdRandomAccessFile {
 }
 
 #[derive(Debug)]
+struct StdPositionalFile {
+    path: PathBuf,
+    #[cfg(unix)]
+    file: File,
+    #[cfg(not(unix))]
+    file: parking_lot::Mutex<File>,
+}
+
+impl PositionalFile for StdPositionalFile {
+    fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        #[cfg(unix)]
+        let written = {
+            use std::os::unix::fs::FileExt;
+            self.file.write_all_at(data, offset)
+        };
+        #[cfg(not(unix))]
+        let written = write_out(&mut self.file.lock(), offset, data);
+        written.map_err(|e| io_err("write", &self.path, e))
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        #[cfg(unix)]
+        let read = {
+            use std::os::unix::fs::FileExt;
+            self.file.read_exact_at(buf, offset)
+        };
+        #[cfg(not(unix))]
+        let read = {
+            use std::io::{Seek, SeekFrom};
+            let mut f = self.file.lock();
+            f.seek(SeekFrom::Start(offset))
+                .and_then(|_| f.read_exact(buf))
+        };
+        read.map_err(|e| io_err("read", &self.path, e))
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        #[cfg(unix)]
+        let file = &self.file;
+        #[cfg(not(unix))]
+        let file = &*self.file.lock();
+        file.set_len(len)
+            .map_err(|e| io_err("truncate", &self.path, e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        #[cfg(unix)]
+        let file = &self.file;
+        #[cfg(not(unix))]
+        let file = &*self.file.lock();
+        file.sync_data().map_err(|e| io_err("sync", &self.path, e))
+    }
+}
+
+#[derive(Debug)]
 struct StdFileLock {
     _file: File,
     /// Where the OS has no file locks (WASI): the path this process holds in [`HELD_IN_PROCESS`].
@@ -303,6 +382,17 @@ static HELD_IN_PROCESS: parking_lot::Mutex<std::collections::BTreeSet<PathBuf>> 
     parking_lot::Mutex::new(std::collections::BTreeSet::new());
 
 impl FileSystem for StdFileSystem {
+    fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
+        let file = create_truncated(path)?;
+        Ok(Box::new(StdPositionalFile {
+            path: path.to_path_buf(),
+            #[cfg(unix)]
+            file,
+            #[cfg(not(unix))]
+            file: parking_lot::Mutex::new(file),
+        }))
+    }
+
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = create_truncated(path)?;
         Ok(Box::new(StdWritableFile {

@@ -17,3 +17,4 @@ mod fault_injection;
 mod module_graph;
 mod multi_get;
 mod range_del;
+mod value_file;
