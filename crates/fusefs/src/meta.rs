@@ -110,6 +110,17 @@ impl Meta {
         }
     }
 
+    /// What a write by an unprivileged process does to the mode (as `chmod` would): drops
+    /// set-user-ID, and set-group-ID where it means "run as the group" (group-executable),
+    /// not mandatory locking.
+    pub fn clear_suidgid(&mut self) {
+        let mut perm = self.perm & !(libc::S_ISUID as u16);
+        if perm & libc::S_IXGRP as u16 != 0 {
+            perm &= !(libc::S_ISGID as u16);
+        }
+        self.perm = perm;
+    }
+
     /// Removes `name`; returns whether it existed.
     pub fn remove_xattr(&mut self, name: &[u8]) -> bool {
         let before = self.xattrs.len();
@@ -256,6 +267,17 @@ mod tests {
         assert_eq!(Meta::decode(&bad_kind), Err(BadRecord("unknown kind")));
         assert!(m.remove_xattr(b"user.a"));
         assert!(!m.remove_xattr(b"user.a"));
+    }
+
+    #[test]
+    fn a_write_clears_set_id_bits_as_chmod_would() {
+        let mut m = Meta::new(Kind::File, 0o6755, 0, 0, UNIX_EPOCH);
+        m.clear_suidgid();
+        assert_eq!(m.perm, 0o755);
+        // Without group execute, set-group-ID marks mandatory locking and stays.
+        let mut m = Meta::new(Kind::File, 0o6644, 0, 0, UNIX_EPOCH);
+        m.clear_suidgid();
+        assert_eq!(m.perm, 0o2644);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use strata_engine::{
-    ColumnFamily, ColumnFamilyOptions, Db, DbIterator, PinnableValue, ReadOptions, WriteBatch,
+    ColumnFamily, ColumnFamilyOptions, Db, DbIterator, PinnableValue, ReadOptions, ValueFile,
+    WriteBatch,
 };
 use strata_engine::{Options, WriteOptions};
 
@@ -260,6 +261,22 @@ impl Store {
             ..Default::default()
         };
         Ok(self.db.write(batch, &opts)?)
+    }
+
+    /// Writes `batch` and stores `value` as the value of its key (sync: durable when this
+    /// returns).
+    pub(crate) fn write_with_value_file(
+        &self,
+        batch: WriteBatch,
+        value: ValueFile,
+        sync: bool,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let opts = WriteOptions {
+            sync,
+            ..Default::default()
+        };
+        Ok(self.db.write_with_value_file(batch, value, &opts)?)
     }
 
     pub(crate) fn put_meta(&self, batch: &mut WriteBatch, key: &[u8], meta: &Meta) {

@@ -2,6 +2,10 @@
 //! attribute changes (chmod, chown, utimens, truncate).
 
 use super::*;
+use crate::buffer::{Spill, SpillTo};
+
+/// How much of a value file is copied at a time when a renamed file needs a new one.
+const COPY_CHUNK: usize = 1 << 20;
 
 #[derive(Debug)]
 pub(super) struct OpenFile {
@@ -10,6 +14,33 @@ pub(super) struct OpenFile {
     /// Loaded on first use; a writer's changes live here until flushed.
     pub(super) buffer: Option<Buffer>,
     pub(super) dirty: bool,
+    /// A direct write asked for the set-user-ID and set-group-ID bits to be cleared: the
+    /// kernel leaves that to the file system when it bypasses its page cache.
+    pub(super) kill_suidgid: bool,
+}
+
+impl OpenFile {
+    pub(super) fn new(ino: u64, writable: bool, buffer: Option<Buffer>, dirty: bool) -> OpenFile {
+        OpenFile {
+            ino,
+            writable,
+            buffer,
+            dirty,
+            kill_suidgid: false,
+        }
+    }
+}
+
+/// How the kernel handles an open file's I/O. A file opened write-only bypasses the page
+/// cache (`FOPEN_DIRECT_IO`): it cannot be read or mapped through that descriptor, so there is
+/// nothing to cache, and a cached write would cost a `security.capability` lookup per `write`
+/// call (the kernel asks before every write that goes through its cache).
+pub(super) fn write_only_flags(acc_mode: OpenAccMode) -> FopenFlags {
+    if acc_mode == OpenAccMode::O_WRONLY {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
 }
 
 impl StrataFs {
@@ -70,8 +101,7 @@ impl StrataFs {
                     let mut f = f.lock();
                     self.load(&key, &mut f)?;
                     if let Some(b) = f.buffer.as_mut() {
-                        b.set_len(size, self.config.spill_at, &self.spill_dir)
-                            .map_err(|e| FsError::io("truncate", e))?;
+                        b.set_len(size, &self.spill(&key))?;
                     }
                     f.dirty = true;
                 }
@@ -86,6 +116,24 @@ impl StrataFs {
         self.write("setattr", &key, batch, false)?;
         let e = self.entry(&key, Some(ino))?;
         Ok(self.attr(ino, &e))
+    }
+
+    /// Where an open file of `key` spills: a value file when the mounted column family keeps
+    /// blob files (it does unless another face created it without them).
+    pub(super) fn spill<'a>(&'a self, key: &'a [u8]) -> Spill<'a> {
+        let to = if self.store.data.options().enable_blob_files {
+            SpillTo::ValueFile {
+                db: &self.store.db,
+                cf: &self.store.data,
+                key,
+            }
+        } else {
+            SpillTo::TempFile(&self.spill_dir)
+        };
+        Spill {
+            at: self.config.spill_at,
+            to,
+        }
     }
 
     /// Fills an open file's buffer from the store, once.
@@ -123,23 +171,53 @@ impl StrataFs {
         let mut meta = self.file_record(&key, now)?;
         meta.mtime = now;
         meta.ctime = now;
-        let Some(buffer) = f.buffer.as_ref() else {
-            return Ok(());
-        };
-        // Room for the file and its record: its bytes are copied once, into memory faulted in
-        // up front.
-        let mut batch = WriteBatch::with_capacity(buffer.len() as usize + 2 * key.len() + 256);
-        {
-            let bytes = buffer
-                .contents()
-                .map_err(|e| FsError::io("spill file", e))?;
-            batch.put_cf(&self.store.data, &key, &*bytes);
+        if f.kill_suidgid {
+            meta.clear_suidgid();
         }
-        self.store.put_meta(&mut batch, &key, &meta);
-        self.write("write", &key, batch, sync)?;
+        match f.buffer.take() {
+            None => return Ok(()),
+            Some(Buffer::Value(value)) => {
+                // The value file goes into the store whole: whatever happens, this handle's
+                // changes are no longer pending (a failure is reported to the flush or fsync,
+                // as a failed write-back is).
+                f.dirty = false;
+                let value = self.value_file_for(value, &key)?;
+                let mut batch = WriteBatch::new();
+                self.store.put_meta(&mut batch, &key, &meta);
+                self.store.write_with_value_file(batch, value, sync)?;
+                self.wrote("write", &key);
+            }
+            Some(buffer) => {
+                let buffer = f.buffer.insert(buffer);
+                // Room for the file and its record: its bytes are copied once, into memory
+                // faulted in up front.
+                let mut batch =
+                    WriteBatch::with_capacity(buffer.len() as usize + 2 * key.len() + 256);
+                batch.put_cf(&self.store.data, &key, &*buffer.contents()?);
+                self.store.put_meta(&mut batch, &key, &meta);
+                self.write("write", &key, batch, sync)?;
+                f.dirty = false;
+            }
+        }
         self.inodes.lock().changed(f.ino);
-        f.dirty = false;
         Ok(())
+    }
+
+    /// `value`, or, if the file was renamed since it spilled, a copy made for its key now: a
+    /// value file holds its key.
+    fn value_file_for(&self, value: ValueFile, key: &[u8]) -> Result<ValueFile> {
+        if value.key() == key {
+            return Ok(value);
+        }
+        let mut copy = self.store.db.create_value_file(&self.store.data, key)?;
+        let mut chunk = vec![0; COPY_CHUNK.min(value.len() as usize)];
+        let mut at = 0;
+        while at < value.len() {
+            let n = value.read_at(at, &mut chunk)?;
+            copy.write_at(at, &chunk[..n])?;
+            at += n as u64;
+        }
+        Ok(copy)
     }
 
     /// Opens `ino`: a handle, and whether the kernel may keep the pages it cached of the file
@@ -154,12 +232,7 @@ impl StrataFs {
         if writable {
             self.check_writable()?;
         }
-        let mut f = OpenFile {
-            ino,
-            writable,
-            buffer: None,
-            dirty: false,
-        };
+        let mut f = OpenFile::new(ino, writable, None, false);
         if writable && flags.0 & libc::O_TRUNC != 0 {
             f.buffer = Some(Buffer::Memory(Vec::new()));
             f.dirty = true;
@@ -167,7 +240,7 @@ impl StrataFs {
         let truncated = f.dirty;
         let fh = self.new_handle();
         self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
-        let mut flags = FopenFlags::empty();
+        let mut flags = write_only_flags(flags.acc_mode());
         if !truncated && self.inodes.lock().open_keeps_cache(ino) {
             flags |= FopenFlags::FOPEN_KEEP_CACHE;
         }
@@ -204,11 +277,17 @@ impl StrataFs {
         };
         match b.read(offset, size as usize) {
             Ok(data) => reply.data(&data),
-            Err(e) => reply.error(self.failed("read", &FsError::io("spill file", e))),
+            Err(e) => reply.error(self.failed("read", &e)),
         }
     }
 
-    pub(super) fn do_write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+    pub(super) fn do_write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        kill_suidgid: bool,
+    ) -> Result<u32> {
         let f = self.file(fh)?;
         let mut f = f.lock();
         if !f.writable {
@@ -217,15 +296,13 @@ impl StrataFs {
         if offset + data.len() as u64 > MAX_VALUE_SIZE {
             return Err(FsError::posix(libc::EFBIG, "past the largest value"));
         }
-        if f.buffer.is_none() {
-            let key = self.key_of(f.ino)?;
-            self.load(&key, &mut f)?;
-        }
+        let key = self.key_of(f.ino)?;
+        self.load(&key, &mut f)?;
         if let Some(b) = f.buffer.as_mut() {
-            b.write(offset, data, self.config.spill_at, &self.spill_dir)
-                .map_err(|e| FsError::io("spill file", e))?;
+            b.write(offset, data, &self.spill(&key))?;
         }
         f.dirty = true;
+        f.kill_suidgid |= kill_suidgid;
         Ok(data.len() as u32)
     }
 

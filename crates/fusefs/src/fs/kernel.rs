@@ -272,15 +272,16 @@ impl Filesystem for StrataFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.answer(
             "write",
             reply,
-            self.do_write(fh.0, offset, data),
+            self.do_write(fh.0, offset, data, kill),
             |reply, n| reply.written(n),
         )
     }
@@ -481,22 +482,23 @@ impl Filesystem for StrataFs {
         let r = self.make(parent.0, name, meta).map(|(key, e)| {
             let (attr, generation) = self.looked_up(&key, &e);
             let fh = self.new_handle();
-            let f = OpenFile {
-                ino: attr.ino.0,
-                writable: (flags & libc::O_ACCMODE) != libc::O_RDONLY,
-                buffer: Some(Buffer::Memory(Vec::new())),
-                dirty: false,
-            };
+            let acc_mode = OpenFlags(flags).acc_mode();
+            let f = OpenFile::new(
+                attr.ino.0,
+                acc_mode != OpenAccMode::O_RDONLY,
+                Some(Buffer::Memory(Vec::new())),
+                false,
+            );
             self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
-            (attr, generation, fh)
+            (attr, generation, fh, files::write_only_flags(acc_mode))
         });
         match r {
-            Ok((attr, generation, fh)) => reply.created(
+            Ok((attr, generation, fh, open_flags)) => reply.created(
                 &self.config.ttl,
                 &attr,
                 generation,
                 FileHandle(fh),
-                FopenFlags::empty(),
+                open_flags,
             ),
             Err(e) => reply.error(self.failed("create", &e)),
         }

@@ -23,7 +23,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use strata_engine::{Db, MAX_VALUE_SIZE, WriteBatch};
+use strata_engine::{Db, MAX_VALUE_SIZE, ValueFile, WriteBatch};
 
 use crate::buffer::Buffer;
 use crate::error::{FsError, Result};
@@ -42,7 +42,7 @@ use listing::{FIRST_COOKIE, OpenDir};
 /// bounds what a face that forgets to notify can leave stale.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 
-/// Bytes an open file holds in memory before it spills to a temporary file.
+/// Bytes an open file holds in memory before it spills to disk.
 pub const SPILL_AT: u64 = 64 << 20;
 
 /// Counters a mount keeps; read with [`StrataFs::stats`].
@@ -225,9 +225,14 @@ impl StrataFs {
 
     fn write(&self, what: &str, key: &[u8], batch: WriteBatch, sync: bool) -> Result<()> {
         self.store.write(batch, sync)?;
+        self.wrote(what, key);
+        Ok(())
+    }
+
+    /// Counts and logs a mutation of `key` the store took.
+    fn wrote(&self, what: &str, key: &[u8]) {
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         log::info!(target: "strata::fs", "{what} {}", String::from_utf8_lossy(key));
-        Ok(())
     }
 
     fn check_writable(&self) -> Result<()> {

@@ -143,3 +143,100 @@ pub fn fs_stats(p: &Path) -> (u64, u64) {
     let s = unsafe { s.assume_init() };
     (s.f_blocks - s.f_bfree, s.f_frsize)
 }
+
+/// A mount that spills open files past 1 MiB.
+pub fn small_spill() -> FsConfig {
+    FsConfig {
+        spill_at: 1 << 20,
+        ..FsConfig::default()
+    }
+}
+
+/// Names of temporary files in the store's directory.
+pub fn temporary_files(m: &Mount) -> Vec<String> {
+    std::fs::read_dir(m.store.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".tmp") || n.starts_with("tmp") || n.ends_with(".tmp"))
+        .collect()
+}
+
+/// Writes a 24 MiB file in 1 MiB writes and checks it through the mount and the store; returns
+/// the temporary files the store's directory held before the file was closed.
+pub fn write_a_large_file(m: &Mount, name: &str) -> Vec<String> {
+    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i % 253) as u8).collect();
+    let f = m.path().join(name);
+    let while_open = {
+        use std::io::Write;
+        let mut h = std::fs::File::create(&f).unwrap();
+        for chunk in data.chunks(1 << 20) {
+            h.write_all(chunk).unwrap();
+        }
+        let while_open = temporary_files(m);
+        h.sync_all().unwrap();
+        while_open
+    };
+    assert_eq!(std::fs::read(&f).unwrap(), data);
+    let got = m.db.get_cf(&m.cf(), name).unwrap().unwrap();
+    assert!(got.as_ref() == &data[..]);
+    // Nothing is left beside the store's own files.
+    assert_eq!(temporary_files(m), Vec::<String>::new());
+    while_open
+}
+
+/// The fsx binary: `STRATA_FSX`, else where `make deps` installs it.
+fn fsx_binary() -> Option<std::path::PathBuf> {
+    let path = match std::env::var_os("STRATA_FSX") {
+        Some(p) => p.into(),
+        None => {
+            let tools = std::env::var_os("STRATA_TOOLS").map_or_else(
+                || {
+                    Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/strata/tools")
+                },
+                Into::into,
+            );
+            tools.join("bin/fsx")
+        }
+    };
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but fsx is missing at {} (`make deps` installs it)",
+        path.display()
+    );
+    eprintln!(
+        "fsx not found at {}: skipping (CI fails instead)",
+        path.display()
+    );
+    None
+}
+
+/// Runs fsx on one file of the mount; it checks every read against what it wrote.
+pub fn run_fsx(m: &Mount) {
+    let Some(fsx) = fsx_binary() else { return };
+    let ops = std::env::var("STRATA_FSX_OPS").unwrap_or_else(|_| "3000".into());
+    let seed = std::env::var("STRATA_FSX_SEED").unwrap_or_else(|_| "1".into());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fsx.toml");
+    let artifacts = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(fsx)
+        .arg("-f")
+        .arg(&config)
+        .args(["-N", &ops, "-S", &seed, "-P"])
+        .arg(artifacts.path())
+        .arg(m.path().join("fsx.dat"))
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "fsx -S {seed} -N {ops} failed:\n{log}"
+    );
+    assert!(log.contains("All operations completed A-OK"), "{log}");
+}

@@ -7,13 +7,17 @@ mod ops;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Mount, Node, snapshot};
+use common::{
+    Mount, Node, fuse_available, run_fsx, small_spill, snapshot, temporary_files,
+    write_a_large_file,
+};
 use ops::{Op, apply, same_failure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_engine::{ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 use strata_fusefs::FsConfig;
 
 fn s(x: &str) -> String {
@@ -299,40 +303,127 @@ fn a_listing_resumes_correctly_while_the_directory_changes() {
 }
 
 #[test]
-fn a_large_file_spills_to_disk_and_past_the_largest_value_is_efbig() {
-    let config = FsConfig {
-        spill_at: 1 << 20,
-        ..FsConfig::default()
-    };
-    let Some(m) = Mount::with(config, false) else {
+fn a_large_file_spills_into_a_value_file_and_past_the_largest_value_is_efbig() {
+    let Some(m) = Mount::with(small_spill(), false) else {
         return;
     };
-    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i % 253) as u8).collect();
+    let while_open = write_a_large_file(&m, "large.bin");
+    // The bytes went into a value file, which the store adopted as a blob file of its own, not
+    // copied into a shared one. (A flush mid-write, such as a fork in another test closing its
+    // copy of the descriptor sends, stores what is written so far the same way.)
+    assert!(
+        matches!(&while_open[..], [n] if n.ends_with(".blob.tmp")),
+        "{while_open:?}"
+    );
+    let blobs = m.db.properties_cf(&m.cf()).unwrap().blob_files;
+    assert!(blobs.iter().all(|b| b.records == 1), "{blobs:#?}");
+    let last = blobs.iter().max_by_key(|b| b.number);
+    assert!(
+        last.is_some_and(|b| b.record_bytes > 24 << 20),
+        "{blobs:#?}"
+    );
     let f = m.path().join("large.bin");
-    {
-        use std::io::Write;
-        let mut h = std::fs::File::create(&f).unwrap();
-        for chunk in data.chunks(1 << 20) {
-            h.write_all(chunk).unwrap();
-        }
-        h.sync_all().unwrap();
-    }
-    assert_eq!(std::fs::read(&f).unwrap(), data);
-    let got = m.db.get_cf(&m.cf(), "large.bin").unwrap().unwrap();
-    assert!(got.as_ref() == &data[..]);
-    // Nothing is left beside the store's own files.
-    let extra: Vec<_> = std::fs::read_dir(m.store.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with(".tmp") || n.starts_with("tmp"))
-        .collect();
-    assert!(extra.is_empty(), "{extra:?}");
     let h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
     use std::os::unix::fs::FileExt;
     let e = h.write_at(b"x", strata_engine::MAX_VALUE_SIZE).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
     let e = h.set_len(strata_engine::MAX_VALUE_SIZE + 1).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
+}
+
+#[test]
+fn without_blob_files_a_large_file_spills_to_an_unnamed_file() {
+    if !fuse_available() {
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(store.path(), Options::default()).unwrap());
+    assert!(!db.default_cf().options().enable_blob_files);
+    let m = Mount::over(
+        db,
+        store,
+        tempfile::tempdir().unwrap(),
+        small_spill(),
+        false,
+    );
+    let while_open = write_a_large_file(&m, "large.bin");
+    assert_eq!(while_open, Vec::<String>::new());
+}
+
+#[test]
+fn a_spilled_file_keeps_its_bytes_across_fsync_rename_and_truncate() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let Some(m) = Mount::with(small_spill(), false) else {
+        return;
+    };
+    let block = |i: u8| vec![i; 1 << 20];
+    let (a, b) = (m.path().join("a.bin"), m.path().join("b.bin"));
+    let mut h = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&a)
+        .unwrap();
+    let mut want = Vec::new();
+    for i in 0..3 {
+        h.write_all(&block(i)).unwrap();
+        want.extend_from_slice(&block(i));
+    }
+    h.sync_all().unwrap();
+    assert!(m.db.get_cf(&m.cf(), "a.bin").unwrap().unwrap().as_ref() == &want[..]);
+    // Written again after the fsync, renamed while open, cut short, then read through the
+    // same descriptor: every step sees the bytes so far.
+    h.write_all(&block(3)).unwrap();
+    want.extend_from_slice(&block(3));
+    std::fs::rename(&a, &b).unwrap();
+    h.set_len(want.len() as u64 - 100).unwrap();
+    want.truncate(want.len() - 100);
+    h.seek(SeekFrom::Start((2 << 20) - 1)).unwrap();
+    let mut two = [0; 2];
+    h.read_exact(&mut two).unwrap();
+    assert_eq!(two, [1, 2]);
+    drop(h);
+    assert!(!a.exists());
+    assert_eq!(std::fs::read(&b).unwrap(), want);
+    assert!(m.db.get_cf(&m.cf(), "a.bin").unwrap().is_none());
+    assert!(m.db.get_cf(&m.cf(), "b.bin").unwrap().unwrap().as_ref() == &want[..]);
+    assert_eq!(temporary_files(&m), Vec::<String>::new());
+}
+
+#[test]
+fn a_write_without_cap_fsetid_clears_set_id_bits() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("tool");
+    std::fs::write(&f, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let mode = || std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(), 0o6755);
+    // Appending opens the file write-only, so the write bypasses the kernel's cache and the
+    // mount itself must clear the bits, as any file system does for a writer that may not
+    // keep them. Root keeps them unless it gives up CAP_FSETID.
+    let append = format!("printf x >> '{}'", f.display());
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--bounding-set=-fsetid",
+            "--inh-caps=-all",
+            "sh",
+            "-c",
+            &append,
+        ]);
+        c
+    } else {
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", &append]);
+        c
+    };
+    let status = cmd.status().unwrap();
+    assert!(status.success());
+    assert_eq!(std::fs::read(&f).unwrap(), b"#!/bin/sh\nx");
+    assert_eq!(mode(), 0o755);
 }
 
 fn run(cmd: &str, args: &[&str], dir: &Path) -> String {
@@ -549,62 +640,23 @@ fn snapshot_sees_every_kind() {
     assert_eq!(snap[Path::new("p")], Node::Fifo);
 }
 
-/// The fsx binary: `STRATA_FSX`, else where `make deps` installs it.
-fn fsx_binary() -> Option<std::path::PathBuf> {
-    let path = match std::env::var_os("STRATA_FSX") {
-        Some(p) => p.into(),
-        None => {
-            let tools = std::env::var_os("STRATA_TOOLS").map_or_else(
-                || {
-                    Path::new(&std::env::var_os("HOME").unwrap_or_default())
-                        .join(".cache/strata/tools")
-                },
-                Into::into,
-            );
-            tools.join("bin/fsx")
-        }
-    };
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but fsx is missing at {} (`make deps` installs it)",
-        path.display()
-    );
-    eprintln!(
-        "fsx not found at {}: skipping (CI fails instead)",
-        path.display()
-    );
-    None
-}
-
 #[test]
 fn fsx_finds_no_corruption() {
     let Some(m) = Mount::new() else { return };
-    let Some(fsx) = fsx_binary() else { return };
-    let ops = std::env::var("STRATA_FSX_OPS").unwrap_or_else(|_| "3000".into());
-    let seed = std::env::var("STRATA_FSX_SEED").unwrap_or_else(|_| "1".into());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fsx.toml");
-    let artifacts = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(fsx)
-        .arg("-f")
-        .arg(&config)
-        .args(["-N", &ops, "-S", &seed, "-P"])
-        .arg(artifacts.path())
-        .arg(m.path().join("fsx.dat"))
-        .output()
-        .unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "fsx -S {seed} -N {ops} failed:\n{log}"
-    );
-    assert!(log.contains("All operations completed A-OK"), "{log}");
+    run_fsx(&m);
+}
+
+#[test]
+fn fsx_finds_no_corruption_in_files_spilled_to_value_files() {
+    // fsx's file grows to 256 KiB: past 64 KiB every writer works in a value file.
+    let config = FsConfig {
+        spill_at: 64 << 10,
+        ..FsConfig::default()
+    };
+    let Some(m) = Mount::with(config, false) else {
+        return;
+    };
+    run_fsx(&m);
 }
 
 #[test]
