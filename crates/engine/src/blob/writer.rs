@@ -59,7 +59,7 @@ impl BlobFileWriter {
     /// saves at least an eighth.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8], expiration: u64) -> Result<BlobRef> {
         let compressed = if self.header.compression {
-            zstd::bulk::compress(value, self.zstd_level)
+            crate::compression::compress_zstd(value, self.zstd_level)
                 .ok()
                 .filter(|c| c.len() < value.len() - value.len() / 8)
         } else {

@@ -93,8 +93,8 @@ pub(crate) fn frame_block(
     out.clear();
     let mut ty = NO_COMPRESSION;
     if compression == Compression::Zstd {
-        let compressed =
-            zstd::bulk::compress(raw, level).map_err(|e| Error::io("zstd compression", e))?;
+        let compressed = crate::compression::compress_zstd(raw, level)
+            .map_err(|e| Error::io("zstd compression", e))?;
         // Keep compression only when it saves at least 1/8: decompression is not free.
         if compressed.len() < raw.len() - raw.len() / 8 {
             out.extend_from_slice(&compressed);
