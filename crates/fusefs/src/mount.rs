@@ -11,7 +11,7 @@ use crate::invalidate::Invalidator;
 /// How a filesystem is mounted.
 #[derive(Debug, Clone)]
 pub struct MountConfig {
-    /// Threads answering the kernel (default: the core count).
+    /// Threads answering the kernel (default: the core count, at least [`MIN_THREADS`]).
     pub threads: usize,
     /// Mount read-only in the kernel too.
     pub read_only: bool,
@@ -20,10 +20,17 @@ pub struct MountConfig {
     pub allow_other: bool,
 }
 
+/// Threads a mount answers with at least, however few cores: the kernel sends requests no
+/// caller waits for (`release`, `forget`, read-ahead) that occupy a thread while a caller's next
+/// request queues behind them. On 2 cores, 4 threads answered fs-bench's stat 54-61k/s against
+/// 44-49k/s with 2, and its create 8.0-8.5k/s against 6.6-7.1k/s.
+pub const MIN_THREADS: usize = 4;
+
 impl Default for MountConfig {
     fn default() -> Self {
         MountConfig {
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            threads: std::thread::available_parallelism()
+                .map_or(MIN_THREADS, |n| n.get().max(MIN_THREADS)),
             read_only: false,
             allow_other: false,
         }
