@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use strata_e2e::{Serve, b64, fuse_usable, stdout, strata};
-use strata_wasi_host::{BatchOp, Entry, Limits, WasiDb, default_options};
+use strata_wasi_host::{Limits, WasiDb, WriteBatch, default_options};
 
 fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
@@ -112,18 +112,10 @@ fn the_mount_the_api_and_the_component_share_one_keyspace() {
 
     // A batch the component writes is there when serve starts again, in both faces.
     let component = WasiDb::open(&db, Limits::default(), default_options()).unwrap();
-    component
-        .write(
-            &[
-                BatchOp::Put(Entry {
-                    key: b"notes/from-wasm.txt".to_vec(),
-                    value: b"written in the sandbox".to_vec(),
-                }),
-                BatchOp::Delete(b"notes/todo.md".to_vec()),
-            ],
-            true,
-        )
-        .unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put("notes/from-wasm.txt", "written in the sandbox");
+    batch.delete("notes/todo.md");
+    component.write(&batch, true).unwrap();
     component.close().unwrap();
     drop(component);
 

@@ -64,7 +64,7 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
         }
         Command::Delete { key, sync } => {
             let db = open(dir, false)?;
-            db.write(
+            db.write_ops(
                 &[strata_wasi_host::BatchOp::Delete(codec::decode(&key)?)],
                 sync,
             )
@@ -77,7 +77,7 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
                 start: codec::decode(&from)?,
                 end: codec::decode(&to)?,
             };
-            db.write(&[strata_wasi_host::BatchOp::DeleteRange(range)], sync)
+            db.write_ops(&[strata_wasi_host::BatchOp::DeleteRange(range)], sync)
                 .map_err(e)?;
             db.close().map_err(e)
         }

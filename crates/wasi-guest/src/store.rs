@@ -122,6 +122,10 @@ impl wit::GuestDb for Store {
         self.with(|db| db.write(batch, &write_options(sync)))
     }
 
+    fn write_encoded(&self, batch: Vec<u8>, sync: bool) -> Result<()> {
+        self.with(|db| db.write(WriteBatch::from_data(batch)?, &write_options(sync)))
+    }
+
     fn delete(&self, key: Vec<u8>, sync: bool) -> Result<()> {
         self.with(|db| db.delete_with(&write_options(sync), key))
     }

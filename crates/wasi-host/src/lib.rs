@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use strata_engine::FileSystem;
+pub use strata_engine::WriteBatch;
 use wasmtime::component::ResourceAny;
 
 pub use bucket::{Bucket, KeyPage, KeyValue};
@@ -302,8 +303,16 @@ impl WasiDb {
         self.wrote()
     }
 
-    /// One atomic batch.
-    pub fn write(&self, ops: &[BatchOp], sync: bool) -> Result<()> {
+    /// One atomic batch, as [`strata_engine::Db::write`]: it crosses into the guest as one
+    /// buffer in the engine's encoding.
+    pub fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_write_encoded(s, db, batch.data(), sync))?;
+        self.wrote()
+    }
+
+    /// One atomic batch given as the component's `batch-op` list (each key and value is copied
+    /// in on its own: [`WasiDb::write`] is cheaper for many records).
+    pub fn write_ops(&self, ops: &[BatchOp], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_write(s, db, ops, sync))?;
         self.wrote()
     }

@@ -137,6 +137,9 @@ fn prepared(fuel: bool, cache_dir: Option<&Path>) -> Result<(&'static Prepared, 
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.consume_fuel(fuel);
+    if std::env::var_os("STRATA_WASM_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     let engine = Engine::new(&config).map_err(host("wasmtime engine"))?;
     let (component, compiled, from_disk) = load_component(&engine, cache_dir)?;
     let mut linker = Linker::new(&engine);

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use strata_engine::{ColumnFamilyOptions, Db, Options};
 use strata_wasi_host::{
     BatchOp, Direction, Entry, Error, KeyRange, Limits, Properties, ScanOptions, WasiDb,
-    default_options,
+    WriteBatch, default_options,
 };
 
 fn limits() -> Limits {
@@ -84,19 +84,26 @@ fn the_component_agrees_with_a_btreemap_across_reopens() {
                 model.retain(|k, _| !(k >= &lo && k < &hi));
             }
             54..=61 => {
-                let mut ops = Vec::new();
+                // The same records as a `batch-op` list and in the engine's encoding.
+                let (mut ops, mut batch) = (Vec::new(), WriteBatch::new());
                 for _ in 0..rng.random_range(1..20) {
                     let k = key(&mut rng);
                     if rng.random_bool(0.8) {
                         let v = format!("batch{step}").into_bytes();
                         model.insert(k.clone(), v.clone());
+                        batch.put(&k, &v);
                         ops.push(BatchOp::Put(Entry { key: k, value: v }));
                     } else {
                         model.remove(&k);
+                        batch.delete(&k);
                         ops.push(BatchOp::Delete(k));
                     }
                 }
-                db.write(&ops, false).unwrap();
+                if rng.random_bool(0.5) {
+                    db.write(&batch, false).unwrap();
+                } else {
+                    db.write_ops(&ops, false).unwrap();
+                }
             }
             62..=79 => {
                 let k = key(&mut rng);
@@ -357,7 +364,7 @@ fn a_guest_past_its_deadline_is_stopped_and_the_store_reopens_intact() {
             })
         })
         .collect();
-    let e = db.write(&ops, true).unwrap_err();
+    let e = db.write_ops(&ops, true).unwrap_err();
     assert!(matches!(e, Error::Deadline(_)), "{e}");
     drop(db);
     let db = WasiDb::open(dir.path(), limits(), default_options()).unwrap();
@@ -398,7 +405,7 @@ fn the_guests_errors_arrive_as_the_engines_kinds() {
     let e = db.delete_range("b", "a").unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     let e = db
-        .write(
+        .write_ops(
             &[BatchOp::DeleteRange(KeyRange {
                 start: b"z".to_vec(),
                 end: b"a".to_vec(),
@@ -406,6 +413,10 @@ fn the_guests_errors_arrive_as_the_engines_kinds() {
             false,
         )
         .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let mut inverted = WriteBatch::new();
+    inverted.delete_range("z", "a");
+    let e = db.write(&inverted, false).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     db.close().unwrap();
     assert_eq!(db.get("a").unwrap_err(), Error::Closed);
@@ -458,7 +469,7 @@ fn idle_after_a_burst(timer: Option<Duration>) -> Properties {
                 })
             })
             .collect();
-        db.write(&ops, false).unwrap();
+        db.write_ops(&ops, false).unwrap();
     }
     let began = std::time::Instant::now();
     loop {

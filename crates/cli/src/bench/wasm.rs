@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use strata_wasi_host::{
-    BatchOp, Compression, Direction, Entry, KeyRange, Limits, OpenOptions, ScanOptions, WasiDb,
-    default_options,
+    BatchOp, Compression, Direction, KeyRange, Limits, OpenOptions, ScanOptions, WasiDb,
+    WriteBatch, default_options,
 };
 
 use super::BenchArgs;
@@ -101,16 +101,11 @@ impl BenchEngine for WasmEngine {
         if let [(k, v)] = entries {
             return self.db.put_with(k, v, self.sync).map_err(err);
         }
-        let ops: Vec<BatchOp> = entries
-            .iter()
-            .map(|(k, v)| {
-                BatchOp::Put(Entry {
-                    key: k.clone(),
-                    value: v.to_vec(),
-                })
-            })
-            .collect();
-        self.db.write(&ops, self.sync).map_err(err)
+        let mut batch = WriteBatch::new();
+        for (k, v) in entries {
+            batch.put(k, v);
+        }
+        self.db.write(&batch, self.sync).map_err(err)
     }
 
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
@@ -119,13 +114,16 @@ impl BenchEngine for WasmEngine {
             end: end.to_vec(),
         };
         self.db
-            .write(&[BatchOp::DeleteRange(range)], self.sync)
+            .write_ops(&[BatchOp::DeleteRange(range)], self.sync)
             .map_err(err)
     }
 
     fn delete(&self, keys: &[Vec<u8>]) -> Result<(), String> {
-        let ops: Vec<BatchOp> = keys.iter().map(|k| BatchOp::Delete(k.clone())).collect();
-        self.db.write(&ops, self.sync).map_err(err)
+        let mut batch = WriteBatch::new();
+        for k in keys {
+            batch.delete(k);
+        }
+        self.db.write(&batch, self.sync).map_err(err)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {

@@ -287,8 +287,54 @@ impl WriteBatch {
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }
 
-    pub(crate) fn data(&self) -> &[u8] {
+    /// The batch's encoded form (doc/format.md, "WAL record"): what the WAL stores, and what
+    /// [`WriteBatch::from_data`] takes back, so a batch can cross a process or sandbox boundary
+    /// as one buffer.
+    pub fn data(&self) -> &[u8] {
         &self.rep
+    }
+
+    /// A batch from its encoded form ([`WriteBatch::data`]), checked record by record as the
+    /// builder methods check their arguments. Its sequence number is ignored. Refused with
+    /// `InvalidArgument`: a malformed encoding, and a record naming a place in a blob file (only
+    /// the write path makes those); a value with an expiration, as `put_until` encodes it, is
+    /// taken.
+    pub fn from_data(data: Vec<u8>) -> crate::Result<WriteBatch> {
+        let bad =
+            |why: String| crate::Error::InvalidArgument(format!("encoded write batch: {why}"));
+        let mut batch =
+            WriteBatch::from_bytes(data).ok_or_else(|| bad("shorter than its header".into()))?;
+        let (mut cfs, mut invalid) = (Vec::new(), None);
+        batch
+            .for_each(|r| {
+                if !cfs.contains(&r.cf) {
+                    cfs.push(r.cf);
+                }
+                if invalid.is_some() {
+                    return;
+                }
+                invalid = oversized_key(r.key.len()).or_else(|| match r.op {
+                    Op::DeleteRange => oversized_key(r.value.len()),
+                    Op::Point(ValueKind::BlobIndex) => (!matches!(
+                        crate::blob::BlobIndex::decode(r.value),
+                        Some(crate::blob::BlobIndex::Inline { .. })
+                    ))
+                    .then(|| "a record names a place in a blob file".to_string()),
+                    Op::Point(_) => (r.value.len() as u64 > MAX_VALUE_SIZE).then(|| {
+                        format!(
+                            "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
+                            r.value.len()
+                        )
+                    }),
+                });
+            })
+            .map_err(bad)?;
+        if let Some(why) = invalid {
+            return Err(bad(why));
+        }
+        batch.cfs = cfs;
+        batch.set_sequence(0);
+        Ok(batch)
     }
 
     /// Appends another batch's records (group commit merges the group into one WAL record).
@@ -351,6 +397,48 @@ impl WriteBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encoded_batch_decodes_to_the_same_records_and_bad_ones_are_refused() {
+        let mut b = WriteBatch::new();
+        b.put("a", "1");
+        b.put_until("t", "v", 99);
+        b.delete("b");
+        b.delete_range("k", "m");
+        b.set_sequence(7);
+        let copy = WriteBatch::from_data(b.data().to_vec()).unwrap();
+        assert_eq!(copy.len(), 4);
+        assert_eq!(copy.sequence(), 0);
+        assert_eq!(copy.data()[HEADER_SIZE..], b.data()[HEADER_SIZE..]);
+
+        let refused = |data: Vec<u8>| WriteBatch::from_data(data).unwrap_err().to_string();
+        assert!(refused(vec![0; 5]).contains("header"));
+        let mut truncated = b.data().to_vec();
+        truncated.pop();
+        assert!(refused(truncated).contains("truncated"));
+        let mut miscounted = b.data().to_vec();
+        miscounted[8] = 9;
+        assert!(refused(miscounted).contains("records"));
+        let mut inverted = WriteBatch::new();
+        inverted.add_record(RANGE_DELETION_KIND, 0, b"z", Some(b"a"));
+        assert!(refused(inverted.data().to_vec()).contains("range"));
+        let mut blob = WriteBatch::new();
+        let index = crate::blob::encode_blob(
+            0,
+            crate::blob::BlobRef {
+                file: 9,
+                offset: 0,
+                size: 10,
+                compressed: false,
+            },
+        );
+        blob.put_blob_index(0, b"k", &index);
+        assert!(refused(blob.data().to_vec()).contains("blob file"));
+        let mut long_key = WriteBatch::new();
+        long_key.add_record(1, 0, &vec![0; 9 << 20], Some(b"v"));
+        long_key.invalid = None;
+        assert!(WriteBatch::from_data(long_key.data().to_vec()).is_err());
+    }
 
     #[test]
     fn round_trip_and_append() {
