@@ -35,7 +35,11 @@ impl BlockBuilder {
 
     /// Adds an entry; keys must arrive in increasing internal order.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
-        let shared = if self.counter < self.restart_interval {
+        let shared = if self.buf.is_empty() {
+            // The block's first entry, at the restart `restarts` starts with: it shares nothing
+            // with the last key of the block before, which `last_key` still holds.
+            0
+        } else if self.counter < self.restart_interval {
             self.last_key
                 .iter()
                 .zip(key)
@@ -60,6 +64,12 @@ impl BlockBuilder {
         self.buf.is_empty()
     }
 
+    /// The last key added, kept across `finish` (empty before the first): a table's last key
+    /// is its last data block's, with no copy of its own.
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
     /// Size of the block if finished now.
     pub(crate) fn estimated_size(&self) -> usize {
         self.buf.len() + self.restarts.len() * 4 + 4
@@ -75,7 +85,6 @@ impl BlockBuilder {
         self.restarts.clear();
         self.restarts.push(0);
         self.counter = 0;
-        self.last_key.clear();
         out
     }
 }
@@ -459,6 +468,24 @@ mod tests {
         assert!(
             prefix.size() < plain.size(),
             "shared prefixes are stored once"
+        );
+    }
+
+    #[test]
+    fn a_builder_reused_after_finish_starts_the_next_block_afresh() {
+        let mut b = BlockBuilder::new(16);
+        let key = |i: u32| internal_key(format!("key{i:05}").as_bytes(), 7, 1);
+        b.add(&key(1), b"one");
+        b.add(&key(2), b"two");
+        let first = Block::new(b.finish(), Path::new("t")).unwrap();
+        assert_eq!(b.last_key(), &key(2)[..], "kept for the table's separators");
+        b.add(&key(3), b"three");
+        b.add(&key(4), b"four");
+        let second = Arc::new(Block::new(b.finish(), Path::new("t")).unwrap());
+        assert_eq!(first.num_restarts, 1);
+        assert_eq!(
+            collect_forward(&mut second.iter()),
+            vec![(key(3), b"three".to_vec()), (key(4), b"four".to_vec())]
         );
     }
 

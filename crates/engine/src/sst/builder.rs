@@ -58,7 +58,6 @@ pub(crate) struct TableBuilder {
     props: TableProperties,
     /// Handle of the last data block, waiting for the next key to pick its index separator.
     pending_index: Option<BlockHandle>,
-    last_key: Vec<u8>,
     framed: Vec<u8>,
     range_tombstones: Vec<RangeTombstone>,
     /// Per blob file, the entries whose value lives there.
@@ -86,7 +85,6 @@ impl TableBuilder {
             offset: 0,
             filter,
             pending_index: None,
-            last_key: Vec::new(),
             framed: Vec::new(),
             range_tombstones: Vec::new(),
             blob_references: BTreeMap::new(),
@@ -104,8 +102,8 @@ impl TableBuilder {
     /// Adds an entry; internal keys must be strictly increasing.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if ikey.len() < 8
-            || (!self.last_key.is_empty()
-                && compare_internal(&self.last_key, ikey) != std::cmp::Ordering::Less)
+            || (!self.data_block.last_key().is_empty()
+                && compare_internal(self.data_block.last_key(), ikey) != std::cmp::Ordering::Less)
         {
             return Err(Error::InvalidArgument(format!(
                 "table {}: keys added out of order",
@@ -113,7 +111,7 @@ impl TableBuilder {
             )));
         }
         if let Some(handle) = self.pending_index.take() {
-            let sep = index_separator(&self.last_key, ikey);
+            let sep = index_separator(self.data_block.last_key(), ikey);
             self.add_index_entry(&sep, handle);
         }
         let user_key = key::user_key(ikey);
@@ -138,8 +136,6 @@ impl TableBuilder {
         p.raw_value_size += value.len() as u64;
         p.smallest_seq = p.smallest_seq.min(seq);
         p.largest_seq = p.largest_seq.max(seq);
-        self.last_key.clear();
-        self.last_key.extend_from_slice(ikey);
         self.data_block.add(ikey, value);
         if self.data_block.estimated_size() >= self.opts.block_size {
             self.flush_data_block()?;
@@ -232,7 +228,7 @@ impl TableBuilder {
     pub(crate) fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;
         if let Some(handle) = self.pending_index.take() {
-            let sep = index_successor(&self.last_key);
+            let sep = index_successor(self.data_block.last_key());
             self.add_index_entry(&sep, handle);
         }
         let mut meta: Vec<(&str, BlockHandle)> = Vec::new();
@@ -244,7 +240,7 @@ impl TableBuilder {
             self.props.filter_size = h.size + BLOCK_TRAILER as u64;
             meta.push((FILTER_BLOCK_NAME, h));
         }
-        self.props.largest_key = self.last_key.clone();
+        self.props.largest_key = self.data_block.last_key().to_vec();
         self.props.blob_references = self
             .blob_references
             .iter()
