@@ -444,7 +444,17 @@ impl VersionSet {
             let _ = self.fs.remove(&path);
             return Err(e);
         }
-        self.set_current(number)?;
+        if let Err(e) = self.set_current(number) {
+            // Unless the rename went through, CURRENT still names the old MANIFEST and the new
+            // one is only lost space; a failed open must leave the directory as it found it.
+            let named =
+                Self::current_manifest(&self.dir, self.fs.as_ref()).is_ok_and(|p| p == path);
+            if !named {
+                drop(writer);
+                let _ = self.fs.remove(&path);
+            }
+            return Err(e);
+        }
         let old = std::mem::replace(&mut self.manifest_number, number);
         self.manifest = Some(writer);
         if old != 0 {
@@ -497,11 +507,18 @@ impl VersionSet {
 
     fn set_current(&self, manifest_number: u64) -> Result<()> {
         let tmp = self.dir.join("CURRENT.tmp");
-        let mut f = self.fs.create(&tmp)?;
-        f.append(format!("{}\n", filename::manifest_name(manifest_number)).as_bytes())?;
-        f.sync()?;
-        drop(f);
-        self.fs.rename(&tmp, &self.dir.join(CURRENT))?;
+        let installed = (|| {
+            let mut f = self.fs.create(&tmp)?;
+            f.append(format!("{}\n", filename::manifest_name(manifest_number)).as_bytes())?;
+            f.sync()?;
+            drop(f);
+            self.fs.rename(&tmp, &self.dir.join(CURRENT))
+        })();
+        if installed.is_err() {
+            // Not renamed: the temporary file is all that is left of this attempt.
+            let _ = self.fs.remove(&tmp);
+        }
+        installed?;
         self.fs.sync_dir(&self.dir)
     }
 
