@@ -18,33 +18,40 @@ const BRANCHING: u32 = 4;
 pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
 const MIN_CHUNK_SIZE: usize = 4 << 10;
 
+/// A node of the list. In memory it is `links for levels height-1 .. 1 | Node | key | value`:
+/// the links above level 0 lie just before the node, highest first (so a node needs no height
+/// or key pointer of its own), and the entry (the internal key, then the value) right after it.
+/// 16 bytes and one link per level of overhead per entry: the denser the memtable, the more
+/// entries each flush takes and the fewer L0 tables compaction has to merge.
 #[repr(C)]
 pub(crate) struct Node {
-    entry: *const u8,
+    /// The level-0 link.
+    next: AtomicPtr<Node>,
     key_len: u32,
     value_len: u32,
-    height: u32,
-    /// The first link; links 1..height follow this field in the same allocation.
-    next: [AtomicPtr<Node>; 1],
 }
 
 impl Node {
-    fn links_layout(height: usize) -> usize {
-        std::mem::size_of::<Node>() + (height - 1) * std::mem::size_of::<AtomicPtr<Node>>()
+    const LINK: usize = std::mem::size_of::<AtomicPtr<Node>>();
+
+    /// Bytes a node of `height` takes before its entry: the upper links and the node itself.
+    fn size(height: usize) -> usize {
+        (height - 1) * Self::LINK + std::mem::size_of::<Node>()
     }
 
     /// Raw address of the link at `level`.
     ///
     /// # Safety
-    /// `this` must point to a node allocated with at least `level + 1` links.
+    /// `this` must point to a node allocated with at least `level + 1` links, with the
+    /// provenance of its whole allocation (a pointer from the arena, never from a reference).
     #[inline]
     unsafe fn link_ptr(this: *const Node, level: usize) -> *mut AtomicPtr<Node> {
-        // SAFETY: the links are laid out contiguously from `next` within the node's own allocation,
-        // and the pointer keeps the provenance of the whole node.
+        // SAFETY: level 0 is the node's first field; the links above it were allocated right
+        // before it, level `level` at `level` links below it, all in the node's allocation.
         unsafe {
             (&raw const (*this).next)
                 .cast::<AtomicPtr<Node>>()
-                .add(level)
+                .sub(level)
                 .cast_mut()
         }
     }
@@ -59,20 +66,38 @@ impl Node {
         unsafe { &*Self::link_ptr(this, level) }
     }
 
+    /// The node's entry, from its first byte.
+    ///
+    /// # Safety
+    /// As `link_ptr`; the node's lengths are written.
     #[inline]
-    fn key(&self) -> &[u8] {
-        // SAFETY: `entry` points into the arena, which outlives every node, and holds key_len bytes
-        // of key followed by value_len bytes of value, written before the node was published.
-        unsafe { std::slice::from_raw_parts(self.entry, self.key_len as usize) }
+    unsafe fn entry(this: *const Node) -> *const u8 {
+        // SAFETY: the entry follows the node in its allocation.
+        unsafe { this.cast::<u8>().add(std::mem::size_of::<Node>()) }
     }
 
+    /// The internal key of a published node.
+    ///
+    /// # Safety
+    /// As `entry`; the node outlives `'a`.
     #[inline]
-    fn value(&self) -> &[u8] {
-        // SAFETY: as in `key`; the value follows the key in the same arena allocation.
+    unsafe fn key<'a>(this: *const Node) -> &'a [u8] {
+        // SAFETY: the arena outlives every node, and the entry holds key_len bytes of key
+        // followed by value_len bytes of value, written before the node was published.
+        unsafe { std::slice::from_raw_parts(Self::entry(this), (*this).key_len as usize) }
+    }
+
+    /// The value of a published node.
+    ///
+    /// # Safety
+    /// As `key`.
+    #[inline]
+    unsafe fn value<'a>(this: *const Node) -> &'a [u8] {
+        // SAFETY: as in `key`; the value follows the key.
         unsafe {
             std::slice::from_raw_parts(
-                self.entry.add(self.key_len as usize),
-                self.value_len as usize,
+                Self::entry(this).add((*this).key_len as usize),
+                (*this).value_len as usize,
             )
         }
     }
@@ -183,39 +208,39 @@ impl SkipList {
         trailer: Option<u64>,
         value: &[u8],
     ) -> *const Node {
-        let node_size = Node::links_layout(height);
+        let node_size = Node::size(height);
         let key_len = user_key.len() + if trailer.is_some() { 8 } else { 0 };
-        let node = arena
-            .alloc(
-                node_size + key_len + value.len(),
-                std::mem::align_of::<Node>(),
-                used,
-            )
-            .cast::<Node>();
-        // SAFETY: `node` is a fresh, aligned allocation of node_size + entry bytes; the entry lives
-        // right after the node's links.
+        let base = arena.alloc(
+            node_size + key_len + value.len(),
+            std::mem::align_of::<Node>(),
+            used,
+        );
+        // SAFETY: `base` is a fresh, aligned allocation of node_size + entry bytes: the upper
+        // links, then the node (aligned, as node_size less the node is whole links), then the
+        // entry. Every pointer here derives from `base`, so it covers the whole allocation.
         unsafe {
-            let entry = node.cast::<u8>().add(node_size);
-            ptr::copy_nonoverlapping(user_key.as_ptr(), entry, user_key.len());
-            if let Some(t) = trailer {
-                ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), entry.add(user_key.len()), 8);
-            }
-            ptr::copy_nonoverlapping(value.as_ptr(), entry.add(key_len), value.len());
+            let node = base
+                .add(node_size - std::mem::size_of::<Node>())
+                .cast::<Node>();
             ptr::write(
                 node,
                 Node {
-                    entry,
+                    next: AtomicPtr::new(ptr::null_mut()),
                     key_len: key_len as u32,
                     value_len: value.len() as u32,
-                    height: height as u32,
-                    next: [AtomicPtr::new(ptr::null_mut())],
                 },
             );
             for level in 1..height {
                 ptr::write(Node::link_ptr(node, level), AtomicPtr::new(ptr::null_mut()));
             }
+            let entry = Node::entry(node).cast_mut();
+            ptr::copy_nonoverlapping(user_key.as_ptr(), entry, user_key.len());
+            if let Some(t) = trailer {
+                ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), entry.add(user_key.len()), 8);
+            }
+            ptr::copy_nonoverlapping(value.as_ptr(), entry.add(key_len), value.len());
+            node
         }
-        node
     }
 
     #[inline]
@@ -243,7 +268,7 @@ impl SkipList {
             value,
         );
         // SAFETY: the node is live; its key was written above and is not mutated again.
-        let key = unsafe { (*node).key() };
+        let key = unsafe { Node::key(node) };
         let mut prev = [self.head; MAX_HEIGHT];
         self.find_ge(key, Some(&mut prev));
         let cur = self.max_height.load(Ordering::Relaxed);
@@ -285,7 +310,7 @@ impl SkipList {
             if !n.is_null()
                 && n != known_ge
                 // SAFETY: n is a live node when non-null.
-                && compare_internal(unsafe { (*n).key() }, target) == CmpOrdering::Less
+                && compare_internal(unsafe { Node::key(n) }, target) == CmpOrdering::Less
             {
                 x = n;
                 continue;
@@ -310,7 +335,7 @@ impl SkipList {
             let advance = !n.is_null()
                 && match target {
                     // SAFETY: n is a live node.
-                    Some(t) => compare_internal(unsafe { (*n).key() }, t) == CmpOrdering::Less,
+                    Some(t) => compare_internal(unsafe { Node::key(n) }, t) == CmpOrdering::Less,
                     None => true,
                 };
             if advance {
@@ -335,13 +360,13 @@ impl SkipList {
     #[inline]
     pub(crate) fn node_key(&self, node: *const Node) -> &[u8] {
         // SAFETY: nodes returned by this list are live for its lifetime.
-        unsafe { (*node).key() }
+        unsafe { Node::key(node) }
     }
 
     #[inline]
     pub(crate) fn node_value(&self, node: *const Node) -> &[u8] {
         // SAFETY: nodes returned by this list are live for its lifetime.
-        unsafe { (*node).value() }
+        unsafe { Node::value(node) }
     }
 }
 

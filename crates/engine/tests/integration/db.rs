@@ -37,7 +37,7 @@ fn put_get_delete_across_flush_and_reopen() {
             db.delete(format!("key{i:05}")).unwrap();
         }
         assert!(
-            db.properties_cf(&db.default_cf()).unwrap().levels[0].files > 0,
+            db.properties_cf(&db.default_cf()).unwrap().total_files > 0,
             "small buffers flushed tables"
         );
         assert_eq!(db.get("key00001").unwrap().unwrap(), &b"value1"[..]);
