@@ -248,17 +248,24 @@ struct GrandparentLimit<'a> {
 }
 
 impl GrandparentLimit<'_> {
-    fn should_cut_before(&mut self, user_key: &[u8]) -> bool {
+    /// Whether the output should end before `user_key`, which an output of `size` bytes would
+    /// take next: when it already overlaps more than the limit of the level below the output,
+    /// or when `user_key` is past a file of that level and the output is at least half its
+    /// target size. Outputs then end where the files below end, so each later compaction of
+    /// one reads the fewest files below it (RocksDB cuts at those boundaries too).
+    fn should_cut_before(&mut self, user_key: &[u8], size: u64, target: u64) -> bool {
+        let mut crossed = false;
         while self.index < self.files.len()
             && key::user_key(&self.files[self.index].largest) < user_key
         {
             if self.seen_key {
                 self.overlapped += self.files[self.index].file_size;
+                crossed = true;
             }
             self.index += 1;
         }
         self.seen_key = true;
-        if self.overlapped > self.limit {
+        if self.overlapped > self.limit || (crossed && size >= target / 2) {
             self.overlapped = 0;
             return true;
         }
@@ -336,7 +343,11 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
             // Outputs are cut only between user keys, so no key spans two files of one level.
             if out.current.is_some()
                 && (out.current_size() >= ctx.target_file_size
-                    || grandparents.should_cut_before(user_key))
+                    || grandparents.should_cut_before(
+                        user_key,
+                        out.current_size(),
+                        ctx.target_file_size,
+                    ))
             {
                 out.finish_current(Some(user_key))?;
             }
@@ -463,5 +474,52 @@ fn filter_value<'v>(
             ctx.blobs.store.fetch(blob, user_key, false)?.to_vec(),
         )),
         None => Ok(Cow::Borrowed(index)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_end_where_files_below_end_once_half_full() {
+        let files: Vec<Arc<FileMetaData>> = [(1, "a", "c"), (2, "d", "f"), (3, "g", "i")]
+            .into_iter()
+            .map(|(n, lo, hi)| Arc::new(FileMetaData::for_test(n, lo, hi, 100)))
+            .collect();
+        let mut g = GrandparentLimit {
+            files: &files,
+            index: 0,
+            overlapped: 0,
+            seen_key: false,
+            limit: 1000,
+        };
+        let target = 100;
+        assert!(!g.should_cut_before(b"a", 0, target));
+        assert!(!g.should_cut_before(b"b", 80, target), "no boundary passed");
+        assert!(
+            g.should_cut_before(b"e", 80, target),
+            "past a-c, more than half full"
+        );
+        assert!(!g.should_cut_before(b"e2", 10, target));
+        assert!(
+            !g.should_cut_before(b"h", 40, target),
+            "past d-f, but under half full"
+        );
+        assert!(g.should_cut_before(b"z", 60, target), "past g-i");
+        // The overlap limit still cuts a small output that spans too much below it.
+        let mut tight = GrandparentLimit {
+            files: &files,
+            index: 0,
+            overlapped: 0,
+            seen_key: false,
+            limit: 150,
+        };
+        assert!(!tight.should_cut_before(b"a", 0, target));
+        assert!(!tight.should_cut_before(b"e", 10, target));
+        assert!(
+            tight.should_cut_before(b"h", 20, target),
+            "200 bytes overlapped"
+        );
     }
 }

@@ -294,11 +294,42 @@ pub(crate) fn pick(
                 vec![f.clone()],
                 busy,
             ) {
-                return Some(c);
+                return Some(expand_inputs(v, c, 25 * o.target_file_size_base, busy));
             }
         }
     }
     pick_dense_in_tombstones(v, &targets, busy)
+}
+
+/// `c` with more files of its input level, when the files it rewrites below already span them:
+/// every file of the input level inside the range its output-level files cover joins, if that
+/// adds no file below and the whole stays within `limit` bytes (RocksDB's default
+/// `max_compaction_bytes`, 25 target files). The output level's files are rewritten once for
+/// all of them, not once per file (LevelDB's and RocksDB's input expansion).
+fn expand_inputs(
+    v: &Version,
+    c: CompactionSpec,
+    limit: u64,
+    busy: &HashSet<u64>,
+) -> CompactionSpec {
+    if c.level == c.output_level || c.inputs[1].is_empty() {
+        return c;
+    }
+    let Some((lo, hi)) = user_range(&c.input_files().cloned().collect::<Vec<_>>()) else {
+        return c;
+    };
+    let wider = overlapping(v, c.level, &lo, &hi);
+    if wider.len() <= c.inputs[0].len() || wider.iter().any(|f| busy.contains(&f.number)) {
+        return c;
+    }
+    let Some((wlo, whi)) = user_range(&wider) else {
+        return c;
+    };
+    let below = overlapping(v, c.output_level, &wlo, &whi);
+    if below.len() != c.inputs[1].len() || level_bytes(&wider) + level_bytes(&below) > limit {
+        return c;
+    }
+    build(v, c.reason, c.level, c.output_level, wider, busy).unwrap_or(c)
 }
 
 /// The tombstone-density trigger: the first table above the last level that is dense in range
@@ -374,6 +405,37 @@ mod tests {
         v.levels[0] = vec![file(3, "d", "f", 10), file(2, "a", "d", 10)];
         let c = pick(&v, &opts(), &HashSet::new()).unwrap();
         assert!(!c.is_trivial_move(64 << 20), "a shared boundary key");
+    }
+
+    #[test]
+    fn a_level_compaction_takes_the_neighbours_its_files_below_already_span() {
+        let mut v = Version::default();
+        v.levels[1] = vec![
+            file(1, "a", "b", 100),
+            file(2, "c", "d", 100),
+            file(3, "x", "y", 100),
+        ];
+        v.levels[2] = vec![file(4, "a", "e", 1000), file(5, "w", "z", 1000)];
+        let busy = HashSet::new();
+        let one = |v: &Version| {
+            let first = vec![v.levels[1][0].clone()];
+            build(v, CompactionReason::LevelSize, 1, 2, first, &HashSet::new()).unwrap()
+        };
+        // a-b overlaps file 4, which spans c-d too: c-d joins at no extra cost below.
+        let c = expand_inputs(&v, one(&v), 10_000, &busy);
+        let numbers = |fs: &[Arc<FileMetaData>]| fs.iter().map(|f| f.number).collect::<Vec<_>>();
+        assert_eq!(numbers(&c.inputs[0]), vec![1, 2]);
+        assert_eq!(numbers(&c.inputs[1]), vec![4]);
+        // Not past the size limit, and never by adding files below.
+        let c = expand_inputs(&v, one(&v), 1_100, &busy);
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
+        v.levels[2] = vec![file(4, "a", "b", 1000), file(6, "c", "e", 1000)];
+        let c = expand_inputs(&v, one(&v), 10_000, &busy);
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
+        // A busy neighbour stays where it is.
+        v.levels[2] = vec![file(4, "a", "e", 1000)];
+        let c = expand_inputs(&v, one(&v), 10_000, &HashSet::from([2]));
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
     }
 
     #[test]
@@ -478,9 +540,9 @@ mod tests {
         assert_eq!(compensated_size(&v, 5, &v.levels[5][1]), 53_000);
         assert!(scores(&v, &o, &HashSet::new(), &targets)[5] > 1.0);
         let c = pick(&v, &o, &HashSet::new()).unwrap();
-        assert_eq!(
-            (c.level, c.inputs[0][0].number),
-            (5, 2),
+        assert_eq!(c.level, 5);
+        assert!(
+            c.inputs[0].iter().any(|f| f.number == 2),
             "the table with tombstones goes first despite its larger overlap"
         );
     }
