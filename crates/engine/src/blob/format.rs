@@ -131,15 +131,8 @@ pub(crate) fn record_header(
     expiration: u64,
     compressed: bool,
 ) -> [u8; RECORD_HEADER_SIZE] {
-    let mut h = [0u8; RECORD_HEADER_SIZE];
-    h[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
-    h[8..12].copy_from_slice(&(stored_value.len() as u32).to_le_bytes());
-    h[12..20].copy_from_slice(&expiration.to_le_bytes());
-    h[20] = compressed as u8;
-    let crc = crc32c::crc32c_append(
-        crc32c::crc32c_append(crc32c::crc32c(&h[4..]), key),
-        stored_value,
-    );
+    let mut h = header_fields(key, stored_value.len() as u32, expiration, compressed);
+    let crc = crc32c::crc32c_append(head_crc(&h, key), stored_value);
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -153,15 +146,30 @@ pub(crate) fn record_header_for_crc(
     expiration: u64,
     compressed: bool,
 ) -> [u8; RECORD_HEADER_SIZE] {
+    let mut h = header_fields(key, value_len, expiration, compressed);
+    let crc = crc32c::crc32c_combine(head_crc(&h, key), value_crc, value_len as usize);
+    h[..4].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// A record header with everything but its checksum.
+fn header_fields(
+    key: &[u8],
+    value_len: u32,
+    expiration: u64,
+    compressed: bool,
+) -> [u8; RECORD_HEADER_SIZE] {
     let mut h = [0u8; RECORD_HEADER_SIZE];
     h[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
     h[8..12].copy_from_slice(&value_len.to_le_bytes());
     h[12..20].copy_from_slice(&expiration.to_le_bytes());
     h[20] = compressed as u8;
-    let head = crc32c::crc32c_append(crc32c::crc32c(&h[4..]), key);
-    let crc = crc32c::crc32c_combine(head, value_crc, value_len as usize);
-    h[..4].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+/// The CRC32C of a record up to its value: the header after the checksum field, then the key.
+fn head_crc(header: &[u8; RECORD_HEADER_SIZE], key: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&header[4..]), key)
 }
 
 /// One record as stored.

@@ -57,6 +57,20 @@ pub(crate) struct BatchRecord<'a> {
     pub value: &'a [u8],
 }
 
+/// Adds column family `cf` to `cfs` unless it is there. Batches touch a handful of column
+/// families: a scan beats a set.
+fn add_once(cfs: &mut Vec<u32>, cf: u32) {
+    if !cfs.contains(&cf) {
+        cfs.push(cf);
+    }
+}
+
+/// Why a value of `len` bytes cannot be written, if it cannot.
+fn oversized_value(len: usize) -> Option<String> {
+    (len as u64 > MAX_VALUE_SIZE)
+        .then(|| format!("value of {len} bytes exceeds the limit of {MAX_VALUE_SIZE}"))
+}
+
 /// Capacity from which a new batch's memory is faulted in up front.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const PREFAULT_FROM: usize = 16 << 20;
@@ -235,10 +249,7 @@ impl WriteBatch {
     }
 
     fn note_cf(&mut self, cf: u32) {
-        // Batches touch a handful of column families: a scan beats a set.
-        if !self.cfs.contains(&cf) {
-            self.cfs.push(cf);
-        }
+        add_once(&mut self.cfs, cf);
     }
 
     fn add(&mut self, kind: ValueKind, cf: u32, key: &[u8], value: Option<&[u8]>) {
@@ -249,14 +260,8 @@ impl WriteBatch {
         if self.invalid.is_none() {
             self.invalid = oversized_key(key.len());
         }
-        if let Some(v) = value
-            && v.len() as u64 > MAX_VALUE_SIZE
-            && self.invalid.is_none()
-        {
-            self.invalid = Some(format!(
-                "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
-                v.len()
-            ));
+        if self.invalid.is_none() {
+            self.invalid = value.and_then(|v| oversized_value(v.len()));
         }
         self.note_cf(cf);
         // One reservation per record: growing by doubling would copy a large value's bytes
@@ -307,9 +312,7 @@ impl WriteBatch {
         let (mut cfs, mut invalid) = (Vec::new(), None);
         batch
             .for_each(|r| {
-                if !cfs.contains(&r.cf) {
-                    cfs.push(r.cf);
-                }
+                add_once(&mut cfs, r.cf);
                 if invalid.is_some() {
                     return;
                 }
@@ -320,12 +323,7 @@ impl WriteBatch {
                         Some(crate::blob::BlobIndex::Inline { .. })
                     ))
                     .then(|| "a record names a place in a blob file".to_string()),
-                    Op::Point(_) => (r.value.len() as u64 > MAX_VALUE_SIZE).then(|| {
-                        format!(
-                            "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
-                            r.value.len()
-                        )
-                    }),
+                    Op::Point(_) => oversized_value(r.value.len()),
                 });
             })
             .map_err(bad)?;

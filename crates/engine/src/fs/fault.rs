@@ -296,6 +296,13 @@ impl FaultInjectionFs {
         Ok(())
     }
 
+    /// Records a new, empty file whose directory entry is not yet durable.
+    fn note_created(&self, path: &Path) {
+        let mut st = self.state.lock();
+        st.synced_len.insert(path.to_path_buf(), 0);
+        st.unsynced_creates.insert(path.to_path_buf());
+    }
+
     fn check(&self, op: FsOp, path: &Path) -> Result<()> {
         self.state.lock().check(op, path)
     }
@@ -426,10 +433,7 @@ impl FileSystem for FaultInjectionFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         self.check(FsOp::Create, path)?;
         let file = super::create_truncated(path)?;
-        let mut st = self.state.lock();
-        st.synced_len.insert(path.to_path_buf(), 0);
-        st.unsynced_creates.insert(path.to_path_buf());
-        drop(st);
+        self.note_created(path);
         Ok(Box::new(FaultWritableFile {
             path: path.to_path_buf(),
             file,
@@ -442,10 +446,7 @@ impl FileSystem for FaultInjectionFs {
     fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
         self.check(FsOp::Create, path)?;
         let inner = StdFileSystem.create_positional(path)?;
-        let mut st = self.state.lock();
-        st.synced_len.insert(path.to_path_buf(), 0);
-        st.unsynced_creates.insert(path.to_path_buf());
-        drop(st);
+        self.note_created(path);
         Ok(Box::new(FaultPositionalFile {
             path: path.to_path_buf(),
             inner,

@@ -229,24 +229,31 @@ impl Drop for StdWritableFile {
     }
 }
 
+/// A file read and written at offsets: shared as it is where the OS has positional I/O, behind
+/// a lock (seek, then read or write) elsewhere.
 #[derive(Debug)]
-struct StdRandomAccessFile {
-    path: PathBuf,
+struct OffsetFile {
     #[cfg(unix)]
     file: File,
     #[cfg(not(unix))]
     file: parking_lot::Mutex<File>,
-    len: u64,
 }
 
-impl RandomAccessFile for StdRandomAccessFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+impl OffsetFile {
+    fn new(file: File) -> OffsetFile {
+        OffsetFile {
+            #[cfg(unix)]
+            file,
+            #[cfg(not(unix))]
+            file: parking_lot::Mutex::new(file),
+        }
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::FileExt;
-            self.file
-                .read_exact_at(buf, offset)
-                .map_err(|e| io_err("read", &self.path, e))
+            self.file.read_exact_at(buf, offset)
         }
         #[cfg(not(unix))]
         {
@@ -254,13 +261,50 @@ impl RandomAccessFile for StdRandomAccessFile {
             let mut f = self.file.lock();
             f.seek(SeekFrom::Start(offset))
                 .and_then(|_| f.read_exact(buf))
-                .map_err(|e| io_err("read", &self.path, e))
         }
+    }
+
+    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file.write_all_at(data, offset)
+        }
+        #[cfg(not(unix))]
+        write_out(&mut self.file.lock(), offset, data)
+    }
+
+    /// Runs `f` on the file itself (set_len, sync, a raw descriptor).
+    fn with<T>(&self, f: impl FnOnce(&File) -> T) -> T {
+        #[cfg(unix)]
+        {
+            f(&self.file)
+        }
+        #[cfg(not(unix))]
+        {
+            f(&self.file.lock())
+        }
+    }
+}
+
+#[derive(Debug)]
+struct StdRandomAccessFile {
+    path: PathBuf,
+    file: OffsetFile,
+    len: u64,
+}
+
+impl RandomAccessFile for StdRandomAccessFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| io_err("read", &self.path, e))
     }
 
     #[cfg(target_os = "linux")]
     fn read_vec_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
         use std::os::fd::AsRawFd;
+        let fd = self.file.with(|f| f.as_raw_fd());
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         let mut done = 0;
         while done < len {
@@ -272,14 +316,7 @@ impl RandomAccessFile for StdRandomAccessFile {
                 })?;
             // SAFETY: the destination is `len - done` bytes of the vector's spare capacity
             // (`with_capacity(len)` allocated `len`), and pread writes at most that many.
-            let n = unsafe {
-                libc::pread(
-                    self.file.as_raw_fd(),
-                    buf.as_mut_ptr().add(done).cast(),
-                    len - done,
-                    at,
-                )
-            };
+            let n = unsafe { libc::pread(fd, buf.as_mut_ptr().add(done).cast(), len - done, at) };
             match n {
                 n if n > 0 => done += n as usize,
                 0 => {
@@ -307,55 +344,32 @@ impl RandomAccessFile for StdRandomAccessFile {
 #[derive(Debug)]
 struct StdPositionalFile {
     path: PathBuf,
-    #[cfg(unix)]
-    file: File,
-    #[cfg(not(unix))]
-    file: parking_lot::Mutex<File>,
+    file: OffsetFile,
 }
 
 impl PositionalFile for StdPositionalFile {
     fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
-        #[cfg(unix)]
-        let written = {
-            use std::os::unix::fs::FileExt;
-            self.file.write_all_at(data, offset)
-        };
-        #[cfg(not(unix))]
-        let written = write_out(&mut self.file.lock(), offset, data);
-        written.map_err(|e| io_err("write", &self.path, e))
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| io_err("write", &self.path, e))
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        #[cfg(unix)]
-        let read = {
-            use std::os::unix::fs::FileExt;
-            self.file.read_exact_at(buf, offset)
-        };
-        #[cfg(not(unix))]
-        let read = {
-            use std::io::{Seek, SeekFrom};
-            let mut f = self.file.lock();
-            f.seek(SeekFrom::Start(offset))
-                .and_then(|_| f.read_exact(buf))
-        };
-        read.map_err(|e| io_err("read", &self.path, e))
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| io_err("read", &self.path, e))
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        #[cfg(unix)]
-        let file = &self.file;
-        #[cfg(not(unix))]
-        let file = &*self.file.lock();
-        file.set_len(len)
+        self.file
+            .with(|f| f.set_len(len))
             .map_err(|e| io_err("truncate", &self.path, e))
     }
 
     fn sync(&self) -> Result<()> {
-        #[cfg(unix)]
-        let file = &self.file;
-        #[cfg(not(unix))]
-        let file = &*self.file.lock();
-        file.sync_data().map_err(|e| io_err("sync", &self.path, e))
+        self.file
+            .with(File::sync_data)
+            .map_err(|e| io_err("sync", &self.path, e))
     }
 }
 
@@ -386,10 +400,7 @@ impl FileSystem for StdFileSystem {
         let file = create_truncated(path)?;
         Ok(Box::new(StdPositionalFile {
             path: path.to_path_buf(),
-            #[cfg(unix)]
-            file,
-            #[cfg(not(unix))]
-            file: parking_lot::Mutex::new(file),
+            file: OffsetFile::new(file),
         }))
     }
 
@@ -424,10 +435,7 @@ impl FileSystem for StdFileSystem {
         let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
         Ok(Arc::new(StdRandomAccessFile {
             path: path.to_path_buf(),
-            #[cfg(unix)]
-            file,
-            #[cfg(not(unix))]
-            file: parking_lot::Mutex::new(file),
+            file: OffsetFile::new(file),
             len,
         }))
     }
