@@ -20,12 +20,13 @@ pub(super) struct OpenFile {
 }
 
 impl OpenFile {
-    pub(super) fn new(ino: u64, writable: bool, buffer: Option<Buffer>, dirty: bool) -> OpenFile {
+    /// A handle with nothing written through it yet.
+    pub(super) fn new(ino: u64, writable: bool, buffer: Option<Buffer>) -> OpenFile {
         OpenFile {
             ino,
             writable,
             buffer,
-            dirty,
+            dirty: false,
             kill_suidgid: false,
         }
     }
@@ -232,7 +233,7 @@ impl StrataFs {
         if writable {
             self.check_writable()?;
         }
-        let mut f = OpenFile::new(ino, writable, None, false);
+        let mut f = OpenFile::new(ino, writable, None);
         if writable && flags.0 & libc::O_TRUNC != 0 {
             f.buffer = Some(Buffer::Memory(Vec::new()));
             f.dirty = true;

@@ -487,7 +487,6 @@ impl Filesystem for StrataFs {
                 attr.ino.0,
                 acc_mode != OpenAccMode::O_RDONLY,
                 Some(Buffer::Memory(Vec::new())),
-                false,
             );
             self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
             (attr, generation, fh, files::write_only_flags(acc_mode))
