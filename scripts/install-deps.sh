@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Strata needs and is missing: Debian's clang, lld, llvm-ar and
 # wasi-libc (the WASI build of zstd), fuse3 (the mount's tests), git (a tool the mount's tests run
-# inside it), chromium (the console's Playwright tests), Node.js and npm (the console's build),
+# inside it), chromium (the console's Playwright tests), util-linux-extra (fincore, which the
+# bench's page-cache test reads), Node.js and npm (the console's build),
 # the wasm32-wasip2 Rust target, rustfmt and clippy, and from crates.io the fsx file system
 # exerciser, wac and the wasmtime CLI in $STRATA_TOOLS. The console's npm packages come from
 # web-admin/package-lock.json (make web).
@@ -11,7 +12,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
-for pkg in clang lld llvm wasi-libc fuse3 git chromium; do
+for pkg in clang lld llvm wasi-libc fuse3 git chromium util-linux-extra; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 command -v node >/dev/null || missing+=(nodejs)

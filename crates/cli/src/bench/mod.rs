@@ -2,6 +2,7 @@
 //! `rocksdb` feature) RocksDB with equivalent options, so both can be compared in one run.
 
 mod engine;
+mod page_cache;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 mod wasm;
@@ -27,7 +28,8 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
     /// readrandom, readmissing, multireadrandom, readseq, seekrandom, readwhilewriting, compact,
-    /// flush, waitforcompaction, stats.
+    /// flush, waitforcompaction, stats, and dropcache (the OS page cache lets go of the store's
+    /// files, so the next reads go to the device).
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
@@ -280,7 +282,7 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let line = workloads::run(name, engine.as_ref(), &args, &counters)?;
+        let line = workloads::run(name, engine.as_ref(), &dir, &args, &counters)?;
         println!("{line}");
     }
     engine.close()

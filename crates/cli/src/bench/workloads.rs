@@ -1,6 +1,7 @@
 //! The workloads, timed and reported as db_bench prints them:
 //! `name : X micros/op Y ops/sec; Z MB/s`.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -333,10 +334,11 @@ pub struct RunCounters {
     pub range_deletions: AtomicU64,
 }
 
-/// Runs one named workload and returns its report line.
+/// Runs one named workload on the store in `dir` and returns its report line.
 pub fn run(
     name: &str,
     engine: &dyn BenchEngine,
+    dir: &Path,
     args: &BenchArgs,
     counters: &RunCounters,
 ) -> Result<String, String> {
@@ -376,6 +378,7 @@ pub fn run(
         "flush" => once(|| engine.flush())?,
         "waitforcompaction" => once(|| engine.wait_for_compaction())?,
         "compact" => once(|| engine.compact())?,
+        "dropcache" => once(|| super::page_cache::drop_page_cache(dir).map(drop))?,
         "readwhilewriting" => read_while_writing(engine, args, user_bytes)?,
         "stats" => {
             let user = user_bytes.load(Ordering::Relaxed);

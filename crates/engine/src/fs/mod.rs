@@ -10,11 +10,15 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
+mod batch;
 mod fault;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
+#[cfg(target_os = "linux")]
+mod uring;
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod wasip2;
+pub(crate) use batch::{BatchRead, read_batch};
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 
 /// A file being written from start to end (WAL, table, MANIFEST).
@@ -49,6 +53,13 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     /// True when the file is empty.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
+    }
+    /// The descriptor a batch of reads (a MultiGet's missing blocks) may read through with
+    /// io_uring, bypassing this trait; `None` (the default) has every read go through
+    /// `read_vec_at`, as a file that injects faults or counts reads needs.
+    #[cfg(target_os = "linux")]
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
     }
 }
 
@@ -338,6 +349,12 @@ impl RandomAccessFile for StdRandomAccessFile {
 
     fn len(&self) -> Result<u64> {
         Ok(self.len)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.with(|f| f.as_raw_fd()))
     }
 }
 

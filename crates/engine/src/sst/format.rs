@@ -118,6 +118,18 @@ pub(crate) fn read_block(
     checksum: BlockChecksum,
     verify: bool,
 ) -> Result<Vec<u8>> {
+    let len = stored_len(file, path, handle)?;
+    let stored = file.read_vec_at(len, handle.offset)?;
+    decode_block(stored, path, handle, checksum, verify)
+}
+
+/// How many bytes the block at `handle` takes in `file`, trailer included, once checked to lie
+/// within the file.
+pub(crate) fn stored_len(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+) -> Result<usize> {
     let bad = |d: String| Error::corruption(path, d);
     let len = usize::try_from(handle.size)
         .ok()
@@ -134,22 +146,33 @@ pub(crate) fn read_block(
             handle.offset, handle.size
         )));
     }
-    let mut buf = file.read_vec_at(len, handle.offset)?;
+    Ok(len)
+}
+
+/// Checks and decompresses `stored`, the `stored_len` bytes read at `handle`.
+pub(crate) fn decode_block(
+    mut stored: Vec<u8>,
+    path: &Path,
+    handle: BlockHandle,
+    checksum: BlockChecksum,
+    verify: bool,
+) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corruption(path, d);
     let n = handle.size as usize;
-    let ty = buf[n];
+    let ty = stored[n];
     if verify {
-        let expected = fixed32(&buf, n + 1);
-        if expected != checksum.of(&buf[..n], ty) {
+        let expected = fixed32(&stored, n + 1);
+        if expected != checksum.of(&stored[..n], ty) {
             return Err(bad(format!(
                 "block checksum mismatch at offset {}",
                 handle.offset
             )));
         }
     }
-    buf.truncate(n);
+    stored.truncate(n);
     match ty {
-        NO_COMPRESSION => Ok(buf),
-        ZSTD_COMPRESSION => crate::compression::decompress_zstd(&buf)
+        NO_COMPRESSION => Ok(stored),
+        ZSTD_COMPRESSION => crate::compression::decompress_zstd(&stored)
             .map_err(|e| bad(format!("block at {}: {e}", handle.offset))),
         other => Err(bad(format!(
             "unknown compression type {other} at offset {}",

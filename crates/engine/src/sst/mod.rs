@@ -9,7 +9,8 @@ mod table_cache;
 mod table_iter;
 
 pub(crate) use builder::{TableBuilder, TableOptions};
-pub(crate) use multi_get::PendingKey;
+pub(crate) use format::BlockHandle;
+pub(crate) use multi_get::{PendingKey, data_blocks};
 pub use properties::{BlobReference, TableProperties};
 pub(crate) use properties::{decode_blob_references, encode_blob_references};
 pub(crate) use reader::{BlockReadOptions, MetaBlocks, TableReader};

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use super::format::BlockHandle;
+use super::format::{BlockHandle, stored_len};
 use super::reader::{BlockReadOptions, TableReader};
 use crate::block::{Block, BlockIter};
 use crate::bloom;
 use crate::error::{Error, Result};
+use crate::fs::{BatchRead, read_batch};
 use crate::iter::InternalIterator;
 use crate::key::{self, Lookup};
 use crate::value::PinnableValue;
@@ -59,6 +60,62 @@ impl PendingKey {
     pub(crate) fn is_resolved(&self) -> bool {
         self.outcome.is_some() || self.error.is_some()
     }
+}
+
+/// How `data_blocks` gets one block.
+enum Fetch {
+    Done(Result<Arc<Block>>),
+    /// The block the previous request named.
+    AsPrevious,
+    /// The next of the batch's reads.
+    Read,
+}
+
+/// The data blocks `wanted` names (a table and a handle each; several blocks of one table, and
+/// the same block twice in a row, are fine), as `TableReader::data_block` gives them, except
+/// that the blocks the cache lacks are read together (`fs::read_batch`): a batch of keys waits
+/// on the device about once rather than once per block.
+pub(crate) fn data_blocks(
+    wanted: &[(&TableReader, BlockHandle)],
+    opts: BlockReadOptions,
+) -> Vec<Result<Arc<Block>>> {
+    let mut fetches = Vec::with_capacity(wanted.len());
+    let mut reads = Vec::new();
+    let mut previous: Option<(&TableReader, BlockHandle)> = None;
+    for &(table, handle) in wanted {
+        let fetch = if previous.is_some_and(|(t, h)| std::ptr::eq(t, table) && h == handle) {
+            Fetch::AsPrevious
+        } else if let Some(cached) = table.cached_data_block(handle) {
+            Fetch::Done(cached)
+        } else {
+            match stored_len(table.file(), table.path(), handle) {
+                Ok(len) => {
+                    reads.push(BatchRead::new(table.file(), handle.offset, len));
+                    Fetch::Read
+                }
+                Err(e) => Fetch::Done(Err(e)),
+            }
+        };
+        fetches.push(fetch);
+        previous = Some((table, handle));
+    }
+    read_batch(&mut reads);
+    let mut stored = reads.into_iter().map(BatchRead::into_result);
+    let mut blocks: Vec<Result<Arc<Block>>> = Vec::with_capacity(wanted.len());
+    for (fetch, &(table, handle)) in fetches.into_iter().zip(wanted) {
+        let block = match (fetch, blocks.last()) {
+            (Fetch::Done(block), _) => block,
+            (Fetch::AsPrevious, Some(Ok(block))) => Ok(block.clone()),
+            (Fetch::AsPrevious, Some(Err(e))) => Err(e.duplicate()),
+            (Fetch::Read, _) => match stored.next() {
+                Some(bytes) => table.data_block_read(handle, bytes, opts),
+                None => table.data_block(handle, opts),
+            },
+            (Fetch::AsPrevious, None) => table.data_block(handle, opts),
+        };
+        blocks.push(block);
+    }
+    blocks
 }
 
 impl TableReader {
@@ -143,9 +200,9 @@ impl TableReader {
                 bloom::prefetch(f, keys[i].hash);
             }
         }
-        // (key, its block in `blocks`) for the keys the filter lets through.
+        // (key, its block in `handles`) for the keys the filter lets through.
         let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
-        let mut blocks: Vec<Arc<Block>> = Vec::new();
+        let mut handles: Vec<(&TableReader, BlockHandle)> = Vec::new();
         let mut index: Option<BlockIter> = None;
         // Cleared once stepping fails: the keys are then too far apart for it to pay.
         let mut stepping = true;
@@ -156,8 +213,8 @@ impl TableReader {
             if !self.check_filter(&filter, p.hash) {
                 continue;
             }
-            if !blocks.is_empty() && key::compare_internal(&p.lookup, &bound).is_le() {
-                located.push((i, blocks.len() - 1));
+            if !handles.is_empty() && key::compare_internal(&p.lookup, &bound).is_le() {
+                located.push((i, handles.len() - 1));
                 continue;
             }
             let index = match &mut index {
@@ -196,26 +253,34 @@ impl TableReader {
                 // Past the table's last block: so are all the later keys.
                 break;
             }
-            match self
-                .decode_handle(index.value())
-                .and_then(|h| self.data_block(h, opts))
-            {
-                Ok(block) => {
-                    block.prefetch_restarts();
-                    blocks.push(block);
+            match self.decode_handle(index.value()) {
+                Ok(handle) => {
+                    handles.push((self, handle));
                     bound.clear();
                     bound.extend_from_slice(index.key());
-                    located.push((i, blocks.len() - 1));
+                    located.push((i, handles.len() - 1));
                 }
                 Err(e) => p.error = Some(e),
             }
         }
-        let starts: Vec<Option<u32>> = located
+        let blocks = data_blocks(&handles, opts);
+        for block in blocks.iter().flatten() {
+            block.prefetch_restarts();
+        }
+        // (key, its block's number, the block) for the keys whose block could be read.
+        let mut found: Vec<(usize, usize, &Arc<Block>)> = Vec::with_capacity(located.len());
+        for (i, b) in located {
+            match &blocks[b] {
+                Ok(block) => found.push((i, b, block)),
+                Err(e) => keys[i].error = Some(e.duplicate()),
+            }
+        }
+        let starts: Vec<Option<u32>> = found
             .iter()
-            .map(|&(i, b)| {
-                let start = blocks[b].restart_before(&keys[i].lookup);
+            .map(|&(i, _, block)| {
+                let start = block.restart_before(&keys[i].lookup);
                 if let Some(r) = start {
-                    blocks[b].prefetch_interval(r);
+                    block.prefetch_interval(r);
                 }
                 start
             })
@@ -223,9 +288,8 @@ impl TableReader {
         // One iterator per block, reused by its keys: a key after the previous one in the same
         // interval continues the scan from where that one stopped.
         let mut it: Option<(usize, BlockIter)> = None;
-        for (&(i, b), start) in located.iter().zip(starts) {
+        for (&(i, b, block), start) in found.iter().zip(starts) {
             let p = &mut keys[i];
-            let block = &blocks[b];
             let start = match self.restart_found(start, "block") {
                 Ok(start) => start,
                 Err(e) => {

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME};
-use super::format::{BlockChecksum, BlockHandle, FOOTER_SIZE, Footer, read_block};
+use super::format::{
+    BlockChecksum, BlockHandle, FOOTER_SIZE, Footer, decode_block, read_block, stored_len,
+};
 use super::properties::TableProperties;
 use crate::block::{Block, BlockIter};
 use crate::bloom;
@@ -335,14 +337,65 @@ impl TableReader {
         handle: BlockHandle,
         opts: BlockReadOptions,
     ) -> Result<Arc<Block>> {
-        let read = || {
-            let raw = self.read_raw(handle, opts.verify_checksums)?;
-            Ok(CachedBlock::Block(Arc::new(Block::new(raw, &self.path)?)))
-        };
-        match self.through_cache(handle, BlockKind::Data, opts.fill_cache, read)? {
-            CachedBlock::Block(b) => Ok(b),
-            _ => Err(self.mistyped()),
+        if let Some(cached) = self.cached_data_block(handle) {
+            return cached;
         }
+        let stored = stored_len(self.file.as_ref(), &self.path, handle)
+            .and_then(|len| self.file.read_vec_at(len, handle.offset));
+        self.data_block_read(handle, stored, opts)
+    }
+
+    /// The data block at `handle` if the cache holds it; `None` when it must be read (the miss
+    /// is counted).
+    pub(super) fn cached_data_block(&self, handle: BlockHandle) -> Option<Result<Arc<Block>>> {
+        let cache = self.cache.as_ref()?;
+        let found = cache.lookup((self.file_number, handle.offset));
+        self.stats
+            .block_cache_lookup(BlockKind::Data, found.is_some());
+        match found? {
+            CachedBlock::Block(b) => Some(Ok(b)),
+            _ => Some(Err(self.mistyped())),
+        }
+    }
+
+    /// The data block at `handle` from `stored`, the bytes read for it (`stored_len` of them),
+    /// checked, decompressed and, when `opts` says so, cached.
+    pub(super) fn data_block_read(
+        &self,
+        handle: BlockHandle,
+        stored: Result<Vec<u8>>,
+        opts: BlockReadOptions,
+    ) -> Result<Arc<Block>> {
+        let stored = stored?;
+        self.stats.bytes_read_from_disk.add(handle.size);
+        let raw = decode_block(
+            stored,
+            &self.path,
+            handle,
+            self.checksum,
+            opts.verify_checksums,
+        )?;
+        let block = Arc::new(Block::new(raw, &self.path)?);
+        if opts.fill_cache
+            && let Some(cache) = &self.cache
+        {
+            self.add_to_cache(
+                cache,
+                handle,
+                BlockKind::Data,
+                CachedBlock::Block(block.clone()),
+            );
+        }
+        Ok(block)
+    }
+
+    /// The file, for reads batched across tables.
+    pub(super) fn file(&self) -> &dyn RandomAccessFile {
+        self.file.as_ref()
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The index block, from the reader or the cache.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{FileMetaData, Version};
 use crate::block::Block;
 use crate::key::{self, Lookup, compare_internal};
-use crate::sst::{BlockReadOptions, PendingKey, TableCache, TableReader};
+use crate::sst::{BlockHandle, BlockReadOptions, PendingKey, TableCache, TableReader, data_blocks};
 
 impl Version {
     /// Searches the tables for every unresolved key `order` names (ascending by user key), level
@@ -155,16 +155,26 @@ fn multi_get_level(
             .collect();
         Block::restarts_before(&searches, &mut restarts);
     }
-    // (candidate, its data block) for the keys whose index points into a block.
-    let mut located: Vec<(usize, Arc<Block>)> = Vec::with_capacity(searching.len());
+    // (candidate, its data block's handle) for the keys whose index points into a block.
+    let mut handles: Vec<(usize, BlockHandle)> = Vec::with_capacity(searching.len());
     for ((c, index), restart) in searching.iter().zip(restarts.iter().copied()) {
         let (i, table) = &candidates[*c];
-        let p = &mut keys[*i];
-        let handle = table.data_handle_at(index, restart, &p.lookup);
-        match handle.and_then(|h| h.map(|h| table.data_block(h, opts)).transpose()) {
-            Ok(Some(block)) => located.push((*c, block)),
+        match table.data_handle_at(index, restart, &keys[*i].lookup) {
+            Ok(Some(handle)) => handles.push((*c, handle)),
             Ok(None) => {}
-            Err(e) => p.error = Some(e),
+            Err(e) => keys[*i].error = Some(e),
+        }
+    }
+    let wanted: Vec<(&TableReader, BlockHandle)> = handles
+        .iter()
+        .map(|&(c, handle)| (&*candidates[c].1, handle))
+        .collect();
+    // (candidate, its data block) for the keys whose block could be read.
+    let mut located: Vec<(usize, Arc<Block>)> = Vec::with_capacity(handles.len());
+    for ((c, _), block) in handles.iter().zip(data_blocks(&wanted, opts)) {
+        match block {
+            Ok(block) => located.push((*c, block)),
+            Err(e) => keys[candidates[*c].0].error = Some(e),
         }
     }
     let mut starts = Vec::new();

@@ -159,3 +159,53 @@ fn values_outlive_the_cache_and_their_file() {
         assert_eq!(&v[..], &value(i, 0)[..]);
     }
 }
+
+/// A damaged data block fails the keys it holds, as `get` does, naming the table; the batch's
+/// other keys, whose blocks are read together with it, still read. Once with the table in L0
+/// (searched table by table) and once in a deeper level (searched level-wide).
+#[test]
+fn a_damaged_block_fails_its_keys_and_only_them() {
+    for deep in [false, true] {
+        let dir = crate::common::tempdir();
+        let mut o = options();
+        o.write_buffer_size = 4 << 20;
+        o.target_file_size_base = 4 << 20;
+        {
+            let db = Db::open(dir.path(), o.clone()).unwrap();
+            for i in 0..3000u32 {
+                db.put(format!("k{i:05}"), value(i, 0)).unwrap();
+            }
+            db.flush().unwrap();
+            if deep {
+                db.compact_range(None, None).unwrap();
+            }
+            db.close().unwrap();
+        }
+        let tables = crate::common::files_with_extension(dir.path(), "sst");
+        assert_eq!(tables.len(), 1, "{tables:?}");
+        let table = &tables[0];
+        let name = table.file_name().unwrap().to_string_lossy().into_owned();
+        // The first data block starts the file and holds the smallest keys.
+        let mut bytes = std::fs::read(table).unwrap();
+        bytes[40] ^= 0x10;
+        std::fs::write(table, &bytes).unwrap();
+
+        let db = Db::open(dir.path(), o).unwrap();
+        let keys = ["k00000", "k00001", "k01500", "k02999"];
+        let got = db.multi_get(&ReadOptions::default(), &keys);
+        for (k, r) in keys.iter().zip(&got).take(2) {
+            match r {
+                Err(Error::Corruption { file, .. }) => {
+                    assert!(file.ends_with(&name), "{k}: blames {}", file.display())
+                }
+                other => panic!("{k} (deep: {deep}): {other:?}"),
+            }
+            assert!(matches!(db.get(k), Err(Error::Corruption { .. })), "{k}");
+        }
+        for (k, r) in keys.iter().zip(&got).skip(2) {
+            let i: u32 = k[1..].parse().unwrap();
+            let v = r.as_ref().unwrap().as_ref().unwrap();
+            assert_eq!(&v[..], &value(i, 0)[..], "{k} (deep: {deep})");
+        }
+    }
+}
