@@ -30,10 +30,28 @@ pub trait BenchEngine: Send + Sync {
     fn compact(&self) -> Result<(), String>;
     /// Waits until no flush or compaction is running or due.
     fn wait_for_compaction(&self) -> Result<(), String>;
-    /// Bytes written to disk so far: WAL, flushes and compactions.
-    fn disk_bytes_written(&self) -> Option<u64>;
+    /// Bytes written to disk so far, by what wrote them.
+    fn disk_bytes_written(&self) -> Option<DiskWrites>;
     fn stats(&self) -> String;
     fn close(&self) -> Result<(), String>;
+}
+
+/// Bytes an engine wrote, by kind, as its own counters report them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiskWrites {
+    pub wal: u64,
+    /// Tables written by flushes.
+    pub flush: u64,
+    /// Tables written by compactions.
+    pub compaction: u64,
+    /// Blob files (values kept apart from the tables).
+    pub blob: u64,
+}
+
+impl DiskWrites {
+    pub fn total(&self) -> u64 {
+        self.wal + self.flush + self.compaction + self.blob
+    }
 }
 
 pub struct StrataEngine {
@@ -259,9 +277,14 @@ impl BenchEngine for StrataEngine {
         }
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
+    fn disk_bytes_written(&self) -> Option<DiskWrites> {
         let s = self.db.statistics();
-        Some(s.wal_bytes + s.flush_bytes + s.compaction_bytes_written + s.blob_bytes_written)
+        Some(DiskWrites {
+            wal: s.wal_bytes,
+            flush: s.flush_bytes,
+            compaction: s.compaction_bytes_written,
+            blob: s.blob_bytes_written,
+        })
     }
 
     fn stats(&self) -> String {

@@ -9,6 +9,7 @@ use rocksdb::{
 
 use strata_engine::CacheKind;
 
+use super::engine::DiskWrites;
 use super::{BenchArgs, BenchEngine};
 
 pub struct RocksEngine {
@@ -182,7 +183,7 @@ impl BenchEngine for RocksEngine {
         Ok(())
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
+    fn disk_bytes_written(&self) -> Option<DiskWrites> {
         // Tickers from RocksDB's statistics dump: "rocksdb.<name> COUNT : <n>".
         let dump = self.opts.get_statistics()?;
         let ticker = |name: &str| -> u64 {
@@ -192,12 +193,13 @@ impl BenchEngine for RocksEngine {
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0)
         };
-        Some(
-            ticker("wal.bytes")
-                + ticker("flush.write.bytes")
-                + ticker("compact.write.bytes")
-                + ticker("blobdb.blob.file.bytes.written"),
-        )
+        // `wal.bytes` counts the batches logged, without the log's 7-byte record headers.
+        Some(DiskWrites {
+            wal: ticker("wal.bytes"),
+            flush: ticker("flush.write.bytes"),
+            compaction: ticker("compact.write.bytes"),
+            blob: ticker("blobdb.blob.file.bytes.written"),
+        })
     }
 
     fn stats(&self) -> String {

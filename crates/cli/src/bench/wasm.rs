@@ -10,7 +10,7 @@ use strata_wasi_host::{
 };
 
 use super::BenchArgs;
-use super::engine::BenchEngine;
+use super::engine::{BenchEngine, DiskWrites};
 
 pub struct WasmEngine {
     db: WasiDb,
@@ -181,7 +181,7 @@ impl BenchEngine for WasmEngine {
         Ok(())
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
+    fn disk_bytes_written(&self) -> Option<DiskWrites> {
         None
     }
 

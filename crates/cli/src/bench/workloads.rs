@@ -325,6 +325,15 @@ fn once(op: impl FnOnce() -> Result<(), String>) -> Result<(Outcome, f64), Strin
     Ok((out, start.elapsed().as_secs_f64()))
 }
 
+/// Bytes this process handed to write calls so far (Linux's `wchar`): WAL, tables, MANIFEST, logs
+/// and the report itself, counted the same way whichever engine wrote them.
+fn written_by_process() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 /// What the workloads of one `strata bench` run count together.
 #[derive(Debug, Default)]
 pub struct RunCounters {
@@ -383,15 +392,29 @@ pub fn run(
         "stats" => {
             let user = user_bytes.load(Ordering::Relaxed);
             let wamp = match engine.disk_bytes_written() {
-                Some(disk) if user > 0 => {
-                    format!(
-                        "{:.2} ({disk} bytes to disk for {user} bytes of keys and values)",
-                        disk as f64 / user as f64
-                    )
-                }
+                Some(disk) if user > 0 => format!(
+                    "{:.2} ({} bytes to disk for {user} bytes of keys and values: WAL {}, \
+                     flushes {}, compactions {}, blob files {})",
+                    disk.total() as f64 / user as f64,
+                    disk.total(),
+                    disk.wal,
+                    disk.flush,
+                    disk.compaction,
+                    disk.blob
+                ),
                 _ => "n/a".into(),
             };
-            return Ok(format!("{}\nwrite amplification: {wamp}", engine.stats()));
+            let os = match written_by_process() {
+                Some(w) if user > 0 => format!(
+                    "\nwritten by this process (write calls, /proc/self/io wchar): {w} bytes, {:.2} per byte of keys and values",
+                    w as f64 / user as f64
+                ),
+                _ => String::new(),
+            };
+            return Ok(format!(
+                "{}\nwrite amplification: {wamp}{os}",
+                engine.stats()
+            ));
         }
         other => return Err(format!("unknown benchmark {other}")),
     };
