@@ -92,6 +92,11 @@ pub(crate) fn level_targets(v: &Version, o: &ColumnFamilyOptions) -> LevelTarget
         bytes[base_level - 1] = bytes[base_level] / mult;
         base_level -= 1;
     }
+    // No level's target below the base size: a base level of a tenth of it would be pushed down
+    // after every L0 compaction, rewriting the level below for a few megabytes each time.
+    for target in &mut bytes[base_level..] {
+        *target = (*target).max(o.max_bytes_for_level_base);
+    }
     LevelTargets { base_level, bytes }
 }
 
@@ -451,7 +456,10 @@ mod tests {
         assert_eq!(t.bytes[6], 200_000);
         assert_eq!(t.bytes[5], 20_000);
         assert_eq!(t.bytes[4], 2_000);
-        assert_eq!(t.bytes[3], 200);
+        assert_eq!(
+            t.bytes[3], 1_000,
+            "the base level's target is never below the base size (200 by the ratio)"
+        );
         assert_eq!(t.base_level, 3);
         let fixed = ColumnFamilyOptions {
             level_compaction_dynamic_level_bytes: false,
