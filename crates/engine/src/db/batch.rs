@@ -3,7 +3,7 @@
 //! Layout (doc/format.md): `sequence: u64 LE | count: u32 LE | record*`, each record
 //! `kind: u8 | column family: varint32 | key: length-prefixed | value: length-prefixed`; the value
 //! is absent for point deletes, and for a range deletion (kind 2) the key is the range's start and
-//! the value its end.
+//! the value its end. A kind with `IN_DEFAULT_CF` set omits the column family: it is 0.
 
 use super::ColumnFamily;
 use crate::coding::{
@@ -14,6 +14,10 @@ use crate::options::{MAX_VALUE_SIZE, oversized_key};
 use crate::range_del::RANGE_DELETION_KIND;
 
 pub(crate) const HEADER_SIZE: usize = 12;
+
+/// Set in a record's kind byte when the record is of the default column family, whose id (0) is
+/// then left out: most records are, and small ones are mostly overhead in the WAL.
+const IN_DEFAULT_CF: u8 = 0x80;
 
 /// Updates applied atomically by [`crate::Db::write`]: all of them survive a crash or none does.
 #[derive(Clone)]
@@ -269,8 +273,12 @@ impl WriteBatch {
         let varints = 1 + 5 + 10 + if value.is_some() { 10 } else { 0 };
         self.rep
             .reserve(varints + key.len() + value.map_or(0, <[u8]>::len));
-        self.rep.push(kind);
-        put_varint32(&mut self.rep, cf);
+        if cf == 0 {
+            self.rep.push(kind | IN_DEFAULT_CF);
+        } else {
+            self.rep.push(kind);
+            put_varint32(&mut self.rep, cf);
+        }
         put_length_prefixed(&mut self.rep, key);
         if let Some(v) = value {
             put_length_prefixed(&mut self.rep, v);
@@ -360,15 +368,20 @@ impl WriteBatch {
         let mut pos = HEADER_SIZE;
         let mut seen = 0usize;
         while pos < self.rep.len() {
-            let op = match self.rep[pos] {
+            let tag = self.rep[pos];
+            let op = match tag & !IN_DEFAULT_CF {
                 RANGE_DELETION_KIND => Op::DeleteRange,
                 b => Op::Point(
                     ValueKind::from_u8(b)
-                        .ok_or_else(|| format!("unknown record kind {b} in write batch"))?,
+                        .ok_or_else(|| format!("unknown record kind {tag} in write batch"))?,
                 ),
             };
             pos += 1;
-            let cf = get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?;
+            let cf = if tag & IN_DEFAULT_CF != 0 {
+                0
+            } else {
+                get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?
+            };
             let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
             let value = match op {
                 Op::Point(ValueKind::Put | ValueKind::BlobIndex) | Op::DeleteRange => {
@@ -436,6 +449,37 @@ mod tests {
         long_key.add_record(1, 0, &vec![0; 9 << 20], Some(b"v"));
         long_key.invalid = None;
         assert!(WriteBatch::from_data(long_key.data().to_vec()).is_err());
+    }
+
+    /// A default-column-family record leaves its id out; one written with the id (as WALs before
+    /// this form were) still reads; other column families keep theirs.
+    #[test]
+    fn default_column_family_records_omit_the_id_and_old_ones_still_read() {
+        let mut b = WriteBatch::new();
+        b.put("k", "v");
+        assert_eq!(b.data().len(), HEADER_SIZE + 1 + 2 + 2, "kind, key, value");
+        assert_eq!(b.data()[HEADER_SIZE], ValueKind::Put as u8 | IN_DEFAULT_CF);
+        let mut old = b.data()[..HEADER_SIZE].to_vec();
+        old.extend_from_slice(&[ValueKind::Put as u8, 0, 1, b'k', 1, b'v']);
+        let mut other = WriteBatch::new();
+        other.add_record(ValueKind::Delete as u8, 3, b"d", None);
+        old.extend_from_slice(&other.data()[HEADER_SIZE..]);
+        old[8] = 2;
+        let mut seen = Vec::new();
+        WriteBatch::from_bytes(old)
+            .unwrap()
+            .for_each(|r| seen.push((r.op, r.cf, r.key.to_vec(), r.value.to_vec())))
+            .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (Op::Point(ValueKind::Put), 0, b"k".to_vec(), b"v".to_vec()),
+                (Op::Point(ValueKind::Delete), 3, b"d".to_vec(), vec![]),
+            ]
+        );
+        let mut unknown = b.data().to_vec();
+        unknown[HEADER_SIZE] = 0x7f | IN_DEFAULT_CF;
+        assert!(WriteBatch::from_data(unknown).is_err());
     }
 
     #[test]
