@@ -20,13 +20,14 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::Executor;
-use crate::range_del::TombstoneCursor;
+use crate::range_del::{TombstoneCursor, stripe};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileMetaData, VersionEdit};
 
 /// Writes `mem` as table `number` in `dir`; `None` when the memtable is empty (no file is left).
-/// Entries the memtable's own range tombstones hide from every reader (no snapshot of
-/// `snapshots`, ascending, between them) are left out, as compaction would drop them; the blob
+/// Entries no reader can see are left out, as compaction would drop them: a version with a newer
+/// one of its key in the same snapshot stripe (no snapshot of `snapshots`, ascending, between
+/// them), and entries the memtable's own range tombstones hide from every reader. The blob
 /// records they pointed at are added to `garbage`.
 pub(crate) fn write_level0_table(
     fs: &dyn FileSystem,
@@ -62,13 +63,26 @@ fn build_level0_table(
     let mut builder = TableBuilder::new(fs.create(path)?, path, opts.clone());
     let mut it = mem.iter();
     let mut tombstones = mem.range_tombstones().and_then(TombstoneCursor::over_list);
+    // The previous entry's user key, and its snapshot stripe (`None` before the first entry).
+    let mut previous_key: Vec<u8> = Vec::new();
+    let mut previous_stripe: Option<usize> = None;
     it.seek_to_first();
     while it.valid() {
         let ikey = it.key();
-        let hidden = match tombstones.as_mut() {
-            Some(t) => t.hides(key::user_key(ikey), key::sequence(ikey), snapshots)?,
-            None => false,
-        };
+        let (user_key, seq) = (key::user_key(ikey), key::sequence(ikey));
+        let stripe = stripe(snapshots, seq);
+        let same_key = previous_stripe.is_some() && previous_key.as_slice() == user_key;
+        let superseded = same_key && previous_stripe == Some(stripe);
+        if !same_key {
+            previous_key.clear();
+            previous_key.extend_from_slice(user_key);
+        }
+        previous_stripe = Some(stripe);
+        let hidden = superseded
+            || match tombstones.as_mut() {
+                Some(t) => t.hides(user_key, seq, snapshots)?,
+                None => false,
+            };
         if hidden {
             note_garbage(garbage, key::kind_byte(ikey), it.value());
         } else {

@@ -139,6 +139,44 @@ fn snapshots_see_the_past() {
     assert_eq!(db.properties().live_snapshots, 0);
 }
 
+/// A flush writes only what some reader can see: of a key's versions in one memtable, the newest
+/// in each snapshot stripe. An overwritten value in a blob file is counted as that file's garbage.
+#[test]
+fn a_flush_keeps_only_the_versions_a_snapshot_or_the_present_sees() {
+    let dir = crate::common::tempdir();
+    let mut o = small_options();
+    o.write_buffer_size = 4 << 20;
+    o.enable_blob_files = true;
+    o.min_blob_size = 1000;
+    let db = Db::open(dir.path(), o).unwrap();
+    let big = |c: u8| vec![c; 2000];
+    db.put("k", "v1").unwrap();
+    db.put("k", "v2").unwrap();
+    let snap = db.snapshot();
+    db.put("k", "v3").unwrap();
+    db.put("k", "v4").unwrap();
+    db.put("gone", "x").unwrap();
+    db.delete("gone").unwrap();
+    db.put("blob", big(b'a')).unwrap();
+    db.put("blob", big(b'b')).unwrap();
+    db.flush().unwrap();
+
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    let files: Vec<_> = props.levels.iter().flat_map(|l| &l.file_list).collect();
+    assert_eq!(files.len(), 1);
+    // k: v4, and v2 for the snapshot; gone: its deletion; blob: the second value.
+    assert_eq!((files[0].entries, files[0].deletions), (4, 1), "{files:?}");
+    assert!(props.blobs.blob_garbage_bytes > 0, "{:?}", props.blobs);
+    let at = ReadOptions {
+        snapshot: Some(snap),
+        ..Default::default()
+    };
+    assert_eq!(db.get_with(&at, "k").unwrap().unwrap(), &b"v2"[..]);
+    assert_eq!(db.get("k").unwrap().unwrap(), &b"v4"[..]);
+    assert_eq!(db.get("gone").unwrap(), None);
+    assert_eq!(db.get("blob").unwrap().unwrap(), big(b'b').as_slice());
+}
+
 #[test]
 fn iterators_are_consistent_bounded_and_bidirectional() {
     let dir = crate::common::tempdir();
