@@ -1,7 +1,7 @@
 //! Reads issued together (a MultiGet's missing blocks), so that their waits on the device overlap
 //! instead of adding up. On Linux they go through io_uring (`uring.rs`) when the files offer a
 //! descriptor ([`RandomAccessFile::raw_fd`]); any read that path does not complete, and every read
-//! elsewhere, is a `read_vec_at` of its own, whose errors name the file.
+//! elsewhere, is a `read_vec_at` of its own (`BatchRead::into_result`), whose errors name the file.
 
 use super::RandomAccessFile;
 use crate::error::Result;
@@ -12,8 +12,8 @@ pub(crate) struct BatchRead<'a> {
     pub file: &'a dyn RandomAccessFile,
     pub offset: u64,
     pub len: usize,
-    /// The bytes, once read (`read_batch` fills it in).
-    pub result: Option<Result<Vec<u8>>>,
+    /// The bytes, when `read_batch` could read them together with the others.
+    pub done: Option<Vec<u8>>,
 }
 
 impl<'a> BatchRead<'a> {
@@ -22,30 +22,27 @@ impl<'a> BatchRead<'a> {
             file,
             offset,
             len,
-            result: None,
+            done: None,
         }
     }
-}
 
-impl BatchRead<'_> {
-    /// The bytes read; a read `read_batch` has not performed is performed now.
+    /// The bytes read; a read `read_batch` left undone is performed now, alone.
     pub(crate) fn into_result(self) -> Result<Vec<u8>> {
-        match self.result {
-            Some(result) => result,
+        match self.done {
+            Some(bytes) => Ok(bytes),
             None => self.file.read_vec_at(self.len, self.offset),
         }
     }
 }
 
-/// Performs every read of `reads`, setting each one's `result`.
+/// Reads together what of `reads` it can (`done`); `into_result` reads the rest one by one.
 pub(crate) fn read_batch(reads: &mut [BatchRead<'_>]) {
     #[cfg(target_os = "linux")]
     if reads.len() > 1 {
         super::uring::read_batch(reads);
     }
-    for r in reads.iter_mut().filter(|r| r.result.is_none()) {
-        r.result = Some(r.file.read_vec_at(r.len, r.offset));
-    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = reads;
 }
 
 #[cfg(test)]

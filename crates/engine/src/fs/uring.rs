@@ -22,8 +22,8 @@ thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
 }
 
-/// Completes the reads of `reads` whose files offer a descriptor, leaving the `result` of any it
-/// could not complete (an error, a short read, no ring) unset for the caller to retry alone.
+/// Completes the reads of `reads` whose files offer a descriptor, leaving any it could not
+/// complete (an error, a short read, no ring) undone for the caller to retry alone.
 pub(super) fn read_batch(reads: &mut [BatchRead<'_>]) {
     if UNAVAILABLE.load(Ordering::Relaxed) {
         return;
@@ -119,9 +119,9 @@ fn submit_round(ring: &mut IoUring, reads: &mut [BatchRead<'_>], round: &[(usize
         }
     }
     for (i, buf) in inflight {
-        // An error or a short read (the file ends early) leaves the result unset.
+        // An error or a short read (the file ends early) leaves the read undone.
         if buf.len() == reads[i].len {
-            reads[i].result = Some(Ok(buf));
+            reads[i].done = Some(buf);
         }
     }
     true
