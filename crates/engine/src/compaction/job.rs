@@ -25,7 +25,7 @@ use crate::filename::table_file;
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
-use crate::range_del::{FragmentedTombstones, TombstoneCursor, stripe};
+use crate::range_del::{FragmentedTombstones, TombstoneCursor, VersionPlace, VersionWalk, stripe};
 use crate::sst::{BlockReadOptions, TableBuilder, TableCache, TableOptions};
 use crate::version::{FileMetaData, NUM_LEVELS, Version};
 
@@ -328,9 +328,7 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         limit: 10 * ctx.target_file_size,
     };
     let top_stripe = ctx.snapshots.len();
-    let mut current_key: Vec<u8> = Vec::new();
-    let mut have_key = false;
-    let mut last_stripe: Option<usize> = None;
+    let mut versions = VersionWalk::default();
     let mut rewritten_key: Vec<u8> = Vec::new();
 
     it.seek_to_first();
@@ -339,27 +337,23 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         let ikey = it.key();
         let user_key = key::user_key(ikey);
         let seq = key::sequence(ikey);
-        if !have_key || user_key != current_key.as_slice() {
-            // Outputs are cut only between user keys, so no key spans two files of one level.
-            if out.current.is_some()
-                && (out.current_size() >= ctx.target_file_size
-                    || grandparents.should_cut_before(
-                        user_key,
-                        out.current_size(),
-                        ctx.target_file_size,
-                    ))
-            {
-                out.finish_current(Some(user_key))?;
-            }
-            current_key.clear();
-            current_key.extend_from_slice(user_key);
-            have_key = true;
-            last_stripe = None;
+        let VersionPlace {
+            first_of_key,
+            newest_in_stripe,
+            stripe,
+        } = versions.step(user_key, seq, &ctx.snapshots);
+        // Outputs are cut only between user keys, so no key spans two files of one level.
+        if first_of_key
+            && out.current.is_some()
+            && (out.current_size() >= ctx.target_file_size
+                || grandparents.should_cut_before(
+                    user_key,
+                    out.current_size(),
+                    ctx.target_file_size,
+                ))
+        {
+            out.finish_current(Some(user_key))?;
         }
-        let stripe = stripe(&ctx.snapshots, seq);
-        let newest_in_stripe = last_stripe != Some(stripe);
-        let first_of_key = last_stripe.is_none();
-        last_stripe = Some(stripe);
         if !newest_in_stripe {
             out.drop_entry(ikey, it.value());
             it.next();
@@ -399,7 +393,7 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
             }
         }
         let droppable_tombstone =
-            |below: &mut BelowOutput<'_>| stripe == 0 && !below.holds(&current_key);
+            |below: &mut BelowOutput<'_>| stripe == 0 && !below.holds(user_key);
         let as_deletion = |rewritten: &mut Vec<u8>| {
             rewritten.clear();
             key::append_internal_key(rewritten, user_key, seq, ValueKind::Delete as u8);

@@ -20,7 +20,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::Executor;
-use crate::range_del::{TombstoneCursor, stripe};
+use crate::range_del::{TombstoneCursor, VersionWalk};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileMetaData, VersionEdit};
 
@@ -63,22 +63,12 @@ fn build_level0_table(
     let mut builder = TableBuilder::new(fs.create(path)?, path, opts.clone());
     let mut it = mem.iter();
     let mut tombstones = mem.range_tombstones().and_then(TombstoneCursor::over_list);
-    // The previous entry's user key, and its snapshot stripe (`None` before the first entry).
-    let mut previous_key: Vec<u8> = Vec::new();
-    let mut previous_stripe: Option<usize> = None;
+    let mut versions = VersionWalk::default();
     it.seek_to_first();
     while it.valid() {
         let ikey = it.key();
         let (user_key, seq) = (key::user_key(ikey), key::sequence(ikey));
-        let stripe = stripe(snapshots, seq);
-        let same_key = previous_stripe.is_some() && previous_key.as_slice() == user_key;
-        let superseded = same_key && previous_stripe == Some(stripe);
-        if !same_key {
-            previous_key.clear();
-            previous_key.extend_from_slice(user_key);
-        }
-        previous_stripe = Some(stripe);
-        let hidden = superseded
+        let hidden = !versions.step(user_key, seq, snapshots).newest_in_stripe
             || match tombstones.as_mut() {
                 Some(t) => t.hides(user_key, seq, snapshots)?,
                 None => false,

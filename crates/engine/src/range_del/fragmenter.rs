@@ -296,6 +296,49 @@ pub(crate) fn stripe(snapshots: &[SequenceNumber], seq: SequenceNumber) -> usize
     snapshots.partition_point(|&snap| snap < seq)
 }
 
+/// Where an entry stands among its key's versions (`VersionWalk::step`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VersionPlace {
+    /// The newest version of its user key.
+    pub first_of_key: bool,
+    /// The newest version in its snapshot stripe; any other is seen by no reader, and flushes
+    /// and compactions drop it.
+    pub newest_in_stripe: bool,
+    pub stripe: usize,
+}
+
+/// Follows entries in internal-key order (each user key's versions newest first) and places each
+/// among its key's versions.
+#[derive(Debug, Default)]
+pub(crate) struct VersionWalk {
+    key: Vec<u8>,
+    /// The previous entry's stripe; `None` before the first entry.
+    last_stripe: Option<usize>,
+}
+
+impl VersionWalk {
+    pub(crate) fn step(
+        &mut self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        snapshots: &[SequenceNumber],
+    ) -> VersionPlace {
+        if self.last_stripe.is_none() || self.key.as_slice() != user_key {
+            self.key.clear();
+            self.key.extend_from_slice(user_key);
+            self.last_stripe = None;
+        }
+        let stripe = stripe(snapshots, seq);
+        let place = VersionPlace {
+            first_of_key: self.last_stripe.is_none(),
+            newest_in_stripe: self.last_stripe != Some(stripe),
+            stripe,
+        };
+        self.last_stripe = Some(stripe);
+        place
+    }
+}
+
 /// Whether one of a fragment's tombstones (`seqs`, newest first) hides entries with sequence
 /// numbers from `oldest` to `newest` from every reader: it is newer than all of them, with no
 /// snapshot between it and the oldest. The oldest tombstone newer than them is the one to ask.

@@ -7,7 +7,9 @@ mod cursor;
 mod fragmenter;
 
 pub(crate) use cursor::{KeyBounds, LevelSource, TombstoneCursor};
-pub(crate) use fragmenter::{FragmentedTombstones, hides_from_every_reader, stripe};
+pub(crate) use fragmenter::{
+    FragmentedTombstones, VersionPlace, VersionWalk, hides_from_every_reader, stripe,
+};
 
 use crate::key::SequenceNumber;
 
