@@ -190,11 +190,23 @@ impl Block {
     /// only then compares, so a batch's cache misses overlap instead of queueing one by one (an
     /// index block of a large table has thousands of restarts). Results go to `found`.
     pub(crate) fn restarts_before(searches: &[(&Block, &[u8])], found: &mut Vec<Option<u32>>) {
+        let whole = searches.iter().map(|_| (0, u32::MAX)).collect();
+        Block::restarts_within(searches, whole, found);
+    }
+
+    /// `restarts_before`, where each search's answer is known to lie in the restarts `bounds`
+    /// gives it, inclusive (clamped to the block): a key between two keys already searched for
+    /// needs only the rounds that separate their answers.
+    pub(crate) fn restarts_within(
+        searches: &[(&Block, &[u8])],
+        mut bounds: Vec<(u32, u32)>,
+        found: &mut Vec<Option<u32>>,
+    ) {
         found.clear();
-        let mut bounds: Vec<(u32, u32)> = searches
-            .iter()
-            .map(|(b, _)| (0, b.num_restarts - 1))
-            .collect();
+        for ((block, _), b) in searches.iter().zip(&mut bounds) {
+            b.1 = b.1.min(block.num_restarts - 1);
+            b.0 = b.0.min(b.1);
+        }
         let mut damaged = vec![false; searches.len()];
         let mid = |(lo, hi): (u32, u32)| (lo + hi).div_ceil(2);
         loop {
@@ -487,6 +499,43 @@ mod tests {
             collect_forward(&mut second.iter()),
             vec![(key(3), b"three".to_vec()), (key(4), b"four".to_vec())]
         );
+    }
+
+    /// Stepped searches, whole or bounded by the answers for smaller and larger targets, find
+    /// what one `restart_before` finds, for targets before, between, on and past the keys.
+    #[test]
+    fn stepped_searches_agree_with_a_single_search() {
+        for interval in [1, 3, 16] {
+            let (block, _) = build(200, interval);
+            let targets: Vec<Vec<u8>> = (0..420)
+                .step_by(7)
+                .map(|i| lookup_key(format!("key{i:05}").as_bytes(), 100))
+                .chain([lookup_key(b"a", 1), lookup_key(b"zzz", 1)])
+                .collect();
+            let expected: Vec<Option<u32>> =
+                targets.iter().map(|t| block.restart_before(t)).collect();
+            let searches: Vec<(&Block, &[u8])> =
+                targets.iter().map(|t| (&*block, t.as_slice())).collect();
+            let mut found = Vec::new();
+            Block::restarts_before(&searches, &mut found);
+            assert_eq!(found, expected, "interval {interval}");
+            let mut sorted: Vec<&[u8]> = targets.iter().map(|t| t.as_slice()).collect();
+            sorted.sort_by(|a, b| compare_internal(a, b));
+            let (first, last) = (
+                block.restart_before(sorted[0]).unwrap(),
+                block.restart_before(sorted[sorted.len() - 1]).unwrap(),
+            );
+            let searches: Vec<(&Block, &[u8])> = sorted.iter().map(|t| (&*block, *t)).collect();
+            Block::restarts_within(&searches, vec![(first, last); sorted.len()], &mut found);
+            let expected: Vec<Option<u32>> =
+                sorted.iter().map(|t| block.restart_before(t)).collect();
+            assert_eq!(found, expected, "bounded, interval {interval}");
+            assert!(
+                expected
+                    .iter()
+                    .any(|&r| r != Some(first) && r != Some(last))
+            );
+        }
     }
 
     #[test]

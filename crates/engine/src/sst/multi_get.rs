@@ -144,18 +144,37 @@ impl TableReader {
         self.decode_handle(it.value()).map(Some)
     }
 
+    /// Appends to `passed` the keys of `group` this table's filter lets through, in order. Call
+    /// `prefetch_filter` for them first so that their cache misses overlap.
+    pub(crate) fn filter_group(
+        &self,
+        keys: &[PendingKey],
+        group: &[usize],
+        passed: &mut Vec<usize>,
+    ) -> Result<()> {
+        let filter = self.filter_block()?;
+        passed.extend(
+            group
+                .iter()
+                .copied()
+                .filter(|&i| self.check_filter(&filter, keys[i].hash)),
+        );
+        Ok(())
+    }
+
     /// What data `block` of this table holds for `lookup`, once a search of its restarts found
     /// `start`. For tables without range tombstones (`multi_get` settles those).
+    /// `it` iterates `block`; left where an earlier, smaller key stopped, it scans on from there.
     pub(crate) fn get_in_block(
         &self,
         block: &Arc<Block>,
+        it: &mut BlockIter,
         start: Option<u32>,
         lookup: &[u8],
     ) -> Result<Lookup<PinnableValue>> {
         let start = self.restart_found(start, "block")?;
-        let mut it = block.iter();
         it.seek_forward_from(start, lookup);
-        self.entry_at(block, &it, lookup, 0)
+        self.entry_at(block, it, lookup, 0)
     }
 
     /// Looks up the keys `group` names (ascending) in one pass, in phases so that each issues

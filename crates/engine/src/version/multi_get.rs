@@ -1,11 +1,13 @@
 //! Batched MultiGet through a version's tables: L0's tables one by one; each level below it as a
-//! whole, its keys' index searches stepped together across tables so their cache misses overlap.
+//! whole, its keys' searches (index, then data block) stepped together across tables so that
+//! their cache misses overlap. Each table's filter and index are taken from the cache once per
+//! batch, not once per key.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::{FileMetaData, Version};
-use crate::block::Block;
+use crate::block::{Block, BlockIter};
 use crate::key::{self, Lookup, compare_internal};
 use crate::sst::{BlockHandle, BlockReadOptions, PendingKey, TableCache, TableReader, data_blocks};
 
@@ -88,18 +90,17 @@ fn multi_get_file(
     }
     match tables.get(f.number, level) {
         Ok(t) => t.multi_get(keys, group, opts),
-        Err(e) => {
-            for &i in group {
-                keys[i].error = Some(e.duplicate());
-            }
-        }
+        Err(e) => fail(keys, group, &e),
     }
 }
 
-/// Looks up one level's keys (`groups`: each table with the keys in its range), in phases over
-/// all of them: filters; the index searches, stepped together across tables (`restarts_before`);
-/// the data blocks; the searches within them, stepped together too. A table with range tombstones
-/// takes its own path (`TableReader::multi_get`), which settles what they cover.
+/// Looks up one level's keys (`groups`: each table with the keys in its range, ascending), in
+/// phases over all of them: filters; the index searches; the data blocks; the searches within
+/// them. The searches of each phase are stepped together (`Block::restarts_within`) so that
+/// their cache misses overlap. A table's index is searched first for its first and last keys,
+/// then for the keys between within the span those two found: keys close together (a dense
+/// batch, a narrow range) cost a few rounds each, not a whole binary search. A table with range
+/// tombstones takes its own path (`TableReader::multi_get`), which settles what they cover.
 fn multi_get_level(
     tables: &TableCache,
     level: usize,
@@ -110,88 +111,146 @@ fn multi_get_level(
     let mut opened = Vec::with_capacity(groups.len());
     for (f, group) in groups {
         match tables.get(f.number, level) {
+            Ok(table) if !table.range_tombstones().is_empty() => table.multi_get(keys, group, opts),
             Ok(table) => {
                 table.prefetch_filter(group.iter().map(|&i| keys[i].hash));
                 opened.push((table, group));
             }
-            Err(e) => {
-                for &i in group {
-                    keys[i].error = Some(e.duplicate());
-                }
-            }
+            Err(e) => fail(keys, group, &e),
         }
     }
-    // (key, its table) for the keys a filter lets through.
-    let mut candidates: Vec<(usize, Arc<TableReader>)> = Vec::new();
-    for (table, group) in opened {
-        if !table.range_tombstones().is_empty() {
-            table.multi_get(keys, group, opts);
+    // Each table with its index block, and where its candidates (the keys its filter lets
+    // through) start in `candidates`.
+    let mut searched: Vec<(&TableReader, Arc<Block>, usize)> = Vec::with_capacity(opened.len());
+    let mut candidates: Vec<usize> = Vec::new();
+    for (table, group) in &opened {
+        let start = candidates.len();
+        if let Err(e) = table.filter_group(keys, group, &mut candidates) {
+            fail(keys, group, &e);
             continue;
         }
-        for &i in group {
-            match table.may_contain(keys[i].hash) {
-                Ok(true) => candidates.push((i, table.clone())),
-                Ok(false) => {}
-                Err(e) => keys[i].error = Some(e),
+        if candidates.len() == start {
+            continue;
+        }
+        match table.index_block() {
+            Ok(index) => searched.push((&**table, index, start)),
+            Err(e) => {
+                fail(keys, &candidates[start..], &e);
+                candidates.truncate(start);
             }
         }
     }
-    if candidates.is_empty() {
+    if searched.is_empty() {
         return;
     }
-    // (candidate, its table's index block) for the candidates whose index could be read.
-    let mut searching: Vec<(usize, Arc<Block>)> = Vec::with_capacity(candidates.len());
-    for (c, (i, table)) in candidates.iter().enumerate() {
-        match table.index_block() {
-            Ok(b) => searching.push((c, b)),
-            Err(e) => keys[*i].error = Some(e),
+    let ranges: Vec<std::ops::Range<usize>> = searched
+        .iter()
+        .enumerate()
+        .map(|(t, &(_, _, start))| {
+            let end = searched.get(t + 1).map_or(candidates.len(), |s| s.2);
+            start..end
+        })
+        .collect();
+    // The restart each candidate's index search found; `None` for a damaged index.
+    let mut restarts: Vec<Option<u32>> = vec![None; candidates.len()];
+    let mut found = Vec::new();
+    // First and last candidate of each table, across the whole index.
+    let ends: Vec<usize> = ranges
+        .iter()
+        .flat_map(|r| [r.start, r.end - 1].into_iter().take(r.len().min(2)))
+        .collect();
+    let end_table: Vec<usize> = ranges
+        .iter()
+        .enumerate()
+        .flat_map(|(t, r)| std::iter::repeat_n(t, r.len().min(2)))
+        .collect();
+    let searches: Vec<(&Block, &[u8])> = ends
+        .iter()
+        .zip(&end_table)
+        .map(|(&c, &t)| (&*searched[t].1, keys[candidates[c]].lookup.as_slice()))
+        .collect();
+    Block::restarts_before(&searches, &mut found);
+    for (&c, &r) in ends.iter().zip(&found) {
+        restarts[c] = r;
+    }
+    // The keys between, within the span their table's ends found.
+    let mut middles: Vec<(usize, usize)> = Vec::new();
+    let mut bounds: Vec<(u32, u32)> = Vec::new();
+    for (t, r) in ranges.iter().enumerate() {
+        if let (Some(lo), Some(hi)) = (restarts[r.start], restarts[r.end - 1]) {
+            for c in r.start + 1..r.end.saturating_sub(1) {
+                middles.push((c, t));
+                bounds.push((lo, hi));
+            }
         }
     }
-    let mut restarts = Vec::new();
-    {
-        let searches: Vec<(&Block, &[u8])> = searching
-            .iter()
-            .map(|(c, index)| (&**index, keys[candidates[*c].0].lookup.as_slice()))
-            .collect();
-        Block::restarts_before(&searches, &mut restarts);
+    let searches: Vec<(&Block, &[u8])> = middles
+        .iter()
+        .map(|&(c, t)| (&*searched[t].1, keys[candidates[c]].lookup.as_slice()))
+        .collect();
+    Block::restarts_within(&searches, bounds, &mut found);
+    for (&(c, _), &r) in middles.iter().zip(&found) {
+        restarts[c] = r;
     }
-    // (candidate, its data block's handle) for the keys whose index points into a block.
-    let mut handles: Vec<(usize, BlockHandle)> = Vec::with_capacity(searching.len());
-    for ((c, index), restart) in searching.iter().zip(restarts.iter().copied()) {
-        let (i, table) = &candidates[*c];
-        match table.data_handle_at(index, restart, &keys[*i].lookup) {
-            Ok(Some(handle)) => handles.push((*c, handle)),
-            Ok(None) => {}
-            Err(e) => keys[*i].error = Some(e),
+    // (candidate, its table, its data block's handle) for the keys whose index points into a
+    // block. A table's damaged end leaves the keys between it unsearched: they fail with it.
+    let mut handles: Vec<(usize, usize, BlockHandle)> = Vec::with_capacity(candidates.len());
+    for (t, r) in ranges.iter().enumerate() {
+        let (table, index, _) = &searched[t];
+        for c in r.clone() {
+            let p = &mut keys[candidates[c]];
+            match table.data_handle_at(index, restarts[c], &p.lookup) {
+                Ok(Some(handle)) => handles.push((c, t, handle)),
+                Ok(None) => {}
+                Err(e) => p.error = Some(e),
+            }
         }
     }
     let wanted: Vec<(&TableReader, BlockHandle)> = handles
         .iter()
-        .map(|&(c, handle)| (&*candidates[c].1, handle))
+        .map(|&(_, t, handle)| (searched[t].0, handle))
         .collect();
-    // (candidate, its data block) for the keys whose block could be read.
-    let mut located: Vec<(usize, Arc<Block>)> = Vec::with_capacity(handles.len());
-    for ((c, _), block) in handles.iter().zip(data_blocks(&wanted, opts)) {
+    // (candidate, its table, its data block) for the keys whose block could be read.
+    let mut located: Vec<(usize, usize, Arc<Block>)> = Vec::with_capacity(handles.len());
+    for (&(c, t, _), block) in handles.iter().zip(data_blocks(&wanted, opts)) {
         match block {
-            Ok(block) => located.push((*c, block)),
-            Err(e) => keys[candidates[*c].0].error = Some(e),
+            Ok(block) => located.push((c, t, block)),
+            Err(e) => keys[candidates[c]].error = Some(e),
         }
     }
-    let mut starts = Vec::new();
-    {
-        let searches: Vec<(&Block, &[u8])> = located
-            .iter()
-            .map(|(c, block)| (&**block, keys[candidates[*c].0].lookup.as_slice()))
-            .collect();
-        Block::restarts_before(&searches, &mut starts);
+    for (_, _, block) in &located {
+        block.prefetch_restarts();
     }
-    for ((c, block), start) in located.iter().zip(starts) {
-        let (i, table) = &candidates[*c];
-        let p = &mut keys[*i];
-        match table.get_in_block(block, start, &p.lookup) {
+    let searches: Vec<(&Block, &[u8])> = located
+        .iter()
+        .map(|(c, _, block)| (&**block, keys[candidates[*c]].lookup.as_slice()))
+        .collect();
+    Block::restarts_before(&searches, &mut found);
+    for ((_, _, block), start) in located.iter().zip(&found) {
+        if let Some(r) = *start {
+            block.prefetch_interval(r);
+        }
+    }
+    // One iterator per block, reused by its keys: a key after the previous one in the same
+    // interval continues the scan from where that one stopped.
+    let mut it: Option<(&Arc<Block>, BlockIter)> = None;
+    for ((c, t, block), start) in located.iter().zip(found) {
+        let p = &mut keys[candidates[*c]];
+        let it = match &mut it {
+            Some((current, it)) if Arc::ptr_eq(current, block) => it,
+            _ => &mut it.insert((block, block.iter())).1,
+        };
+        match searched[*t].0.get_in_block(block, it, start, &p.lookup) {
             Ok(Lookup::NotFound) => {}
             Ok(found) => p.outcome = Some(found),
             Err(e) => p.error = Some(e),
         }
+    }
+}
+
+/// Fails the keys `group` names with `e`.
+fn fail(keys: &mut [PendingKey], group: &[usize], e: &crate::error::Error) {
+    for &i in group {
+        keys[i].error = Some(e.duplicate());
     }
 }
