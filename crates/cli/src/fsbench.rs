@@ -30,7 +30,7 @@ pub struct FsBenchArgs {
     /// listing steps over them with one seek.
     #[arg(long, default_value_t = 1_000_000)]
     deep_keys: u64,
-    /// Threads answering the kernel (default: the core count, at least 4).
+    /// Threads answering the kernel (default: the core count, at least 16).
     #[arg(long)]
     threads: Option<usize>,
     /// The plain directory compared with (default: DB.plain, on the same file system).

@@ -18,7 +18,7 @@ pub struct MountArgs {
     /// Stay in the foreground, logging to stderr, until unmounted or interrupted.
     #[arg(long)]
     foreground: bool,
-    /// Threads answering the kernel (default: the core count, at least 4).
+    /// Threads answering the kernel (default: the core count, at least 16).
     #[arg(long)]
     threads: Option<usize>,
     /// Let other users in (needs user_allow_other in /etc/fuse.conf unless root).
