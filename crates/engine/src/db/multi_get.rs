@@ -9,7 +9,7 @@ use super::column_family::ColumnFamilyData;
 use crate::blob::BlobIndex;
 use crate::error::{Error, Result};
 use crate::key;
-use crate::key::Lookup;
+use crate::key::{Lookup, compare_bytes};
 use crate::options::{ReadOptions, oversized_key};
 use crate::sst::{BlockReadOptions, PendingKey};
 use crate::value::PinnableValue;
@@ -33,7 +33,12 @@ impl DbInner {
             .collect();
         // Sorted once: by column family, then by key.
         let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_by(|&a, &b| (items[a].0.id, items[a].1).cmp(&(items[b].0.id, items[b].1)));
+        order.sort_by(|&a, &b| {
+            let ((cf_a, key_a), (cf_b, key_b)) = (&items[a], &items[b]);
+            cf_a.id
+                .cmp(&cf_b.id)
+                .then_with(|| compare_bytes(key_a, key_b))
+        });
         let read = BlockReadOptions {
             fill_cache: opts.fill_cache,
             verify_checksums: opts.verify_checksums,

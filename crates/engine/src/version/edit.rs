@@ -60,8 +60,9 @@ pub(crate) struct FileMetaData {
 impl FileMetaData {
     /// Whether `user_key` lies in the table's key range.
     pub(crate) fn covers(&self, user_key: &[u8]) -> bool {
-        user_key >= crate::key::user_key(&self.smallest)
-            && user_key <= crate::key::user_key(&self.largest)
+        use crate::key::{self, compare_bytes};
+        compare_bytes(user_key, key::user_key(&self.smallest)).is_ge()
+            && compare_bytes(user_key, key::user_key(&self.largest)).is_le()
     }
 
     /// A one-entry table over `[lo, hi]` at sequence 1, for tests of levels and picking.
