@@ -10,7 +10,7 @@ mod table_iter;
 
 pub(crate) use builder::{TableBuilder, TableOptions};
 pub(crate) use format::BlockHandle;
-pub(crate) use multi_get::{PendingKey, data_blocks};
+pub(crate) use multi_get::{PendingKey, data_blocks, fail_keys};
 pub use properties::{BlobReference, TableProperties};
 pub(crate) use properties::{decode_blob_references, encode_blob_references};
 pub(crate) use reader::{BlockReadOptions, MetaBlocks, TableReader};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::format::{BlockHandle, stored_len};
-use super::reader::{BlockReadOptions, TableReader};
+use super::reader::{BlockReadOptions, FilterRef, TableReader};
 use crate::block::{Block, BlockIter};
 use crate::bloom;
 use crate::error::{Error, Result};
@@ -59,6 +59,13 @@ impl PendingKey {
 
     pub(crate) fn is_resolved(&self) -> bool {
         self.outcome.is_some() || self.error.is_some()
+    }
+}
+
+/// Fails the keys `group` names with `e`.
+pub(crate) fn fail_keys(keys: &mut [PendingKey], group: &[usize], e: &Error) {
+    for &i in group {
+        keys[i].error = Some(e.duplicate());
     }
 }
 
@@ -144,22 +151,21 @@ impl TableReader {
         self.decode_handle(it.value()).map(Some)
     }
 
-    /// Appends to `passed` the keys of `group` this table's filter lets through, in order. Call
-    /// `prefetch_filter` for them first so that their cache misses overlap.
+    /// Appends to `passed` the keys of `group` that `filter` (from `prefetch_filter` for them)
+    /// lets through, in order.
     pub(crate) fn filter_group(
         &self,
+        filter: &FilterRef<'_>,
         keys: &[PendingKey],
         group: &[usize],
         passed: &mut Vec<usize>,
-    ) -> Result<()> {
-        let filter = self.filter_block()?;
+    ) {
         passed.extend(
             group
                 .iter()
                 .copied()
-                .filter(|&i| self.check_filter(&filter, keys[i].hash)),
+                .filter(|&i| self.check_filter(filter, keys[i].hash)),
         );
-        Ok(())
     }
 
     /// What data `block` of this table holds for `lookup`, once a search of its restarts found
@@ -205,20 +211,10 @@ impl TableReader {
     }
 
     fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
-        let fail_all = |keys: &mut [PendingKey], e: Error| {
-            for &i in group {
-                keys[i].error = Some(e.duplicate());
-            }
-        };
-        let filter = match self.filter_block() {
+        let filter = match self.prefetch_filter(group.iter().map(|&i| keys[i].hash)) {
             Ok(f) => f,
-            Err(e) => return fail_all(keys, e),
+            Err(e) => return fail_keys(keys, group, &e),
         };
-        if let Some(f) = filter.bytes() {
-            for &i in group {
-                bloom::prefetch(f, keys[i].hash);
-            }
-        }
         // (key, its block in `handles`) for the keys the filter lets through.
         let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
         let mut handles: Vec<(&TableReader, BlockHandle)> = Vec::new();
@@ -262,7 +258,7 @@ impl TableReader {
                         it.seek(&p.lookup);
                         it
                     }
-                    Err(e) => return fail_all(keys, e),
+                    Err(e) => return fail_keys(keys, group, &e),
                 },
             };
             if !index.valid() {

@@ -50,7 +50,7 @@ enum Meta<T> {
 }
 
 /// A filter for one read: borrowed from the reader, or a cache handle held for the read.
-pub(super) enum FilterRef<'a> {
+pub(crate) enum FilterRef<'a> {
     None,
     Borrowed(&'a [u8]),
     Cached(Arc<Vec<u8>>),
@@ -460,16 +460,19 @@ impl TableReader {
         Ok(self.check_filter(&self.filter_block()?, hash))
     }
 
-    /// Starts loading the filter's cache line for each of `hashes`, so that `may_contain` on them
-    /// later does not wait. A filter that cannot be read is left to `may_contain` to report.
-    pub(crate) fn prefetch_filter(&self, hashes: impl Iterator<Item = u64>) {
-        if let Ok(filter) = self.filter_block()
-            && let Some(f) = filter.bytes()
-        {
+    /// The filter block, after starting to load its cache line for each of `hashes`, so that
+    /// checking them later (`filter_group`) does not wait.
+    pub(crate) fn prefetch_filter(
+        &self,
+        hashes: impl Iterator<Item = u64>,
+    ) -> Result<FilterRef<'_>> {
+        let filter = self.filter_block()?;
+        if let Some(f) = filter.bytes() {
             for hash in hashes {
                 bloom::prefetch(f, hash);
             }
         }
+        Ok(filter)
     }
 
     /// The newest entry for the lookup key's user key at or below its sequence number. A range

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use super::{FileMetaData, Version};
 use crate::block::{Block, BlockIter};
 use crate::key::{self, Lookup, compare_internal};
-use crate::sst::{BlockHandle, BlockReadOptions, PendingKey, TableCache, TableReader, data_blocks};
+use crate::sst::{
+    BlockHandle, BlockReadOptions, PendingKey, TableCache, TableReader, data_blocks, fail_keys,
+};
 
 impl Version {
     /// Searches the tables for every unresolved key `order` names (ascending by user key), level
@@ -90,7 +92,7 @@ fn multi_get_file(
     }
     match tables.get(f.number, level) {
         Ok(t) => t.multi_get(keys, group, opts),
-        Err(e) => fail(keys, group, &e),
+        Err(e) => fail_keys(keys, group, &e),
     }
 }
 
@@ -112,22 +114,27 @@ fn multi_get_level(
     for (f, group) in groups {
         match tables.get(f.number, level) {
             Ok(table) if !table.range_tombstones().is_empty() => table.multi_get(keys, group, opts),
-            Ok(table) => {
-                table.prefetch_filter(group.iter().map(|&i| keys[i].hash));
-                opened.push((table, group));
-            }
-            Err(e) => fail(keys, group, &e),
+            Ok(table) => opened.push((table, group)),
+            Err(e) => fail_keys(keys, group, &e),
         }
     }
+    // Every table's filter lines start loading before any is checked.
+    let filters: Vec<_> = opened
+        .iter()
+        .map(|(table, group)| table.prefetch_filter(group.iter().map(|&i| keys[i].hash)))
+        .collect();
     // Each table with its index block, and where its candidates (the keys its filter lets
     // through) start in `candidates`.
     let mut searched: Vec<(&TableReader, Arc<Block>, usize)> = Vec::with_capacity(opened.len());
     let mut candidates: Vec<usize> = Vec::new();
-    for (table, group) in &opened {
+    for ((table, group), filter) in opened.iter().zip(&filters) {
         let start = candidates.len();
-        if let Err(e) = table.filter_group(keys, group, &mut candidates) {
-            fail(keys, group, &e);
-            continue;
+        match filter {
+            Ok(filter) => table.filter_group(filter, keys, group, &mut candidates),
+            Err(e) => {
+                fail_keys(keys, group, e);
+                continue;
+            }
         }
         if candidates.len() == start {
             continue;
@@ -135,7 +142,7 @@ fn multi_get_level(
         match table.index_block() {
             Ok(index) => searched.push((&**table, index, start)),
             Err(e) => {
-                fail(keys, &candidates[start..], &e);
+                fail_keys(keys, &candidates[start..], &e);
                 candidates.truncate(start);
             }
         }
@@ -154,23 +161,24 @@ fn multi_get_level(
     // The restart each candidate's index search found; `None` for a damaged index.
     let mut restarts: Vec<Option<u32>> = vec![None; candidates.len()];
     let mut found = Vec::new();
-    // First and last candidate of each table, across the whole index.
-    let ends: Vec<usize> = ranges
-        .iter()
-        .flat_map(|r| [r.start, r.end - 1].into_iter().take(r.len().min(2)))
-        .collect();
-    let end_table: Vec<usize> = ranges
+    // (candidate, its table) for the first and last candidate of each table, searched across
+    // the whole index.
+    let ends: Vec<(usize, usize)> = ranges
         .iter()
         .enumerate()
-        .flat_map(|(t, r)| std::iter::repeat_n(t, r.len().min(2)))
+        .flat_map(|(t, r)| {
+            [r.start, r.end - 1]
+                .into_iter()
+                .take(r.len().min(2))
+                .map(move |c| (c, t))
+        })
         .collect();
     let searches: Vec<(&Block, &[u8])> = ends
         .iter()
-        .zip(&end_table)
-        .map(|(&c, &t)| (&*searched[t].1, keys[candidates[c]].lookup.as_slice()))
+        .map(|&(c, t)| (&*searched[t].1, keys[candidates[c]].lookup.as_slice()))
         .collect();
     Block::restarts_before(&searches, &mut found);
-    for (&c, &r) in ends.iter().zip(&found) {
+    for (&(c, _), &r) in ends.iter().zip(&found) {
         restarts[c] = r;
     }
     // The keys between, within the span their table's ends found.
@@ -245,12 +253,5 @@ fn multi_get_level(
             Ok(found) => p.outcome = Some(found),
             Err(e) => p.error = Some(e),
         }
-    }
-}
-
-/// Fails the keys `group` names with `e`.
-fn fail(keys: &mut [PendingKey], group: &[usize], e: &crate::error::Error) {
-    for &i in group {
-        keys[i].error = Some(e.duplicate());
     }
 }
