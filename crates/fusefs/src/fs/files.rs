@@ -60,6 +60,7 @@ impl StrataFs {
         fh: Option<u64>,
         change: AttrChange,
     ) -> Result<FileAttr> {
+        let _tree = self.tree.read();
         let key = self.key_of(ino)?;
         let e = self.entry(&key, Some(ino))?;
         let now = SystemTime::now();
@@ -266,6 +267,7 @@ impl StrataFs {
             Ok(f) => f,
             Err(e) => return reply.error(self.failed("read", &e)),
         };
+        let tree = self.tree.read();
         let mut f = f.lock();
         if f.buffer.is_none() {
             let loaded = self.key_of(f.ino).and_then(|key| self.load(&key, &mut f));
@@ -273,6 +275,7 @@ impl StrataFs {
                 return reply.error(self.failed("read", &e));
             }
         }
+        drop(tree);
         let Some(b) = f.buffer.as_ref() else {
             return reply.data(&[]);
         };
@@ -290,6 +293,7 @@ impl StrataFs {
         kill_suidgid: bool,
     ) -> Result<u32> {
         let f = self.file(fh)?;
+        let _tree = self.tree.read();
         let mut f = f.lock();
         if !f.writable {
             return Err(FsError::posix(libc::EBADF, "not open for writing"));
@@ -309,6 +313,7 @@ impl StrataFs {
 
     pub(super) fn flush_handle(&self, fh: u64, sync: bool) -> Result<()> {
         let f = self.file(fh)?;
+        let _tree = self.tree.read();
         let mut f = f.lock();
         self.commit(&mut f, sync)
     }

@@ -22,7 +22,7 @@ use fuser::{
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use strata_engine::{Db, MAX_VALUE_SIZE, ValueFile, WriteBatch};
 
 use crate::buffer::Buffer;
@@ -96,6 +96,11 @@ pub struct StrataFs {
     /// Times shown for entries without a record: the mount's start, stable while mounted.
     epoch: SystemTime,
     inodes: Arc<Mutex<InodeTable>>,
+    /// Shared by every change that finds an inode's key and then reads or writes under it (a
+    /// flush, a write's first load, setattr, xattrs); exclusive for changes to which key names
+    /// which inode (create, unlink, rename). Without it a flush racing a rename wrote the file
+    /// back under its old name. Taken before any open file's lock.
+    tree: RwLock<()>,
     files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
     dirs: Mutex<HashMap<u64, Arc<Mutex<OpenDir>>>>,
     next_handle: AtomicU64,
@@ -152,6 +157,7 @@ impl StrataFs {
             config,
             epoch: SystemTime::now(),
             inodes: Arc::new(Mutex::new(InodeTable::default())),
+            tree: RwLock::new(()),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),

@@ -7,6 +7,7 @@ impl StrataFs {
     /// bytes yet).
     pub(super) fn make(&self, parent: u64, name: &OsStr, meta: Meta) -> Result<(Vec<u8>, Entry)> {
         self.check_writable()?;
+        let _tree = self.tree.write();
         let key = self.child(parent, name)?;
         if self.store.resolve(&key)?.is_some() {
             return Err(FsError::posix(libc::EEXIST, "exists"));
@@ -36,6 +37,7 @@ impl StrataFs {
 
     pub(super) fn do_unlink(&self, parent: u64, name: &OsStr, dir: bool) -> Result<()> {
         self.check_writable()?;
+        let _tree = self.tree.write();
         let key = self.child(parent, name)?;
         let e = self.store.resolve(&key)?.ok_or_else(|| enoent(&key))?;
         match (dir, e.kind == Kind::Dir) {
@@ -66,6 +68,7 @@ impl StrataFs {
         flags: RenameFlags,
     ) -> Result<()> {
         self.check_writable()?;
+        let _tree = self.tree.write();
         let from = self.child(parent, name)?;
         let to = self.child(new_parent, new_name)?;
         if flags.contains(RenameFlags::RENAME_WHITEOUT) {

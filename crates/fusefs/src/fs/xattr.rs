@@ -19,6 +19,7 @@ impl StrataFs {
     ) -> Result<()> {
         check_user_xattr(name)?;
         self.check_writable()?;
+        let _tree = self.tree.read();
         let (key, mut meta) = self.meta_for_xattr(ino)?;
         let exists = meta.xattr(name.as_bytes()).is_some();
         if flags & libc::XATTR_CREATE != 0 && exists {
@@ -37,6 +38,7 @@ impl StrataFs {
     pub(super) fn do_removexattr(&self, ino: u64, name: &OsStr) -> Result<()> {
         check_user_xattr(name)?;
         self.check_writable()?;
+        let _tree = self.tree.read();
         let (key, mut meta) = self.meta_for_xattr(ino)?;
         if !meta.remove_xattr(name.as_bytes()) {
             return Err(FsError::posix(libc::ENODATA, "no such attribute"));

@@ -391,6 +391,48 @@ fn a_spilled_file_keeps_its_bytes_across_fsync_rename_and_truncate() {
     assert_eq!(temporary_files(&m), Vec::<String>::new());
 }
 
+/// Flushes of an open file (each close of a duplicate of its descriptor is one, as when a
+/// forked process execs) racing renames of it: the file ends under its last name only, with its
+/// bytes, and no earlier name comes back.
+#[test]
+fn a_flush_racing_a_rename_never_writes_an_old_name_back() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(m) = Mount::new() else { return };
+    let name = |i: usize| m.path().join(format!("r{i:04}"));
+    let h = std::fs::File::create(name(0)).unwrap();
+    const RENAMES: usize = 4000;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                drop(h.try_clone().unwrap());
+            }
+        });
+        for i in 0..RENAMES {
+            // Dirty again, so that the next flush writes the file under the key it finds.
+            h.write_at(&[i as u8], i as u64).unwrap();
+            std::fs::rename(name(i), name(i + 1)).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    drop(h);
+    let want: Vec<u8> = (0..RENAMES).map(|i| i as u8).collect();
+    let listed: Vec<String> = std::fs::read_dir(m.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(listed, [format!("r{RENAMES:04}")]);
+    assert_eq!(std::fs::read(name(RENAMES)).unwrap(), want);
+    let stored: Vec<Vec<u8>> =
+        m.db.iter_cf(&ReadOptions::default(), &m.cf())
+            .unwrap()
+            .forward()
+            .map(|e| e.unwrap().0)
+            .collect();
+    assert_eq!(stored, [format!("r{RENAMES:04}").into_bytes()]);
+}
+
 #[test]
 fn a_write_without_cap_fsetid_clears_set_id_bits() {
     let Some(m) = Mount::new() else { return };
