@@ -5,10 +5,22 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use strata_engine::{ColumnFamily, Db, Options};
 use strata_fusefs::{FsConfig, FsStats, Invalidator, MountConfig, Mounted, StrataFs};
+
+/// Shared while a test starts processes (`fusermount3` behind every mount and unmount, the
+/// tools some tests run); exclusive while `write_a_large_file` holds its file open. A process
+/// forked meanwhile inherits the file's descriptor, and its exec closes it, which is a flush:
+/// the file would reach the store before the test looks at what its open state left on disk.
+static STARTING_PROCESSES: RwLock<()> = RwLock::new(());
+
+pub fn starting_processes() -> RwLockReadGuard<'static, ()> {
+    STARTING_PROCESSES
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+}
 
 pub struct Mount {
     pub db: Arc<Db>,
@@ -62,7 +74,10 @@ impl Mount {
             read_only,
             ..MountConfig::default()
         };
-        let mounted = strata_fusefs::spawn(fs, dir.path(), &mc).unwrap();
+        let mounted = {
+            let _starting = starting_processes();
+            strata_fusefs::spawn(fs, dir.path(), &mc).unwrap()
+        };
         Mount {
             db,
             stats,
@@ -85,6 +100,7 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         if let Some(m) = self.mounted.take() {
+            let _starting = starting_processes();
             let _ = m.unmount();
         }
     }
@@ -168,6 +184,9 @@ pub fn write_a_large_file(m: &Mount, name: &str) -> Vec<String> {
     let f = m.path().join(name);
     let while_open = {
         use std::io::Write;
+        let _alone = STARTING_PROCESSES
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut h = std::fs::File::create(&f).unwrap();
         for chunk in data.chunks(1 << 20) {
             h.write_all(chunk).unwrap();
@@ -221,6 +240,7 @@ pub fn run_fsx(m: &Mount) {
     let seed = std::env::var("STRATA_FSX_SEED").unwrap_or_else(|_| "1".into());
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fsx.toml");
     let artifacts = tempfile::tempdir().unwrap();
+    let _starting = starting_processes();
     let out = std::process::Command::new(fsx)
         .arg("-f")
         .arg(&config)

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    Mount, Node, fuse_available, run_fsx, small_spill, snapshot, temporary_files,
-    write_a_large_file,
+    Mount, Node, fuse_available, run_fsx, small_spill, snapshot, starting_processes,
+    temporary_files, write_a_large_file,
 };
 use ops::{Op, apply, same_failure};
 use rand::rngs::StdRng;
@@ -462,13 +462,17 @@ fn a_write_without_cap_fsetid_clears_set_id_bits() {
         c.args(["-c", &append]);
         c
     };
-    let status = cmd.status().unwrap();
+    let status = {
+        let _starting = starting_processes();
+        cmd.status().unwrap()
+    };
     assert!(status.success());
     assert_eq!(std::fs::read(&f).unwrap(), b"#!/bin/sh\nx");
     assert_eq!(mode(), 0o755);
 }
 
 fn run(cmd: &str, args: &[&str], dir: &Path) -> String {
+    let _starting = starting_processes();
     let out = std::process::Command::new(cmd)
         .args(args)
         .current_dir(dir)
