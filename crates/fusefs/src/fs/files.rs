@@ -61,6 +61,7 @@ impl StrataFs {
         change: AttrChange,
     ) -> Result<FileAttr> {
         let _tree = self.tree.read();
+        let _record = self.record_lock(ino);
         let key = self.key_of(ino)?;
         let e = self.entry(&key, Some(ino))?;
         let now = SystemTime::now();
@@ -314,6 +315,10 @@ impl StrataFs {
     pub(super) fn flush_handle(&self, fh: u64, sync: bool) -> Result<()> {
         let f = self.file(fh)?;
         let _tree = self.tree.read();
+        // A handle's inode never changes: asked first, so that the record lock comes before
+        // the file's, as setattr takes them.
+        let ino = f.lock().ino;
+        let _record = self.record_lock(ino);
         let mut f = f.lock();
         self.commit(&mut f, sync)
     }

@@ -45,6 +45,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 /// Bytes an open file holds in memory before it spills to disk.
 pub const SPILL_AT: u64 = 64 << 20;
 
+/// Stripes of [`StrataFs`]'s record locks: changes to different entries rarely wait on each
+/// other.
+const RECORD_STRIPES: usize = 64;
+
 /// Counters a mount keeps; read with [`StrataFs::stats`].
 #[derive(Debug, Default)]
 pub struct FsStats {
@@ -101,6 +105,10 @@ pub struct StrataFs {
     /// which inode (create, unlink, rename). Without it a flush racing a rename wrote the file
     /// back under its old name. Taken before any open file's lock.
     tree: RwLock<()>,
+    /// Serialise the read-modify-writes of one entry's record (setattr, xattrs, and a flush,
+    /// which sets the times): without them a chmod racing a flush of the same file was lost.
+    /// Striped by inode; taken after `tree` and before an open file's lock.
+    records: [Mutex<()>; RECORD_STRIPES],
     files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
     dirs: Mutex<HashMap<u64, Arc<Mutex<OpenDir>>>>,
     next_handle: AtomicU64,
@@ -158,12 +166,18 @@ impl StrataFs {
             epoch: SystemTime::now(),
             inodes: Arc::new(Mutex::new(InodeTable::default())),
             tree: RwLock::new(()),
+            records: std::array::from_fn(|_| Mutex::new(())),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             spill_dir,
             stats: Arc::new(FsStats::default()),
         })
+    }
+
+    /// Held while the record of `ino` is read, changed and written back.
+    fn record_lock(&self, ino: u64) -> parking_lot::MutexGuard<'_, ()> {
+        self.records[ino as usize % RECORD_STRIPES].lock()
     }
 
     /// The mount's counters, shared: readable while the filesystem runs.

@@ -20,6 +20,7 @@ impl StrataFs {
         check_user_xattr(name)?;
         self.check_writable()?;
         let _tree = self.tree.read();
+        let _record = self.record_lock(ino);
         let (key, mut meta) = self.meta_for_xattr(ino)?;
         let exists = meta.xattr(name.as_bytes()).is_some();
         if flags & libc::XATTR_CREATE != 0 && exists {
@@ -39,6 +40,7 @@ impl StrataFs {
         check_user_xattr(name)?;
         self.check_writable()?;
         let _tree = self.tree.read();
+        let _record = self.record_lock(ino);
         let (key, mut meta) = self.meta_for_xattr(ino)?;
         if !meta.remove_xattr(name.as_bytes()) {
             return Err(FsError::posix(libc::ENODATA, "no such attribute"));

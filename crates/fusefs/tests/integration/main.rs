@@ -433,6 +433,60 @@ fn a_flush_racing_a_rename_never_writes_an_old_name_back() {
     assert_eq!(stored, [format!("r{RENAMES:04}").into_bytes()]);
 }
 
+/// Flushes of a file racing changes to its record (xattrs set and removed): each rewrites the
+/// record, and none may bring it back as it was before another's change.
+#[test]
+fn a_flush_racing_an_xattr_change_loses_neither() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let Some(m) = Mount::new() else { return };
+    let f = s("f");
+    std::fs::write(m.path().join(&f), b"v").unwrap();
+    const CHANGES: usize = 5000;
+    let name = |i: usize| format!("user.a{i}");
+    let stop = AtomicBool::new(false);
+    let flushes = AtomicUsize::new(0);
+    let mut failed = Vec::new();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let h = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(m.path().join("f"))
+                        .unwrap();
+                    h.write_at(b"w", 0).unwrap();
+                    drop(h);
+                    flushes.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        for i in 0..CHANGES {
+            let set = Op::SetXattr(f.clone(), name(i), b"x".to_vec());
+            if apply(m.path(), &set) != Ok(None) {
+                failed.push(format!("set {i}"));
+            }
+            // Fails if a flush put back the record from before the set.
+            if i > 0 && apply(m.path(), &Op::RemoveXattr(f.clone(), name(i - 1))) != Ok(None) {
+                failed.push(format!("remove {}", i - 1));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(flushes.load(Ordering::Relaxed) > 0);
+    assert_eq!(failed, Vec::<String>::new());
+    // A removal a flush undid shows as an attribute that came back.
+    let back: Vec<usize> = (0..CHANGES - 1)
+        .filter(|&i| apply(m.path(), &Op::GetXattr(f.clone(), name(i))) != Err(libc::ENODATA))
+        .collect();
+    assert_eq!(back, Vec::<usize>::new());
+    assert_eq!(
+        apply(m.path(), &Op::GetXattr(f.clone(), name(CHANGES - 1))),
+        Ok(Some(b"x".to_vec()))
+    );
+    assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"w");
+}
+
 #[test]
 fn a_write_without_cap_fsetid_clears_set_id_bits() {
     let Some(m) = Mount::new() else { return };

@@ -28,6 +28,7 @@ pub enum Op {
     Chmod(String, u32),
     SetXattr(String, String, Vec<u8>),
     GetXattr(String, String),
+    RemoveXattr(String, String),
     HardLink(String, String),
 }
 
@@ -120,6 +121,11 @@ pub fn apply(root: &Path, op: &Op) -> Outcome {
                 )
             })
             .map(|()| None)
+        }
+        Op::RemoveXattr(f, name) => {
+            let (c, n) = (cstr(&p(f)), CString::new(name.as_str()).unwrap());
+            // SAFETY: path and name are NUL-terminated and outlive the call.
+            check(unsafe { libc::lremovexattr(c.as_ptr(), n.as_ptr()) }).map(|()| None)
         }
         Op::GetXattr(f, name) => {
             let (c, n) = (cstr(&p(f)), CString::new(name.as_str()).unwrap());
