@@ -135,6 +135,11 @@ impl Block {
         &self.data
     }
 
+    /// The block's bytes, for reuse as a read buffer.
+    pub(crate) fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+
     fn restart(&self, i: u32) -> usize {
         fixed32(&self.data, self.restarts_at + i as usize * 4) as usize
     }

@@ -76,6 +76,18 @@ impl CachedBlock {
         }
     }
 
+    /// Hands the entry's buffer to this thread's reads (`fs::buffers`) if the cache held it
+    /// alone; otherwise the last holder frees it.
+    fn recycle(self) {
+        let buf = match self {
+            CachedBlock::Block(b) => Arc::into_inner(b).map(Block::into_data),
+            CachedBlock::Filter(f) | CachedBlock::Blob(f) => Arc::into_inner(f),
+        };
+        if let Some(buf) = buf {
+            crate::fs::buffers::give(buf);
+        }
+    }
+
     /// True while someone besides the cache holds the entry.
     fn in_use(&self) -> bool {
         match self {
@@ -186,7 +198,7 @@ impl BlockCache {
             Shards::Lru(s) => s[i].insert(key, block, charge, priority),
             Shards::Clock(s) => s[i].insert(key, block, charge, priority),
         };
-        drop(evicted);
+        evicted.into_iter().for_each(CachedBlock::recycle);
     }
 
     /// Bytes charged, bytes charged by entries in use, and entries, summed over the shards.

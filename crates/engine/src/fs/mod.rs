@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 
 mod batch;
+pub(crate) mod buffers;
 mod fault;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
@@ -316,7 +317,7 @@ impl RandomAccessFile for StdRandomAccessFile {
     fn read_vec_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
         use std::os::fd::AsRawFd;
         let fd = self.file.with(|f| f.as_raw_fd());
-        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut buf: Vec<u8> = buffers::take(len);
         let mut done = 0;
         while done < len {
             let at = offset
@@ -326,7 +327,7 @@ impl RandomAccessFile for StdRandomAccessFile {
                     io_err("read", &self.path, std::io::ErrorKind::InvalidInput.into())
                 })?;
             // SAFETY: the destination is `len - done` bytes of the vector's spare capacity
-            // (`with_capacity(len)` allocated `len`), and pread writes at most that many.
+            // (`buffers::take(len)` has room for `len`), and pread writes at most that many.
             let n = unsafe { libc::pread(fd, buf.as_mut_ptr().add(done).cast(), len - done, at) };
             match n {
                 n if n > 0 => done += n as usize,

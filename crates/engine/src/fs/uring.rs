@@ -74,7 +74,7 @@ fn submit_round(ring: &mut IoUring, reads: &mut [BatchRead<'_>], round: &[(usize
         let (Ok(len), Ok(offset)) = (u32::try_from(r.len), i64::try_from(r.offset)) else {
             continue;
         };
-        let mut buf = Vec::<u8>::with_capacity(r.len);
+        let mut buf = super::buffers::take(r.len);
         let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len)
             .offset(offset as u64)
             .build()
