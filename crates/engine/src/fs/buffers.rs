@@ -6,8 +6,9 @@
 //!
 //! Invariants:
 //! - a thread keeps at most `KEEP` buffers, each of `SMALLEST..=LARGEST` bytes of capacity
-//!   (at most 4 MiB per reading thread), and frees the rest as before;
-//! - a buffer handed out is empty: its bytes are overwritten by the read that fills it;
+//!   (at most 4 MiB per reading thread); past that the oldest is freed;
+//! - a buffer handed out is empty; a recycled one is at most half again as large as asked
+//!   for (the cache charges a block by its length), a fresh one rounded up to 512 bytes;
 //! - only Linux reads take buffers, so only there are they kept.
 
 use std::cell::RefCell;
@@ -23,13 +24,19 @@ thread_local! {
     static FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Whether a buffer of `capacity` serves a read of `len`: large enough, and not so large that
+/// a cached block holds much more memory than the cache charges it for.
+fn fits(capacity: usize, len: usize) -> bool {
+    capacity >= len && capacity - len <= len / 2
+}
+
 /// An empty buffer with room for `len` bytes: a recycled one if this thread has one large
 /// enough.
 pub(crate) fn take(len: usize) -> Vec<u8> {
     let recycled = FREE
         .try_with(|free| {
             let mut free = free.borrow_mut();
-            let i = free.iter().rposition(|b| b.capacity() >= len)?;
+            let i = free.iter().rposition(|b| fits(b.capacity(), len))?;
             Some(free.swap_remove(i))
         })
         .ok()
@@ -37,7 +44,7 @@ pub(crate) fn take(len: usize) -> Vec<u8> {
     recycled.unwrap_or_else(|| Vec::with_capacity(len.next_multiple_of(ROUND)))
 }
 
-/// Keeps `buf` for this thread's next `take`, if it is a block's size and there is room.
+/// Keeps `buf` for this thread's next `take`, if it is a block's size.
 pub(crate) fn give(mut buf: Vec<u8>) {
     // Elsewhere reads allocate their own buffers (wasi:filesystem hands out its own list).
     if cfg!(not(target_os = "linux")) || !(SMALLEST..=LARGEST).contains(&buf.capacity()) {
@@ -47,9 +54,11 @@ pub(crate) fn give(mut buf: Vec<u8>) {
     // During thread exit the pool may be gone: the buffer is then freed.
     let _ = FREE.try_with(|free| {
         let mut free = free.borrow_mut();
-        if free.len() < KEEP {
-            free.push(buf);
+        // The oldest goes first, so buffers of sizes the reads no longer ask for do not stay.
+        if free.len() == KEEP {
+            free.remove(0);
         }
+        free.push(buf);
     });
 }
 
@@ -72,18 +81,26 @@ mod tests {
         let again = take(4000);
         assert_eq!(again.as_ptr(), at, "the given buffer is the one taken");
         assert!(again.is_empty());
-        // Too large a request gets a fresh buffer and leaves nothing behind.
+        // Too large a request gets a fresh buffer, and so does one far smaller than what is
+        // kept; the kept buffer stays.
         give(again);
         let big = take(8000);
         assert!(big.capacity() >= 8000);
+        let small = take(1500);
+        assert!(small.capacity() >= 1500 && small.capacity() < 4000);
         assert_eq!(kept(), 1);
         // Tiny and huge buffers are not kept; the pool is bounded.
         give(Vec::with_capacity(16));
         give(Vec::with_capacity(1 << 20));
         assert_eq!(kept(), 1);
         for _ in 0..2 * KEEP {
-            give(Vec::with_capacity(4096));
+            give(Vec::with_capacity(8192));
         }
         assert_eq!(kept(), KEEP);
+        // The newest stay: the first buffer kept, which fit 4000 bytes, is gone.
+        drop(take(4000));
+        assert_eq!(kept(), KEEP);
+        assert_eq!(take(6000).capacity(), 8192);
+        assert_eq!(kept(), KEEP - 1);
     }
 }
