@@ -5,23 +5,37 @@
 //! that inserted) keeps the buffers for its next reads instead.
 //!
 //! Invariants:
-//! - a thread keeps at most `KEEP` buffers, each of `SMALLEST..=LARGEST` bytes of capacity
-//!   (at most 4 MiB per reading thread); past that the oldest is freed;
+//! - a thread keeps buffers of `SMALLEST..=LARGEST` bytes of capacity, at most `KEEP_BYTES`
+//!   of them in all; past that the oldest are freed;
 //! - a buffer handed out is empty; a recycled one is at most half again as large as asked
 //!   for (the cache charges a block by its length), a fresh one rounded up to 512 bytes;
 //! - only Linux reads take buffers, so only there are they kept.
 
 use std::cell::RefCell;
 
-const KEEP: usize = 64;
+/// Bytes of buffers a thread keeps: about 56 blocks of the default size. A bound in bytes
+/// rather than buffers, as a server may run hundreds of reading threads.
+const KEEP_BYTES: usize = 256 << 10;
 const SMALLEST: usize = 1 << 10;
 const LARGEST: usize = 64 << 10;
 /// Fresh buffers are rounded up to this, so that one recycled buffer fits the next block read
 /// (blocks of one table differ by a few entries).
 const ROUND: usize = 512;
 
+struct Pool {
+    /// Oldest first.
+    buffers: Vec<Vec<u8>>,
+    /// Their capacities, summed.
+    bytes: usize,
+}
+
 thread_local! {
-    static FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static FREE: RefCell<Pool> = const {
+        RefCell::new(Pool {
+            buffers: Vec::new(),
+            bytes: 0,
+        })
+    };
 }
 
 /// Whether a buffer of `capacity` serves a read of `len`: large enough, and not so large that
@@ -30,14 +44,16 @@ fn fits(capacity: usize, len: usize) -> bool {
     capacity >= len && capacity - len <= len / 2
 }
 
-/// An empty buffer with room for `len` bytes: a recycled one if this thread has one large
-/// enough.
+/// An empty buffer with room for `len` bytes: a recycled one if this thread has one that
+/// fits.
 pub(crate) fn take(len: usize) -> Vec<u8> {
     let recycled = FREE
-        .try_with(|free| {
-            let mut free = free.borrow_mut();
-            let i = free.iter().rposition(|b| fits(b.capacity(), len))?;
-            Some(free.swap_remove(i))
+        .try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let i = pool.buffers.iter().rposition(|b| fits(b.capacity(), len))?;
+            let buf = pool.buffers.swap_remove(i);
+            pool.bytes -= buf.capacity();
+            Some(buf)
         })
         .ok()
         .flatten();
@@ -52,13 +68,15 @@ pub(crate) fn give(mut buf: Vec<u8>) {
     }
     buf.clear();
     // During thread exit the pool may be gone: the buffer is then freed.
-    let _ = FREE.try_with(|free| {
-        let mut free = free.borrow_mut();
-        // The oldest goes first, so buffers of sizes the reads no longer ask for do not stay.
-        if free.len() == KEEP {
-            free.remove(0);
+    let _ = FREE.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        pool.bytes += buf.capacity();
+        pool.buffers.push(buf);
+        // The oldest go first, so buffers of sizes the reads no longer ask for do not stay.
+        while pool.bytes > KEEP_BYTES {
+            let old = pool.buffers.remove(0);
+            pool.bytes -= old.capacity();
         }
-        free.push(buf);
     });
 }
 
@@ -67,7 +85,7 @@ mod tests {
     use super::*;
 
     fn kept() -> usize {
-        FREE.with(|f| f.borrow().len())
+        FREE.with(|p| p.borrow().buffers.len())
     }
 
     #[test]
@@ -93,14 +111,17 @@ mod tests {
         give(Vec::with_capacity(16));
         give(Vec::with_capacity(1 << 20));
         assert_eq!(kept(), 1);
-        for _ in 0..2 * KEEP {
+        let most = KEEP_BYTES / 8192;
+        for _ in 0..2 * most {
             give(Vec::with_capacity(8192));
         }
-        assert_eq!(kept(), KEEP);
+        assert_eq!(kept(), most);
+        assert_eq!(FREE.with(|p| p.borrow().bytes), KEEP_BYTES);
         // The newest stay: the first buffer kept, which fit 4000 bytes, is gone.
         drop(take(4000));
-        assert_eq!(kept(), KEEP);
+        assert_eq!(kept(), most);
         assert_eq!(take(6000).capacity(), 8192);
-        assert_eq!(kept(), KEEP - 1);
+        assert_eq!(kept(), most - 1);
+        assert_eq!(FREE.with(|p| p.borrow().bytes), KEEP_BYTES - 8192);
     }
 }
