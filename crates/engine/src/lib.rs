@@ -36,6 +36,7 @@ pub mod fs;
 mod iter;
 mod key;
 mod memtable;
+mod open_files;
 mod options;
 mod range_del;
 mod snapshot;

@@ -258,7 +258,8 @@ pub struct Options {
     /// Verify every block of every live table and every record of every sealed blob file at open,
     /// and fail open on any corruption.
     pub paranoid_checks: bool,
-    /// Open table readers kept in the table cache (default 1000).
+    /// Open table readers kept in the table cache, and separately open blob file readers
+    /// (default 1000 each).
     pub max_open_files: usize,
     /// Bytes of uncompressed blocks kept in the block cache, shared by every column family
     /// (default 32 MiB; 0 disables it).

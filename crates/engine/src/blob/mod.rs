@@ -34,6 +34,7 @@ pub(crate) use writer::BlobFileWriter;
 use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::error::{Error, Result, show_key};
 use crate::fs::FileSystem;
+use crate::open_files::OpenFiles;
 use crate::stats::Stats;
 use crate::value::PinnableValue;
 
@@ -90,7 +91,6 @@ pub(crate) struct BlobFile {
     pub(crate) meta: Mutex<BlobFileMeta>,
     /// Writes that appended to the file and are not committed yet: such a file is not evicted.
     pub(crate) pending_writes: AtomicUsize,
-    reader: OnceLock<Arc<BlobFileReader>>,
 }
 
 /// What changes about a blob file over its life.
@@ -115,7 +115,6 @@ impl BlobFile {
             ttl_range,
             meta: Mutex::new(meta),
             pending_writes: AtomicUsize::new(0),
-            reader: OnceLock::new(),
         }
     }
 
@@ -212,6 +211,8 @@ pub(crate) struct BlobStore {
     stats: Arc<Stats>,
     cache: Option<Arc<BlockCache>>,
     files: RwLock<BTreeMap<u64, Arc<BlobFile>>>,
+    /// Readers of the files read lately, at most `max_open_files`.
+    readers: OpenFiles<BlobFileReader>,
     /// Files evicted by FIFO, for as long as the MANIFEST remembers them.
     evicted: RwLock<HashSet<u64>>,
     /// The epoch new read views join.
@@ -232,6 +233,7 @@ impl BlobStore {
         fs: Arc<dyn FileSystem>,
         stats: Arc<Stats>,
         cache: Option<Arc<BlockCache>>,
+        max_open_files: usize,
     ) -> Arc<Self> {
         let store = Arc::new(BlobStore {
             dir: dir.to_path_buf(),
@@ -239,6 +241,7 @@ impl BlobStore {
             stats,
             cache,
             files: RwLock::new(BTreeMap::new()),
+            readers: OpenFiles::new(max_open_files),
             evicted: RwLock::new(HashSet::new()),
             epoch: Mutex::new(None),
         });
@@ -273,6 +276,7 @@ impl BlobStore {
         let mut files = self.files.write();
         for n in numbers {
             files.remove(&n);
+            self.readers.remove(n);
         }
     }
 
@@ -340,6 +344,7 @@ impl BlobStore {
         for n in numbers {
             // Cached values of the file age out: no index points at them any more.
             self.files.write().remove(&n);
+            self.readers.remove(n);
             if self.fs.remove(&self.path(n)).is_ok() {
                 self.stats.blob_files_deleted.inc();
             }
@@ -354,11 +359,11 @@ impl BlobStore {
                 format!("blob file referenced by key {} is missing", show_key(key)),
             )
         })?;
-        if let Some(r) = file.reader.get() {
-            return Ok(r.clone());
+        if let Some(r) = self.readers.get(file.number) {
+            return Ok(r);
         }
         let r = Arc::new(BlobFileReader::open(self.fs.as_ref(), &self.path(number))?);
-        Ok(file.reader.get_or_init(|| r).clone())
+        Ok(self.readers.insert(number, r))
     }
 
     /// Reads the value of `blob`, which belongs to `key`, through the cache.

@@ -122,7 +122,13 @@ fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
 fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
     let dir = crate::test_dir::tempdir();
     let stats = Arc::new(Stats::default());
-    let store = BlobStore::new(dir.path(), Arc::new(StdFileSystem), stats.clone(), None);
+    let store = BlobStore::new(
+        dir.path(),
+        Arc::new(StdFileSystem),
+        stats.clone(),
+        None,
+        1000,
+    );
     for n in [1, 2] {
         write_file(dir.path(), n, &[(b"k", vec![0; 10], 0)], true);
         store.insert(Arc::new(BlobFile::new(

@@ -47,6 +47,11 @@ impl OpenBlobWriter {
     }
 }
 
+/// Value files adopted by unsynced writes kept open for the sync that must come before their
+/// indexes are durable. Past this many they are synced and closed, so a writer that never syncs
+/// (a mount spilling many files) does not run out of descriptors.
+const MAX_ADOPTED_OPEN: usize = 64;
+
 /// The write path's open blob files.
 #[derive(Debug, Default)]
 pub(crate) struct BlobWriters {
@@ -408,6 +413,20 @@ impl DbInner {
         Ok(())
     }
 
+    /// Syncs and closes the value files adopted by unsynced writes if more than `keep` are
+    /// open. Syncing one early is always allowed: its bytes must be durable no later than its
+    /// index, and may be sooner.
+    fn sync_adopted_past(&self, keep: usize) -> Result<()> {
+        let mut writers = self.blob_writers.lock();
+        if writers.adopted.len() > keep {
+            while let Some(f) = writers.adopted.last() {
+                f.sync()?;
+                writers.adopted.pop();
+            }
+        }
+        Ok(())
+    }
+
     /// Seals every open blob file (at close).
     pub(super) fn close_blob_writers(&self) -> Result<()> {
         let queued = self.seal_queued_blob_writers();
@@ -476,6 +495,7 @@ impl DbInner {
         let value_len = u32::try_from(value.len).map_err(|_| {
             Error::InvalidArgument(format!("a value of {} bytes is too large", value.len))
         })?;
+        self.sync_adopted_past(MAX_ADOPTED_OPEN - 1)?;
         let header = record_header_for_crc(&value.key, value_len, value.value_crc()?, 0, false);
         let record_size = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
         let mut footer = BlobFooter::default();

@@ -190,7 +190,13 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         }
     }
 
-    let blobs = BlobStore::new(dir, fs.clone(), stats.clone(), block_cache.clone());
+    let blobs = BlobStore::new(
+        dir,
+        fs.clone(),
+        stats.clone(),
+        block_cache.clone(),
+        opts.max_open_files,
+    );
     recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks, read_only)?;
     let mut recovered_mems = BTreeMap::new();
 

@@ -1,29 +1,20 @@
-//! Open table readers, bounded by `max_open_files`, sharded by file number.
+//! Open table readers, bounded by `max_open_files` (`OpenFiles`).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use parking_lot::Mutex;
 
 use super::reader::{MetaBlocks, TableReader};
 use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
+use crate::open_files::OpenFiles;
 use crate::stats::Stats;
-
-const SHARDS: usize = 16;
-
-type Shard = HashMap<u64, (Arc<TableReader>, u64)>;
 
 pub(crate) struct TableCache {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
-    shards: Vec<Mutex<Shard>>,
-    per_shard: usize,
-    clock: AtomicU64,
+    readers: OpenFiles<TableReader>,
     block_cache: Option<Arc<BlockCache>>,
     meta_blocks: MetaPolicy,
     stats: Arc<Stats>,
@@ -70,9 +61,7 @@ impl TableCache {
         TableCache {
             dir,
             fs,
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            per_shard: (max_open_files / SHARDS).max(1),
-            clock: AtomicU64::new(0),
+            readers: OpenFiles::new(max_open_files),
             block_cache,
             meta_blocks,
             stats,
@@ -81,11 +70,8 @@ impl TableCache {
 
     /// The reader for table `number`, at `level` of its version, opening it if needed.
     pub(crate) fn get(&self, number: u64, level: usize) -> Result<Arc<TableReader>> {
-        let shard = &self.shards[number as usize % SHARDS];
-        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        if let Some((reader, last_use)) = shard.lock().get_mut(&number) {
-            *last_use = tick;
-            return Ok(reader.clone());
+        if let Some(reader) = self.readers.get(number) {
+            return Ok(reader);
         }
         // Open outside the lock: opening reads the footer, index and filter from disk.
         let path = table_file(&self.dir, number);
@@ -99,17 +85,11 @@ impl TableCache {
             self.stats.clone(),
         )?);
         self.stats.table_opens.inc();
-        let mut map = shard.lock();
-        if map.len() >= self.per_shard
-            && let Some(oldest) = map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| *k)
-        {
-            map.remove(&oldest);
-        }
-        Ok(map.entry(number).or_insert((reader, tick)).0.clone())
+        Ok(self.readers.insert(number, reader))
     }
 
     /// Forgets a table whose file is being deleted.
     pub(crate) fn evict(&self, number: u64) {
-        self.shards[number as usize % SHARDS].lock().remove(&number);
+        self.readers.remove(number);
     }
 }

@@ -1,0 +1,97 @@
+//! Readers of open files, bounded: the table cache and the blob store each keep at most
+//! `max_open_files` open, closing the least recently used, so a store with many files (a
+//! mount that spills every large write into a value file of its own) does not run out of
+//! descriptors. Sharded by file number.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+const SHARDS: usize = 16;
+
+/// Each reader with the tick of its last use.
+type Shard<T> = HashMap<u64, (Arc<T>, u64)>;
+
+pub(crate) struct OpenFiles<T> {
+    shards: Vec<Mutex<Shard<T>>>,
+    per_shard: usize,
+    clock: AtomicU64,
+}
+
+impl<T> OpenFiles<T> {
+    pub(crate) fn new(max_open: usize) -> Self {
+        OpenFiles {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            per_shard: (max_open / SHARDS).max(1),
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, number: u64) -> &Mutex<Shard<T>> {
+        &self.shards[number as usize % SHARDS]
+    }
+
+    /// The open reader of file `number`, if there is one.
+    pub(crate) fn get(&self, number: u64) -> Option<Arc<T>> {
+        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut shard = self.shard(number).lock();
+        let (reader, last_use) = shard.get_mut(&number)?;
+        *last_use = tick;
+        Some(reader.clone())
+    }
+
+    /// Keeps `reader` (opened outside any lock) for file `number`, closing the least recently
+    /// used of its shard if full; if another thread opened the file meanwhile, that reader is
+    /// kept and returned instead.
+    pub(crate) fn insert(&self, number: u64, reader: Arc<T>) -> Arc<T> {
+        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut shard = self.shard(number).lock();
+        if shard.len() >= self.per_shard
+            && !shard.contains_key(&number)
+            && let Some(oldest) = shard.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| *k)
+        {
+            shard.remove(&oldest);
+        }
+        shard.entry(number).or_insert((reader, tick)).0.clone()
+    }
+
+    /// Closes file `number`'s reader (once no read holds it): the file is being deleted.
+    pub(crate) fn remove(&self, number: u64) {
+        self.shard(number).lock().remove(&number);
+    }
+
+    /// Readers kept open.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_at_most_its_bound_and_closes_the_least_recently_used() {
+        let open = OpenFiles::new(SHARDS * 2);
+        // Files 0, 16 and 32 share a shard that holds two.
+        open.insert(0, Arc::new("a"));
+        open.insert(16, Arc::new("b"));
+        assert_eq!(open.get(0).as_deref(), Some(&"a"));
+        open.insert(32, Arc::new("c"));
+        assert!(open.get(16).is_none(), "16 was used least recently");
+        assert_eq!(open.get(0).as_deref(), Some(&"a"));
+        assert_eq!(open.get(32).as_deref(), Some(&"c"));
+        // A second open of a kept file returns the first reader.
+        assert_eq!(*open.insert(32, Arc::new("d")), "c");
+        assert_eq!(open.len(), 2);
+        open.remove(0);
+        assert!(open.get(0).is_none());
+        for n in 0..1000 {
+            open.insert(n, Arc::new("x"));
+        }
+        assert_eq!(open.len(), SHARDS * 2);
+    }
+}
