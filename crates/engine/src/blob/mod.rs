@@ -353,13 +353,13 @@ impl BlobStore {
 
     /// The reader of file `number`.
     fn reader(&self, number: u64, key: &[u8]) -> Result<Arc<BlobFileReader>> {
-        let file = self.get(number).ok_or_else(|| {
-            Error::corruption(
+        if self.get(number).is_none() {
+            return Err(Error::corruption(
                 self.path(number),
                 format!("blob file referenced by key {} is missing", show_key(key)),
-            )
-        })?;
-        if let Some(r) = self.readers.get(file.number) {
+            ));
+        }
+        if let Some(r) = self.readers.get(number) {
             return Ok(r);
         }
         let r = Arc::new(BlobFileReader::open(self.fs.as_ref(), &self.path(number))?);

@@ -67,6 +67,18 @@ pub(crate) struct BlobWriters {
     sealing: Vec<SealingWriter>,
 }
 
+impl BlobWriters {
+    /// Syncs the adopted value files, closing each once synced (a failure leaves it and the
+    /// older ones for the next sync).
+    fn sync_adopted(&mut self) -> Result<()> {
+        while let Some(f) = self.adopted.last() {
+            f.sync()?;
+            self.adopted.pop();
+        }
+        Ok(())
+    }
+}
+
 /// A full blob file on its way to being sealed; `None` once it is.
 type SealingWriter = Arc<Mutex<Option<OpenBlobWriter>>>;
 
@@ -406,23 +418,16 @@ impl DbInner {
             w.writer.sync()?;
             writers.abandoned.pop();
         }
-        while let Some(f) = writers.adopted.last() {
-            f.sync()?;
-            writers.adopted.pop();
-        }
-        Ok(())
+        writers.sync_adopted()
     }
 
-    /// Syncs and closes the value files adopted by unsynced writes if more than `keep` are
-    /// open. Syncing one early is always allowed: its bytes must be durable no later than its
-    /// index, and may be sooner.
-    fn sync_adopted_past(&self, keep: usize) -> Result<()> {
+    /// Syncs and closes the value files adopted by unsynced writes once `MAX_ADOPTED_OPEN` are
+    /// open, before adopting another. Syncing one early is always allowed: its bytes must be
+    /// durable no later than its index, and may be sooner.
+    fn sync_adopted_if_full(&self) -> Result<()> {
         let mut writers = self.blob_writers.lock();
-        if writers.adopted.len() > keep {
-            while let Some(f) = writers.adopted.last() {
-                f.sync()?;
-                writers.adopted.pop();
-            }
+        if writers.adopted.len() >= MAX_ADOPTED_OPEN {
+            writers.sync_adopted()?;
         }
         Ok(())
     }
@@ -495,7 +500,7 @@ impl DbInner {
         let value_len = u32::try_from(value.len).map_err(|_| {
             Error::InvalidArgument(format!("a value of {} bytes is too large", value.len))
         })?;
-        self.sync_adopted_past(MAX_ADOPTED_OPEN - 1)?;
+        self.sync_adopted_if_full()?;
         let header = record_header_for_crc(&value.key, value_len, value.value_crc()?, 0, false);
         let record_size = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
         let mut footer = BlobFooter::default();
