@@ -38,8 +38,9 @@ web-check: web
 	cd $(WEB) && npm run check
 
 # Playwright in Debian's chromium against the debug strata that `cargo test` built.
+PLAYWRIGHT = cd $(WEB) && npx playwright test
 e2e: web
-	cd $(WEB) && npx playwright test
+	$(PLAYWRIGHT)
 
 test: deps web web-check
 	$(CARGO) fmt --all -- --check
@@ -51,7 +52,7 @@ test: deps web web-check
 	$(CARGO) build -p strata-engine --target wasm32-wasip2
 	$(MAKE) wasm-test
 	./scripts/fuzz.sh
-	$(MAKE) e2e
+	$(PLAYWRIGHT) # the console was built above, before cargo embedded it
 
 # The engine's unit, integration and model tests built for wasm32-wasip2 and run under wasmtime
 # (the host crate's runner, one preopened temp directory), so a 32-bit regression fails here.
