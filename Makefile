@@ -49,7 +49,7 @@ test: deps web web-check
 	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 --all-targets -- -D warnings
 	$(CARGO) test --workspace
 	./scripts/readme-test.sh
-	$(CARGO) build -p strata-engine --target wasm32-wasip2
+	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
 	$(MAKE) wasm-test
 	./scripts/fuzz.sh
 	$(PLAYWRIGHT) # the console was built above, before cargo embedded it
@@ -59,7 +59,7 @@ test: deps web web-check
 # Threads, processes, file locks and catching panics are not there: those tests are marked
 # ignore on WASI; background work runs through Db::maintenance, as a host drives it.
 wasm-test:
-	$(CARGO) build -p strata-wasi-host --bin strata-wasi-run
+	$(CARGO) build --workspace --bin strata-wasi-run # the workspace's features: cargo test's build
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/strata-wasi-run" \
 		$(CARGO) test -p strata-engine --target wasm32-wasip2 --lib --tests -- --test-threads=1
 

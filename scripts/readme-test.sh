@@ -47,14 +47,18 @@ for m in re.finditer(r"^```([^\n]*)\n(.*?)^```\n", text, re.S | re.M):
         code = open(f"{root}/{path}").read()
         if squash(body) not in squash(code):
             sys.exit(f"readme-test: the README's block for {path} is not that file's code")
-        crate = re.search(r'^name\s*=\s*"([^"]+)"', open(f"{root}/{path.split('/examples/')[0]}/Cargo.toml").read(), re.M).group(1)
         example = path.rsplit("/", 1)[1][:-3]
         out.append(f"echo '$ (example {path})'")
-        out.append(f"CARGO_TARGET_DIR={shlex.quote(target)} cargo run -q --manifest-path {shlex.quote(root)}/Cargo.toml -p {crate} --example {example}")
+        out.append(shlex.quote(f"{target}/debug/examples/{example}"))
     else:
         sys.exit(f"readme-test: a ```{info[0]} block, which this script cannot run")
 print("\n".join(out))
 PY
+
+# The examples, built once for the whole workspace: with the features `cargo test --workspace`
+# compiled the libraries with, so only the examples themselves link (`cargo run -p CRATE` would
+# resolve that crate's features alone and compile the engine again).
+CARGO_TARGET_DIR="$TARGET" cargo build -q --manifest-path "$ROOT/Cargo.toml" --workspace --examples
 
 cd "$WORK"
 # The guest's own build in the README shares the host's guest build (crates/wasi-host/build.rs).
