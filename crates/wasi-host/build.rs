@@ -19,6 +19,7 @@ fn main() {
     for path in [
         "../wasi-guest/src",
         "../wasi-guest/Cargo.toml",
+        "../wasi-guest/.cargo/config.toml",
         "../../wit",
         "../engine/src",
     ] {
