@@ -19,6 +19,7 @@
 //! write that would wait for a flush runs it inline. [`WasiDb::maintenance`] runs it on demand.
 
 mod bucket;
+mod compiled_cache;
 mod error;
 mod runtime;
 

@@ -3,7 +3,6 @@
 //! database whose WASI context preopens the store's directory and nothing else.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -14,6 +13,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings;
+use crate::compiled_cache;
 use crate::error::{Error, Result};
 use crate::wit;
 
@@ -32,7 +32,8 @@ pub struct Limits {
     pub call_deadline: Duration,
     /// Fuel (roughly, wasm instructions) one call may burn; `None`: unmetered, which is faster.
     pub fuel_per_call: Option<u64>,
-    /// Where compiled components are kept between runs; `None`: compile at every start.
+    /// Where compiled components are kept between runs (other builds' files there go once
+    /// unused for 30 days); `None`: compile at every start.
     pub cache_dir: Option<PathBuf>,
     /// How often an idle store runs its background work (flushes, compactions); `None`: only
     /// after writes and when asked.
@@ -141,7 +142,7 @@ fn prepared(fuel: bool, cache_dir: Option<&Path>) -> Result<(&'static Prepared, 
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
     let engine = Engine::new(&config).map_err(host("wasmtime engine"))?;
-    let (component, compiled, from_disk) = load_component(&engine, cache_dir)?;
+    let (component, compiled, from_disk) = compiled_cache::load(&engine, cache_dir)?;
     let mut linker = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host("linking WASI"))?;
     let ticker = engine.weak();
@@ -165,46 +166,7 @@ fn prepared(fuel: bool, cache_dir: Option<&Path>) -> Result<(&'static Prepared, 
     Ok((p, compiled, from_disk))
 }
 
-/// The component, from the on-disk cache when a compatible one is there, else compiled (and
-/// cached). The key covers the component's bytes and everything of wasmtime's build and
-/// configuration that compiled code depends on.
-fn load_component(engine: &Engine, cache_dir: Option<&Path>) -> Result<(Component, bool, bool)> {
-    let wasm = guest_component();
-    let Some(dir) = cache_dir else {
-        let c = Component::new(engine, wasm).map_err(host("compiling the component"))?;
-        return Ok((c, true, false));
-    };
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    wasm.hash(&mut h);
-    engine.precompile_compatibility_hash().hash(&mut h);
-    let path = dir.join(format!("strata-guest-{:016x}.cwasm", h.finish()));
-    // Read, not mapped: a file truncated under a mapping would kill the process with SIGBUS.
-    if let Ok(bytes) = std::fs::read(&path) {
-        // SAFETY: the file is one this function wrote with `precompile_component` for an engine
-        // of the same compatibility hash (it is in the name), into a directory of the user's own;
-        // wasmtime still checks its header and refuses a file from another version or config
-        // (the damaged-file case is tested).
-        if let Ok(c) = unsafe { Component::deserialize(engine, &bytes) } {
-            return Ok((c, false, true));
-        }
-    }
-    let bytes = engine
-        .precompile_component(wasm)
-        .map_err(host("compiling the component"))?;
-    // Written aside and renamed, so a concurrent start never reads half a file.
-    if std::fs::create_dir_all(dir).is_ok() {
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
-    }
-    // SAFETY: `bytes` was produced by `precompile_component` on this very engine just above.
-    let c = unsafe { Component::deserialize(engine, &bytes) }
-        .map_err(host("loading the compiled component"))?;
-    Ok((c, true, false))
-}
-
-fn host(what: &'static str) -> impl Fn(wasmtime::Error) -> Error {
+pub(crate) fn host(what: &'static str) -> impl Fn(wasmtime::Error) -> Error {
     move |e| Error::Host(format!("{what}: {e:#}"))
 }
 
@@ -286,7 +248,7 @@ impl Instance {
 }
 
 /// A store whose guest sees `dir` and nothing else, under `limits`, armed for its first call.
-fn sandbox(engine: &Engine, dir: &Path, limits: &Limits) -> Result<Store<HostState>> {
+pub(crate) fn sandbox(engine: &Engine, dir: &Path, limits: &Limits) -> Result<Store<HostState>> {
     // No environment, arguments, network or stdio. Calls are synchronous, so file operations
     // run on this thread rather than hopping to tokio's blocking pool and back (a WAL append
     // per put made that hop cost ~45 µs).
@@ -337,30 +299,6 @@ fn from_guest(e: wit::Error) -> Error {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_second_start_loads_the_compiled_component_from_the_cache() {
-        let cache = tempfile::tempdir().unwrap();
-        let engine = Engine::new(Config::new().epoch_interruption(true)).unwrap();
-        let (_, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
-        assert!(compiled && !from_disk);
-        let began = Instant::now();
-        let (c, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
-        assert!(!compiled && from_disk, "read back, not compiled again");
-        eprintln!("warm load {:?}", began.elapsed());
-        // What was read back runs.
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = sandbox(&engine, dir.path(), &Limits::default()).unwrap();
-        bindings::Engine::instantiate(&mut store, &c, &linker).unwrap();
-        // A damaged cache file is compiled over, not trusted.
-        for f in std::fs::read_dir(cache.path()).unwrap() {
-            std::fs::write(f.unwrap().path(), b"not a compiled component").unwrap();
-        }
-        let (_, compiled, from_disk) = load_component(&engine, Some(cache.path())).unwrap();
-        assert!(compiled && !from_disk);
-    }
 
     #[test]
     fn the_guest_sees_its_directory_and_nothing_else() {
