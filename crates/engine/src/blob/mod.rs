@@ -341,10 +341,9 @@ impl BlobStore {
     }
 
     fn delete_files(&self, numbers: Vec<u64>) {
+        // Cached values of the files age out: no index points at them any more.
+        self.forget(numbers.iter().copied());
         for n in numbers {
-            // Cached values of the file age out: no index points at them any more.
-            self.files.write().remove(&n);
-            self.readers.remove(n);
             if self.fs.remove(&self.path(n)).is_ok() {
                 self.stats.blob_files_deleted.inc();
             }

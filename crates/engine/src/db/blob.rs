@@ -422,8 +422,8 @@ impl DbInner {
     }
 
     /// Syncs and closes the value files adopted by unsynced writes once `MAX_ADOPTED_OPEN` are
-    /// open, before adopting another. Syncing one early is always allowed: its bytes must be
-    /// durable no later than its index, and may be sooner.
+    /// open, before an unsynced write adopts another. Syncing one early is always allowed: its
+    /// bytes must be durable no later than its index, and may be sooner.
     fn sync_adopted_if_full(&self) -> Result<()> {
         let mut writers = self.blob_writers.lock();
         if writers.adopted.len() >= MAX_ADOPTED_OPEN {
@@ -500,7 +500,10 @@ impl DbInner {
         let value_len = u32::try_from(value.len).map_err(|_| {
             Error::InvalidArgument(format!("a value of {} bytes is too large", value.len))
         })?;
-        self.sync_adopted_if_full()?;
+        if !sync {
+            // Only an unsynced write keeps its file open for a later sync.
+            self.sync_adopted_if_full()?;
+        }
         let header = record_header_for_crc(&value.key, value_len, value.value_crc()?, 0, false);
         let record_size = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
         let mut footer = BlobFooter::default();
