@@ -154,6 +154,7 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     let mut config = MountConfig {
         read_only: args.read_only,
         allow_other: args.allow_other,
+        source: format!("{SOURCE_PREFIX}{}", std::process::id()),
         ..MountConfig::default()
     };
     if let Some(t) = args.threads {
@@ -191,24 +192,102 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
 }
 
 fn init_logging() {
-    let env = env_logger::Env::default().default_filter_or("info");
+    // fuser warns that its own unmount failed when the mount was already gone, which is how
+    // every mount here ends (`strata umount`, or the signal handler's fusermount3).
+    let env = env_logger::Env::default().default_filter_or("info,fuser::mnt=error");
     let _ = env_logger::Builder::from_env(env).try_init();
 }
 
-/// `fusermount3 -u`, as an unprivileged user unmounts a FUSE filesystem.
+/// A `strata mount` process names itself in its mount's source, `strata:PID`, so that
+/// `strata umount` knows whom to wait for.
+const SOURCE_PREFIX: &str = "strata:";
+
+/// How long `strata umount` waits for a mount process to close its store.
+const CLOSE_WAIT: Duration = Duration::from_secs(300);
+
+/// `fusermount3 -u`, as an unprivileged user unmounts a FUSE filesystem; then, for a
+/// `strata mount` process, waits until it has closed the store and ended, so that whatever
+/// runs next may open the store. (A `strata serve --mount` keeps its store and is not waited
+/// for.)
 pub fn unmount(mnt: &Path) -> Result<(), String> {
+    let owner = strata_fusefs::mount_source(mnt)
+        .and_then(|s| s.strip_prefix(SOURCE_PREFIX)?.parse::<u32>().ok())
+        .filter(|&pid| pid != std::process::id());
     let out = Command::new("fusermount3")
         .arg("-u")
         .arg(mnt)
         .output()
         .map_err(|e| format!("cannot run fusermount3 (install fuse3): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
+    if !out.status.success() {
+        return Err(format!(
             "cannot unmount {}: {}",
             mnt.display(),
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        ));
+    }
+    let Some(pid) = owner else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let mut told = Duration::ZERO;
+    while process_running(pid) {
+        let waited = started.elapsed();
+        if waited >= CLOSE_WAIT {
+            return Err(format!(
+                "unmounted {}, but its process {pid} has not closed the store after {:?}",
+                mnt.display(),
+                CLOSE_WAIT
+            ));
+        }
+        if waited >= told + Duration::from_secs(5) {
+            told = waited;
+            eprintln!(
+                "waiting for process {pid} to close the store ({}s)",
+                waited.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Whether process `pid` exists and has not ended: a zombie, ended but not yet reaped by
+/// its parent, has already released its files and locks.
+fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat.get(end + 1..))
+        .and_then(|rest| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_running;
+
+    #[test]
+    fn a_process_runs_until_it_ends_even_unreaped() {
+        assert!(process_running(std::process::id()));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(process_running(child.id()));
+        child.kill().unwrap();
+        // Killed and not yet waited for: a zombie, which holds no locks any more.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_running(child.id()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(!process_running(child.id()));
     }
 }

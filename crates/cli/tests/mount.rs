@@ -53,15 +53,29 @@ fn mount_in_the_background_and_unmount() {
     let again = strata(&db, &["mount", mnt.to_str().unwrap()]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already a mount point"));
+    // The mount names its process, which `umount` waits for.
+    let source = strata_fusefs::mount_source(&mnt).unwrap();
+    assert!(source.starts_with("strata:"), "{source}");
+    let pid = &source["strata:".len()..];
     ok(&strata(&db, &["umount", mnt.to_str().unwrap()]));
     assert!(!strata_fusefs::is_mounted(&mnt));
-    // The mount process closes the store once unmounted; then the CLI may open it.
-    wait_until("the store unlocked", || {
-        strata(&db, &["get", "users/bob.json"]).status.success()
-    });
+    assert!(
+        !Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            || std::fs::read(format!("/proc/{pid}/cmdline"))
+                .unwrap()
+                .is_empty(),
+        "process {pid} still runs after umount returned"
+    );
+    // Once `umount` returns, the store is closed: the CLI opens it at once, every time.
     assert_eq!(ok(&strata(&db, &["get", "users/bob.json"])), "[1]\n");
     let log = std::fs::read_to_string(db.join("mount.log")).unwrap();
     assert!(log.contains("write users/bob.json"), "{log}");
+    for round in 0..5 {
+        ok(&strata(&db, &["mount", mnt.to_str().unwrap()]));
+        std::fs::write(mnt.join(format!("round{round}")), vec![b'x'; 1 << 20]).unwrap();
+        ok(&strata(&db, &["umount", mnt.to_str().unwrap()]));
+        ok(&strata(&db, &["put", "after", &round.to_string()]));
+    }
     let file = dir.path().join("file");
     std::fs::write(&file, b"").unwrap();
     let bad = strata(&db, &["mount", file.to_str().unwrap()]);

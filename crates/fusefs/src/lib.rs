@@ -32,5 +32,7 @@ mod store;
 pub use error::{FsError, Result};
 pub use fs::{DEFAULT_TTL, FsConfig, FsStats, SPILL_AT, StrataFs};
 pub use invalidate::Invalidator;
-pub use mount::{MIN_THREADS, MountConfig, Mounted, check_fuse, is_mounted, run, spawn};
+pub use mount::{
+    MIN_THREADS, MountConfig, Mounted, check_fuse, is_mounted, mount_source, run, spawn,
+};
 pub use store::{data_cf_options, delete_range_with_metadata, meta_cf_name, prepare_options};

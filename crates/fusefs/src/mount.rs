@@ -18,6 +18,9 @@ pub struct MountConfig {
     /// Let users other than the one mounting in (needs `user_allow_other` in
     /// `/etc/fuse.conf` unless root).
     pub allow_other: bool,
+    /// The mount's source, as `mount` and `df` show it and [`mount_source`] reads it back
+    /// (no commas: it travels in the kernel's option string).
+    pub source: String,
 }
 
 /// Threads a mount answers with at least, however few cores: the kernel sends requests no
@@ -34,6 +37,7 @@ impl Default for MountConfig {
                 .map_or(MIN_THREADS, |n| n.get().max(MIN_THREADS)),
             read_only: false,
             allow_other: false,
+            source: "strata".into(),
         }
     }
 }
@@ -54,22 +58,56 @@ pub fn check_fuse() -> Result<(), String> {
 
 /// Whether the kernel lists `mnt` as a mount point.
 pub fn is_mounted(mnt: &Path) -> bool {
-    let Ok(abs) = std::fs::canonicalize(mnt) else {
-        return false;
-    };
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = abs.to_string_lossy().replace(' ', "\\040");
+    mount_entry(mnt).is_some()
+}
+
+/// The source of the mount at `mnt` ([`MountConfig::source`] for a Strata mount), if any.
+pub fn mount_source(mnt: &Path) -> Option<String> {
+    let line = mount_entry(mnt)?;
+    let (_, after) = line.split_once(" - ")?;
+    after.split(' ').nth(1).map(unescape_mountinfo)
+}
+
+/// The `/proc/self/mountinfo` line whose mount point is `mnt`; the last one when mounts stack.
+fn mount_entry(mnt: &Path) -> Option<String> {
+    let abs = std::fs::canonicalize(mnt).ok()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = abs.to_string_lossy().into_owned();
     table
         .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        .rev()
+        .find(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(want.as_str()))
+        .map(str::to_string)
+}
+
+/// Undoes the kernel's octal escapes (`\040` for a space) in a mountinfo field.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            let d = std::str::from_utf8(d).ok()?;
+            u8::from_str_radix(d, 8).ok()
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(b)) => {
+                out.push(b);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn config(c: &MountConfig) -> Config {
     let mut cfg = Config::default();
     cfg.mount_options = vec![
-        MountOption::FSName("strata".into()),
+        MountOption::FSName(c.source.clone()),
         MountOption::Subtype("strata".into()),
         // The kernel checks modes against the attributes the mount reports.
         MountOption::DefaultPermissions,
@@ -127,4 +165,18 @@ pub fn spawn(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Mou
 /// Mounts `fs` at `mountpoint` and serves it on this thread until it is unmounted.
 pub fn run(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<()> {
     fuser::mount(fs, mountpoint, &config(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape_mountinfo;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo("/tmp/a\\040b"), "/tmp/a b");
+        assert_eq!(unescape_mountinfo("/x\\011y\\134z"), "/x\ty\\z");
+        assert_eq!(unescape_mountinfo("strata:42"), "strata:42");
+        // A backslash not followed by three octal digits stays as it is.
+        assert_eq!(unescape_mountinfo("a\\9b\\"), "a\\9b\\");
+    }
 }
