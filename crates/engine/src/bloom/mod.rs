@@ -30,8 +30,8 @@ pub(crate) fn prefetch_line(byte: &u8) {
     }
     // WebAssembly has no prefetch, but the CPU running it does not wait on a load nothing uses
     // yet: loading a batch's lines up front overlaps their misses as the x86 hint does (the
-    // component's MultiGet on a store larger than the CPU caches: 1.56x native time -> 1.35x).
-    // A volatile read is one that neither LLVM nor Cranelift drops.
+    // component's MultiGet on a store larger than the CPU caches: 1.54-1.64x native time before,
+    // 1.36-1.49x after). A volatile read is one that neither LLVM nor Cranelift drops.
     #[cfg(target_arch = "wasm32")]
     // SAFETY: `byte` is a live reference, so reading the byte it points at is sound. Exercised
     // on wasm32 by the same test, which `make wasm-test` runs under wasmtime.
