@@ -26,8 +26,9 @@ pub struct MountConfig {
 /// Threads a mount answers with at least, however few cores: the kernel sends requests no
 /// caller waits for (`release`, `forget`, read-ahead) that occupy a thread while a caller's next
 /// request queues behind them. Each costs a stack and a read buffer that grows to the largest
-/// request seen (1 MiB writes). On 2 cores, fs-bench with 4 / 8 / 16 threads: create 7.8-8.0k / 7.7-7.8k /
-/// 8.4k files/s, stat 44-55k / 51-57k / 56-57k/s, unlink 8.4-9.2k / 14.9-16.7k / 16.6-18.0k/s.
+/// request seen (1 MiB writes). On 2 cores, fs-bench with 4 / 8 / 16 threads: create
+/// 7.8-8.0k / 7.7-7.8k / 8.4k files/s, stat 44-55k / 51-57k / 56-57k/s, unlink 8.4-9.2k /
+/// 14.9-16.7k / 16.6-18.0k/s.
 pub const MIN_THREADS: usize = 16;
 
 impl Default for MountConfig {
