@@ -77,9 +77,22 @@ impl Filesystem for StrataFs {
             let e = self.entry(&key, None)?;
             Ok(self.looked_up(&key, &e))
         });
-        self.answer("lookup", reply, r, |reply, (attr, generation)| {
-            reply.entry(&self.config.ttl, &attr, generation)
-        })
+        match r {
+            // A name that is not there is cached as such for the TTL (node 0 is the kernel's
+            // negative entry), so tools probing for files pay no round trip the second time.
+            // A key another face then writes drops it (`Invalidator::key_changed`).
+            Err(e) if e.errno() == Errno::ENOENT => {
+                let absent = Entry {
+                    kind: Kind::File,
+                    size: 0,
+                    meta: None,
+                };
+                reply.entry(&self.config.ttl, &self.attr(0, &absent), Generation(0));
+            }
+            r => self.answer("lookup", reply, r, |reply, (attr, generation)| {
+                reply.entry(&self.config.ttl, &attr, generation)
+            }),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {

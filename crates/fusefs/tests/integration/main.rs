@@ -655,11 +655,25 @@ fn changes_from_another_face_show_at_once() {
         std::fs::read(m.path().join("tree/sub/f")).unwrap(),
         b"much longer now"
     );
+    // A name looked up and not found is cached as absent, until another face's write of it,
+    // or of a key below it, is notified.
+    for (probe, key) in [("tree/h", "tree/h"), ("fresh", "fresh/dir/x")] {
+        assert!(!m.path().join(probe).exists());
+        m.db.put_cf(&cf, key, b"new").unwrap();
+        assert!(
+            !m.path().join(probe).exists(),
+            "{probe} was looked up again"
+        );
+        m.invalidator.key_changed(key.as_bytes());
+        assert_eq!(std::fs::read(m.path().join(key)).unwrap(), b"new");
+    }
     // A subtree deleted from another face vanishes, directories made by mkdir included.
     let mut batch = WriteBatch::new();
     strata_fusefs::delete_range_with_metadata(&m.db, &mut batch, &cf, b"tree/", b"tree0");
+    strata_fusefs::delete_range_with_metadata(&m.db, &mut batch, &cf, b"fresh/", b"fresh0");
     m.db.write(batch, &WriteOptions::default()).unwrap();
     m.invalidator.range_deleted(b"tree/", b"tree0");
+    m.invalidator.range_deleted(b"fresh/", b"fresh0");
     assert!(!m.path().join("tree/sub/f").exists());
     assert!(!m.path().join("tree").exists());
     let mut it = m.db.iter_cf(&ReadOptions::default(), &cf).unwrap();
