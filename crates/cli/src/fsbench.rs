@@ -33,6 +33,11 @@ pub struct FsBenchArgs {
     /// Threads answering the kernel (default: the core count, at least 16).
     #[arg(long)]
     threads: Option<usize>,
+    /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
+    /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
+    /// a FUSE round trip slow in a VM.
+    #[arg(long)]
+    no_keep_awake: bool,
     /// The plain directory compared with (default: DB.plain, on the same file system).
     #[arg(long)]
     plain: Option<PathBuf>,
@@ -87,7 +92,11 @@ pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
     let mut opts = Options::default();
     strata_fusefs::prepare_options(&mut opts, "default");
     let db = Arc::new(Db::open(db_dir, opts).map_err(|e| e.to_string())?);
-    let fs = StrataFs::new(db.clone(), FsConfig::default()).map_err(|e| e.to_string())?;
+    let config = FsConfig {
+        keep_cpus_awake: !args.no_keep_awake,
+        ..FsConfig::default()
+    };
+    let fs = StrataFs::new(db.clone(), config).map_err(|e| e.to_string())?;
     let mut config = MountConfig::default();
     if let Some(t) = args.threads {
         config.threads = t;

@@ -24,6 +24,11 @@ pub struct MountArgs {
     /// Let other users in (needs user_allow_other in /etc/fuse.conf unless root).
     #[arg(long)]
     allow_other: bool,
+    /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
+    /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
+    /// a FUSE round trip slow in a VM.
+    #[arg(long)]
+    no_keep_awake: bool,
 }
 
 /// How long a background mount may take to appear before `strata mount` gives up.
@@ -62,6 +67,9 @@ pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
     }
     if args.allow_other {
         cmd.arg("--allow-other");
+    }
+    if args.no_keep_awake {
+        cmd.arg("--no-keep-awake");
     }
     if let Some(t) = args.threads {
         cmd.arg("--threads").arg(t.to_string());
@@ -138,10 +146,16 @@ pub fn open_store(
 }
 
 /// The filesystem over column family `cf` of an open store.
-pub fn filesystem(db: &Arc<Db>, cf: &str, read_only: bool) -> Result<StrataFs, String> {
+pub fn filesystem(
+    db: &Arc<Db>,
+    cf: &str,
+    read_only: bool,
+    keep_cpus_awake: bool,
+) -> Result<StrataFs, String> {
     let config = FsConfig {
         column_family: cf.to_string(),
         read_only,
+        keep_cpus_awake,
         ..FsConfig::default()
     };
     StrataFs::new(db.clone(), config).map_err(|e| e.to_string())
@@ -150,7 +164,7 @@ pub fn filesystem(db: &Arc<Db>, cf: &str, read_only: bool) -> Result<StrataFs, S
 fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     init_logging();
     let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
-    let fs = filesystem(&db, cf, args.read_only)?;
+    let fs = filesystem(&db, cf, args.read_only, !args.no_keep_awake)?;
     let mut config = MountConfig {
         read_only: args.read_only,
         allow_other: args.allow_other,
@@ -183,10 +197,12 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     log::info!(
         target: "strata::fs",
-        "unmounted; store closed ({} batches written, {} hidden entries stepped over, {} errors)",
+        "unmounted; store closed ({} batches written, {} hidden entries stepped over, {} errors, \
+         {} bursts with idle CPUs kept awake)",
         count(&stats.writes),
         count(&stats.hidden_entries),
-        count(&stats.errors)
+        count(&stats.errors),
+        count(&stats.awake_bursts)
     );
     joined.map_err(|e| format!("the mount ended with an error: {e}"))
 }

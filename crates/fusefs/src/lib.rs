@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod awake;
 mod buffer;
 mod error;
 mod fs;
@@ -29,6 +30,7 @@ mod mount;
 pub mod path;
 mod store;
 
+pub use awake::{AWAKE_AFTER_LAST_REQUEST, CPU_LATENCY_DEVICE};
 pub use error::{FsError, Result};
 pub use fs::{DEFAULT_TTL, FsConfig, FsStats, SPILL_AT, StrataFs};
 pub use invalidate::Invalidator;

@@ -787,3 +787,59 @@ fn a_file_in_the_mount_is_not_a_terminal() {
         Some(libc::ENOTTY)
     );
 }
+
+#[test]
+fn a_busy_mount_keeps_idle_cpus_awake() {
+    let Some(m) = Mount::new() else { return };
+    let bursts = || {
+        m.stats
+            .awake_bursts
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    std::fs::write(m.path().join("f"), b"v").unwrap();
+    // Only root may hold the request, where the kernel offers it; anyone else's mount runs as
+    // before. (Opening the device asks nothing until a value is written.)
+    let device = strata_fusefs::CPU_LATENCY_DEVICE;
+    if let Err(e) = std::fs::OpenOptions::new().write(true).open(device) {
+        eprintln!("{device}: {e}: the mount must hold nothing");
+        assert_eq!(bursts(), 0);
+        return;
+    }
+    assert!(bursts() >= 1, "the writes held no latency request");
+    // The kernel's CPU wake-up latency target now, across every holder.
+    let cpu_latency_target = || {
+        let bytes = std::fs::read(strata_fusefs::CPU_LATENCY_DEVICE).unwrap();
+        i32::from_ne_bytes(bytes[..4].try_into().unwrap())
+    };
+    // While requests keep coming (a listing always reaches the mount), the kernel's target is
+    // 0 µs: idle CPUs poll.
+    let mut target = i32::MAX;
+    for _ in 0..100 {
+        assert_eq!(std::fs::read_dir(m.path()).unwrap().count(), 1);
+        target = cpu_latency_target();
+        if target == 0 {
+            break;
+        }
+    }
+    assert_eq!(target, 0);
+}
+
+#[test]
+fn a_mount_told_not_to_leaves_cpus_alone() {
+    let config = FsConfig {
+        keep_cpus_awake: false,
+        ..FsConfig::default()
+    };
+    let Some(m) = Mount::with(config, false) else {
+        return;
+    };
+    for i in 0..50 {
+        std::fs::write(m.path().join(format!("f{i}")), b"v").unwrap();
+    }
+    assert_eq!(std::fs::read_dir(m.path()).unwrap().count(), 50);
+    let bursts = m
+        .stats
+        .awake_bursts
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(bursts, 0);
+}
