@@ -4,11 +4,15 @@
 //! serving thread, and the answer wakes the caller. A wake-up aimed at an idle CPU waits for it
 //! to leave its idle state; in a VM that halts idle vCPUs at once, that is a trip through the
 //! hypervisor, twice per round trip, and it halved small-file throughput on the 2-vCPU machine
-//! of this project (doc/fuse.md, "Speed"). So while requests keep coming, the mount holds a CPU
+//! of this project (doc/fuse.md, "Speed"). So during a burst of requests, the mount holds a CPU
 //! wake-up latency request of 0 µs (Linux PM QoS, `/dev/cpu_dma_latency`): idle CPUs poll
-//! instead of halting. Once no request has come for a while, it lets go, so an idle mount costs
-//! nothing. The kernel withdraws the request with the descriptor, even when the process is
-//! killed.
+//! instead of halting. The kernel withdraws the request with the descriptor, even when the
+//! process is killed.
+//!
+//! A burst starts with [`Burst::start`] requests in a row, each within [`Burst::gap`] of the
+//! one before, and ends with a [`Burst::window`] of fewer than [`Burst::going`] requests. A
+//! trickle (a file watcher's stat every few milliseconds) never starts one, so it cannot keep
+//! the CPUs spinning; an idle mount costs nothing.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -23,9 +27,29 @@ use parking_lot::{Condvar, Mutex};
 /// The kernel's CPU wake-up latency request (root only).
 pub const CPU_LATENCY_DEVICE: &str = "/dev/cpu_dma_latency";
 
-/// How long after its last request the mount keeps idle CPUs awake: long enough to span the
-/// pauses inside one tool's run, short enough that polling ends soon after the work does.
-pub const AWAKE_AFTER_LAST_REQUEST: Duration = Duration::from_millis(100);
+/// What makes a burst of requests worth keeping CPUs awake for.
+#[derive(Debug, Clone, Copy)]
+pub struct Burst {
+    /// Requests this close to the one before count toward starting a burst: a tool working
+    /// back to back (`cp -r`, `git status`, `ls -l`) sends its next request within microseconds.
+    pub gap: Duration,
+    /// Requests in a row, each within `gap`, that start a burst.
+    pub start: u32,
+    /// How often the mount checks whether the burst goes on: long enough to span the pauses
+    /// inside one tool's run, short enough that polling ends soon after the work does.
+    pub window: Duration,
+    /// Requests in one window that keep the burst going.
+    pub going: u64,
+}
+
+/// The mount's bursts: 8 requests within 1 ms of each other start one; a 100 ms window with
+/// fewer than 16 requests ends it.
+pub const BURST: Burst = Burst {
+    gap: Duration::from_millis(1),
+    start: 8,
+    window: Duration::from_millis(100),
+    going: 16,
+};
 
 /// Holds the latency request while [`KeepAwake::busy`] keeps being called.
 #[derive(Debug)]
@@ -37,11 +61,17 @@ pub(crate) struct KeepAwake {
 #[derive(Debug)]
 struct Shared {
     device: PathBuf,
-    idle: Duration,
-    /// Requests seen: the watcher lets go once this stops moving.
+    burst: Burst,
+    /// Where [`Shared::now`] counts from.
+    epoch: Instant,
+    /// When the last request came, in [`Shared::now`]'s microseconds.
+    last: AtomicU64,
+    /// Requests in a row, each within `burst.gap` of the one before.
+    streak: AtomicU64,
+    /// Requests seen: the watcher lets go once a window adds fewer than `burst.going`.
     requests: AtomicU64,
     /// Set while the request is held or being taken, and for good once taking it failed (or
-    /// the mount was told not to): a request then costs one load and one increment.
+    /// the mount was told not to): a request then costs one increment and one load.
     settled: AtomicBool,
     state: Mutex<State>,
     changed: Condvar,
@@ -55,12 +85,15 @@ struct State {
 }
 
 impl KeepAwake {
-    /// Keeps CPUs awake through `device` until `idle` passes without a request.
-    pub(crate) fn new(device: impl Into<PathBuf>, idle: Duration) -> KeepAwake {
+    /// Keeps CPUs awake through `device` during each `burst` of requests.
+    pub(crate) fn new(device: impl Into<PathBuf>, burst: Burst) -> KeepAwake {
         KeepAwake {
             shared: Arc::new(Shared {
                 device: device.into(),
-                idle,
+                burst,
+                epoch: Instant::now(),
+                last: AtomicU64::new(0),
+                streak: AtomicU64::new(0),
                 requests: AtomicU64::new(0),
                 settled: AtomicBool::new(false),
                 state: Mutex::new(State::default()),
@@ -72,16 +105,20 @@ impl KeepAwake {
 
     /// Never asks anything of the CPUs.
     pub(crate) fn off() -> KeepAwake {
-        let k = KeepAwake::new(PathBuf::new(), Duration::ZERO);
+        let k = KeepAwake::new(PathBuf::new(), BURST);
         k.shared.settled.store(true, Ordering::Relaxed);
         k
     }
 
-    /// Notes a request; the first of a burst takes the latency request. True when it did.
+    /// Notes a request; the one that starts a burst takes the latency request. True when it
+    /// did.
     pub(crate) fn busy(&self) -> bool {
         let s = &self.shared;
         s.requests.fetch_add(1, Ordering::Relaxed);
-        if s.settled.load(Ordering::Relaxed) || s.settled.swap(true, Ordering::AcqRel) {
+        if s.settled.load(Ordering::Relaxed) || !s.starts_burst() {
+            return false;
+        }
+        if s.settled.swap(true, Ordering::AcqRel) {
             return false;
         }
         match hold_latency(&s.device) {
@@ -93,7 +130,10 @@ impl KeepAwake {
                 }
                 Err(e) => {
                     // Nothing would let go of it: better never to take it.
-                    log::warn!(target: "strata::fs", "cannot keep CPUs awake: no watcher thread: {e}");
+                    log::warn!(
+                        target: "strata::fs",
+                        "cannot keep CPUs awake: no thread to let go: {e}"
+                    );
                     false
                 }
             },
@@ -123,7 +163,7 @@ impl KeepAwake {
             *watcher = Some(
                 std::thread::Builder::new()
                     .name("strata-awake".into())
-                    .spawn(move || shared.let_go_when_idle())?,
+                    .spawn(move || shared.let_go_when_quiet())?,
             );
         }
         Ok(())
@@ -131,7 +171,24 @@ impl KeepAwake {
 }
 
 impl Shared {
-    fn let_go_when_idle(&self) {
+    /// Microseconds since the holder was made.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Whether this request, with those just before it, makes a burst. Threads racing here
+    /// may miscount by one, which only moves a burst's start by a request.
+    fn starts_burst(&self) -> bool {
+        let now = self.now();
+        let before = self.last.swap(now, Ordering::Relaxed);
+        if now.saturating_sub(before) > self.burst.gap.as_micros() as u64 {
+            self.streak.store(1, Ordering::Relaxed);
+            return false;
+        }
+        self.streak.fetch_add(1, Ordering::Relaxed) + 1 >= u64::from(self.burst.start)
+    }
+
+    fn let_go_when_quiet(&self) {
         let mut state = self.state.lock();
         while !state.stop {
             if state.held.is_none() {
@@ -139,10 +196,11 @@ impl Shared {
                 continue;
             }
             let seen = self.requests.load(Ordering::Relaxed);
-            let deadline = Instant::now() + self.idle;
+            let deadline = Instant::now() + self.burst.window;
             while !state.stop && !self.changed.wait_until(&mut state, deadline).timed_out() {}
-            if self.requests.load(Ordering::Relaxed) == seen {
+            if self.requests.load(Ordering::Relaxed) - seen < self.burst.going {
                 state.held = None;
+                self.streak.store(0, Ordering::Relaxed);
                 // Under the lock: the next request's hold cannot be stored before this.
                 self.settled.store(false, Ordering::Release);
             }
@@ -191,44 +249,107 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_burst_holds_the_request_and_idleness_lets_go() {
+    /// A burst: `start` requests in a row, however slow this machine is today.
+    fn burst(k: &KeepAwake) {
+        for _ in 0..10_000 {
+            if k.busy() {
+                return;
+            }
+        }
+        panic!("10,000 requests in a row started no burst");
+    }
+
+    fn stand_in_device() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let device = dir.path().join("latency");
         std::fs::write(&device, b"").unwrap();
         let device = device.canonicalize().unwrap();
-        let k = KeepAwake::new(&device, Duration::from_millis(500));
+        (dir, device)
+    }
 
+    #[test]
+    fn a_burst_holds_the_request_and_its_end_lets_go() {
+        let (_dir, device) = stand_in_device();
+        let k = KeepAwake::new(
+            &device,
+            Burst {
+                gap: Duration::from_secs(1),
+                start: 8,
+                window: Duration::from_millis(500),
+                going: 16,
+            },
+        );
+
+        for _ in 0..7 {
+            assert!(!k.busy(), "seven requests are no burst yet");
+        }
         assert!(!k.is_held());
-        assert!(k.busy(), "the first request takes the hold");
+        assert!(k.busy(), "the eighth in a row takes the hold");
         assert!(k.is_held() && has_open(&device));
         assert_eq!(std::fs::read(&device).unwrap(), 0i32.to_ne_bytes());
         // The rest of the burst finds it held.
         for _ in 0..20 {
             assert!(!k.busy());
-            std::thread::sleep(Duration::from_millis(2));
         }
 
         wait_until("the hold let go", || !k.is_held());
         assert!(!has_open(&device), "letting go closes the descriptor");
 
         // The next burst takes it again.
-        assert!(k.busy());
+        burst(&k);
         assert!(k.is_held() && has_open(&device));
         drop(k);
         assert!(!has_open(&device), "dropping the mount lets go");
     }
 
     #[test]
+    fn a_trickle_of_requests_neither_starts_nor_keeps_a_burst() {
+        let (_dir, device) = stand_in_device();
+        let k = KeepAwake::new(
+            &device,
+            Burst {
+                gap: Duration::from_millis(5),
+                start: 2,
+                window: Duration::from_millis(200),
+                going: 50,
+            },
+        );
+        let trickle = |n: usize| {
+            for _ in 0..n {
+                std::thread::sleep(Duration::from_millis(20));
+                assert!(!k.busy(), "a request 20 ms after the last started a burst");
+            }
+        };
+        trickle(5);
+        assert!(!k.is_held());
+
+        burst(&k);
+        assert!(k.is_held());
+        // Requests go on, but too few per window to keep the CPUs spinning.
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while k.is_held() {
+            assert!(Instant::now() < give_up, "a trickle kept the hold");
+            trickle(1);
+        }
+        assert!(!has_open(&device));
+        trickle(12);
+        assert!(!k.is_held(), "a trickle took the hold again");
+    }
+
+    #[test]
     fn a_refused_device_is_asked_once() {
         let dir = tempfile::tempdir().unwrap();
         let device = dir.path().join("absent");
-        let k = KeepAwake::new(&device, Duration::from_millis(10));
-        assert!(!k.busy());
+        let k = KeepAwake::new(&device, BURST);
+        for _ in 0..10_000 {
+            assert!(!k.busy());
+        }
         assert!(!k.is_held());
         // Even once it could be opened, the mount does not ask again.
         std::fs::write(&device, b"").unwrap();
-        assert!(!k.busy());
+        for _ in 0..10_000 {
+            assert!(!k.busy());
+        }
         assert!(!k.is_held());
         assert!(
             k.watcher.lock().is_none(),
@@ -239,7 +360,9 @@ mod tests {
     #[test]
     fn off_never_holds() {
         let k = KeepAwake::off();
-        assert!(!k.busy());
+        for _ in 0..10_000 {
+            assert!(!k.busy());
+        }
         assert!(!k.is_held());
     }
 }

@@ -30,7 +30,7 @@ mod mount;
 pub mod path;
 mod store;
 
-pub use awake::{AWAKE_AFTER_LAST_REQUEST, CPU_LATENCY_DEVICE};
+pub use awake::{BURST, Burst, CPU_LATENCY_DEVICE};
 pub use error::{FsError, Result};
 pub use fs::{DEFAULT_TTL, FsConfig, FsStats, SPILL_AT, StrataFs};
 pub use invalidate::Invalidator;

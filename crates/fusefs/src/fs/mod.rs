@@ -25,7 +25,7 @@ use fuser::{
 use parking_lot::{Mutex, RwLock};
 use strata_engine::{Db, MAX_VALUE_SIZE, ValueFile, WriteBatch};
 
-use crate::awake::{AWAKE_AFTER_LAST_REQUEST, CPU_LATENCY_DEVICE, KeepAwake};
+use crate::awake::{BURST, CPU_LATENCY_DEVICE, KeepAwake};
 use crate::buffer::Buffer;
 use crate::error::{FsError, Result};
 use crate::inodes::InodeTable;
@@ -79,11 +79,11 @@ pub struct FsConfig {
     pub spill_at: u64,
     /// How long the kernel keeps entries and attributes ([`DEFAULT_TTL`]).
     pub ttl: Duration,
-    /// While requests keep coming, ask the kernel to idle CPUs by polling rather than halting
-    /// (a 0 µs wake-up latency request on [`CPU_LATENCY_DEVICE`], root only), and let go
-    /// [`AWAKE_AFTER_LAST_REQUEST`] after the last one. Each request's round trip wakes a CPU
-    /// twice; where waking a halted CPU is slow (a VM that halts idle vCPUs at once), this
-    /// doubles small-file throughput, at the cost of idle CPUs spinning during the burst.
+    /// During a burst of requests ([`BURST`]), ask the kernel to idle CPUs by polling rather
+    /// than halting (a 0 µs wake-up latency request on [`CPU_LATENCY_DEVICE`], root only).
+    /// Each request's round trip wakes a CPU twice; where waking a halted CPU is slow (a VM
+    /// that halts idle vCPUs at once), this doubles small-file throughput, at the cost of idle
+    /// CPUs spinning during the burst.
     pub keep_cpus_awake: bool,
 }
 
@@ -173,7 +173,7 @@ impl StrataFs {
         let spill_dir = db.path().to_path_buf();
         let store = Store::new(db, &config.column_family, config.read_only)?;
         let awake = if config.keep_cpus_awake {
-            KeepAwake::new(CPU_LATENCY_DEVICE, AWAKE_AFTER_LAST_REQUEST)
+            KeepAwake::new(CPU_LATENCY_DEVICE, BURST)
         } else {
             KeepAwake::off()
         };
