@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strata_engine::{Db, Options};
-use strata_fusefs::{FsConfig, MountConfig, StrataFs};
+use strata_fusefs::MountConfig;
 
 #[derive(clap::Args, Debug)]
 pub struct FsBenchArgs {
@@ -33,11 +33,8 @@ pub struct FsBenchArgs {
     /// Threads answering the kernel (default: the core count, at least 16).
     #[arg(long)]
     threads: Option<usize>,
-    /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
-    /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
-    /// a FUSE round trip slow in a VM.
-    #[arg(long)]
-    no_keep_awake: bool,
+    #[command(flatten)]
+    awake: crate::mount::KeepAwakeArg,
     /// The plain directory compared with (default: DB.plain, on the same file system).
     #[arg(long)]
     plain: Option<PathBuf>,
@@ -92,11 +89,7 @@ pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
     let mut opts = Options::default();
     strata_fusefs::prepare_options(&mut opts, "default");
     let db = Arc::new(Db::open(db_dir, opts).map_err(|e| e.to_string())?);
-    let config = FsConfig {
-        keep_cpus_awake: !args.no_keep_awake,
-        ..FsConfig::default()
-    };
-    let fs = StrataFs::new(db.clone(), config).map_err(|e| e.to_string())?;
+    let fs = crate::mount::filesystem(&db, "default", false, args.awake.keep_cpus_awake())?;
     let mut config = MountConfig::default();
     if let Some(t) = args.threads {
         config.threads = t;

@@ -24,11 +24,25 @@ pub struct MountArgs {
     /// Let other users in (needs user_allow_other in /etc/fuse.conf unless root).
     #[arg(long)]
     allow_other: bool,
+    #[command(flatten)]
+    awake: crate::mount::KeepAwakeArg,
+}
+
+/// `--no-keep-awake`, for every command that mounts.
+#[derive(clap::Args, Debug)]
+pub struct KeepAwakeArg {
     /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
     /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
     /// a FUSE round trip slow in a VM.
     #[arg(long)]
     no_keep_awake: bool,
+}
+
+impl KeepAwakeArg {
+    /// `FsConfig::keep_cpus_awake`.
+    pub fn keep_cpus_awake(&self) -> bool {
+        !self.no_keep_awake
+    }
 }
 
 /// How long a background mount may take to appear before `strata mount` gives up.
@@ -68,7 +82,7 @@ pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
     if args.allow_other {
         cmd.arg("--allow-other");
     }
-    if args.no_keep_awake {
+    if !args.awake.keep_cpus_awake() {
         cmd.arg("--no-keep-awake");
     }
     if let Some(t) = args.threads {
@@ -164,7 +178,7 @@ pub fn filesystem(
 fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     init_logging();
     let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
-    let fs = filesystem(&db, cf, args.read_only, !args.no_keep_awake)?;
+    let fs = filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
     let mut config = MountConfig {
         read_only: args.read_only,
         allow_other: args.allow_other,

@@ -27,11 +27,8 @@ pub struct ServeArgs {
     /// An origin whose pages may call the API (CORS); none by default.
     #[arg(long)]
     cors_origin: Vec<String>,
-    /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
-    /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
-    /// a FUSE round trip slow in a VM.
-    #[arg(long)]
-    no_keep_awake: bool,
+    #[command(flatten)]
+    awake: crate::mount::KeepAwakeArg,
     /// Fill an empty store with a small demo keyspace first (`make run`).
     #[arg(long)]
     seed_demo: bool,
@@ -61,7 +58,8 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         None => (None, None),
         Some(mnt) => {
             strata_fusefs::check_fuse()?;
-            let fs = crate::mount::filesystem(&db, cf, args.read_only, !args.no_keep_awake)?;
+            let fs =
+                crate::mount::filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
             let config = MountConfig {
                 read_only: args.read_only,
                 ..MountConfig::default()
