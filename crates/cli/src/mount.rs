@@ -31,9 +31,10 @@ pub struct MountArgs {
 /// `--no-keep-awake`, for every command that mounts.
 #[derive(clap::Args, Debug)]
 pub struct KeepAwakeArg {
-    /// Let idle CPUs halt between requests. By default, while requests keep coming, the mount
-    /// asks the kernel to idle CPUs by polling (root only): waking a halted vCPU is what makes
-    /// a FUSE round trip slow in a VM.
+    /// Let the mount's threads sleep and idle CPUs halt between requests. By default, while
+    /// requests keep coming, one serving thread polls for the next request and (root only)
+    /// the kernel is asked to idle CPUs by polling: waking a thread on a halted vCPU is what
+    /// makes a FUSE round trip slow in a VM.
     #[arg(long)]
     no_keep_awake: bool,
 }
@@ -212,7 +213,7 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     log::info!(
         target: "strata::fs",
         "unmounted; store closed ({} batches written, {} hidden entries stepped over, {} errors, \
-         {} bursts with idle CPUs kept awake)",
+         {} bursts with CPUs kept awake)",
         count(&stats.writes),
         count(&stats.hidden_entries),
         count(&stats.errors),

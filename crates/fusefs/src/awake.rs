@@ -7,12 +7,14 @@
 //! of this project (doc/fuse.md, "Speed"). So during a burst of requests, the mount holds a CPU
 //! wake-up latency request of 0 µs (Linux PM QoS, `/dev/cpu_dma_latency`): idle CPUs poll
 //! instead of halting. The kernel withdraws the request with the descriptor, even when the
-//! process is killed.
+//! process is killed. And the serving threads poll the device for the next request instead of
+//! sleeping until it comes ([`crate::serving`]), which takes the other wake-up off the path; that
+//! needs no privilege.
 //!
 //! A burst starts with [`Burst::start`] requests in a row, each within [`Burst::gap`] of the
 //! one before, and ends with a [`Burst::window`] of fewer than [`Burst::going`] requests. A
-//! trickle (a file watcher's stat every few milliseconds) never starts one, so it cannot keep
-//! the CPUs spinning; an idle mount costs nothing.
+//! trickle (a file watcher's stat every few milliseconds) never starts one, and a stream too
+//! thin to repay a polling thread does not keep one going; an idle mount costs nothing.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -23,6 +25,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+use crate::serving::{Serving, TICK};
 
 /// The kernel's CPU wake-up latency request (root only).
 pub const CPU_LATENCY_DEVICE: &str = "/dev/cpu_dma_latency";
@@ -43,15 +47,18 @@ pub struct Burst {
 }
 
 /// The mount's bursts: 8 requests within 1 ms of each other start one; a 100 ms window with
-/// fewer than 16 requests ends it.
+/// fewer than 200 requests ends it. A burst keeps a thread polling, a CPU's worth of work: at
+/// 2,000 requests a second, the two wake-ups it saves each (10-20 µs here) are already a few
+/// percent of that CPU, and a tool working back to back sends tens of thousands.
 pub const BURST: Burst = Burst {
     gap: Duration::from_millis(1),
     start: 8,
     window: Duration::from_millis(100),
-    going: 16,
+    going: 200,
 };
 
-/// Holds the latency request while [`KeepAwake::busy`] keeps being called.
+/// Keeps CPUs awake while [`KeepAwake::busy`] keeps being called: holds the latency request
+/// and has the serving threads poll ([`Serving`]).
 #[derive(Debug)]
 pub(crate) struct KeepAwake {
     shared: Arc<Shared>,
@@ -62,40 +69,51 @@ pub(crate) struct KeepAwake {
 struct Shared {
     device: PathBuf,
     burst: Burst,
+    serving: Arc<Serving>,
     /// Where [`Shared::now`] counts from.
     epoch: Instant,
     /// When the last request came, in [`Shared::now`]'s microseconds.
     last: AtomicU64,
     /// Requests in a row, each within `burst.gap` of the one before.
     streak: AtomicU64,
-    /// Requests seen: the watcher lets go once a window adds fewer than `burst.going`.
+    /// Requests seen: the watcher ends the burst once a window adds fewer than `burst.going`.
     requests: AtomicU64,
-    /// Set while the request is held or being taken, and for good once taking it failed (or
+    /// Set while a burst is on or starting, and for good once a burst found nothing to do (or
     /// the mount was told not to): a request then costs one increment and one load.
     settled: AtomicBool,
+    /// The device refused the latency request once: it is not asked again.
+    refused: AtomicBool,
     state: Mutex<State>,
     changed: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// Open while the request holds; closing it withdraws the request.
+    /// A burst is on.
+    burst: bool,
+    /// Open while the latency request holds; closing it withdraws the request.
     held: Option<File>,
     stop: bool,
 }
 
 impl KeepAwake {
-    /// Keeps CPUs awake through `device` during each `burst` of requests.
-    pub(crate) fn new(device: impl Into<PathBuf>, burst: Burst) -> KeepAwake {
+    /// Keeps CPUs awake through `device` and `serving` during each `burst` of requests.
+    pub(crate) fn new(
+        device: impl Into<PathBuf>,
+        burst: Burst,
+        serving: Arc<Serving>,
+    ) -> KeepAwake {
         KeepAwake {
             shared: Arc::new(Shared {
                 device: device.into(),
                 burst,
+                serving,
                 epoch: Instant::now(),
                 last: AtomicU64::new(0),
                 streak: AtomicU64::new(0),
                 requests: AtomicU64::new(0),
                 settled: AtomicBool::new(false),
+                refused: AtomicBool::new(false),
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
             }),
@@ -105,13 +123,13 @@ impl KeepAwake {
 
     /// Never asks anything of the CPUs.
     pub(crate) fn off() -> KeepAwake {
-        let k = KeepAwake::new(PathBuf::new(), BURST);
+        let k = KeepAwake::new(PathBuf::new(), BURST, Arc::default());
         k.shared.settled.store(true, Ordering::Relaxed);
         k
     }
 
-    /// Notes a request; the one that starts a burst takes the latency request. True when it
-    /// did.
+    /// Notes a request; the one that starts a burst holds the latency request and has the
+    /// serving threads poll. True when it did either.
     pub(crate) fn busy(&self) -> bool {
         let s = &self.shared;
         s.requests.fetch_add(1, Ordering::Relaxed);
@@ -121,32 +139,24 @@ impl KeepAwake {
         if s.settled.swap(true, Ordering::AcqRel) {
             return false;
         }
-        match hold_latency(&s.device) {
-            Ok(file) => match self.watch() {
-                Ok(()) => {
-                    s.state.lock().held = Some(file);
-                    s.changed.notify_all();
-                    true
-                }
-                Err(e) => {
-                    // Nothing would let go of it: better never to take it.
-                    log::warn!(
-                        target: "strata::fs",
-                        "cannot keep CPUs awake: no thread to let go: {e}"
-                    );
-                    false
-                }
-            },
-            Err(e) => {
-                // `settled` stays set: one refusal (not root, no such device) is enough.
-                log::info!(
-                    target: "strata::fs",
-                    "idle CPUs may halt between requests: {}: {e}",
-                    s.device.display()
-                );
-                false
-            }
+        let held = s.hold_latency();
+        if held.is_none() && !s.serving.is_attached() {
+            // `settled` stays set: there is nothing a burst could do.
+            return false;
         }
+        if let Err(e) = self.watch() {
+            // Nothing would end the burst: better never to start it.
+            log::warn!(target: "strata::fs", "cannot keep CPUs awake: no thread to end a burst: {e}");
+            return false;
+        }
+        if let Err(e) = s.serving.start_polling() {
+            log::warn!(target: "strata::fs", "serving threads cannot poll /dev/fuse: {e}");
+        }
+        let mut state = s.state.lock();
+        state.held = held;
+        state.burst = true;
+        s.changed.notify_all();
+        true
     }
 
     /// Whether the latency request is held now.
@@ -155,7 +165,13 @@ impl KeepAwake {
         self.shared.state.lock().held.is_some()
     }
 
-    /// Starts the thread that lets go of the request, unless it runs already.
+    /// Whether a burst is on.
+    #[cfg(test)]
+    pub(crate) fn in_burst(&self) -> bool {
+        self.shared.state.lock().burst
+    }
+
+    /// Starts the thread that ends bursts, unless it runs already.
     fn watch(&self) -> std::io::Result<()> {
         let mut watcher = self.watcher.lock();
         if watcher.is_none() {
@@ -163,7 +179,7 @@ impl KeepAwake {
             *watcher = Some(
                 std::thread::Builder::new()
                     .name("strata-awake".into())
-                    .spawn(move || shared.let_go_when_quiet())?,
+                    .spawn(move || shared.end_bursts_when_quiet())?,
             );
         }
         Ok(())
@@ -188,23 +204,62 @@ impl Shared {
         self.streak.fetch_add(1, Ordering::Relaxed) + 1 >= u64::from(self.burst.start)
     }
 
-    fn let_go_when_quiet(&self) {
+    /// The latency request, unless the device refused it before or refuses it now.
+    fn hold_latency(&self) -> Option<File> {
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        match hold_latency(&self.device) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                // One refusal (not root, no such device) is enough.
+                self.refused.store(true, Ordering::Relaxed);
+                log::info!(
+                    target: "strata::fs",
+                    "idle CPUs may halt between requests: {}: {e}",
+                    self.device.display()
+                );
+                None
+            }
+        }
+    }
+
+    fn end_bursts_when_quiet(&self) {
+        // Polling threads need a look every tick, for a request that keeps them all busy.
+        let tick = if self.serving.is_attached() {
+            TICK
+        } else {
+            self.burst.window
+        };
         let mut state = self.state.lock();
         while !state.stop {
-            if state.held.is_none() {
+            if !state.burst {
                 self.changed.wait(&mut state);
                 continue;
             }
             let seen = self.requests.load(Ordering::Relaxed);
             let deadline = Instant::now() + self.burst.window;
-            while !state.stop && !self.changed.wait_until(&mut state, deadline).timed_out() {}
+            while !state.stop && Instant::now() < deadline {
+                let _ = self
+                    .changed
+                    .wait_until(&mut state, (Instant::now() + tick).min(deadline));
+                self.serving.unstick();
+            }
             if self.requests.load(Ordering::Relaxed) - seen < self.burst.going {
-                state.held = None;
-                self.streak.store(0, Ordering::Relaxed);
-                // Under the lock: the next request's hold cannot be stored before this.
-                self.settled.store(false, Ordering::Release);
+                self.end_burst(&mut state);
             }
         }
+    }
+
+    fn end_burst(&self, state: &mut State) {
+        state.held = None;
+        state.burst = false;
+        if let Err(e) = self.serving.stop_polling() {
+            log::warn!(target: "strata::fs", "serving threads cannot stop polling /dev/fuse: {e}");
+        }
+        self.streak.store(0, Ordering::Relaxed);
+        // Under the lock: the next burst's state cannot be stored before this.
+        self.settled.store(false, Ordering::Release);
     }
 }
 
@@ -213,7 +268,7 @@ impl Drop for KeepAwake {
         {
             let mut state = self.shared.state.lock();
             state.stop = true;
-            state.held = None;
+            self.shared.end_burst(&mut state);
         }
         self.shared.changed.notify_all();
         if let Some(watcher) = self.watcher.lock().take() {
@@ -278,6 +333,7 @@ mod tests {
                 window: Duration::from_millis(500),
                 going: 16,
             },
+            Arc::default(),
         );
 
         for _ in 0..7 {
@@ -313,6 +369,7 @@ mod tests {
                 window: Duration::from_millis(200),
                 going: 50,
             },
+            Arc::default(),
         );
         let trickle = |n: usize| {
             for _ in 0..n {
@@ -340,7 +397,7 @@ mod tests {
     fn a_refused_device_is_asked_once() {
         let dir = tempfile::tempdir().unwrap();
         let device = dir.path().join("absent");
-        let k = KeepAwake::new(&device, BURST);
+        let k = KeepAwake::new(&device, BURST, Arc::default());
         for _ in 0..10_000 {
             assert!(!k.busy());
         }
@@ -354,6 +411,40 @@ mod tests {
         assert!(
             k.watcher.lock().is_none(),
             "no thread for a request never held"
+        );
+    }
+
+    #[test]
+    fn without_the_latency_request_a_burst_still_has_the_threads_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let serving = Arc::new(Serving::default());
+        let (fd, attached) = crate::serving::tests::device();
+        serving.attach(attached, 2);
+        let k = KeepAwake::new(
+            dir.path().join("absent"),
+            Burst {
+                gap: Duration::from_secs(1),
+                start: 8,
+                window: Duration::from_millis(200),
+                going: 16,
+            },
+            serving,
+        );
+        burst(&k);
+        assert!(k.in_burst() && !k.is_held());
+        assert!(crate::serving::tests::polls(&fd));
+        wait_until("the burst ended", || !k.in_burst());
+        assert!(
+            !crate::serving::tests::polls(&fd),
+            "the end makes reads block again"
+        );
+        // The next burst polls again, still without asking the device.
+        burst(&k);
+        assert!(crate::serving::tests::polls(&fd) && !k.is_held());
+        drop(k);
+        assert!(
+            !crate::serving::tests::polls(&fd),
+            "dropping the mount ends the burst"
         );
     }
 

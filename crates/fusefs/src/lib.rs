@@ -28,6 +28,7 @@ mod invalidate;
 pub mod meta;
 mod mount;
 pub mod path;
+mod serving;
 mod store;
 
 pub use awake::{BURST, Burst, CPU_LATENCY_DEVICE};

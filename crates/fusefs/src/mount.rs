@@ -1,12 +1,15 @@
 //! Mounting a [`StrataFs`]: the kernel options, in the foreground or on background threads.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 
-use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 
 use crate::fs::StrataFs;
 use crate::invalidate::Invalidator;
+use crate::serving::Serving;
 
 /// How a filesystem is mounted.
 #[derive(Debug, Clone)]
@@ -124,8 +127,21 @@ fn config(c: &MountConfig) -> Config {
         cfg.acl = SessionACL::All;
     }
     cfg.n_threads = Some(c.threads.max(1));
-    cfg.clone_fd = c.threads > 1;
+    // One descriptor for all threads, not a clone each: its flags are shared, so a burst makes
+    // every thread's reads poll with one `fcntl` (crate::serving).
+    cfg.clone_fd = false;
     cfg
+}
+
+/// Mounts `fs`, its serving threads not yet started.
+fn session(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Session<StrataFs>> {
+    let serving = fs.serving();
+    let config = config(c);
+    let session = Session::new(fs, mountpoint, &config)?;
+    if let Some(serving) = serving {
+        serving.attach(session.as_fd().try_clone_to_owned()?, c.threads.max(1));
+    }
+    Ok(session)
 }
 
 /// A filesystem mounted and served on background threads.
@@ -133,6 +149,7 @@ fn config(c: &MountConfig) -> Config {
 pub struct Mounted {
     session: BackgroundSession,
     invalidator: Invalidator,
+    serving: Option<Arc<Serving>>,
 }
 
 impl Mounted {
@@ -143,6 +160,11 @@ impl Mounted {
 
     /// Unmounts and waits for the serving threads to end.
     pub fn unmount(self) -> io::Result<()> {
+        if let Some(serving) = &self.serving
+            && let Err(e) = serving.close()
+        {
+            log::warn!(target: "strata::fs", "serving threads cannot stop polling /dev/fuse: {e}");
+        }
         self.session.umount_and_join()
     }
 
@@ -155,17 +177,19 @@ impl Mounted {
 /// Mounts `fs` at `mountpoint` and serves it on background threads until unmounted.
 pub fn spawn(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Mounted> {
     let invalidator = fs.invalidator();
-    let session = fuser::spawn_mount(fs, mountpoint, &config(c))?;
+    let serving = fs.serving();
+    let session = session(fs, mountpoint, c)?.spawn()?;
     invalidator.attach(session.notifier());
     Ok(Mounted {
         session,
         invalidator,
+        serving,
     })
 }
 
 /// Mounts `fs` at `mountpoint` and serves it on this thread until it is unmounted.
 pub fn run(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<()> {
-    fuser::mount(fs, mountpoint, &config(c))
+    session(fs, mountpoint, c)?.run()
 }
 
 #[cfg(test)]

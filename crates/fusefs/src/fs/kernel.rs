@@ -73,7 +73,7 @@ impl Filesystem for StrataFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.busy();
+        let _request = self.busy();
         let r = self.child(parent.0, name).and_then(|key| {
             let e = self.entry(&key, None)?;
             Ok(self.looked_up(&key, &e))
@@ -101,7 +101,7 @@ impl Filesystem for StrataFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.busy();
+        let _request = self.busy();
         let r = self
             .key_of(ino.0)
             .and_then(|key| self.entry(&key, Some(ino.0)));
@@ -128,7 +128,7 @@ impl Filesystem for StrataFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.busy();
+        let _request = self.busy();
         let change = AttrChange {
             mode,
             uid,
@@ -146,7 +146,7 @@ impl Filesystem for StrataFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.busy();
+        let _request = self.busy();
         let r = self.key_of(ino.0).and_then(|key| {
             let e = self.entry(&key, None)?;
             match e.meta {
@@ -167,7 +167,7 @@ impl Filesystem for StrataFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.busy();
+        let _request = self.busy();
         let r = match Kind::from_mode(mode) {
             None | Some(Kind::Dir) | Some(Kind::Symlink) => {
                 Err(FsError::posix(libc::EINVAL, "mknod of this kind"))
@@ -190,18 +190,18 @@ impl Filesystem for StrataFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        self.busy();
+        let _request = self.busy();
         let meta = made_by(req, Kind::Dir, mode & !umask);
         self.answer_entry("mkdir", reply, self.make(parent.0, name, meta))
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty("unlink", reply, self.do_unlink(parent.0, name, false))
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty("rmdir", reply, self.do_unlink(parent.0, name, true))
     }
 
@@ -213,7 +213,7 @@ impl Filesystem for StrataFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.busy();
+        let _request = self.busy();
         let mut meta = made_by(req, Kind::Symlink, 0o777);
         meta.target = target.as_os_str().as_bytes().to_vec();
         self.answer_entry("symlink", reply, self.make(parent.0, link_name, meta))
@@ -229,7 +229,7 @@ impl Filesystem for StrataFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty(
             "rename",
             reply,
@@ -248,7 +248,7 @@ impl Filesystem for StrataFs {
         _out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
-        self.busy();
+        let _request = self.busy();
         // Not a terminal, and no file-specific ioctls (isatty asks on every open of a stdio
         // stream).
         reply.error(Errno::from_i32(libc::ENOTTY));
@@ -262,13 +262,13 @@ impl Filesystem for StrataFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.busy();
+        let _request = self.busy();
         // A key has one path: a second name would be a second, independent copy.
         reply.error(Errno::from_i32(libc::EPERM));
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.busy();
+        let _request = self.busy();
         self.answer(
             "open",
             reply,
@@ -288,7 +288,7 @@ impl Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.busy();
+        let _request = self.busy();
         self.do_read(fh.0, offset, size, reply);
     }
 
@@ -304,7 +304,7 @@ impl Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.busy();
+        let _request = self.busy();
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.answer(
             "write",
@@ -322,7 +322,7 @@ impl Filesystem for StrataFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty("flush", reply, self.flush_handle(fh.0, false))
     }
 
@@ -349,12 +349,12 @@ impl Filesystem for StrataFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty("fsync", reply, self.flush_handle(fh.0, true))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.busy();
+        let _request = self.busy();
         let r = self.key_of(ino.0).and_then(|key| {
             let e = self.entry(&key, None)?;
             if e.kind != Kind::Dir {
@@ -382,7 +382,7 @@ impl Filesystem for StrataFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.busy();
+        let _request = self.busy();
         let r = self.do_readdir(ino.0, fh.0, offset, Sink::Plain(&mut reply));
         self.answer("readdir", reply, r, |reply, ()| reply.ok());
     }
@@ -395,7 +395,7 @@ impl Filesystem for StrataFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        self.busy();
+        let _request = self.busy();
         let r = self.do_readdir(ino.0, fh.0, offset, Sink::Plus(&mut reply));
         self.answer("readdirplus", reply, r, |reply, ()| reply.ok());
     }
@@ -420,7 +420,7 @@ impl Filesystem for StrataFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.busy();
+        let _request = self.busy();
         // Directory changes are batches in the WAL: a synced empty-change write makes them
         // durable.
         let r = if self.config.read_only {
@@ -432,7 +432,7 @@ impl Filesystem for StrataFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.busy();
+        let _request = self.busy();
         match self.do_statfs() {
             Ok((blocks, free, files, ffree, frsize)) => reply.statfs(
                 blocks,
@@ -458,7 +458,7 @@ impl Filesystem for StrataFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty(
             "setxattr",
             reply,
@@ -467,7 +467,7 @@ impl Filesystem for StrataFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.busy();
+        let _request = self.busy();
         // Asked before every write; only user.* attributes are ever stored.
         if !name.as_bytes().starts_with(b"user.") {
             reply.error(Errno::from_i32(libc::ENODATA));
@@ -483,7 +483,7 @@ impl Filesystem for StrataFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.busy();
+        let _request = self.busy();
         match self.meta_for_xattr(ino.0) {
             Ok((_, meta)) => {
                 let mut list = Vec::new();
@@ -498,12 +498,12 @@ impl Filesystem for StrataFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.busy();
+        let _request = self.busy();
         self.answer_empty("removexattr", reply, self.do_removexattr(ino.0, name))
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        self.busy();
+        let _request = self.busy();
         // The mount uses `default_permissions`: the kernel checks modes itself.
         reply.ok();
     }
@@ -518,7 +518,7 @@ impl Filesystem for StrataFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.busy();
+        let _request = self.busy();
         let meta = made_by(req, Kind::File, mode & !umask);
         let r = self.make(parent.0, name, meta).map(|(key, e)| {
             let (attr, generation) = self.looked_up(&key, &e);

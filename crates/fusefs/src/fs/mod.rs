@@ -32,6 +32,7 @@ use crate::inodes::InodeTable;
 use crate::invalidate::Invalidator;
 use crate::meta::{Kind, Meta};
 use crate::path::{self, NameError, Position};
+use crate::serving::{Answering, Serving};
 use crate::store::{Entry, Store, meta_key};
 use files::{AttrChange, OpenFile};
 use listing::{FIRST_COOKIE, OpenDir};
@@ -60,9 +61,12 @@ pub struct FsStats {
     pub writes: AtomicU64,
     /// Operations that failed for a reason other than the caller's (engine or I/O errors).
     pub errors: AtomicU64,
-    /// Bursts of requests during which idle CPUs were kept awake
+    /// Bursts of requests during which the mount kept CPUs awake
     /// ([`FsConfig::keep_cpus_awake`]).
     pub awake_bursts: AtomicU64,
+    /// Times a serving thread, done with a request during a burst, parked because another
+    /// thread was reading the device.
+    pub serving_parks: AtomicU64,
 }
 
 /// Where a mount keeps its files and how it behaves.
@@ -79,11 +83,12 @@ pub struct FsConfig {
     pub spill_at: u64,
     /// How long the kernel keeps entries and attributes ([`DEFAULT_TTL`]).
     pub ttl: Duration,
-    /// During a burst of requests ([`BURST`]), ask the kernel to idle CPUs by polling rather
-    /// than halting (a 0 µs wake-up latency request on [`CPU_LATENCY_DEVICE`], root only).
-    /// Each request's round trip wakes a CPU twice; where waking a halted CPU is slow (a VM
-    /// that halts idle vCPUs at once), this doubles small-file throughput, at the cost of idle
-    /// CPUs spinning during the burst.
+    /// During a burst of requests ([`BURST`]), take the wake-ups off each round trip: one
+    /// serving thread polls `/dev/fuse` for the next request rather than sleeping until it
+    /// comes, and (root only) the kernel is asked to idle CPUs by polling rather than halting
+    /// (a 0 µs wake-up latency request on [`CPU_LATENCY_DEVICE`]). Where waking a thread on a
+    /// halted CPU is slow (a VM that halts idle vCPUs at once), this triples small-file
+    /// throughput, at the cost of a polling thread, and idle CPUs spinning, during the burst.
     pub keep_cpus_awake: bool,
 }
 
@@ -126,6 +131,8 @@ pub struct StrataFs {
     spill_dir: PathBuf,
     stats: Arc<FsStats>,
     awake: KeepAwake,
+    /// `None` when the mount was told not to keep CPUs awake.
+    serving: Option<Arc<Serving>>,
 }
 
 fn file_type(kind: Kind) -> FileType {
@@ -172,10 +179,10 @@ impl StrataFs {
     pub fn new(db: Arc<Db>, config: FsConfig) -> Result<StrataFs> {
         let spill_dir = db.path().to_path_buf();
         let store = Store::new(db, &config.column_family, config.read_only)?;
-        let awake = if config.keep_cpus_awake {
-            KeepAwake::new(CPU_LATENCY_DEVICE, BURST)
-        } else {
-            KeepAwake::off()
+        let serving = config.keep_cpus_awake.then(Arc::<Serving>::default);
+        let awake = match &serving {
+            Some(serving) => KeepAwake::new(CPU_LATENCY_DEVICE, BURST, serving.clone()),
+            None => KeepAwake::off(),
         };
         Ok(StrataFs {
             store,
@@ -190,14 +197,25 @@ impl StrataFs {
             spill_dir,
             stats: Arc::new(FsStats::default()),
             awake,
+            serving,
         })
     }
 
-    /// Notes a request that a caller waits for: the first of a burst keeps idle CPUs awake.
-    fn busy(&self) {
+    /// Notes a request that a caller waits for, answered until the returned guard drops: the
+    /// first of a burst keeps idle CPUs awake.
+    fn busy(&self) -> Option<Answering<'_>> {
         if self.awake.busy() {
             self.stats.awake_bursts.fetch_add(1, Ordering::Relaxed);
         }
+        self.serving
+            .as_deref()
+            .map(|s| s.request(&self.stats.serving_parks))
+    }
+
+    /// The serving threads' bookkeeping, which the mount attaches its device to; `None` when
+    /// told not to keep CPUs awake.
+    pub(crate) fn serving(&self) -> Option<Arc<Serving>> {
+        self.serving.clone()
     }
 
     /// Held while the record of `ino` is read, changed and written back.
