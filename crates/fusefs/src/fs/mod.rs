@@ -87,8 +87,8 @@ pub struct FsConfig {
     /// serving thread polls `/dev/fuse` for the next request rather than sleeping until it
     /// comes, and (root only) the kernel is asked to idle CPUs by polling rather than halting
     /// (a 0 µs wake-up latency request on [`CPU_LATENCY_DEVICE`]). Where waking a thread on a
-    /// halted CPU is slow (a VM that halts idle vCPUs at once), this triples small-file
-    /// throughput, at the cost of a polling thread, and idle CPUs spinning, during the burst.
+    /// halted CPU is slow (a VM that halts idle vCPUs at once), this nearly triples small-file
+    /// creates, at the cost of a polling thread, and idle CPUs spinning, during the burst.
     pub keep_cpus_awake: bool,
 }
 
