@@ -414,22 +414,33 @@ mod tests {
         );
     }
 
-    #[test]
-    fn without_the_latency_request_a_burst_still_has_the_threads_poll() {
+    /// A holder whose device refuses, over two serving threads on a stand-in descriptor.
+    fn polling_only(
+        window: Duration,
+        going: u64,
+    ) -> (
+        tempfile::TempDir,
+        Arc<Serving>,
+        std::os::fd::OwnedFd,
+        KeepAwake,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let serving = Arc::new(Serving::default());
         let (fd, attached) = crate::serving::tests::device();
         serving.attach(attached, 2);
-        let k = KeepAwake::new(
-            dir.path().join("absent"),
-            Burst {
-                gap: Duration::from_secs(1),
-                start: 8,
-                window: Duration::from_millis(200),
-                going: 16,
-            },
-            serving,
-        );
+        let burst = Burst {
+            gap: Duration::from_secs(1),
+            start: 8,
+            window,
+            going,
+        };
+        let k = KeepAwake::new(dir.path().join("absent"), burst, serving.clone());
+        (dir, serving, fd, k)
+    }
+
+    #[test]
+    fn without_the_latency_request_a_burst_still_has_the_threads_poll() {
+        let (_dir, _serving, fd, k) = polling_only(Duration::from_millis(200), 16);
         burst(&k);
         assert!(k.in_burst() && !k.is_held());
         assert!(crate::serving::tests::polls(&fd));
@@ -446,6 +457,24 @@ mod tests {
             !crate::serving::tests::polls(&fd),
             "dropping the mount ends the burst"
         );
+    }
+
+    #[test]
+    fn during_a_burst_a_request_keeping_every_thread_busy_frees_a_parked_one() {
+        use crate::serving::tests::{answer, park_one};
+        // A window far longer than the test: only the watcher's ticks can free the thread.
+        let (_dir, serving, _fd, k) = polling_only(Duration::from_secs(60), 1);
+        burst(&k);
+        let parks = Arc::new(AtomicU64::new(0));
+        let parked = park_one(&serving, &parks);
+        // The other thread takes a request and keeps at it.
+        let (slow_done, slow) = answer(&serving, &parks);
+        wait_until("the parked thread was freed", || parked.is_finished());
+        assert!(k.in_burst(), "freed by a tick, not by the burst's end");
+        slow_done.send(()).unwrap();
+        drop(k);
+        slow.join().unwrap();
+        parked.join().unwrap();
     }
 
     #[test]

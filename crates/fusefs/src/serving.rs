@@ -232,7 +232,7 @@ pub(crate) mod tests {
     }
 
     /// A serving thread answering one request, done when `go` is sent.
-    fn answer(
+    pub(crate) fn answer(
         serving: &Arc<Serving>,
         parks: &Arc<AtomicU64>,
     ) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
@@ -247,7 +247,10 @@ pub(crate) mod tests {
     }
 
     /// A serving thread that answers one request and parks, another thread reading.
-    fn park_one(serving: &Arc<Serving>, parks: &Arc<AtomicU64>) -> std::thread::JoinHandle<()> {
+    pub(crate) fn park_one(
+        serving: &Arc<Serving>,
+        parks: &Arc<AtomicU64>,
+    ) -> std::thread::JoinHandle<()> {
         let (go, thread) = answer(serving, parks);
         go.send(()).unwrap();
         wait_until("the thread parked", || serving.parked() == 1);
