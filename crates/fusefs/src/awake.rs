@@ -287,6 +287,7 @@ fn hold_latency(device: &Path) -> std::io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serving::tests::wait_until;
 
     /// Whether this process has `path` open.
     fn has_open(path: &Path) -> bool {
@@ -294,14 +295,6 @@ mod tests {
             .unwrap()
             .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
             .any(|target| target == path)
-    }
-
-    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < give_up, "gave up waiting: {what}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 
     /// A burst: `start` requests in a row, however slow this machine is today.

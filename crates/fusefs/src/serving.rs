@@ -38,8 +38,6 @@ pub(crate) struct Serving {
     device: OnceLock<OwnedFd>,
     lanes: Mutex<Lanes>,
     unparked: Condvar,
-    /// Requests finished, for [`Serving::unstick`] to tell a stuck thread from a busy one.
-    handled: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +49,8 @@ struct Lanes {
     parked: usize,
     /// Parked threads told to go back to the device before the burst ends.
     to_unpark: usize,
+    /// Requests finished, for [`Serving::unstick`] to tell a stuck thread from a busy one.
+    handled: u64,
     /// `handled` at the last [`Serving::unstick`].
     handled_at_tick: u64,
     /// The mount is going: no burst starts again.
@@ -60,7 +60,7 @@ struct Lanes {
 /// Held by a thread while it answers a request; see [`Serving::request`].
 #[must_use]
 pub(crate) struct Answering<'a> {
-    serving: Option<&'a Serving>,
+    serving: &'a Serving,
     /// Counts the times the thread parked when done.
     parks: &'a AtomicU64,
 }
@@ -83,20 +83,18 @@ impl Serving {
     }
 
     /// Notes that this thread answers a request until the returned guard drops; the drop parks
-    /// the thread, counting it in `parks`, if a burst is on and another thread reads.
-    pub(crate) fn request<'a>(&'a self, parks: &'a AtomicU64) -> Answering<'a> {
+    /// the thread, counting it in `parks`, if a burst is on and another thread reads. `None`
+    /// without a descriptor: there is nothing to count.
+    pub(crate) fn request<'a>(&'a self, parks: &'a AtomicU64) -> Option<Answering<'a>> {
         if !self.is_attached() {
-            return Answering {
-                serving: None,
-                parks,
-            };
+            return None;
         }
         let mut lanes = self.lanes.lock();
         lanes.reading = lanes.reading.saturating_sub(1);
-        Answering {
-            serving: Some(self),
+        Some(Answering {
+            serving: self,
             parks,
-        }
+        })
     }
 
     /// Starts a burst: the descriptor polls. Returns whether it does.
@@ -135,10 +133,9 @@ impl Serving {
     /// Called every [`TICK`] of a burst: unparks a thread when the threads not parked have all
     /// been in requests since the last tick, with none finished.
     pub(crate) fn unstick(&self) {
-        let handled = self.handled.load(Ordering::Relaxed);
         let mut lanes = self.lanes.lock();
-        let stuck = lanes.reading == 0 && handled == lanes.handled_at_tick;
-        lanes.handled_at_tick = handled;
+        let stuck = lanes.reading == 0 && lanes.handled == lanes.handled_at_tick;
+        lanes.handled_at_tick = lanes.handled;
         if lanes.polling && stuck && lanes.parked > lanes.to_unpark {
             lanes.to_unpark += 1;
             self.unparked.notify_one();
@@ -154,8 +151,8 @@ impl Serving {
     /// Notes the end of a request, parking the thread (counted in `parks`) if a burst is on
     /// and another thread reads.
     fn finished(&self, parks: &AtomicU64) {
-        self.handled.fetch_add(1, Ordering::Relaxed);
         let mut lanes = self.lanes.lock();
+        lanes.handled += 1;
         if lanes.polling && lanes.reading > 0 {
             parks.fetch_add(1, Ordering::Relaxed);
             lanes.parked += 1;
@@ -171,9 +168,7 @@ impl Serving {
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        if let Some(serving) = self.serving {
-            serving.finished(self.parks);
-        }
+        self.serving.finished(self.parks);
     }
 }
 
@@ -214,7 +209,7 @@ pub(crate) mod tests {
         flags.contains(OFlag::O_NONBLOCK)
     }
 
-    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         let give_up = Instant::now() + Duration::from_secs(20);
         while !done() {
             assert!(Instant::now() < give_up, "gave up waiting: {what}");

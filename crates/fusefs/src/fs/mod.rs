@@ -209,7 +209,7 @@ impl StrataFs {
         }
         self.serving
             .as_deref()
-            .map(|s| s.request(&self.stats.serving_parks))
+            .and_then(|s| s.request(&self.stats.serving_parks))
     }
 
     /// The serving threads' bookkeeping, which the mount attaches its device to; `None` when
