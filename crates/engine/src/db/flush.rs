@@ -240,10 +240,8 @@ impl DbInner {
     pub(super) fn flush(&self, cf: &Arc<ColumnFamilyData>) -> Result<()> {
         let target = {
             let mut wal = self.wal.lock();
+            self.resume_writes(&mut wal)?;
             let st = self.state.lock();
-            if let Some(e) = &st.bg_error {
-                return Err(crate::Error::Background(e.to_string()));
-            }
             let Some(cs) = st.cf(cf.id) else {
                 return Ok(());
             };
@@ -262,7 +260,7 @@ impl DbInner {
         loop {
             let st = self.state.lock();
             if let Some(e) = &st.bg_error {
-                return Err(crate::Error::Background(e.to_string()));
+                return Err(super::resume::writes_stopped(e));
             }
             let Some(cs) = st.cf(cf.id) else {
                 return Ok(());

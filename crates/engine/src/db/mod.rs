@@ -14,6 +14,7 @@ mod open;
 mod properties;
 mod read;
 mod repair;
+mod resume;
 mod value_file;
 
 mod write;
@@ -386,7 +387,11 @@ impl Db {
     fn submit(&self, batch: WriteBatch, opts: &WriteOptions, check_cfs: bool) -> Result<()> {
         self.check_batch(&batch, check_cfs)?;
         if batch.is_empty() {
-            return Ok(());
+            // Nothing to log, but a synced write promises that everything before it is durable.
+            return match opts.sync && !opts.disable_wal {
+                true => self.sync_wal(),
+                false => Ok(()),
+            };
         }
         // Large values go to blob files first; the files stay unevictable until the write lands.
         let (batch, _pending) = self.inner.separate_values(batch)?;

@@ -335,6 +335,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             writer: wal_writer,
             number: wal_number,
             delayed_until: None,
+            damaged_from: None,
         }),
         scheduler,
         compactions_running: Mutex::new(0),

@@ -88,6 +88,10 @@ pub(crate) struct WalState {
     /// While writes are slowed: when the next group may go, so that slowed writes average
     /// `delayed_write_rate` bytes per second.
     pub(crate) delayed_until: Option<Instant>,
+    /// Set when an append, sync or seal of the log failed: its bytes past this length are
+    /// unknown (a torn record, or a whole one whose writers were told it failed). Nothing is
+    /// appended until a resume cuts the log back to it and seals it (`db/resume.rs`).
+    pub(crate) damaged_from: Option<u64>,
 }
 
 impl WalState {
@@ -98,15 +102,18 @@ impl WalState {
         }
     }
 
-    /// Ends the log with a seal naming `next_wal`, the log that replaces it, and syncs it.
-    fn seal(&mut self, next_wal: u64) -> Result<()> {
-        match self.writer.as_mut() {
-            Some(w) => {
-                w.add_record(&seal_record(next_wal))?;
-                w.sync()
-            }
-            None => Ok(()),
+    /// Ends the log with a seal naming `next_wal`, the log that replaces it, and syncs it. On
+    /// failure the log is marked damaged from where the seal began.
+    pub(super) fn seal(&mut self, next_wal: u64) -> Result<()> {
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let good = w.bytes_written();
+        let sealed = w.add_record(&seal_record(next_wal)).and_then(|_| w.sync());
+        if sealed.is_err() {
+            self.damaged_from = Some(good);
         }
+        sealed
     }
 }
 
@@ -208,6 +215,7 @@ impl DbInner {
 
         if let Some(record) = logged {
             let need_sync = writes.iter().any(|w| w.sync);
+            let good = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
             let appended = wal.writer.as_mut().ok_or(Error::Closed).and_then(|w| {
                 let n = w.add_record(record.data())?;
                 // Hand the bytes to the OS at once: an acknowledged write must survive a process
@@ -227,7 +235,9 @@ impl DbInner {
                     }
                 }
                 Err(e) => {
-                    // The log's tail is now unknown: refuse further writes rather than risk a hole.
+                    // The log's tail is now unknown: refuse further writes rather than risk a
+                    // hole, until a resume cuts the tail off.
+                    wal.damaged_from = Some(good);
                     self.set_background_error(&e);
                     return Err(e);
                 }
@@ -295,8 +305,12 @@ impl DbInner {
         let mut stopped = false;
         let result = 'wait: loop {
             let mut st = self.state.lock();
-            if let Some(e) = &st.bg_error {
-                break Err(Error::Background(e.to_string()));
+            if st.bg_error.is_some() {
+                drop(st);
+                match self.resume_writes(wal) {
+                    Ok(()) => continue,
+                    Err(e) => break Err(e),
+                }
             }
             if let Some((&id, &cause)) = st.tracker.stopping.iter().next() {
                 if !stopped {
@@ -448,7 +462,8 @@ impl DbInner {
                 // a synced write in the new log survives: recovery must never see a hole, and
                 // the seal shows it one that falls between two records.
                 if let Err(e) = wal.seal(number) {
-                    // The old log's tail is unknown now: refuse further writes.
+                    // The old log's tail is unknown now: refuse further writes. The new log stays
+                    // (empty): the seal naming it may have reached the disk.
                     self.set_background_error(&e);
                     return Err(e);
                 }

@@ -443,6 +443,20 @@ impl FileSystem for FaultInjectionFs {
         }))
     }
 
+    /// Cutting back is a write; the real `reopen` syncs what the cut leaves, so all of it is durable.
+    fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
+        self.check(FsOp::Write, path)?;
+        let file = super::open_cut(path, len)?;
+        self.state.lock().synced_len.insert(path.to_path_buf(), len);
+        Ok(Box::new(FaultWritableFile {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::new(),
+            written: len,
+            fs: self.clone(),
+        }))
+    }
+
     fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
         self.check(FsOp::Create, path)?;
         let inner = StdFileSystem.create_positional(path)?;

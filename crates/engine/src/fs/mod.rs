@@ -114,6 +114,20 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Cuts a file to its first `len` bytes and syncs it (recovery gives back the spare space a
     /// crashed writer of a [`FileSystem::create_sized`] file had reserved).
     fn truncate(&self, path: &Path, len: u64) -> Result<()>;
+    /// Cuts an existing file to its first `len` bytes, syncs it, and opens it to append after
+    /// them: a log whose tail a failed write left unknown is resumed this way. The default
+    /// refuses, and a store on such a filesystem stays stopped after a failed log write.
+    fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = len;
+        Err(io_err(
+            "reopen",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this filesystem cannot reopen a file to append",
+            ),
+        ))
+    }
     /// Names (not paths) of the entries in a directory.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
     /// Creates a directory and its parents.
@@ -147,6 +161,21 @@ fn create_truncated(path: &Path) -> Result<File> {
         .truncate(true)
         .open(path)
         .map_err(|e| io_err("create", path, e))
+}
+
+/// Opens an existing `path` for writing, cut to `len` bytes (synced) and positioned at its end.
+fn open_cut(path: &Path, len: u64) -> Result<File> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| io_err("open", path, e))?;
+    file.set_len(len)
+        .and_then(|()| file.sync_data())
+        .and_then(|()| file.seek(SeekFrom::Start(len)))
+        .map_err(|e| io_err("truncate", path, e))?;
+    Ok(file)
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -429,6 +458,16 @@ impl FileSystem for StdFileSystem {
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
             written: 0,
+        }))
+    }
+
+    fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
+        let file = open_cut(path, len)?;
+        Ok(Box::new(StdWritableFile {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            written: len,
         }))
     }
 

@@ -21,6 +21,17 @@ impl LogWriter {
         }
     }
 
+    /// Appends to `file`, which already holds `len` bytes of whole records (a log cut back to
+    /// its last good record by [`crate::fs::FileSystem::reopen`]).
+    pub(crate) fn resume(file: Box<dyn WritableFile>, len: u64) -> Self {
+        LogWriter {
+            file,
+            block_offset: (len % BLOCK_SIZE as u64) as usize,
+            scratch: Vec::new(),
+            bytes_written: len,
+        }
+    }
+
     /// Frames `record` and appends it; returns the bytes appended.
     pub(crate) fn add_record(&mut self, record: &[u8]) -> Result<usize> {
         if HEADER_SIZE + record.len() <= BLOCK_SIZE - self.block_offset {

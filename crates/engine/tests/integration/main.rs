@@ -17,4 +17,5 @@ mod fault_injection;
 mod module_graph;
 mod multi_get;
 mod range_del;
+mod resume;
 mod value_file;

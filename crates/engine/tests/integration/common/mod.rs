@@ -105,6 +105,13 @@ impl strata_engine::FileSystem for CreateHook {
     fn remove(&self, path: &Path) -> strata_engine::Result<()> {
         self.inner.remove(path)
     }
+    fn reopen(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
+        self.inner.reopen(path, len)
+    }
     fn truncate(&self, path: &Path, len: u64) -> strata_engine::Result<()> {
         self.inner.truncate(path, len)
     }

@@ -1,0 +1,153 @@
+//! Durability barriers and resuming writes after a full disk.
+//!
+//! `Db::sync_wal` is RocksDB's `SyncWAL`: every write acknowledged before it is durable when it
+//! returns (a synced empty batch means the same). A failed log write, flush or compaction stops
+//! writes (the background error); when it failed because the disk was full, the store resumes by
+//! itself on the next write (or `Db::resume`) once space returns, as RocksDB's auto-resume does:
+//! - a log whose append, sync or seal failed is cut back to its last acknowledged record, sealed,
+//!   and replaced by a new one; every column family with data in it is flushed, so the damaged log
+//!   is never needed again (a failed sync may have lost pages the kernel had accepted);
+//! - memtables whose flush failed are flushed again, and compactions are queued again;
+//! - writes are accepted only once all of that succeeded; until then they fail with the
+//!   `NoSpace` error, and reads keep working.
+//!
+//! Every step runs under the WAL lock, so no group commits while the log is being repaired.
+
+use std::sync::Arc;
+
+use super::write::WalState;
+use super::{Db, DbInner};
+use crate::error::{Error, ErrorKind, Result};
+use crate::filename::wal_file;
+use crate::wal::LogWriter;
+
+impl Db {
+    /// A durability barrier: makes every write acknowledged before this call (synced or not, in
+    /// any column family) durable against power loss, with the blob files they point into.
+    /// Writes made with `disable_wal` are not covered; they become durable only by a flush.
+    /// A synced empty [`WriteBatch`](super::WriteBatch) does the same.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut wal = self.inner.wal.lock();
+        self.inner.resume_writes(&mut wal)?;
+        self.inner.sync_wal_locked(&mut wal)
+    }
+
+    /// Resumes writes stopped by a full disk (they also resume by themselves on the next write).
+    /// `Ok` when writes are accepted; the `NoSpace` error while the disk is still full; the
+    /// background error when the failure was of another kind, which only a reopen clears.
+    pub fn resume(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut wal = self.inner.wal.lock();
+        self.inner.resume_writes(&mut wal)
+    }
+}
+
+/// The error a write gets while writes are stopped by `stopped_by`: of kind `NoSpace` when a
+/// full disk stopped them (they resume once space returns), `Background` otherwise.
+pub(super) fn writes_stopped(stopped_by: &Error) -> Error {
+    if stopped_by.kind() == ErrorKind::NoSpace {
+        Error::io(
+            "writes are stopped until the disk has room again (they resume by themselves)",
+            std::io::Error::new(std::io::ErrorKind::StorageFull, stopped_by.to_string()),
+        )
+    } else {
+        Error::Background(stopped_by.to_string())
+    }
+}
+
+impl DbInner {
+    pub(super) fn sync_wal_locked(&self, wal: &mut WalState) -> Result<()> {
+        let synced = self.sync_blob_writers().and_then(|()| wal.sync());
+        match synced {
+            Ok(()) => {
+                self.stats.wal_syncs.inc();
+                Ok(())
+            }
+            Err(e) => {
+                // What the kernel held of the log may be gone: a resume must not trust it.
+                let written = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
+                wal.damaged_from = Some(written);
+                self.set_background_error(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// With the WAL lock held: `Ok` when writes may go on, resuming them first if a full disk
+    /// stopped them; otherwise the error writes get.
+    pub(super) fn resume_writes(&self, wal: &mut WalState) -> Result<()> {
+        {
+            let st = self.state.lock();
+            match &st.bg_error {
+                None => return Ok(()),
+                Some(e) if e.kind() != ErrorKind::NoSpace => return Err(writes_stopped(e)),
+                Some(_) => {}
+            }
+        }
+        let resumed = self.try_resume(wal);
+        if let Err(e) = &resumed {
+            self.set_background_error(e);
+            let st = self.state.lock();
+            return Err(writes_stopped(st.bg_error.as_ref().unwrap_or(e)));
+        }
+        resumed
+    }
+
+    fn try_resume(&self, wal: &mut WalState) -> Result<()> {
+        if let Some(good) = wal.damaged_from {
+            let path = wal_file(&self.dir, wal.number);
+            // The writer's buffer may still hold the failed group, which dropping it hands to the
+            // OS: drop it before the cut, so the cut removes those bytes too.
+            wal.writer = None;
+            let file = self.fs.reopen(&path, good)?;
+            wal.writer = Some(LogWriter::resume(file, good));
+        }
+        self.state.lock().bg_error = None;
+        if wal.damaged_from.is_some() {
+            // A new log takes the writes (the cut one is sealed), and every column family with
+            // data in the old logs flushes, so no recovery ever reads the damaged one.
+            let with_data: Vec<u32> = {
+                let st = self.state.lock();
+                st.cfs
+                    .iter()
+                    .flatten()
+                    .filter(|cs| !cs.mem.is_empty())
+                    .map(|cs| cs.data.id)
+                    .collect()
+            };
+            self.switch_memtables(wal, &with_data)?;
+            wal.damaged_from = None;
+        }
+        self.flush_every_immutable()?;
+        let cfs: Vec<Arc<_>> = {
+            let st = self.state.lock();
+            st.cfs.iter().flatten().map(|cs| cs.data.clone()).collect()
+        };
+        for cf in &cfs {
+            self.scheduler.schedule_compaction(cf);
+        }
+        self.state_cv.notify_all();
+        Ok(())
+    }
+
+    /// Waits until no column family has an immutable memtable, running or queueing their flushes.
+    fn flush_every_immutable(&self) -> Result<()> {
+        loop {
+            let st = self.state.lock();
+            if let Some(e) = &st.bg_error {
+                return Err(e.duplicate());
+            }
+            let Some(cf) = st
+                .cfs
+                .iter()
+                .flatten()
+                .find(|cs| !cs.imm.is_empty())
+                .map(|cs| cs.data.clone())
+            else {
+                return Ok(());
+            };
+            self.wait_for_flush(st, &cf)?;
+        }
+    }
+}
