@@ -1,5 +1,6 @@
 //! Arbitrary bytes as a sequence of operations on a store with tiny buffers, checked against a
-//! `BTreeMap`: every get and every scan must agree, across flushes, compactions and reopens.
+//! `BTreeMap`: every get, ranged read and scan must agree, across flushes, compactions and
+//! reopens.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -49,6 +50,16 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             6 => {
                 let got = db.get(&a).unwrap().map(|v| v.into_vec());
                 assert_eq!(got.as_ref(), model.get(&a), "get {a:?}");
+                // The same value by range, from an offset and length the input chooses.
+                let (offset, len) = (u64::from(op[2] % 64), u64::from(op[1] % 64));
+                let part = db.read_range(&a, offset, len).unwrap();
+                let want = model.get(&a).map(|v| {
+                    let start = (offset as usize).min(v.len());
+                    let end = ((offset + len) as usize).min(v.len());
+                    (v.len() as u64, v[start..end].to_vec())
+                });
+                let got = part.map(|r| (r.value_len, r.bytes.into_vec()));
+                assert_eq!(got, want, "read_range {a:?} {len} at {offset}");
             }
             7 => db.flush().unwrap(),
             8 => db.compact_range(None, None).unwrap(),

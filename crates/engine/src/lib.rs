@@ -56,7 +56,7 @@ pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
     Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
     RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, ValueFile,
-    WriteBatch, repair_store,
+    ValueReader, WriteBatch, repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{
@@ -72,7 +72,7 @@ pub use options::{
 pub use sst::{BlobReference, TableProperties};
 pub use stats::Statistics;
 pub use time::{Clock, ManualClock, SystemClock};
-pub use value::PinnableValue;
+pub use value::{PinnableValue, ValueRange};
 pub use verify::{FileReport, VerifyReport, verify_live, verify_store};
 
 /// Decoders' entry points for the fuzz targets (`fuzz/`), behind the `internals` feature. Not

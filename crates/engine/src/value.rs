@@ -75,6 +75,29 @@ impl PinnableValue {
     }
 }
 
+/// Part of a value, as a ranged read returns it: the bytes asked for, cut at the value's end
+/// (none when the range starts there or past it), and the whole value's length.
+#[derive(Clone, Debug)]
+pub struct ValueRange {
+    /// The whole value's length.
+    pub value_len: u64,
+    /// The bytes of the range that lie within the value.
+    pub bytes: PinnableValue,
+}
+
+impl ValueRange {
+    /// `offset..offset + len` of a whole `value` (cut at its end).
+    pub(crate) fn within(value: PinnableValue, offset: u64, len: u64) -> Self {
+        let value_len = value.len() as u64;
+        let start = offset.min(value_len);
+        let end = offset.saturating_add(len).min(value_len);
+        ValueRange {
+            value_len,
+            bytes: value.narrow(start as usize, (end - start) as usize),
+        }
+    }
+}
+
 impl Deref for PinnableValue {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

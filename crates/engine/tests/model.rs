@@ -751,10 +751,26 @@ impl Runner {
         let (opts, model) = self.view(slot, at);
         let cf = &self.cfs[slot].as_ref().unwrap().handle;
         let got = self.db().get_cf_with(&opts, cf, &k).unwrap();
+        let want = model.get(&k).cloned();
         assert_eq!(
             got.map(|v| v.into_vec()),
-            model.get(&k).cloned(),
+            want,
             "get {:?} in {} at snapshot {at:?}",
+            String::from_utf8_lossy(&k),
+            slot_name(slot)
+        );
+        // The same read by range: a stretch chosen from the key, which may run past the end.
+        let (offset, len) = (u64::from(key % 97), u64::from(key % 251));
+        let part = self.db().read_range_cf(&opts, cf, &k, offset, len).unwrap();
+        let want_part = want.map(|v| {
+            let start = (offset as usize).min(v.len());
+            let end = ((offset + len) as usize).min(v.len());
+            (v.len() as u64, v[start..end].to_vec())
+        });
+        assert_eq!(
+            part.map(|r| (r.value_len, r.bytes.into_vec())),
+            want_part,
+            "read_range {:?} ({len} at {offset}) in {} at snapshot {at:?}",
             String::from_utf8_lossy(&k),
             slot_name(slot)
         );

@@ -5,8 +5,8 @@
 //! ```text
 //! header (32): magic u32 | version u8 | compression u8 | has_ttl u8 | 0 u8 | column family u32
 //!              | expiration range lo u64 | hi u64 | crc32c u32 of the 28 bytes before
-//! record:      crc32c u32 of the rest | key len u32 | value len u32 | expiration u64
-//!              | compressed u8 | key | value
+//! record:      crc32c u32 | key len u32 | value len u32 | expiration u64 | stored u8 | key
+//!              | value | (chunked only) crc32c u32 of each CHUNK_SIZE chunk of the value
 //! footer (40): records u64 | record bytes u64 | expiration min u64 | max u64
 //!              | crc32c u32 of the 32 bytes before | magic u32
 //! ```
@@ -20,6 +20,84 @@ pub(crate) const VERSION: u8 = 1;
 pub(crate) const HEADER_SIZE: usize = 32;
 pub(crate) const FOOTER_SIZE: usize = 40;
 pub(crate) const RECORD_HEADER_SIZE: usize = 21;
+/// A chunked record's unit of verification: a ranged read reads and checks whole chunks.
+pub(crate) const CHUNK_SIZE: usize = 64 << 10;
+
+/// How a record holds its value: the record header's last byte, and a blob index's last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Stored {
+    /// As written; the record's checksum covers the value.
+    Raw = 0,
+    /// One zstd frame; the record's checksum covers it.
+    Zstd = 1,
+    /// As written, followed by a checksum of each `CHUNK_SIZE` chunk; the record's checksum
+    /// covers the header and key only, so a range is read and verified without the rest.
+    Chunked = 2,
+}
+
+impl Stored {
+    pub(crate) fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Stored::Raw),
+            1 => Some(Stored::Zstd),
+            2 => Some(Stored::Chunked),
+            _ => None,
+        }
+    }
+}
+
+/// Chunks of a value of `value_len` bytes (the last one may be short).
+pub(crate) fn chunk_count(value_len: u64) -> u64 {
+    value_len.div_ceil(CHUNK_SIZE as u64)
+}
+
+/// Bytes of a chunked record's trailer for a value of `value_len` bytes.
+pub(crate) fn chunk_trailer_len(value_len: u64) -> u64 {
+    4 * chunk_count(value_len)
+}
+
+/// The checksums of a value's chunks, fed with the value front to back.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChunkSums {
+    trailer: Vec<u8>,
+    current: u32,
+    filled: usize,
+}
+
+impl ChunkSums {
+    pub(crate) fn append(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let take = (CHUNK_SIZE - self.filled).min(data.len());
+            self.current = crc32c::crc32c_append(self.current, &data[..take]);
+            self.filled += take;
+            data = &data[take..];
+            if self.filled == CHUNK_SIZE {
+                put_fixed32(&mut self.trailer, self.current);
+                (self.current, self.filled) = (0, 0);
+            }
+        }
+    }
+
+    /// The record's trailer: each chunk's CRC32C, little-endian.
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        if self.filled > 0 {
+            put_fixed32(&mut self.trailer, self.current);
+        }
+        self.trailer
+    }
+}
+
+/// Checks `chunks` (whole chunks of a value, the last possibly short) against `sums`, their
+/// trailer entries; names the first bad chunk, counting from `first`.
+pub(crate) fn verify_chunks(chunks: &[u8], sums: &[u8], first: u64) -> Result<(), String> {
+    for (i, chunk) in chunks.chunks(CHUNK_SIZE).enumerate() {
+        let want = sums.get(4 * i..4 * i + 4).map(|b| fixed32(b, 0));
+        if want != Some(crc32c::crc32c(chunk)) {
+            return Err(format!("chunk {} checksum mismatch", first + i as u64));
+        }
+    }
+    Ok(())
+}
 
 /// A blob file's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,25 +209,36 @@ pub(crate) fn record_header(
     expiration: u64,
     compressed: bool,
 ) -> [u8; RECORD_HEADER_SIZE] {
-    let mut h = header_fields(key, stored_value.len() as u32, expiration, compressed);
+    let mut h = header_fields(
+        key,
+        stored_value.len() as u32,
+        expiration,
+        raw_or_zstd(compressed),
+    );
     let crc = crc32c::crc32c_append(head_crc(&h, key), stored_value);
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// The header of a record of `key` and a stored value of `value_len` bytes whose CRC32C is
-/// `value_crc`: the same bytes as [`record_header`], for a value checksummed as it was written.
-pub(crate) fn record_header_for_crc(
+/// The header of a chunked record of `key` and a value of `value_len` bytes: its checksum
+/// covers the header and the key; the trailer after the value covers the value.
+pub(crate) fn chunked_record_header(
     key: &[u8],
     value_len: u32,
-    value_crc: u32,
     expiration: u64,
-    compressed: bool,
 ) -> [u8; RECORD_HEADER_SIZE] {
-    let mut h = header_fields(key, value_len, expiration, compressed);
-    let crc = crc32c::crc32c_combine(head_crc(&h, key), value_crc, value_len as usize);
+    let mut h = header_fields(key, value_len, expiration, Stored::Chunked);
+    let crc = head_crc(&h, key);
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+fn raw_or_zstd(compressed: bool) -> Stored {
+    if compressed {
+        Stored::Zstd
+    } else {
+        Stored::Raw
+    }
 }
 
 /// A record header with everything but its checksum.
@@ -157,13 +246,13 @@ fn header_fields(
     key: &[u8],
     value_len: u32,
     expiration: u64,
-    compressed: bool,
+    stored: Stored,
 ) -> [u8; RECORD_HEADER_SIZE] {
     let mut h = [0u8; RECORD_HEADER_SIZE];
     h[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
     h[8..12].copy_from_slice(&value_len.to_le_bytes());
     h[12..20].copy_from_slice(&expiration.to_le_bytes());
-    h[20] = compressed as u8;
+    h[20] = stored as u8;
     h
 }
 
@@ -172,13 +261,32 @@ fn head_crc(header: &[u8; RECORD_HEADER_SIZE], key: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[4..]), key)
 }
 
+/// Checks a chunked record's header and key (`head`, as stored) and that the key is `key`;
+/// returns the value's length.
+pub(crate) fn verify_chunked_head(head: &[u8], key: &[u8]) -> Result<u64, String> {
+    if head.len() != RECORD_HEADER_SIZE + key.len()
+        || fixed32(head, 4) as usize != key.len()
+        || &head[RECORD_HEADER_SIZE..] != key
+    {
+        return Err(format!(
+            "record does not belong to key {}",
+            crate::error::show_key(key)
+        ));
+    }
+    if head[20] != Stored::Chunked as u8 || crc32c::crc32c(&head[4..]) != fixed32(head, 0) {
+        return Err("record checksum mismatch".into());
+    }
+    Ok(u64::from(fixed32(head, 8)))
+}
+
 /// One record as stored.
 #[derive(Debug)]
 pub(crate) struct Record<'a> {
     pub key: &'a [u8],
+    /// The value as stored (compressed, or without a chunked record's trailer).
     pub stored_value: &'a [u8],
     pub expiration: u64,
-    pub compressed: bool,
+    pub stored: Stored,
 }
 
 /// The length of the record starting at `b` (from its header), if the header is there. In u64:
@@ -187,7 +295,12 @@ pub(crate) fn record_len(b: &[u8]) -> Option<u64> {
     if b.len() < RECORD_HEADER_SIZE {
         return None;
     }
-    Some(RECORD_HEADER_SIZE as u64 + u64::from(fixed32(b, 4)) + u64::from(fixed32(b, 8)))
+    let value_len = u64::from(fixed32(b, 8));
+    let trailer = match b[20] == Stored::Chunked as u8 {
+        true => chunk_trailer_len(value_len),
+        false => 0,
+    };
+    Some(RECORD_HEADER_SIZE as u64 + u64::from(fixed32(b, 4)) + value_len + trailer)
 }
 
 /// Decodes and verifies a whole record.
@@ -199,21 +312,34 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
             b.len()
         ));
     }
-    if crc32c::crc32c(&b[4..]) != fixed32(b, 0) {
+    let stored =
+        Stored::from_byte(b[20]).ok_or_else(|| format!("unknown record layout {}", b[20]))?;
+    let key_len = fixed32(b, 4) as usize;
+    let value_at = RECORD_HEADER_SIZE + key_len;
+    let value_end = value_at + fixed32(b, 8) as usize;
+    if stored == Stored::Chunked {
+        if crc32c::crc32c(&b[4..value_at]) != fixed32(b, 0) {
+            return Err("record checksum mismatch".into());
+        }
+        verify_chunks(&b[value_at..value_end], &b[value_end..], 0)?;
+    } else if crc32c::crc32c(&b[4..]) != fixed32(b, 0) {
         return Err("record checksum mismatch".into());
     }
-    let key_len = fixed32(b, 4) as usize;
-    let compressed = match b[20] {
-        0 => false,
-        1 => true,
-        other => return Err(format!("unknown record compression {other}")),
-    };
     Ok(Record {
-        key: &b[RECORD_HEADER_SIZE..RECORD_HEADER_SIZE + key_len],
-        stored_value: &b[RECORD_HEADER_SIZE + key_len..],
+        key: &b[RECORD_HEADER_SIZE..value_at],
+        stored_value: &b[value_at..value_end],
         expiration: fixed64(b, 12),
-        compressed,
+        stored,
     })
+}
+
+/// A whole chunked record of `key` and `value`.
+#[cfg(test)]
+pub(crate) fn chunked_record(key: &[u8], value: &[u8], expiration: u64) -> Vec<u8> {
+    let mut sums = ChunkSums::default();
+    sums.append(value);
+    let head = chunked_record_header(key, value.len() as u32, expiration);
+    [&head[..], key, value, &sums.finish()].concat()
 }
 
 #[cfg(test)]
@@ -233,15 +359,40 @@ mod tests {
     }
 
     #[test]
-    fn a_header_from_the_values_checksum_matches_one_from_its_bytes() {
-        let value: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
-        for (key, value) in [(&b"k"[..], &value[..]), (b"", b""), (b"key", b"v")] {
-            let crc = crc32c::crc32c(value);
-            assert_eq!(
-                record_header_for_crc(key, value.len() as u32, crc, 9, false),
-                record_header(key, value, 9, false)
-            );
+    fn a_chunked_record_verifies_each_chunk_and_its_head_alone() {
+        let value: Vec<u8> = (0..(2 * CHUNK_SIZE + 100))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let rec = chunked_record(b"key", &value, 5);
+        assert_eq!(record_len(&rec), Some(rec.len() as u64));
+        assert_eq!(rec.len(), RECORD_HEADER_SIZE + 3 + value.len() + 12);
+        let r = decode_record(&rec).unwrap();
+        assert_eq!(
+            (r.key, r.stored_value, r.stored),
+            (&b"key"[..], &value[..], Stored::Chunked)
+        );
+        let head = &rec[..RECORD_HEADER_SIZE + 3];
+        assert_eq!(verify_chunked_head(head, b"key"), Ok(value.len() as u64));
+        assert!(verify_chunked_head(head, b"kez").is_err());
+        // A flipped byte in the second chunk fails that chunk only.
+        let mut bad = rec.clone();
+        bad[RECORD_HEADER_SIZE + 3 + CHUNK_SIZE + 7] ^= 1;
+        assert_eq!(
+            decode_record(&bad).unwrap_err(),
+            "chunk 1 checksum mismatch"
+        );
+        let at = RECORD_HEADER_SIZE + 3;
+        let sums = &bad[at + value.len()..];
+        assert!(verify_chunks(&bad[at..at + CHUNK_SIZE], &sums[..4], 0).is_ok());
+        assert!(verify_chunks(&bad[at + CHUNK_SIZE..at + 2 * CHUNK_SIZE], &sums[4..8], 1).is_err());
+        for i in [0, 5, 20, 22] {
+            let mut bad = rec.clone();
+            bad[i] ^= 0x10;
+            assert!(decode_record(&bad).is_err(), "byte {i}");
         }
+        // An empty value has no chunks.
+        let empty = chunked_record(b"k", b"", 0);
+        assert_eq!(decode_record(&empty).unwrap().stored_value, b"");
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! blob file or carries an expiration. Three forms, as RocksDB's BlobDB:
 //!
 //! - `0 | expiration: varint64 | value...`: a small value with a TTL, kept inline;
-//! - `1 | file: varint64 | offset: varint64 | size: varint64 | compression: u8`: a blob;
-//! - `2 | expiration: varint64 | file | offset | size | compression`: a blob with a TTL.
+//! - `1 | file: varint64 | offset: varint64 | size: varint64 | stored: u8`: a blob;
+//! - `2 | expiration: varint64 | file | offset | size | stored`: a blob with a TTL.
+//!
+//! `stored` is the record's layout (`format::Stored`): 0 raw, 1 zstd, 2 chunked.
 //!
 //! `offset` and `size` locate the whole record (header, key and value) in the blob file, so one
 //! read fetches and verifies it.
 
+use super::format::Stored;
 use crate::coding::{get_varint64, put_varint64};
 
 const INLINE_TTL: u8 = 0;
@@ -20,8 +23,8 @@ pub(crate) struct BlobRef {
     pub file: u64,
     pub offset: u64,
     pub size: u64,
-    /// The record's value is zstd-compressed.
-    pub compressed: bool,
+    /// How the record holds the value.
+    pub stored: Stored,
 }
 
 /// A decoded blob index.
@@ -52,18 +55,14 @@ impl<'a> BlobIndex<'a> {
         let file = get_varint64(data, &mut pos)?;
         let offset = get_varint64(data, &mut pos)?;
         let size = get_varint64(data, &mut pos)?;
-        let compressed = match data.get(pos)? {
-            0 => false,
-            1 => true,
-            _ => return None,
-        };
+        let stored = Stored::from_byte(*data.get(pos)?)?;
         (pos + 1 == data.len()).then_some(BlobIndex::Blob {
             expiration,
             blob: BlobRef {
                 file,
                 offset,
                 size,
-                compressed,
+                stored,
             },
         })
     }
@@ -111,7 +110,7 @@ pub(crate) fn encode_blob(expiration: u64, blob: BlobRef) -> Vec<u8> {
     put_varint64(&mut out, blob.file);
     put_varint64(&mut out, blob.offset);
     put_varint64(&mut out, blob.size);
-    out.push(blob.compressed as u8);
+    out.push(blob.stored as u8);
     out
 }
 
@@ -133,9 +132,19 @@ mod tests {
             file: 7,
             offset: 32,
             size: 4117,
-            compressed: true,
+            stored: Stored::Zstd,
         };
-        for exp in [0, 99] {
+        for (exp, blob) in [
+            (0, blob),
+            (99, blob),
+            (
+                5,
+                BlobRef {
+                    stored: Stored::Chunked,
+                    ..blob
+                },
+            ),
+        ] {
             let e = encode_blob(exp, blob);
             let d = BlobIndex::decode(&e).unwrap();
             assert_eq!(d.blob(), Some(blob));

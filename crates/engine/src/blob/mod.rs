@@ -25,7 +25,8 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
 pub(crate) use format::{
-    BlobFooter, BlobHeader, HEADER_SIZE, RECORD_HEADER_SIZE, record_header_for_crc,
+    BlobFooter, BlobHeader, ChunkSums, HEADER_SIZE, RECORD_HEADER_SIZE, Stored,
+    chunked_record_header,
 };
 pub(crate) use index::{BlobIndex, BlobRef, encode_blob, encode_inline};
 pub(crate) use reader::BlobFileReader;
@@ -36,7 +37,7 @@ use crate::error::{Error, Result, show_key};
 use crate::fs::FileSystem;
 use crate::open_files::OpenFiles;
 use crate::stats::Stats;
-use crate::value::PinnableValue;
+use crate::value::{PinnableValue, ValueRange};
 
 /// Garbage bytes found per blob file (by a flush or a compaction), to be logged with its edit.
 pub(crate) type BlobGarbage = BTreeMap<u64, u64>;
@@ -447,6 +448,47 @@ impl BlobStore {
                 Ok(Some(self.reader(blob.file, key)?.value_len(blob, key)?))
             }
         }
+    }
+
+    /// `offset..offset + len` of the value the blob index `found` (the value of `key`) stands
+    /// for; `None` when it expired or its file was evicted. A chunked record is read a chunk
+    /// at a time, only where the range lies; any other is read (through the cache) and verified
+    /// whole.
+    pub(crate) fn read_range(
+        &self,
+        found: PinnableValue,
+        key: &[u8],
+        now: u64,
+        (offset, len): (u64, u64),
+        fill_cache: bool,
+    ) -> Result<Option<ValueRange>> {
+        let decoded = self.decode_index(&found, key)?;
+        if !self.is_live(&decoded, now) {
+            return Ok(None);
+        }
+        Ok(Some(match decoded {
+            BlobIndex::Inline { value, .. } => {
+                let start = found.len() - value.len();
+                let len_inline = value.len();
+                ValueRange::within(found.narrow(start, len_inline), offset, len)
+            }
+            BlobIndex::Blob { blob, .. } if blob.stored == Stored::Chunked => {
+                let (value_len, bytes) = self
+                    .reader(blob.file, key)?
+                    .read_range(blob, key, offset, len)?;
+                self.stats.blob_reads.inc();
+                self.stats.blob_bytes_read.add(bytes.len() as u64);
+                ValueRange {
+                    value_len,
+                    bytes: PinnableValue::owned(bytes),
+                }
+            }
+            BlobIndex::Blob { blob, .. } => ValueRange::within(
+                PinnableValue::shared(self.fetch(blob, key, fill_cache)?),
+                offset,
+                len,
+            ),
+        }))
     }
 
     /// Resolves a blob index found by a point lookup into the value returned.

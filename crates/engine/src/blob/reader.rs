@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::format::{
-    BlobFooter, BlobHeader, FOOTER_SIZE, HEADER_SIZE, Record, decode_record, record_len,
+    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, RECORD_HEADER_SIZE, Record,
+    Stored, chunk_trailer_len, decode_record, record_len, verify_chunked_head, verify_chunks,
 };
 use super::index::BlobRef;
 use crate::error::{Error, Result};
@@ -193,9 +194,15 @@ impl BlobFileReader {
     /// The first `len` bytes of the record `blob` points at; a record past the end of the file
     /// is corruption.
     fn read_record_prefix(&self, blob: BlobRef, len: usize) -> Result<Vec<u8>> {
+        self.read_in_record(blob, 0, len)
+    }
+
+    /// `len` bytes from `at` within the record `blob` points at; past the end of the file is
+    /// corruption.
+    fn read_in_record(&self, blob: BlobRef, at: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         self.file
-            .read_exact_at(&mut buf, blob.offset)
+            .read_exact_at(&mut buf, blob.offset + at)
             .map_err(|e| match e {
                 Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
                     self.corruption(format!(
@@ -238,8 +245,10 @@ impl BlobFileReader {
                 blob.offset, blob.size
             ))
         })?;
-        if !blob.compressed {
-            return Ok(stored);
+        match blob.stored {
+            Stored::Raw => return Ok(stored),
+            Stored::Chunked => return Ok(self.chunked_head(blob, key)?),
+            Stored::Zstd => {}
         }
         // The header, the key, and at most a zstd frame header (18 bytes).
         let buf = self.read_record_prefix(blob, blob.size.min(overhead + 18) as usize)?;
@@ -264,9 +273,68 @@ impl BlobFileReader {
     }
 }
 
+impl BlobFileReader {
+    /// Reads and verifies a chunked record's header and key, which must be `key`'s; returns the
+    /// value's length.
+    fn chunked_head(&self, blob: BlobRef, key: &[u8]) -> Result<u64> {
+        let head_len = RECORD_HEADER_SIZE + key.len();
+        let head = self.read_record_prefix(blob, head_len.min(blob.size as usize))?;
+        let value_len = verify_chunked_head(&head, key)
+            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
+        if blob.size != head_len as u64 + value_len + chunk_trailer_len(value_len) {
+            return Err(self.corruption(format!(
+                "record at offset {}: {} bytes do not hold a {value_len}-byte value",
+                blob.offset, blob.size
+            )));
+        }
+        Ok(value_len)
+    }
+
+    /// The bytes `start..end` of the value of the chunked record `blob` (of `key`), reading and
+    /// verifying only the chunks that hold them; `end` is at most the value's length, which is
+    /// returned with them.
+    pub(crate) fn read_range(
+        &self,
+        blob: BlobRef,
+        key: &[u8],
+        offset: u64,
+        len: u64,
+    ) -> Result<(u64, Vec<u8>)> {
+        let value_len = self.chunked_head(blob, key)?;
+        let (start, end) = clip(offset, len, value_len);
+        if start == end {
+            return Ok((value_len, Vec::new()));
+        }
+        let chunk = CHUNK_SIZE as u64;
+        let (first, last) = (start / chunk, (end - 1) / chunk);
+        let value_at = (RECORD_HEADER_SIZE + key.len()) as u64;
+        let sums = self.read_in_record(
+            blob,
+            value_at + value_len + 4 * first,
+            4 * (last - first + 1) as usize,
+        )?;
+        let from = first * chunk;
+        let to = ((last + 1) * chunk).min(value_len);
+        let mut data = self.read_in_record(blob, value_at + from, (to - from) as usize)?;
+        verify_chunks(&data, &sums, first)
+            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
+        data.truncate((end - from) as usize);
+        data.drain(..(start - from) as usize);
+        Ok((value_len, data))
+    }
+}
+
+/// `offset..offset + len` within a value of `value_len` bytes, cut at its end.
+pub(crate) fn clip(offset: u64, len: u64, value_len: u64) -> (u64, u64) {
+    (
+        offset.min(value_len),
+        offset.saturating_add(len).min(value_len),
+    )
+}
+
 /// The record's value, decompressed.
 pub(crate) fn decode_value(record: &Record<'_>) -> std::result::Result<Vec<u8>, String> {
-    if record.compressed {
+    if record.stored == Stored::Zstd {
         crate::compression::decompress_zstd(record.stored_value)
     } else {
         Ok(record.stored_value.to_vec())

@@ -55,8 +55,8 @@ fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
         ],
         true,
     );
-    assert!(refs[0].compressed && refs[0].size < 1000);
-    assert!(!refs[1].compressed);
+    assert!(refs[0].stored == Stored::Zstd && refs[0].size < 1000);
+    assert_eq!(refs[1].stored, Stored::Raw);
     let fs = StdFileSystem;
     let r = BlobFileReader::open(&fs, &crate::filename::blob_file(dir.path(), 7)).unwrap();
     assert_eq!(r.read(refs[0], b"k1").unwrap(), compressible);

@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::format::{BlobFooter, BlobHeader, HEADER_SIZE, record_header};
+use super::format::{
+    BlobFooter, BlobHeader, CHUNK_SIZE, ChunkSums, HEADER_SIZE, Stored, chunked_record_header,
+    record_header,
+};
 use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -56,7 +59,8 @@ impl BlobFileWriter {
     }
 
     /// Appends a record for `key`; the value is compressed when the file compresses and that
-    /// saves at least an eighth.
+    /// saves at least an eighth. A value kept as it is and longer than a chunk is chunked, so
+    /// that a range of it can be read and verified alone.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8], expiration: u64) -> Result<BlobRef> {
         let compressed = if self.header.compression {
             crate::compression::compress_zstd(value, self.zstd_level)
@@ -66,15 +70,28 @@ impl BlobFileWriter {
             None
         };
         let stored = compressed.as_deref().unwrap_or(value);
-        let header = record_header(key, stored, expiration, compressed.is_some());
-        for part in [&header[..], key, stored] {
+        let (header, trailer, layout) = if compressed.is_none() && value.len() > CHUNK_SIZE {
+            let mut sums = ChunkSums::default();
+            sums.append(value);
+            let header = chunked_record_header(key, value.len() as u32, expiration);
+            (header, sums.finish(), Stored::Chunked)
+        } else {
+            let header = record_header(key, stored, expiration, compressed.is_some());
+            let layout = if compressed.is_some() {
+                Stored::Zstd
+            } else {
+                Stored::Raw
+            };
+            (header, Vec::new(), layout)
+        };
+        for part in [&header[..], key, stored, &trailer] {
             self.file.append(part)?;
         }
         let blob = BlobRef {
             file: self.number,
             offset: self.offset,
-            size: (header.len() + key.len() + stored.len()) as u64,
-            compressed: compressed.is_some(),
+            size: (header.len() + key.len() + stored.len() + trailer.len()) as u64,
+            stored: layout,
         };
         self.offset += blob.size;
         self.footer.note(blob.size, expiration);

@@ -440,7 +440,7 @@ mod tests {
                 file: 9,
                 offset: 0,
                 size: 10,
-                compressed: false,
+                stored: crate::blob::Stored::Raw,
             },
         );
         blob.put_blob_index(0, b"k", &index);

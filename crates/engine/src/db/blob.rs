@@ -15,7 +15,7 @@ use super::value_file::ValueFile;
 use crate::blob::format::FOOTER_SIZE;
 use crate::blob::{
     BlobFile, BlobFileMeta, BlobFileState, BlobFileWriter, BlobFooter, BlobGarbage, BlobHeader,
-    BlobIndex, BlobRef, HEADER_SIZE, RECORD_HEADER_SIZE, encode_blob, record_header_for_crc,
+    BlobIndex, BlobRef, HEADER_SIZE, RECORD_HEADER_SIZE, chunked_record_header, encode_blob,
 };
 use crate::error::{Error, Result};
 use crate::events::{BlobDeletionReason, BlobFilesDeletedInfo};
@@ -504,16 +504,19 @@ impl DbInner {
             // Only an unsynced write keeps its file open for a later sync.
             self.sync_adopted_if_full()?;
         }
-        let header = record_header_for_crc(&value.key, value_len, value.value_crc()?, 0, false);
-        let record_size = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
+        let header = chunked_record_header(&value.key, value_len, 0);
+        let trailer = value.chunk_trailer()?;
+        let value_end = (RECORD_HEADER_SIZE + value.key.len()) as u64 + value.len;
+        let record_size = value_end + trailer.len() as u64;
         let mut footer = BlobFooter::default();
         footer.note(record_size, 0);
         value
             .file
             .write_all_at(&[&header[..], &value.key].concat(), HEADER_SIZE as u64)?;
-        value
-            .file
-            .write_all_at(&footer.encode(), HEADER_SIZE as u64 + record_size)?;
+        value.file.write_all_at(
+            &[&trailer[..], &footer.encode()].concat(),
+            HEADER_SIZE as u64 + value_end,
+        )?;
         if sync {
             value.file.sync()?;
         }
@@ -559,7 +562,7 @@ impl DbInner {
                 file: value.number,
                 offset: HEADER_SIZE as u64,
                 size: record_size,
-                compressed: false,
+                stored: crate::blob::Stored::Chunked,
             },
         );
         batch.put_blob_index(cf.id, &value.key, &index);

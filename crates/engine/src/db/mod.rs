@@ -12,6 +12,7 @@ mod iter;
 mod multi_get;
 mod open;
 mod properties;
+mod ranged;
 mod read;
 mod repair;
 mod resume;
@@ -34,6 +35,7 @@ pub use properties::{
     BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
     Properties,
 };
+pub use ranged::ValueReader;
 pub use repair::{LostFile, RepairReport, repair_store};
 pub use value_file::ValueFile;
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Db, WriteBatch};
-use crate::blob::{BlobHeader, HEADER_SIZE, RECORD_HEADER_SIZE};
+use crate::blob::{BlobHeader, ChunkSums, HEADER_SIZE, RECORD_HEADER_SIZE};
 use crate::db::column_family::ColumnFamily;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PositionalFile};
@@ -33,9 +33,9 @@ pub struct ValueFile {
     pub(super) file: Arc<dyn PositionalFile>,
     pub(super) fs: Arc<dyn FileSystem>,
     pub(super) len: u64,
-    /// CRC32C of the value while it was written front to back, so that storing it need not read
-    /// it back; `None` after any other write.
-    pub(super) value_crc: Option<u32>,
+    /// Checksums of the value's chunks while it was written front to back, so that storing it
+    /// need not read it back; `None` after any other write.
+    pub(super) sums: Option<ChunkSums>,
     /// Renamed into the store: nothing to remove on drop.
     pub(super) adopted: bool,
 }
@@ -73,8 +73,11 @@ impl ValueFile {
     pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = Self::check_end(offset.checked_add(data.len() as u64))?;
         self.file.write_all_at(data, self.data_offset() + offset)?;
-        self.value_crc = match self.value_crc {
-            Some(crc) if offset == self.len => Some(crc32c::crc32c_append(crc, data)),
+        self.sums = match self.sums.take() {
+            Some(mut sums) if offset == self.len => {
+                sums.append(data);
+                Some(sums)
+            }
             _ => None,
         };
         self.len = self.len.max(end);
@@ -99,25 +102,25 @@ impl ValueFile {
             return Ok(());
         }
         self.file.set_len(self.data_offset() + len)?;
-        self.value_crc = None;
+        self.sums = None;
         self.len = len;
         Ok(())
     }
 
-    /// The value's CRC32C: the one kept while writing, or read back.
-    pub(super) fn value_crc(&self) -> Result<u32> {
-        if let Some(crc) = self.value_crc {
-            return Ok(crc);
+    /// The trailer of the value's chunk checksums: the ones kept while writing, or read back.
+    pub(super) fn chunk_trailer(&mut self) -> Result<Vec<u8>> {
+        if let Some(sums) = self.sums.take() {
+            return Ok(sums.finish());
         }
-        let mut crc = 0;
+        let mut sums = ChunkSums::default();
         let mut buf = vec![0u8; READ_BACK_CHUNK.min(self.len as usize)];
         let mut at = 0;
         while at < self.len {
             let n = self.read_at(at, &mut buf)?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            sums.append(&buf[..n]);
             at += n as u64;
         }
-        Ok(crc)
+        Ok(sums.finish())
     }
 }
 
@@ -160,7 +163,7 @@ impl Db {
             file,
             fs: inner.fs.clone(),
             len: 0,
-            value_crc: Some(0),
+            sums: Some(ChunkSums::default()),
             adopted: false,
         };
         let header = BlobHeader {

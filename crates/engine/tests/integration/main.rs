@@ -17,5 +17,6 @@ mod fault_injection;
 mod module_graph;
 mod multi_get;
 mod range_del;
+mod ranged;
 mod resume;
 mod value_file;

@@ -1,0 +1,266 @@
+//! Ranged reads and streamed values: every place a value can live (memtable, table, a blob
+//! record of each layout, a value file), checked against the bytes written, at snapshots held
+//! across overwrites, with a reader racing a writer, and with one damaged chunk.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata_engine::{
+    ColumnFamilyOptions, Compression, Db, ErrorKind, MAX_VALUE_SIZE, Options, ReadOptions,
+    WriteBatch, WriteOptions,
+};
+
+use crate::common::{self, files_with_extension};
+
+const CHUNK: usize = 64 << 10;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] ^ seed)
+        .collect()
+}
+
+fn options() -> Options {
+    let mut o = Options::default();
+    o.create_missing_column_families = true;
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 4096;
+    o.cf.blob_compression = Compression::None;
+    o.column_families.insert(
+        "zstd".into(),
+        ColumnFamilyOptions {
+            enable_blob_files: true,
+            min_blob_size: 4096,
+            blob_compression: Compression::Zstd,
+            ..Default::default()
+        },
+    );
+    o.column_families
+        .insert("inline".into(), ColumnFamilyOptions::default());
+    o
+}
+
+/// Checks `count` random ranges (and the edges) of `key` in `cf` against `want`.
+fn check_ranges(db: &Db, opts: &ReadOptions, cf: &str, key: &str, want: &[u8], count: usize) {
+    let cf = db.cf(cf).unwrap();
+    let mut rng = StdRng::seed_from_u64(want.len() as u64);
+    let n = want.len() as u64;
+    let mut ranges: Vec<(u64, u64)> = vec![
+        (0, 0),
+        (0, n),
+        (0, n + 10),
+        (n, 5),
+        (n + 1, 5),
+        (n.saturating_sub(1), 1),
+    ];
+    for _ in 0..count {
+        let offset = rng.random_range(0..=n);
+        let len = rng.random_range(0..=(2 * CHUNK as u64 + 10));
+        ranges.push((offset, len));
+    }
+    for (offset, len) in ranges {
+        let got = db
+            .read_range_cf(opts, &cf, key, offset, len)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.value_len, n, "{key}");
+        let start = offset.min(n) as usize;
+        let end = (offset + len).min(n) as usize;
+        assert!(
+            got.bytes[..] == want[start..end],
+            "{key}: {len} bytes at {offset} of {n}"
+        );
+    }
+}
+
+/// Reads `key` whole through a value reader in steps of `step` bytes.
+fn stream(db: &Db, opts: &ReadOptions, cf: &str, key: &str, step: usize) -> Vec<u8> {
+    let cf = db.cf(cf).unwrap();
+    let mut reader = db.value_reader_cf(opts, &cf, key).unwrap().unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; step];
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(out.len() as u64, reader.value_len());
+    out
+}
+
+#[test]
+fn ranges_of_values_wherever_they_live_match_what_was_written() {
+    let dir = common::tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let values: Vec<(&str, &str, Vec<u8>)> = vec![
+        ("inline", "small", pattern(300, 1)),
+        ("inline", "table", pattern(100_000, 2)),
+        ("default", "raw-blob", pattern(20_000, 3)),
+        ("default", "chunked", pattern(5 * CHUNK + 123, 4)),
+        ("default", "exact-chunks", pattern(3 * CHUNK, 5)),
+        ("zstd", "compressed", vec![7u8; 300_000]),
+        ("zstd", "incompressible", pattern(2 * CHUNK + 1, 6)),
+    ];
+    for (cf, key, value) in &values {
+        db.put_cf(&db.cf(cf).unwrap(), key, value).unwrap();
+    }
+    // A value file of several MiB.
+    let big = pattern((3 << 20) + 17, 9);
+    let mut vf = db
+        .create_value_file(&db.default_cf(), "value-file")
+        .unwrap();
+    for part in big.chunks(250_000) {
+        vf.write_at(vf.len(), part).unwrap();
+    }
+    db.write_with_value_file(WriteBatch::new(), vf, &WriteOptions::default())
+        .unwrap();
+    let check_all = |db: &Db| {
+        let opts = ReadOptions::default();
+        for (cf, key, value) in &values {
+            check_ranges(db, &opts, cf, key, value, 40);
+            assert!(stream(db, &opts, cf, key, 10_000) == *value, "{key}");
+        }
+        check_ranges(db, &opts, "default", "value-file", &big, 40);
+        assert!(stream(db, &opts, "default", "value-file", 1 << 20) == big);
+        assert!(db.read_range("absent", 0, 10).unwrap().is_none());
+    };
+    check_all(&db); // memtables and blob files
+    for cf in ["default", "zstd", "inline"] {
+        db.flush_cf(&db.cf(cf).unwrap()).unwrap();
+    }
+    check_all(&db); // tables
+    drop(db);
+    let db = Db::open(dir.path(), options()).unwrap();
+    check_all(&db);
+}
+
+#[test]
+fn a_reader_and_ranges_at_a_snapshot_keep_the_old_value_across_overwrites() {
+    let dir = common::tempdir();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let old = pattern(4 * CHUNK + 5, 1);
+    db.put("k", &old).unwrap();
+    let snapshot = db.snapshot();
+    let at_snapshot = ReadOptions {
+        snapshot: Some(snapshot),
+        ..Default::default()
+    };
+    let mut reader = db
+        .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "k")
+        .unwrap()
+        .unwrap();
+    // Another thread overwrites and deletes the key a thousand times while it is read.
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for i in 0..1_000u32 {
+                if i % 3 == 2 {
+                    db.delete("k").unwrap();
+                } else {
+                    db.put("k", pattern(CHUNK + i as usize, i as u8)).unwrap();
+                }
+                if i % 250 == 0 {
+                    db.flush().unwrap();
+                }
+            }
+        })
+    };
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 3000];
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    writer.join().unwrap();
+    assert!(
+        got == old,
+        "the reader's own snapshot kept the value it began"
+    );
+    check_ranges(&db, &at_snapshot, "default", "k", &old, 50);
+    reader.seek(SeekFrom::Start(CHUNK as u64 - 2)).unwrap();
+    let mut four = [0u8; 4];
+    reader.read_exact(&mut four).unwrap();
+    assert_eq!(four[..], old[CHUNK - 2..CHUNK + 2]);
+    assert_eq!(
+        reader.seek(SeekFrom::End(-1)).unwrap(),
+        old.len() as u64 - 1
+    );
+    assert!(reader.seek(SeekFrom::Current(-(old.len() as i64))).is_err());
+}
+
+#[test]
+fn a_flipped_byte_fails_only_the_ranges_that_cover_its_chunk() {
+    let dir = common::tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let value = pattern(6 * CHUNK, 3);
+    let mut vf = db.create_value_file(&db.default_cf(), "big").unwrap();
+    vf.write_at(0, &value).unwrap();
+    db.write_with_value_file(WriteBatch::new(), vf, &WriteOptions::default())
+        .unwrap();
+    db.close().unwrap();
+    drop(db);
+    let blob = files_with_extension(dir.path(), "blob").pop().unwrap();
+    let mut bytes = std::fs::read(&blob).unwrap();
+    // The file header (32), the record header (21) and the key (3) come first; damage chunk 2.
+    let chunk2 = 32 + 21 + 3 + 2 * CHUNK + 100;
+    bytes[chunk2] ^= 0x40;
+    std::fs::write(&blob, &bytes).unwrap();
+
+    let db = Db::open(dir.path(), options()).unwrap();
+    for c in [0usize, 1, 3, 5] {
+        let got = db
+            .read_range("big", (c * CHUNK) as u64, CHUNK as u64)
+            .unwrap()
+            .unwrap();
+        assert!(
+            got.bytes[..] == value[c * CHUNK..(c + 1) * CHUNK],
+            "chunk {c}"
+        );
+    }
+    for (offset, len) in [(2 * CHUNK, 1), (2 * CHUNK - 1, 2), (0, 6 * CHUNK)] {
+        let e = db.read_range("big", offset as u64, len as u64).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
+        assert!(e.to_string().contains(&*blob.to_string_lossy()), "{e}");
+        assert!(e.to_string().contains("chunk 2"), "{e}");
+    }
+    assert_eq!(db.get("big").unwrap_err().kind(), ErrorKind::Corruption);
+    let mut reader = db
+        .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "big")
+        .unwrap()
+        .unwrap();
+    let mut sink = Vec::new();
+    let e = reader.read_to_end(&mut sink).unwrap_err();
+    assert!(e.to_string().contains("chunk 2"), "{e}");
+    assert_eq!(
+        sink.len(),
+        2 * CHUNK,
+        "the stream stops before the damaged chunk"
+    );
+}
+
+#[test]
+fn ranges_past_the_largest_value_or_overflowing_are_refused() {
+    let dir = common::tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    db.put("k", "value").unwrap();
+    let past = db.read_range("k", MAX_VALUE_SIZE + 1, 1).unwrap_err();
+    assert_eq!(past.kind(), ErrorKind::InvalidArgument, "{past}");
+    let overflow = db.read_range("k", 10, u64::MAX).unwrap_err();
+    assert_eq!(overflow.kind(), ErrorKind::InvalidArgument, "{overflow}");
+    // Past the end of this value (but not of every value): nothing, and its length.
+    let beyond = db.read_range("k", 100, 10).unwrap().unwrap();
+    assert_eq!((beyond.value_len, beyond.bytes.len()), (5, 0));
+}
