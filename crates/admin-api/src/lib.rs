@@ -15,6 +15,7 @@ mod console;
 mod events;
 mod metrics;
 mod problem;
+mod range;
 pub(crate) mod routes;
 mod serve;
 mod state;

@@ -162,7 +162,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Reads one key. */
+        /**
+         * Reads one key. With `raw=1` the value is the body, and a `Range` header of one byte range
+         *     (`bytes=A-B`, `bytes=A-`, `bytes=-N`) answers 206 with that part; a value over 1 MiB is
+         *     streamed from one snapshot, never held whole.
+         */
         get: operations["get"];
         /** Writes one key. */
         put: operations["put"];
@@ -170,7 +174,8 @@ export interface paths {
         /** Deletes one key. */
         delete: operations["delete"];
         options?: never;
-        head?: never;
+        /** The length of a key's raw value, without its bytes. */
+        head: operations["head"];
         patch?: never;
         trace?: never;
     };
@@ -1872,7 +1877,10 @@ export interface operations {
                 /** @description Seconds until a put key expires. */
                 ttl?: number;
             };
-            header?: never;
+            header?: {
+                /** @description with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored */
+                Range?: string | null;
+            };
             path: {
                 /** @description the key, base64url without padding */
                 key: string;
@@ -1890,13 +1898,40 @@ export interface operations {
                     "application/json": components["schemas"]["KvItem"];
                 };
             };
+            /** @description with raw=1 and a Range header: that part of the value, with Content-Range */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description a bad key, query or column family */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description no such key */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the range lies past the value's end; Content-Range gives its length */
+            416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description not UTF-8, with encoding=utf8 */
@@ -1905,7 +1940,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -1995,6 +2030,50 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Problem"];
                 };
+            };
+        };
+    };
+    head: {
+        parameters: {
+            query?: {
+                cf?: string;
+                encoding?: components["schemas"]["Encoding"];
+                /** @description The value as `application/octet-stream` (`raw=1`). */
+                raw?: string;
+                /** @description fsync the WAL before answering a write. */
+                sync?: string;
+                /** @description Seconds until a put key expires. */
+                ttl?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the key, base64url without padding */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Content-Length is the raw value's length; Accept-Ranges says ranges are served */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description a bad key, query or column family */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description no such key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

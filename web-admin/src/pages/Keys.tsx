@@ -16,6 +16,7 @@ import {
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, unwrap } from '../api/client';
+import type { components } from '../api/schema';
 import {
   base64ToBytes,
   base64url,
@@ -113,8 +114,11 @@ function KeyView({ cf, keyText, raw, onDeleted }: KeyViewProps) {
   const path = base64url(raw ? base64ToBytes(raw) : toBytes(keyText));
   const value = useQuery({
     queryKey: ['kv', cf, keyText],
-    queryFn: () =>
-      unwrap(api.GET('/api/v1/kv/{key}', { params: { path: { key: path }, query: { cf } } })),
+    // Without raw=1 the answer is always the JSON item; the 206 of a raw ranged read is not.
+    queryFn: async () =>
+      (await unwrap(
+        api.GET('/api/v1/kv/{key}', { params: { path: { key: path }, query: { cf } } }),
+      )) as components['schemas']['KvItem'],
   });
   const del = useMutation({
     mutationFn: () =>

@@ -1,15 +1,19 @@
-//! One key: `GET`, `PUT` and `DELETE /api/v1/kv/{key}` (the key base64url in the path).
+//! One key: `GET` (whole, a byte range, or streamed), `HEAD`, `PUT` and `DELETE
+//! /api/v1/kv/{key}` (the key base64url in the path).
 
-use axum::body::Bytes;
+use std::io::{Seek, SeekFrom};
+
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, WriteBatch};
+use strata_engine::{Clock, ReadOptions, ValueReader, WriteBatch};
 
 use super::{Common, blocking, logged, parse, query};
 use crate::codec::decode_path_key;
 use crate::problem::Problem;
+use crate::range::{self, Wanted};
 use crate::state::AppState;
 
 /// A key and its value.
@@ -19,22 +23,36 @@ pub(crate) struct KvItem {
     pub value: String,
 }
 
-/// Reads one key.
+/// Reads one key. With `raw=1` the value is the body, and a `Range` header of one byte range
+/// (`bytes=A-B`, `bytes=A-`, `bytes=-N`) answers 206 with that part; a value over 1 MiB is
+/// streamed from one snapshot, never held whole.
 #[utoipa::path(get, path = "/api/v1/kv/{key}", tag = "kv",
-    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    params(("key" = String, Path, description = "the key, base64url without padding"), Common,
+        ("Range" = Option<String>, Header, description = "with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored")),
     responses(
         (status = 200, description = "the key and its value (or the raw value with raw=1)", body = KvItem),
-        (status = 404, description = "no such key", body = Problem),
-        (status = 422, description = "not UTF-8, with encoding=utf8", body = Problem)),
+        (status = 206, description = "with raw=1 and a Range header: that part of the value, with Content-Range", content_type = "application/octet-stream"),
+        (status = 400, description = "a bad key, query or column family", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such key", body = Problem, content_type = "application/problem+json"),
+        (status = 416, description = "the range lies past the value's end; Content-Range gives its length", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "not UTF-8, with encoding=utf8", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
+    headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let q: Common = query(&uri)?;
     let key = decode_path_key(&key)?;
-    let (enc, raw) = (q.encoding, q.raw);
+    if q.raw {
+        let range = headers
+            .get(header::RANGE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        return raw_value(&state, q.cf, key, range).await;
+    }
+    let enc = q.encoding;
     let shown = key.clone();
     let value = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
@@ -42,14 +60,168 @@ pub(crate) async fn get(
     })
     .await?
     .ok_or_else(|| Problem::not_found("no such key"))?;
-    if raw {
-        return Ok(([(header::CONTENT_TYPE, "application/octet-stream")], value).into_response());
-    }
     let body = KvItem {
         key: enc.encode("key", &shown)?,
         value: enc.encode("value", &value)?,
     };
     Ok(axum::Json(body).into_response())
+}
+
+/// A raw value (or the part `range` asks for) as the body: read at once up to `STREAM_ABOVE`
+/// bytes, streamed beyond.
+async fn raw_value(
+    state: &AppState,
+    cf: Option<String>,
+    key: Vec<u8>,
+    range: Option<String>,
+) -> Result<Response, Problem> {
+    let found = blocking(state, move |s| {
+        let cf = s.cf(cf.as_deref())?;
+        if range.is_none() {
+            // The common case, a small value: one lookup, no snapshot.
+            let Some(first) =
+                s.db.read_range_cf(&ReadOptions::default(), &cf, &key, 0, STREAM_ABOVE)?
+            else {
+                return Ok(None);
+            };
+            if first.value_len <= STREAM_ABOVE {
+                let len = first.value_len;
+                return Ok(Some(RawBody::Read(
+                    len,
+                    Wanted::Whole,
+                    first.bytes.into_vec(),
+                )));
+            }
+        }
+        let Some(mut reader) = s.db.value_reader_cf(&ReadOptions::default(), &cf, &key)? else {
+            return Ok(None);
+        };
+        let len = reader.value_len();
+        let wanted = range::wanted(range.as_deref(), len);
+        let (start, end) = match wanted {
+            Wanted::Whole => (0, len),
+            Wanted::Part { start, end } => (start, end),
+            Wanted::Unsatisfiable => return Ok(Some(RawBody::Unsatisfiable(len))),
+        };
+        reader
+            .seek(SeekFrom::Start(start))
+            .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        if end - start > STREAM_ABOVE {
+            return Ok(Some(RawBody::Stream(len, wanted, reader, end - start)));
+        }
+        let mut bytes = Vec::with_capacity((end - start) as usize);
+        while (bytes.len() as u64) < end - start {
+            let step = reader.read_step((end - start) as usize - bytes.len())?;
+            if step.bytes.is_empty() {
+                break;
+            }
+            bytes.extend_from_slice(&step.bytes);
+        }
+        Ok(Some(RawBody::Read(len, wanted, bytes)))
+    })
+    .await?
+    .ok_or_else(|| Problem::not_found("no such key"))?;
+    let (len, wanted, body, size) = match found {
+        RawBody::Unsatisfiable(len) => {
+            let problem = Problem::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                format!("the range lies past the end of the {len}-byte value"),
+            );
+            return Ok(
+                ([(header::CONTENT_RANGE, format!("bytes */{len}"))], problem).into_response(),
+            );
+        }
+        RawBody::Read(len, wanted, bytes) => {
+            let size = bytes.len() as u64;
+            (len, wanted, Body::from(bytes), size)
+        }
+        RawBody::Stream(len, wanted, reader, size) => (len, wanted, stream(reader, size), size),
+    };
+    let mut response = Response::builder()
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::CONTENT_LENGTH, size);
+    if let Wanted::Part { start, end } = wanted {
+        response = response.status(StatusCode::PARTIAL_CONTENT).header(
+            header::CONTENT_RANGE,
+            format!("bytes {start}-{}/{len}", end - 1),
+        );
+    }
+    response
+        .body(body)
+        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Values (or parts) larger than this are streamed.
+const STREAM_ABOVE: u64 = 1 << 20;
+
+/// What a raw read found: the value's length with what was asked of it, and the bytes or the
+/// reader to stream `size` of them from.
+enum RawBody {
+    Read(u64, Wanted, Vec<u8>),
+    Stream(u64, Wanted, ValueReader, u64),
+    Unsatisfiable(u64),
+}
+
+/// A body fed by a blocking task that reads `size` bytes from `reader`, a step at a time, at
+/// most two steps ahead of the client. A failed read ends the body early, which the client sees
+/// as a response shorter than its Content-Length.
+fn stream(mut reader: ValueReader, size: u64) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+    tokio::task::spawn_blocking(move || {
+        let mut left = size;
+        while left > 0 {
+            match reader.read_step(left.min(STREAM_ABOVE) as usize) {
+                Ok(step) if step.bytes.is_empty() => return,
+                Ok(step) => {
+                    left -= step.bytes.len() as u64;
+                    if tx
+                        .blocking_send(Ok(Bytes::from(step.bytes.into_vec())))
+                        .is_err()
+                    {
+                        return; // the client went away
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("streaming a value failed: {e}");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+                    return;
+                }
+            }
+        }
+    });
+    Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }))
+}
+
+/// The length of a key's raw value, without its bytes.
+#[utoipa::path(head, path = "/api/v1/kv/{key}", tag = "kv",
+    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    responses(
+        (status = 200, description = "Content-Length is the raw value's length; Accept-Ranges says ranges are served"),
+        (status = 400, description = "a bad key, query or column family"),
+        (status = 404, description = "no such key")),
+    security(("bearer" = []), ("cookie" = [])))]
+pub(crate) async fn head(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    uri: Uri,
+) -> Result<Response, Problem> {
+    let q: Common = query(&uri)?;
+    let key = decode_path_key(&key)?;
+    let len = blocking(&state, move |s| {
+        let cf = s.cf(q.cf.as_deref())?;
+        Ok(s.db.value_size_cf(&cf, &key)?)
+    })
+    .await?
+    .ok_or_else(|| Problem::not_found("no such key"))?;
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::CONTENT_LENGTH, len)
+        .body(Body::empty())
+        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// The value to put (unless the body is raw bytes, with raw=1).

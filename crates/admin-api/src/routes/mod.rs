@@ -40,7 +40,7 @@ pub(crate) fn router() -> Router<AppState> {
         )
         .route(
             "/api/v1/kv/{key}",
-            get(kv::get).put(kv::put).delete(kv::delete),
+            get(kv::get).head(kv::head).put(kv::put).delete(kv::delete),
         )
         .route("/api/v1/kv", get(scan::list))
         .route("/api/v1/kv:scan", post(scan::scan))
