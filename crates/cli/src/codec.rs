@@ -67,6 +67,39 @@ pub fn print_value(b: &[u8], raw: bool) -> Result<(), String> {
         .map_err(|e| format!("stdout: {e}"))
 }
 
+/// The bytes `start..end` of a value of `len` bytes that `--range SPEC` names: `A-B` (both
+/// inclusive, B cut at the end), `A-` (to the end) or `-N` (the last N bytes).
+pub fn resolve_range(spec: &str, len: u64) -> Result<(u64, u64), String> {
+    let bad = || format!("--range {spec:?}: expected A-B, A- or -N (byte offsets)");
+    let (a, b) = spec.split_once('-').ok_or_else(bad)?;
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(bad)
+    };
+    let (start, end) = match (a.is_empty(), b.is_empty()) {
+        (true, false) => (len.saturating_sub(number(b)?), len),
+        (false, true) => (number(a)?, len),
+        (false, false) => {
+            let (a, b) = (number(a)?, number(b)?);
+            if a > b {
+                return Err(format!(
+                    "--range {spec:?}: the first offset is past the last"
+                ));
+            }
+            (a, b.saturating_add(1).min(len))
+        }
+        (true, true) => return Err(bad()),
+    };
+    if start >= len && !(start == 0 && len == 0 && a.is_empty()) {
+        return Err(format!(
+            "--range {spec:?} starts past the end of the {len}-byte value"
+        ));
+    }
+    Ok((start, end))
+}
+
 /// The smallest key greater than every key with `prefix`, or `None` when there is none.
 pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut p = prefix.to_vec();
@@ -101,6 +134,24 @@ pub fn scan_bounds(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_resolve_against_the_value_length() {
+        assert_eq!(resolve_range("2-5", 10), Ok((2, 6)));
+        assert_eq!(resolve_range("2-500", 10), Ok((2, 10)));
+        assert_eq!(resolve_range("7-", 10), Ok((7, 10)));
+        assert_eq!(resolve_range("-3", 10), Ok((7, 10)));
+        assert_eq!(resolve_range("-30", 10), Ok((0, 10)));
+        for bad in ["", "-", "5", "a-b", "5-2", "1-2-3", "+1-2"] {
+            assert!(resolve_range(bad, 10).is_err(), "{bad}");
+        }
+        assert!(
+            resolve_range("10-", 10)
+                .unwrap_err()
+                .contains("past the end")
+        );
+        assert!(resolve_range("0-0", 0).is_err());
+    }
 
     #[test]
     fn round_trips() {

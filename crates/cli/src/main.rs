@@ -61,9 +61,13 @@ enum Command {
     /// Prints the value of KEY: text as is (lines and tabs included), anything else as 0x hex.
     Get {
         key: String,
-        /// Write the value's bytes unchanged, nothing added (`get --raw KEY > FILE`).
+        /// Write the value's bytes unchanged, nothing added (`get --raw KEY > FILE`); the value
+        /// is streamed, never held whole.
         #[arg(long)]
         raw: bool,
+        /// Only these bytes: `A-B` (inclusive), `A-` (to the end) or `-N` (the last N).
+        #[arg(long, value_name = "A-B")]
+        range: Option<String>,
     },
     /// Deletes KEY.
     Delete {
@@ -231,6 +235,31 @@ fn open_cf(dir: &PathBuf, name: &str, access: Access) -> Result<(Db, ColumnFamil
 }
 
 /// Writes one batch, filled by `fill`, to the column family `cf_name`.
+/// Writes bytes `start..end` of `reader`'s value to stdout: streamed as they are with `raw`,
+/// else as text (read whole, then escaped).
+fn get_part(
+    reader: &mut strata_engine::ValueReader,
+    start: u64,
+    end: u64,
+    raw: bool,
+) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    reader
+        .seek(SeekFrom::Start(start))
+        .map_err(|e| format!("read: {e}"))?;
+    let mut part = reader.take(end - start);
+    if !raw {
+        let mut bytes = Vec::new();
+        part.read_to_end(&mut bytes)
+            .map_err(|e| format!("read: {e}"))?;
+        return codec::print_value(&bytes, false);
+    }
+    let mut out = std::io::stdout().lock();
+    std::io::copy(&mut part, &mut out)
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("get: {e}"))
+}
+
 fn write_one(
     dir: &PathBuf,
     cf_name: &str,
@@ -414,12 +443,20 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Get { key, raw } => {
+        Command::Get { key, raw, range } => {
             let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
-            match db.get_cf(&cf, codec::decode(&key)?).map_err(err)? {
-                Some(v) => codec::print_value(&v, raw),
-                None => Err(format!("{key}: not found")),
-            }
+            let opts = ReadOptions::default();
+            let Some(mut reader) = db
+                .value_reader_cf(&opts, &cf, codec::decode(&key)?)
+                .map_err(err)?
+            else {
+                return Err(format!("{key}: not found"));
+            };
+            let (start, end) = match range {
+                Some(spec) => codec::resolve_range(&spec, reader.value_len())?,
+                None => (0, reader.value_len()),
+            };
+            get_part(&mut reader, start, end, raw)
         }
         Command::Delete { key, sync } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
             batch.delete_cf(cf, codec::decode(&key)?);

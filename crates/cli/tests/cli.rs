@@ -62,6 +62,33 @@ fn put_get_scan_delete_stats() {
     assert_eq!(default_cf["memtable_entries"], 0);
 }
 
+/// `get --range` prints one range of a value (raw, streamed; or as text), and refuses a bad one.
+#[test]
+fn get_prints_a_range_of_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["put", "k", "0123456789"]));
+    let raw = |range: &str| strata(&db, &["get", "k", "--raw", "--range", range]);
+    assert_eq!(stdout(&raw("2-4")), "234");
+    assert_eq!(stdout(&raw("7-")), "789");
+    assert_eq!(stdout(&raw("-2")), "89");
+    assert_eq!(stdout(&raw("5-500")), "56789");
+    assert_eq!(
+        stdout(&strata(&db, &["get", "k", "--range", "0-1"])),
+        "01\n"
+    );
+    assert_eq!(stdout(&strata(&db, &["get", "k", "--raw"])), "0123456789");
+    for (bad, says) in [
+        ("10-", "past the end"),
+        ("4-2", "past the last"),
+        ("x", "expected"),
+    ] {
+        let o = raw(bad);
+        assert!(!o.status.success(), "{bad}");
+        assert!(stderr_of(&o).contains(says), "{bad}: {}", stderr_of(&o));
+    }
+}
+
 #[test]
 fn column_families_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -175,6 +202,27 @@ fn bench_prints_db_bench_lines() {
         "{out}"
     );
     assert!(out.contains("write amplification: "), "{out}");
+    // Ranged reads of one large value, beside pread on a plain file of the same bytes.
+    let out = stdout(&strata(
+        &dir.path().join("bench-ranges"),
+        &[
+            "bench",
+            "--benchmarks=readrange,dropcache,readrange",
+            "--enable_blob_files",
+            "--value_size=3000000",
+            "--reads=500",
+        ],
+    ));
+    let store = out.lines().filter(|l| l.starts_with("readrange    :"));
+    assert_eq!(store.count(), 2, "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("  pread      :"))
+            .count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("x pread's time)"), "{out}");
     // --use_existing_db keeps the data.
     let out = stdout(&strata(
         &db,

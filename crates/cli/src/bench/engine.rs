@@ -34,6 +34,22 @@ pub trait BenchEngine: Send + Sync {
     fn disk_bytes_written(&self) -> Option<DiskWrites>;
     fn stats(&self) -> String;
     fn close(&self) -> Result<(), String>;
+    /// Stores a value of `len` bytes under `key` without holding it whole: `fill(offset, buf)`
+    /// gives its bytes a step at a time. Only engines with ranged values offer it.
+    fn put_streamed(
+        &self,
+        key: &[u8],
+        len: u64,
+        fill: &mut dyn FnMut(u64, &mut [u8]),
+    ) -> Result<(), String> {
+        let _ = (key, len, fill);
+        Err(format!("{} has no streamed values", self.name()))
+    }
+    /// Reads `len` bytes at `offset` of `key`'s value; returns how many there were.
+    fn read_range(&self, key: &[u8], offset: u64, len: u64) -> Result<usize, String> {
+        let _ = (key, offset, len);
+        Err(format!("{} has no ranged reads", self.name()))
+    }
 }
 
 /// Bytes an engine wrote, by kind, as its own counters report them.
@@ -374,5 +390,34 @@ impl BenchEngine for StrataEngine {
 
     fn close(&self) -> Result<(), String> {
         self.db.close().map_err(err)
+    }
+
+    /// Through a value file in the default column family (which needs --enable_blob_files).
+    fn put_streamed(
+        &self,
+        key: &[u8],
+        len: u64,
+        fill: &mut dyn FnMut(u64, &mut [u8]),
+    ) -> Result<(), String> {
+        let mut file = self
+            .db
+            .create_value_file(&self.db.default_cf(), key)
+            .map_err(err)?;
+        let mut buf = vec![0u8; 1 << 20];
+        while file.len() < len {
+            let n = (len - file.len()).min(buf.len() as u64) as usize;
+            fill(file.len(), &mut buf[..n]);
+            file.write_at(file.len(), &buf[..n]).map_err(err)?;
+        }
+        self.db
+            .write_with_value_file(WriteBatch::new(), file, &self.write)
+            .map_err(err)
+    }
+
+    fn read_range(&self, key: &[u8], offset: u64, len: u64) -> Result<usize, String> {
+        let range = self.db.read_range(key, offset, len).map_err(err)?;
+        range
+            .map(|r| r.bytes.len())
+            .ok_or_else(|| format!("{} is absent", String::from_utf8_lossy(key)))
     }
 }

@@ -3,6 +3,7 @@
 
 mod engine;
 mod page_cache;
+mod ranges;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 mod wasm;
@@ -28,8 +29,10 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 pub struct BenchArgs {
     /// Comma-separated workloads, run in order on one store: fillseq, fillrandom, overwrite,
     /// readrandom, readmissing, multireadrandom, readseq, seekrandom, readwhilewriting, compact,
-    /// flush, waitforcompaction, stats, and dropcache (the OS page cache lets go of the store's
-    /// files, so the next reads go to the device).
+    /// flush, waitforcompaction, stats, dropcache (the OS page cache lets go of the store's
+    /// files, so the next reads go to the device), and readrange (--reads 4 KiB reads at random
+    /// offsets of one --value_size value, beside pread on a plain file; needs
+    /// --enable_blob_files).
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
