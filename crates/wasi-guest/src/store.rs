@@ -97,6 +97,31 @@ impl wit::GuestDb for Store {
         self.with(|db| Ok(db.get_with(&opts, &key)?.map(|v| v.to_vec())))
     }
 
+    fn read_range(
+        &self,
+        key: Vec<u8>,
+        offset: u64,
+        len: u64,
+        at: Option<wit::SnapshotBorrow<'_>>,
+    ) -> Result<Option<wit::ValueRange>> {
+        let opts = read_options(at);
+        self.with(|db| {
+            let range = db.read_range_cf(&opts, &db.default_cf(), &key, offset, len)?;
+            Ok(range.map(|r| wit::ValueRange {
+                value_len: r.value_len,
+                bytes: r.bytes.into_vec(),
+            }))
+        })
+    }
+
+    fn length(&self, key: Vec<u8>) -> Result<Option<u64>> {
+        self.with(|db| db.value_size_cf(&db.default_cf(), &key))
+    }
+
+    fn sync_wal(&self) -> Result<()> {
+        self.with(|db| db.sync_wal())
+    }
+
     fn multi_get(
         &self,
         keys: Vec<Vec<u8>>,

@@ -37,7 +37,7 @@ pub use error::{Error, Result};
 pub use runtime::{Limits, StartReport, guest_component};
 pub use wit::{
     BatchOp, BlobInfo, CacheInfo, Compression, Direction, Entry, KeyRange, LevelInfo, OpenOptions,
-    Properties, ScanOptions,
+    Properties, ScanOptions, ValueRange,
 };
 
 mod bindings {
@@ -245,6 +245,30 @@ impl WasiDb {
             g.db()
                 .call_get(s, db, key.as_ref(), Some(snapshot.resource))
         })
+    }
+
+    /// `len` bytes at `offset` of the value of `key` (cut at its end) with the value's length;
+    /// `None` when the key is absent.
+    pub fn read_range(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<ValueRange>> {
+        self.call(|s, g, db| {
+            g.db()
+                .call_read_range(s, db, key.as_ref(), offset, len, None)
+        })
+    }
+
+    /// The length of the value of `key`, without reading it; `None` when absent.
+    pub fn length(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        self.call(|s, g, db| g.db().call_length(s, db, key.as_ref()))
+    }
+
+    /// Makes every write acknowledged before this call durable.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.call(|s, g, db| g.db().call_sync_wal(s, db))
     }
 
     /// Batched reads from one snapshot, in the order asked.

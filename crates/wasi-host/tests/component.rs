@@ -298,6 +298,40 @@ fn the_native_engine_and_the_component_never_open_one_store_at_once() {
     drop(native);
 }
 
+/// Ranged reads through the component: of a chunked blob value the native engine wrote (read
+/// chunk by chunk inside the guest), of a small one, and refused ranges as `invalid-argument`.
+#[test]
+fn the_component_reads_ranges_and_lengths_of_values_the_native_engine_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let value: Vec<u8> = (0..(300_000u32)).map(|i| (i % 251) as u8).collect();
+    {
+        let mut o = Options::default();
+        o.cf.enable_blob_files = true;
+        o.cf.min_blob_size = 1024;
+        o.cf.blob_compression = strata_engine::Compression::None;
+        let native = Db::open(dir.path(), o).unwrap();
+        native.put("big", &value).unwrap();
+        native.put("small", "hello world").unwrap();
+    }
+    let db = WasiDb::open(dir.path(), limits(), default_options()).unwrap();
+    assert_eq!(db.length("big").unwrap(), Some(value.len() as u64));
+    assert_eq!(db.length("absent").unwrap(), None);
+    for (offset, len) in [(0u64, 10u64), (65_530, 20), (299_990, 100), (400_000, 5)] {
+        let r = db.read_range("big", offset, len).unwrap().unwrap();
+        assert_eq!(r.value_len, value.len() as u64);
+        let start = (offset as usize).min(value.len());
+        let end = ((offset + len) as usize).min(value.len());
+        assert_eq!(r.bytes, value[start..end], "{len} at {offset}");
+    }
+    let r = db.read_range("small", 6, 100).unwrap().unwrap();
+    assert_eq!((r.value_len, &r.bytes[..]), (11, &b"world"[..]));
+    assert!(db.read_range("absent", 0, 1).unwrap().is_none());
+    let e = db.read_range("big", 1, u64::MAX).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    db.put("unsynced", "v").unwrap();
+    db.sync_wal().unwrap();
+}
+
 #[test]
 fn a_key_that_looks_like_a_path_is_only_a_key() {
     let outer = tempfile::tempdir().unwrap();
