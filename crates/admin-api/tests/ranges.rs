@@ -45,7 +45,7 @@ async fn send(router: &axum::Router, method: &str, key: &[u8], range: Option<&st
     }
 }
 
-fn header_of<'a>(r: &'a Reply, name: header::HeaderName) -> &'a str {
+fn header_of(r: &Reply, name: header::HeaderName) -> &str {
     r.headers.get(name).map_or("", |v| v.to_str().unwrap())
 }
 

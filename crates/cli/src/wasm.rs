@@ -55,9 +55,21 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             }
             db.close().map_err(e)
         }
-        Command::Get { key, raw } => {
+        Command::Get { key, raw, range } => {
             let db = open(dir, false)?;
-            match db.get(codec::decode(&key)?).map_err(e)? {
+            let name = codec::decode(&key)?;
+            let value = match range {
+                None => db.get(&name).map_err(e)?,
+                Some(spec) => match db.length(&name).map_err(e)? {
+                    None => None,
+                    Some(len) => {
+                        let (start, end) = codec::resolve_range(&spec, len)?;
+                        let part = db.read_range(&name, start, end - start).map_err(e)?;
+                        part.map(|p| p.bytes)
+                    }
+                },
+            };
+            match value {
                 Some(v) => codec::print_value(&v, raw),
                 None => Err(format!("{key}: not found")),
             }

@@ -303,7 +303,7 @@ fn the_native_engine_and_the_component_never_open_one_store_at_once() {
 #[test]
 fn the_component_reads_ranges_and_lengths_of_values_the_native_engine_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let value: Vec<u8> = (0..(300_000u32)).map(|i| (i % 251) as u8).collect();
+    let value: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     {
         let mut o = Options::default();
         o.cf.enable_blob_files = true;

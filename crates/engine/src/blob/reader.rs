@@ -234,9 +234,9 @@ impl BlobFileReader {
             .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))
     }
 
-    /// The length of the value record `blob` holds, without reading the value: a raw value's
-    /// from the index, a compressed one's from its zstd frame header. The record's key must be
-    /// `key`; the value's checksum is checked when it is read, not here.
+    /// The length of the value record `blob` holds, without reading the value: a raw or chunked
+    /// value's from the index, a compressed one's from its zstd frame header (whose record's key
+    /// must be `key`); the value's checksums are checked when it is read, not here.
     pub(crate) fn value_len(&self, blob: BlobRef, key: &[u8]) -> Result<u64> {
         let overhead = (super::format::RECORD_HEADER_SIZE + key.len()) as u64;
         let stored = blob.size.checked_sub(overhead).ok_or_else(|| {
@@ -247,7 +247,18 @@ impl BlobFileReader {
         })?;
         match blob.stored {
             Stored::Raw => return Ok(stored),
-            Stored::Chunked => return Ok(self.chunked_head(blob, key)?),
+            Stored::Chunked => {
+                // `stored` is the value and a sum per chunk: solved for the value, no read.
+                let sums = stored.div_ceil(CHUNK_SIZE as u64 + 4);
+                let value_len = stored - 4 * sums;
+                if chunk_trailer_len(value_len) != 4 * sums {
+                    return Err(self.corruption(format!(
+                        "record at offset {}: {} bytes do not hold a chunked value",
+                        blob.offset, blob.size
+                    )));
+                }
+                return Ok(value_len);
+            }
             Stored::Zstd => {}
         }
         // The header, the key, and at most a zstd frame header (18 bytes).

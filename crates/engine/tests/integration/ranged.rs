@@ -127,9 +127,13 @@ fn ranges_of_values_wherever_they_live_match_what_was_written() {
     let check_all = |db: &Db| {
         let opts = ReadOptions::default();
         for (cf, key, value) in &values {
+            let size = db.value_size_cf(&db.cf(cf).unwrap(), key).unwrap();
+            assert_eq!(size, Some(value.len() as u64), "{key}");
             check_ranges(db, &opts, cf, key, value, 40);
             assert!(stream(db, &opts, cf, key, 10_000) == *value, "{key}");
         }
+        let size = db.value_size_cf(&db.default_cf(), "value-file").unwrap();
+        assert_eq!(size, Some(big.len() as u64));
         check_ranges(db, &opts, "default", "value-file", &big, 40);
         assert!(stream(db, &opts, "default", "value-file", 1 << 20) == big);
         assert!(db.read_range("absent", 0, 10).unwrap().is_none());
