@@ -22,7 +22,8 @@ struct Reply {
     body: Vec<u8>,
 }
 
-async fn send(router: &axum::Router, method: &str, key: &[u8], range: Option<&str>) -> Reply {
+/// A raw `method` of `key`, with `range` as its Range header.
+fn request(method: &str, key: &[u8], range: Option<&str>) -> Request<Body> {
     let mut req = Request::builder()
         .method(method)
         .uri(format!("/api/v1/kv/{}?raw=1", URL_SAFE_NO_PAD.encode(key)))
@@ -31,9 +32,13 @@ async fn send(router: &axum::Router, method: &str, key: &[u8], range: Option<&st
     if let Some(r) = range {
         req = req.header(header::RANGE, r);
     }
+    req.body(Body::empty()).unwrap()
+}
+
+async fn send(router: &axum::Router, method: &str, key: &[u8], range: Option<&str>) -> Reply {
     let res = router
         .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
+        .oneshot(request(method, key, range))
         .await
         .unwrap();
     let (status, headers) = (res.status(), res.headers().clone());
@@ -133,19 +138,9 @@ async fn a_large_value_streams_from_one_snapshot_while_it_is_overwritten() {
     let value = pattern(5 << 20);
     db.put("big", &value).unwrap();
     for range in [None, Some("bytes=1048000-4200000")] {
-        let mut req = Request::builder()
-            .uri(format!(
-                "/api/v1/kv/{}?raw=1",
-                URL_SAFE_NO_PAD.encode(b"big")
-            ))
-            .header(header::HOST, "localhost:7070")
-            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
-        if let Some(r) = range {
-            req = req.header(header::RANGE, r);
-        }
         let res = router
             .clone()
-            .oneshot(req.body(Body::empty()).unwrap())
+            .oneshot(request("GET", b"big", range))
             .await
             .unwrap();
         let want = match range {

@@ -137,10 +137,7 @@ async fn raw_value(
         }
         RawBody::Stream(len, wanted, reader, size) => (len, wanted, stream(reader, size), size),
     };
-    let mut response = Response::builder()
-        .header(header::CONTENT_TYPE, "application/octet-stream")
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header(header::CONTENT_LENGTH, size);
+    let mut response = raw_response(size);
     if let Wanted::Part { start, end } = wanted {
         response = response.status(StatusCode::PARTIAL_CONTENT).header(
             header::CONTENT_RANGE,
@@ -150,6 +147,14 @@ async fn raw_value(
     response
         .body(body)
         .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// The headers of a raw answer of `size` bytes: GET's (whole or part) and HEAD's.
+fn raw_response(size: u64) -> axum::http::response::Builder {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::CONTENT_LENGTH, size)
 }
 
 /// Values (or parts) larger than this are streamed.
@@ -216,10 +221,7 @@ pub(crate) async fn head(
     })
     .await?
     .ok_or_else(|| Problem::not_found("no such key"))?;
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/octet-stream")
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header(header::CONTENT_LENGTH, len)
+    raw_response(len)
         .body(Body::empty())
         .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
