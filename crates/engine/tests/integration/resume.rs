@@ -207,3 +207,86 @@ fn a_write_refused_by_a_full_log_never_happened() {
     assert!(db.get("refused").unwrap().is_none());
     assert!(db.get("also refused").unwrap().is_none());
 }
+
+/// A tmpfs of `bytes` mounted on a new temporary directory, unmounted on drop; `None` where
+/// this process may not mount (not root), which fails the run when `CI` is set.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> Option<SmallDisk> {
+        let dir = crate::common::tempdir();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}")])
+            .args(["tmpfs".as_ref(), dir.path().as_os_str()])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but a tmpfs cannot be mounted for the full-disk test"
+            );
+            eprintln!("skipped: cannot mount a tmpfs (not root)");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A real full disk (a 6 MiB tmpfs): writes fail with `NoSpace` while reads go on, and once a
+/// file beside the store is removed, writes resume by themselves; every acknowledged write is
+/// there after a reopen.
+#[test]
+fn a_real_full_disk_stops_writes_and_they_resume_when_space_is_freed() {
+    let Some(disk) = SmallDisk::mount(6 << 20) else {
+        return;
+    };
+    let store = disk.dir.path().join("store");
+    let filler = disk.dir.path().join("filler");
+    let mut o = Options::default();
+    o.write_buffer_size = 256 << 10;
+    let db = Db::open(&store, o.clone()).unwrap();
+    // Leave little room: the store fills it within a few hundred writes.
+    std::fs::write(&filler, vec![1u8; 4 << 20]).unwrap();
+    let mut acked = 0u64;
+    let mut full = None;
+    for i in 0..100_000u64 {
+        match db.put_with(&synced(), key(i), [9u8; 1000]) {
+            Ok(()) => acked = i + 1,
+            Err(e) => {
+                full = Some(e);
+                break;
+            }
+        }
+    }
+    let full = full.expect("the disk never filled");
+    assert_eq!(full.kind(), ErrorKind::NoSpace, "{full}");
+    assert!(acked > 0);
+    assert_eq!(db.get(key(0)).unwrap().unwrap(), &[9u8; 1000][..]);
+    let again = db.put("still full", "x").unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::NoSpace, "{again}");
+
+    std::fs::remove_file(&filler).unwrap();
+    db.put_with(&synced(), "after", "room again").unwrap();
+    for i in 0..200u64 {
+        db.put(key(1_000_000 + i), [3u8; 1000]).unwrap();
+    }
+    drop(db);
+
+    let db = Db::open(&store, o).unwrap();
+    for i in 0..acked {
+        assert!(db.get(key(i)).unwrap().is_some(), "acknowledged write {i}");
+    }
+    assert_eq!(db.get("after").unwrap().unwrap(), &b"room again"[..]);
+    assert!(db.get("still full").unwrap().is_none());
+    assert!(db.get(key(1_000_199)).unwrap().is_some());
+}
