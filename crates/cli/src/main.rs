@@ -66,7 +66,7 @@ enum Command {
         #[arg(long)]
         raw: bool,
         /// Only these bytes: `A-B` (inclusive), `A-` (to the end) or `-N` (the last N).
-        #[arg(long, value_name = "A-B")]
+        #[arg(long, value_name = "A-B", allow_hyphen_values = true)]
         range: Option<String>,
     },
     /// Deletes KEY.
