@@ -200,9 +200,8 @@ impl BlobFileReader {
     /// `len` bytes from `at` within the record `blob` points at; past the end of the file is
     /// corruption.
     fn read_in_record(&self, blob: BlobRef, at: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
         self.file
-            .read_exact_at(&mut buf, blob.offset + at)
+            .read_vec_at(len, blob.offset + at)
             .map_err(|e| match e {
                 Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
                     self.corruption(format!(
@@ -211,8 +210,7 @@ impl BlobFileReader {
                     ))
                 }
                 other => other,
-            })?;
-        Ok(buf)
+            })
     }
 
     /// Reads, verifies and decompresses the value `blob` points at, which must belong to `key`.

@@ -56,7 +56,8 @@ fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
         true,
     );
     assert!(refs[0].stored == Stored::Zstd && refs[0].size < 1000);
-    assert_eq!(refs[1].stored, Stored::Raw);
+    // Incompressible and longer than a chunk: kept as it is, chunked.
+    assert_eq!(refs[1].stored, Stored::Chunked);
     let fs = StdFileSystem;
     let r = BlobFileReader::open(&fs, &crate::filename::blob_file(dir.path(), 7)).unwrap();
     assert_eq!(r.read(refs[0], b"k1").unwrap(), compressible);

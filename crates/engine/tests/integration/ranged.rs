@@ -20,7 +20,7 @@ use strata_engine::{
 
 use crate::common::{self, files_with_extension};
 
-const CHUNK: usize = 64 << 10;
+const CHUNK: usize = 4 << 10;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -105,7 +105,7 @@ fn ranges_of_values_wherever_they_live_match_what_was_written() {
     let values: Vec<(&str, &str, Vec<u8>)> = vec![
         ("inline", "small", pattern(300, 1)),
         ("inline", "table", pattern(100_000, 2)),
-        ("default", "raw-blob", pattern(20_000, 3)),
+        ("default", "raw-blob", pattern(4096, 3)),
         ("default", "chunked", pattern(5 * CHUNK + 123, 4)),
         ("default", "exact-chunks", pattern(3 * CHUNK, 5)),
         ("zstd", "compressed", vec![7u8; 300_000]),
