@@ -149,6 +149,7 @@ fn ranges_of_values_wherever_they_live_match_what_was_written() {
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_reader_and_ranges_at_a_snapshot_keep_the_old_value_across_overwrites() {
     let dir = common::tempdir();
     let db = Arc::new(Db::open(dir.path(), options()).unwrap());

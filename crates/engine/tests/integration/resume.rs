@@ -78,6 +78,7 @@ fn a_synced_empty_batch_is_a_barrier_too() {
 /// One thread writes without sync while another calls `sync_wal`: whatever was acknowledged
 /// before a barrier began survives the power loss right after it returns.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_barrier_covers_another_threads_acknowledged_writes() {
     let dir = crate::common::tempdir();
     let fs = FaultInjectionFs::new();
@@ -119,6 +120,7 @@ fn a_barrier_covers_another_threads_acknowledged_writes() {
 /// log and is accepted. Every acknowledged synced write survives a power loss, and no refused
 /// write is ever seen.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_full_log_resumes_once_space_returns_and_loses_nothing() {
     for op in [FsOp::Write, FsOp::Sync] {
         let dir = crate::common::tempdir();
@@ -246,6 +248,7 @@ impl Drop for SmallDisk {
 /// file beside the store is removed, writes resume by themselves; every acknowledged write is
 /// there after a reopen.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs a process to mount a tmpfs")]
 fn a_real_full_disk_stops_writes_and_they_resume_when_space_is_freed() {
     let Some(disk) = SmallDisk::mount(6 << 20) else {
         return;
