@@ -150,8 +150,10 @@ impl ValueReader {
         self.position
     }
 
-    /// Reads up to `max` bytes (at most one step) from the current position.
+    /// Reads up to `max` bytes (at most one step) from the current position; `Closed` once the
+    /// store is closed, as every other read.
     pub fn read_step(&mut self, max: usize) -> Result<ValueRange> {
+        self.inner.check_open()?;
         let want = (max as u64).min(READ_STEP);
         let range = self
             .inner

@@ -204,6 +204,10 @@ fn a_reader_and_ranges_at_a_snapshot_keep_the_old_value_across_overwrites() {
         old.len() as u64 - 1
     );
     assert!(reader.seek(SeekFrom::Current(-(old.len() as i64))).is_err());
+    // A reader outliving its store's close answers Closed, never a file gone meanwhile.
+    db.close().unwrap();
+    let e = reader.read_step(10).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
 }
 
 #[test]
