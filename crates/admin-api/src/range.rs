@@ -15,9 +15,13 @@ pub(crate) enum Wanted {
     Unsatisfiable,
 }
 
-/// Resolves `header` (the `Range` header's value, if any) against a value of `len` bytes.
+/// Resolves `header` (the `Range` header's value, if any) against a value of `len` bytes. A
+/// position too large for 64 bits lies past any value (a first one: 416; a last one: the end).
 pub(crate) fn wanted(header: Option<&str>, len: u64) -> Wanted {
-    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+    let Some(spec) = header.map(str::trim).and_then(|h| {
+        let unit = h.get(..6)?;
+        unit.eq_ignore_ascii_case("bytes=").then(|| &h[6..])
+    }) else {
         return Wanted::Whole;
     };
     let Some((first, last)) = spec.trim().split_once('-') else {
@@ -26,8 +30,7 @@ pub(crate) fn wanted(header: Option<&str>, len: u64) -> Wanted {
     let number = |s: &str| -> Option<u64> {
         let s = s.trim();
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
+            .then(|| s.parse().unwrap_or(u64::MAX))
     };
     match (first.trim().is_empty(), last.trim().is_empty()) {
         // `-N`: the last N bytes.
@@ -94,6 +97,24 @@ mod tests {
         assert_eq!(wanted(Some("bytes=-0"), 10), Wanted::Unsatisfiable);
         assert_eq!(wanted(Some("bytes=0-"), 0), Wanted::Unsatisfiable);
         assert_eq!(wanted(Some("bytes=-5"), 0), Wanted::Unsatisfiable);
+        assert_eq!(
+            wanted(Some("bytes=99999999999999999999999-"), 10),
+            Wanted::Unsatisfiable
+        );
+    }
+
+    #[test]
+    fn the_unit_is_case_insensitive_and_huge_last_positions_mean_the_end() {
+        assert_eq!(wanted(Some("Bytes=2-3"), 10), part(2, 4));
+        assert_eq!(wanted(Some("BYTES=-2"), 10), part(8, 10));
+        assert_eq!(
+            wanted(Some("bytes=3-99999999999999999999999"), 10),
+            part(3, 10)
+        );
+        assert_eq!(
+            wanted(Some("bytes=-99999999999999999999999"), 10),
+            part(0, 10)
+        );
     }
 
     #[test]
@@ -106,7 +127,6 @@ mod tests {
             "bytes=-",
             "bytes=1",
             "bytes=+1-2",
-            "bytes=99999999999999999999999-",
         ] {
             assert_eq!(wanted(Some(h), 10), Wanted::Whole, "{h}");
         }

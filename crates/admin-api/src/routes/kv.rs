@@ -46,8 +46,11 @@ pub(crate) async fn get(
     let q: Common = query(&uri)?;
     let key = decode_path_key(&key)?;
     if q.raw {
+        // An If-Range can never match: no validator is sent, so the whole value is served
+        // (RFC 9110 13.1.5), never a part of a value that may have changed since.
         let range = headers
             .get(header::RANGE)
+            .filter(|_| !headers.contains_key(header::IF_RANGE))
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         return raw_value(&state, q.cf, key, range).await;

@@ -16,7 +16,10 @@
 use crate::coding::{fixed32, fixed64, put_fixed32, put_fixed64};
 
 pub(crate) const MAGIC: u32 = 0x5342_4c42; // "BLBS" read little-endian
-pub(crate) const VERSION: u8 = 1;
+/// Version 2 files may hold chunked records, which version 1 readers would take for damage:
+/// they refuse the file by its version instead. Version 1 files read as they are.
+pub(crate) const VERSION: u8 = 2;
+const OLDEST_VERSION: u8 = 1;
 pub(crate) const HEADER_SIZE: usize = 32;
 pub(crate) const FOOTER_SIZE: usize = 40;
 pub(crate) const RECORD_HEADER_SIZE: usize = 21;
@@ -137,7 +140,7 @@ impl BlobHeader {
         if crc32c::crc32c(&b[..28]) != fixed32(b, 28) {
             return Err("header checksum mismatch".into());
         }
-        if b[4] != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&b[4]) {
             return Err(format!("unknown blob format version {}", b[4]));
         }
         Ok(BlobHeader {

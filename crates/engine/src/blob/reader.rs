@@ -248,14 +248,13 @@ impl BlobFileReader {
             Stored::Chunked => {
                 // `stored` is the value and a sum per chunk: solved for the value, no read.
                 let sums = stored.div_ceil(CHUNK_SIZE as u64 + 4);
-                let value_len = stored - 4 * sums;
-                if chunk_trailer_len(value_len) != 4 * sums {
-                    return Err(self.corruption(format!(
+                return match stored.checked_sub(4 * sums) {
+                    Some(value_len) if chunk_trailer_len(value_len) == 4 * sums => Ok(value_len),
+                    _ => Err(self.corruption(format!(
                         "record at offset {}: {} bytes do not hold a chunked value",
                         blob.offset, blob.size
-                    )));
-                }
-                return Ok(value_len);
+                    ))),
+                };
             }
             Stored::Zstd => {}
         }

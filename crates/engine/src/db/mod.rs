@@ -687,7 +687,8 @@ impl DbInner {
         // The leader of any group in flight finishes before we take the WAL.
         let result = {
             let mut wal = self.wal.lock();
-            self.sync_blob_writers().and_then(|()| wal.sync())
+            self.sync_blob_writers()
+                .and_then(|()| self.close_wal(&mut wal))
         };
         self.scheduler.shutdown();
         let sealed = self.close_blob_writers();

@@ -2,17 +2,19 @@
 //!
 //! A value in a chunked blob record (every raw blob value over one chunk, every value file) is
 //! read a chunk at a time, only where the range lies, each chunk verified on its own; a value
-//! in a table, a memtable or an older record is found as `get` finds it and cut.
+//! in a table, a memtable or an older record is found as `get` finds it and cut. A reader of
+//! such a value holds it whole, read once.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::{Db, DbInner};
+use crate::blob::{BlobIndex, Stored};
 use crate::error::{Error, Result, show_key};
 use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
-use crate::value::ValueRange;
+use crate::value::{PinnableValue, ValueRange};
 
 /// How much a [`ValueReader`] reads from the store at a time, at most.
 const READ_STEP: u64 = 1 << 20;
@@ -69,15 +71,34 @@ impl Db {
             opts.snapshot = Some(self.snapshot());
         }
         let key = key.as_ref().to_vec();
-        let Some(first) = self.inner.read_range(&opts, &cf, &key, 0, 0)? else {
-            return Ok(None);
+        let (found, _view) = self.inner.get_entry(&opts, &cf, &key)?;
+        let chunked = match &found {
+            Lookup::Indexed(index) => matches!(
+                self.inner.blobs.decode_index(index, &key)?,
+                BlobIndex::Blob { blob, .. } if blob.stored == Stored::Chunked
+            ),
+            _ => false,
+        };
+        let (value_len, whole) = if chunked {
+            match self.inner.read_range(&opts, &cf, &key, 0, 0)? {
+                Some(first) => (first.value_len, None),
+                None => return Ok(None),
+            }
+        } else {
+            // Read whole once and served from memory: a value in a table or a memtable, or a
+            // record that can only be verified whole, is never read again per step.
+            match self.inner.settle_value(found, &key, &opts)? {
+                Some(v) => (v.len() as u64, Some(v)),
+                None => return Ok(None),
+            }
         };
         Ok(Some(ValueReader {
             inner: self.inner.clone(),
             cf,
             opts,
             key,
-            value_len: first.value_len,
+            value_len,
+            whole,
             position: 0,
         }))
     }
@@ -136,6 +157,8 @@ pub struct ValueReader {
     opts: ReadOptions,
     key: Vec<u8>,
     value_len: u64,
+    /// The value, when it is not in a chunked record (read once, whole).
+    whole: Option<PinnableValue>,
     position: u64,
 }
 
@@ -155,6 +178,15 @@ impl ValueReader {
     pub fn read_step(&mut self, max: usize) -> Result<ValueRange> {
         self.inner.check_open()?;
         let want = (max as u64).min(READ_STEP);
+        if let Some(v) = &self.whole {
+            let start = self.position.min(self.value_len) as usize;
+            let end = self.position.saturating_add(want).min(self.value_len) as usize;
+            self.position += (end - start) as u64;
+            return Ok(ValueRange {
+                value_len: self.value_len,
+                bytes: PinnableValue::owned(v[start..end].to_vec()),
+            });
+        }
         let range = self
             .inner
             .read_range(&self.opts, &self.cf, &self.key, self.position, want)?

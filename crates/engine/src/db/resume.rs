@@ -74,6 +74,17 @@ impl DbInner {
         }
     }
 
+    /// At close: syncs the log, or cuts a damaged one back to its last acknowledged record
+    /// (synced), so a refused write's record can never be replayed by the next open.
+    pub(super) fn close_wal(&self, wal: &mut WalState) -> Result<()> {
+        let Some(good) = wal.damaged_from else {
+            return wal.sync();
+        };
+        // Dropping the writer may hand its buffer to the OS; the cut comes after.
+        wal.writer = None;
+        self.fs.truncate(&wal_file(&self.dir, wal.number), good)
+    }
+
     /// With the WAL lock held: `Ok` when writes may go on, resuming them first if a full disk
     /// stopped them; otherwise the error writes get.
     pub(super) fn resume_writes(&self, wal: &mut WalState) -> Result<()> {
@@ -88,7 +99,12 @@ impl DbInner {
         let resumed = self.try_resume(wal);
         if let Err(e) = &resumed {
             self.set_background_error(e);
-            let st = self.state.lock();
+            let mut st = self.state.lock();
+            if e.kind() != ErrorKind::NoSpace {
+                // The resume itself failed otherwise (an I/O error, a filesystem that cannot
+                // reopen the log): writes stay stopped until a reopen.
+                st.bg_error = Some(e.duplicate());
+            }
             return Err(writes_stopped(st.bg_error.as_ref().unwrap_or(e)));
         }
         resumed
@@ -108,13 +124,22 @@ impl DbInner {
             // A new log takes the writes (the cut one is sealed), and every column family with
             // data in the old logs flushes, so no recovery ever reads the damaged one.
             let with_data: Vec<u32> = {
-                let st = self.state.lock();
-                st.cfs
-                    .iter()
-                    .flatten()
-                    .filter(|cs| !cs.mem.is_empty())
-                    .map(|cs| cs.data.id)
-                    .collect()
+                let mut st = self.state.lock();
+                let mut with_data = Vec::new();
+                for id in 0..st.cfs.len() as u32 {
+                    let Some(cs) = st.cf_mut(id) else { continue };
+                    if !cs.mem.is_empty() {
+                        with_data.push(id);
+                    } else if cs.mem_first_log.is_some() {
+                        // Pinned by a refused write that never reached the memtable: nothing
+                        // of it is in the damaged log, which must not stay live for it.
+                        let before = cs.oldest_log();
+                        cs.mem_first_log = None;
+                        let after = cs.oldest_log();
+                        st.tracker.repin(id, before, after);
+                    }
+                }
+                with_data
             };
             self.switch_memtables(wal, &with_data)?;
             wal.damaged_from = None;
