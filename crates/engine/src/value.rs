@@ -85,12 +85,19 @@ pub struct ValueRange {
     pub bytes: PinnableValue,
 }
 
+/// `offset..offset + len` within a value of `value_len` bytes, cut at its end.
+pub(crate) fn clip(offset: u64, len: u64, value_len: u64) -> (u64, u64) {
+    (
+        offset.min(value_len),
+        offset.saturating_add(len).min(value_len),
+    )
+}
+
 impl ValueRange {
     /// `offset..offset + len` of a whole `value` (cut at its end).
     pub(crate) fn within(value: PinnableValue, offset: u64, len: u64) -> Self {
         let value_len = value.len() as u64;
-        let start = offset.min(value_len);
-        let end = offset.saturating_add(len).min(value_len);
+        let (start, end) = clip(offset, len, value_len);
         ValueRange {
             value_len,
             bytes: value.narrow(start as usize, (end - start) as usize),

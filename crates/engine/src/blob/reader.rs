@@ -10,6 +10,7 @@ use super::format::{
 use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, RandomAccessFile};
+use crate::value::clip;
 
 /// An open blob file.
 #[derive(Debug)]
@@ -330,14 +331,6 @@ impl BlobFileReader {
         data.drain(..(start - from) as usize);
         Ok((value_len, data))
     }
-}
-
-/// `offset..offset + len` within a value of `value_len` bytes, cut at its end.
-pub(crate) fn clip(offset: u64, len: u64, value_len: u64) -> (u64, u64) {
-    (
-        offset.min(value_len),
-        offset.saturating_add(len).min(value_len),
-    )
 }
 
 /// The record's value, decompressed.

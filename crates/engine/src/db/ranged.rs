@@ -57,7 +57,8 @@ impl Db {
 
     /// A reader of `key`'s whole value in column family `cf`, at `opts`' snapshot or at one it
     /// takes now, so every part it returns belongs to the same value; `None` when the key is
-    /// absent. It holds at most one step of the value (1 MiB) at a time.
+    /// absent. A value in a chunked record is read a step (at most 1 MiB) at a time; any other
+    /// is read once, whole, and held.
     pub fn value_reader_cf(
         &self,
         opts: &ReadOptions,
@@ -79,9 +80,10 @@ impl Db {
             ),
             _ => false,
         };
-        let (value_len, whole) = if chunked {
-            match self.inner.read_range(&opts, &cf, &key, 0, 0)? {
-                Some(first) => (first.value_len, None),
+        let (value_len, whole) = if let (true, Lookup::Indexed(index)) = (chunked, &found) {
+            // The length comes from the index, as a stat's does; each step reads its chunks.
+            match self.inner.blobs.value_len(index, &key, self.inner.now())? {
+                Some(len) => (len, None),
                 None => return Ok(None),
             }
         } else {

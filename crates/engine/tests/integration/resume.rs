@@ -187,15 +187,22 @@ fn a_full_log_resumes_once_space_returns_and_loses_nothing() {
 
 /// A write refused by a full log changes nothing: after the resume and a reopen its key is
 /// absent, though its record had been handed to the OS before the sync failed.
-#[test]
-fn a_write_refused_by_a_full_log_never_happened() {
-    let dir = crate::common::tempdir();
-    let fs = FaultInjectionFs::new();
-    let db = Db::open(dir.path(), options(&fs)).unwrap();
+/// A store holding the synced key "kept", whose synced write of "refused" then failed with
+/// ENOSPC when the log was synced (the record had reached the OS); the fault stays on.
+fn a_refused_synced_write(dir: &std::path::Path, fs: &FaultInjectionFs) -> Db {
+    let db = Db::open(dir, options(fs)).unwrap();
     db.put_with(&synced(), "kept", "1").unwrap();
     fs.fail_after(&[FsOp::Sync], 0, FaultError::NoSpace);
     let e = db.put_with(&synced(), "refused", "1").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    db
+}
+
+#[test]
+fn a_write_refused_by_a_full_log_never_happened() {
+    let dir = crate::common::tempdir();
+    let fs = FaultInjectionFs::new();
+    let db = a_refused_synced_write(dir.path(), &fs);
     assert!(db.get("refused").unwrap().is_none());
     let still = db.put("also refused", "1").unwrap_err();
     assert_eq!(still.kind(), ErrorKind::NoSpace, "{still}");
@@ -326,11 +333,7 @@ fn a_real_full_disk_stops_writes_and_they_resume_when_space_is_freed() {
 fn a_refused_write_stays_refused_when_the_store_closes_without_resuming() {
     let dir = crate::common::tempdir();
     let fs = FaultInjectionFs::new();
-    let db = Db::open(dir.path(), options(&fs)).unwrap();
-    db.put_with(&synced(), "kept", "1").unwrap();
-    fs.fail_after(&[FsOp::Sync], 0, FaultError::NoSpace);
-    let e = db.put_with(&synced(), "refused", "1").unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    let db = a_refused_synced_write(dir.path(), &fs);
     drop(db);
     fs.clear_faults();
 
