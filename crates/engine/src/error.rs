@@ -35,6 +35,10 @@ pub enum Error {
     /// the store's directory.
     #[error("{0} is open read-only")]
     ReadOnly(String),
+    /// A write that needs an existing value found none (a partial write, a copy or a rename of
+    /// a missing, deleted or expired key).
+    #[error("not found: {0}")]
+    NotFound(String),
 }
 
 /// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
@@ -60,6 +64,8 @@ pub enum ErrorKind {
     Background,
     /// The store was opened read-only.
     ReadOnly,
+    /// The key a write needs has no value.
+    NotFound,
 }
 
 /// The engine's result type.
@@ -96,6 +102,7 @@ impl Error {
             Error::NotSupported(_) => ErrorKind::NotSupported,
             Error::Background(_) => ErrorKind::Background,
             Error::ReadOnly(_) => ErrorKind::ReadOnly,
+            Error::NotFound(_) => ErrorKind::NotFound,
         }
     }
 
@@ -121,6 +128,7 @@ impl Error {
             Error::NotSupported(s) => Error::NotSupported(s.clone()),
             Error::Background(s) => Error::Background(s.clone()),
             Error::ReadOnly(s) => Error::ReadOnly(s.clone()),
+            Error::NotFound(s) => Error::NotFound(s.clone()),
         }
     }
 }

@@ -265,17 +265,48 @@ fn head_crc(header: &[u8; RECORD_HEADER_SIZE], key: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[4..]), key)
 }
 
-/// Checks a chunked record's header and key (`head`, as stored) and that the key is `key`;
+/// Whose record a read expects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Owner<'a> {
+    /// The record of this key: checked byte for byte.
+    Key(&'a [u8]),
+    /// A record an extent list borrows (perhaps another key's), whose key is this long; its
+    /// checksum covers the key, so the head still proves the record is whole.
+    KeyLen(u32),
+}
+
+impl Owner<'_> {
+    pub(crate) fn key_len(&self) -> usize {
+        match self {
+            Owner::Key(k) => k.len(),
+            Owner::KeyLen(n) => *n as usize,
+        }
+    }
+
+    /// Whether a record of key `key` is the one expected.
+    pub(crate) fn accepts(&self, key: &[u8]) -> bool {
+        match self {
+            Owner::Key(k) => *k == key,
+            Owner::KeyLen(n) => key.len() == *n as usize,
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Owner::Key(k) => format!("key {}", crate::error::show_key(k)),
+            Owner::KeyLen(n) => format!("a key of {n} bytes"),
+        }
+    }
+}
+
+/// Checks a chunked record's header and key (`head`, as stored) and that they are `owner`'s;
 /// returns the value's length.
-pub(crate) fn verify_chunked_head(head: &[u8], key: &[u8]) -> Result<u64, String> {
-    if head.len() != RECORD_HEADER_SIZE + key.len()
-        || fixed32(head, 4) as usize != key.len()
-        || &head[RECORD_HEADER_SIZE..] != key
+pub(crate) fn verify_chunked_head(head: &[u8], owner: Owner<'_>) -> Result<u64, String> {
+    if head.len() != RECORD_HEADER_SIZE + owner.key_len()
+        || fixed32(head, 4) as usize != owner.key_len()
+        || !owner.accepts(&head[RECORD_HEADER_SIZE..])
     {
-        return Err(format!(
-            "record does not belong to key {}",
-            crate::error::show_key(key)
-        ));
+        return Err(format!("record does not belong to {}", owner.describe()));
     }
     if head[20] != Stored::Chunked as u8 || crc32c::crc32c(&head[4..]) != fixed32(head, 0) {
         return Err("record checksum mismatch".into());
@@ -376,8 +407,16 @@ mod tests {
             (&b"key"[..], &value[..], Stored::Chunked)
         );
         let head = &rec[..RECORD_HEADER_SIZE + 3];
-        assert_eq!(verify_chunked_head(head, b"key"), Ok(value.len() as u64));
-        assert!(verify_chunked_head(head, b"kez").is_err());
+        assert_eq!(
+            verify_chunked_head(head, Owner::Key(b"key")),
+            Ok(value.len() as u64)
+        );
+        assert!(verify_chunked_head(head, Owner::Key(b"kez")).is_err());
+        assert_eq!(
+            verify_chunked_head(head, Owner::KeyLen(3)),
+            Ok(value.len() as u64)
+        );
+        assert!(verify_chunked_head(head, Owner::KeyLen(4)).is_err());
         // A flipped byte in the second chunk fails that chunk only.
         let mut bad = rec.clone();
         bad[RECORD_HEADER_SIZE + 3 + CHUNK_SIZE + 7] ^= 1;

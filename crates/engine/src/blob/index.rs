@@ -10,6 +10,7 @@
 //! `offset` and `size` locate the whole record (header, key and value) in the blob file, so one
 //! read fetches and verifies it.
 
+use super::extents::{EXTENTS, Extents};
 use super::format::Stored;
 use crate::coding::{get_varint64, put_varint64};
 
@@ -34,6 +35,8 @@ pub(crate) enum BlobIndex<'a> {
     Inline { expiration: u64, value: &'a [u8] },
     /// A value in a blob file; `expiration` is 0 when it never expires.
     Blob { expiration: u64, blob: BlobRef },
+    /// A value pieced together from extents (`Extents::decode(data)` succeeds).
+    Extents { expiration: u64, data: &'a [u8] },
 }
 
 impl<'a> BlobIndex<'a> {
@@ -44,6 +47,13 @@ impl<'a> BlobIndex<'a> {
         let expiration = match ty {
             INLINE_TTL | BLOB_TTL => get_varint64(data, &mut pos)?,
             BLOB => 0,
+            EXTENTS => {
+                let x = Extents::decode(data)?;
+                return Some(BlobIndex::Extents {
+                    expiration: x.expiration,
+                    data,
+                });
+            }
             _ => return None,
         };
         if ty == INLINE_TTL {
@@ -70,7 +80,9 @@ impl<'a> BlobIndex<'a> {
     /// When the value expires (seconds since the epoch); 0: never.
     pub(crate) fn expiration(&self) -> u64 {
         match *self {
-            BlobIndex::Inline { expiration, .. } | BlobIndex::Blob { expiration, .. } => expiration,
+            BlobIndex::Inline { expiration, .. }
+            | BlobIndex::Blob { expiration, .. }
+            | BlobIndex::Extents { expiration, .. } => expiration,
         }
     }
 
@@ -84,7 +96,18 @@ impl<'a> BlobIndex<'a> {
     pub(crate) fn blob(&self) -> Option<BlobRef> {
         match *self {
             BlobIndex::Blob { blob, .. } => Some(blob),
-            BlobIndex::Inline { .. } => None,
+            BlobIndex::Inline { .. } | BlobIndex::Extents { .. } => None,
+        }
+    }
+
+    /// Every blob record the index names, each once.
+    pub(crate) fn records(&self) -> Vec<BlobRef> {
+        match *self {
+            BlobIndex::Blob { blob, .. } => vec![blob],
+            BlobIndex::Inline { .. } => Vec::new(),
+            BlobIndex::Extents { data, .. } => Extents::decode(data)
+                .map(|x| x.records().into_iter().map(|(b, _)| b).collect())
+                .unwrap_or_default(),
         }
     }
 }

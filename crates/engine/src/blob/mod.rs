@@ -11,6 +11,8 @@
 //! A blob file is deleted only once no reader can reach it: files that become obsolete are handed
 //! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first.
 
+mod extent_read;
+pub(crate) mod extents;
 pub(crate) mod format;
 mod index;
 pub(crate) mod reader;
@@ -25,7 +27,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
 pub(crate) use format::{
-    BlobFooter, BlobHeader, ChunkSums, HEADER_SIZE, RECORD_HEADER_SIZE, Stored,
+    BlobFooter, BlobHeader, ChunkSums, HEADER_SIZE, Owner, RECORD_HEADER_SIZE, Stored,
     chunked_record_header,
 };
 pub(crate) use index::{BlobIndex, BlobRef, encode_blob, encode_inline};
@@ -42,13 +44,32 @@ use crate::value::{PinnableValue, ValueRange};
 /// Garbage bytes found per blob file (by a flush or a compaction), to be logged with its edit.
 pub(crate) type BlobGarbage = BTreeMap<u64, u64>;
 
-/// Adds the record an index points at to `garbage`, when it points into a blob file.
+/// Adds the records an index points at (each once) to `garbage`, when it points into blob files.
 pub(crate) fn note_garbage(garbage: &mut BlobGarbage, kind: u8, value: &[u8]) {
     if kind == crate::key::ValueKind::BlobIndex as u8
-        && let Some(blob) = BlobIndex::decode(value).and_then(|i| i.blob())
+        && let Some(index) = BlobIndex::decode(value)
     {
-        *garbage.entry(blob.file).or_default() += blob.size;
+        for blob in index.records() {
+            *garbage.entry(blob.file).or_default() += blob.size;
+        }
     }
+}
+
+/// The records an index borrows (each once): those of an extent list that its write did not
+/// make. Each is counted as a reference of its blob file when the entry is written.
+pub(crate) fn borrowed_records(kind: u8, value: &[u8]) -> Vec<BlobRef> {
+    if kind != crate::key::ValueKind::BlobIndex as u8 || value.first() != Some(&extents::EXTENTS) {
+        return Vec::new();
+    }
+    extents::Extents::decode(value)
+        .map(|x| {
+            x.records()
+                .into_iter()
+                .filter(|(_, made_here)| !made_here)
+                .map(|(b, _)| b)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// When a key expires, as [`crate::Db::get_expiration`] reports it.
@@ -100,7 +121,18 @@ pub(crate) struct BlobFileMeta {
     pub footer: BlobFooter,
     pub file_size: u64,
     pub garbage_bytes: u64,
+    /// Bytes of the file's records that entries borrow (extent lists, copies) besides each
+    /// record's own index: the file is wholly garbage only once garbage covers these too.
+    pub borrowed_bytes: u64,
     pub state: BlobFileState,
+}
+
+impl BlobFileMeta {
+    /// Bytes of records times the indexes that name them: what garbage must reach before no
+    /// index names any record of the file.
+    pub(crate) fn referenced_bytes(&self) -> u64 {
+        self.footer.record_bytes + self.borrowed_bytes
+    }
 }
 
 impl BlobFile {
@@ -136,7 +168,8 @@ pub struct BlobFileProperties {
     pub record_bytes: u64,
     /// Bytes of records no live index points at any more.
     pub garbage_bytes: u64,
-    /// `record_bytes - garbage_bytes`.
+    /// Bytes still referenced: `record_bytes`, plus bytes of records that more than one entry
+    /// names (copies, extent lists), minus `garbage_bytes`.
     pub live_bytes: u64,
     /// A file of values written with a TTL.
     pub has_ttl: bool,
@@ -304,6 +337,19 @@ impl BlobStore {
     }
 
     /// Adds `bytes` of garbage to file `number` (unknown files are ignored: already deleted).
+    /// Counts records borrowed by a new entry (each once per entry) as references of their files.
+    pub(crate) fn add_borrowed(&self, records: &[BlobRef]) {
+        if records.is_empty() {
+            return;
+        }
+        let files = self.files.read();
+        for b in records {
+            if let Some(f) = files.get(&b.file) {
+                f.meta.lock().borrowed_bytes += b.size;
+            }
+        }
+    }
+
     pub(crate) fn add_garbage(&self, garbage: &BlobGarbage) {
         let files = self.files.read();
         for (n, bytes) in garbage {
@@ -352,7 +398,7 @@ impl BlobStore {
     }
 
     /// The reader of file `number`.
-    fn reader(&self, number: u64, key: &[u8]) -> Result<Arc<BlobFileReader>> {
+    pub(crate) fn reader(&self, number: u64, key: &[u8]) -> Result<Arc<BlobFileReader>> {
         if self.get(number).is_none() {
             return Err(Error::corruption(
                 self.path(number),
@@ -373,6 +419,17 @@ impl BlobStore {
         key: &[u8],
         fill_cache: bool,
     ) -> Result<Arc<Vec<u8>>> {
+        self.fetch_for(blob, key, Owner::Key(key), fill_cache)
+    }
+
+    /// Reads the value of `blob`, `owner`'s record, for `key`, through the cache.
+    pub(crate) fn fetch_for(
+        &self,
+        blob: BlobRef,
+        key: &[u8],
+        owner: Owner<'_>,
+        fill_cache: bool,
+    ) -> Result<Arc<Vec<u8>>> {
         let cache_key = (blob.file, blob.offset);
         if let Some(cache) = &self.cache
             && let Some(CachedBlock::Blob(v)) = cache.lookup(cache_key)
@@ -383,7 +440,7 @@ impl BlobStore {
         if self.cache.is_some() {
             self.stats.blob_cache_miss.inc();
         }
-        let value = Arc::new(self.reader(blob.file, key)?.read(blob, key)?);
+        let value = Arc::new(self.reader(blob.file, key)?.read(blob, owner)?);
         self.stats.blob_reads.inc();
         self.stats.blob_bytes_read.add(blob.size);
         if fill_cache && let Some(cache) = &self.cache {
@@ -405,7 +462,16 @@ impl BlobStore {
     /// Whether `index` still stands for a value at `now`: not expired, its blob file not
     /// evicted. Reads nothing.
     pub(crate) fn is_live(&self, index: &BlobIndex<'_>, now: u64) -> bool {
-        !index.is_expired(now) && index.blob().is_none_or(|b| !self.is_evicted(b.file))
+        !index.is_expired(now) && self.files_present(index)
+    }
+
+    /// Whether no blob file `index` points into was evicted.
+    pub(crate) fn files_present(&self, index: &BlobIndex<'_>) -> bool {
+        match index {
+            BlobIndex::Inline { .. } => true,
+            BlobIndex::Blob { blob, .. } => !self.is_evicted(blob.file),
+            BlobIndex::Extents { .. } => index.records().iter().all(|b| !self.is_evicted(b.file)),
+        }
     }
 
     /// What the blob index `index` (the value of `key`) means for a reader at `now`.
@@ -432,6 +498,8 @@ impl BlobStore {
                 }
                 Ok(Resolved::Blob(self.fetch(blob, key, fill_cache)?))
             }
+            BlobIndex::Extents { .. } if keys_only => Ok(Resolved::Unread),
+            BlobIndex::Extents { .. } => Ok(Resolved::Blob(self.read_whole_extents(index, key)?)),
         }
     }
 
@@ -447,6 +515,7 @@ impl BlobStore {
             BlobIndex::Blob { blob, .. } => {
                 Ok(Some(self.reader(blob.file, key)?.value_len(blob, key)?))
             }
+            BlobIndex::Extents { data, .. } => Ok(Some(self.decode_extents(data, key)?.len())),
         }
     }
 
@@ -473,9 +542,9 @@ impl BlobStore {
                 ValueRange::within(found.narrow(start, len_inline), offset, len)
             }
             BlobIndex::Blob { blob, .. } if blob.stored == Stored::Chunked => {
-                let (value_len, bytes) = self
-                    .reader(blob.file, key)?
-                    .read_range(blob, key, offset, len)?;
+                let (value_len, bytes) =
+                    self.reader(blob.file, key)?
+                        .read_range(blob, Owner::Key(key), offset, len)?;
                 self.stats.blob_reads.inc();
                 self.stats.blob_bytes_read.add(bytes.len() as u64);
                 ValueRange {
@@ -488,6 +557,13 @@ impl BlobStore {
                 offset,
                 len,
             ),
+            BlobIndex::Extents { data, .. } => {
+                let x = self.decode_extents(data, key)?;
+                ValueRange {
+                    value_len: x.len(),
+                    bytes: PinnableValue::owned(self.read_extents(&x, key, (offset, len))?),
+                }
+            }
         }))
     }
 
@@ -523,8 +599,8 @@ impl BlobStore {
                     file_size: m.file_size,
                     records: m.footer.records,
                     record_bytes: m.footer.record_bytes,
-                    garbage_bytes: m.garbage_bytes.min(m.footer.record_bytes),
-                    live_bytes: m.footer.record_bytes.saturating_sub(m.garbage_bytes),
+                    garbage_bytes: m.garbage_bytes.min(m.referenced_bytes()),
+                    live_bytes: m.referenced_bytes().saturating_sub(m.garbage_bytes),
                     has_ttl: f.ttl_range.is_some(),
                     expiration_range: (hi != 0).then_some((lo, hi)),
                     state: m.state,

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::format::{
-    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, RECORD_HEADER_SIZE, Record,
-    Stored, chunk_trailer_len, decode_record, record_len, verify_chunked_head, verify_chunks,
+    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, Owner, RECORD_HEADER_SIZE,
+    Record, Stored, chunk_trailer_len, decode_record, record_len, verify_chunked_head,
+    verify_chunks,
 };
 use super::index::BlobRef;
 use crate::error::{Error, Result};
@@ -214,19 +215,19 @@ impl BlobFileReader {
             })
     }
 
-    /// Reads, verifies and decompresses the value `blob` points at, which must belong to `key`.
-    pub(crate) fn read(&self, blob: BlobRef, key: &[u8]) -> Result<Vec<u8>> {
+    /// Reads, verifies and decompresses the value `blob` points at, which must be `owner`'s.
+    pub(crate) fn read(&self, blob: BlobRef, owner: Owner<'_>) -> Result<Vec<u8>> {
         let size = usize::try_from(blob.size)
             .map_err(|_| self.corruption(format!("blob size {} out of range", blob.size)))?;
         let buf = self.read_record_prefix(blob, size)?;
         let record = decode_record(&buf)
             .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
-        if record.key != key {
+        if !owner.accepts(record.key) {
             return Err(self.corruption(format!(
                 "record at offset {} belongs to key {}, not {}",
                 blob.offset,
                 crate::error::show_key(record.key),
-                crate::error::show_key(key)
+                owner.describe()
             )));
         }
         decode_value(&record)
@@ -283,12 +284,12 @@ impl BlobFileReader {
 }
 
 impl BlobFileReader {
-    /// Reads and verifies a chunked record's header and key, which must be `key`'s; returns the
-    /// value's length.
-    fn chunked_head(&self, blob: BlobRef, key: &[u8]) -> Result<u64> {
-        let head_len = RECORD_HEADER_SIZE + key.len();
+    /// Reads and verifies a chunked record's header and key, which must be `owner`'s; returns
+    /// the value's length.
+    fn chunked_head(&self, blob: BlobRef, owner: Owner<'_>) -> Result<u64> {
+        let head_len = RECORD_HEADER_SIZE + owner.key_len();
         let head = self.read_record_prefix(blob, head_len.min(blob.size as usize))?;
-        let value_len = verify_chunked_head(&head, key)
+        let value_len = verify_chunked_head(&head, owner)
             .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
         if blob.size != head_len as u64 + value_len + chunk_trailer_len(value_len) {
             return Err(self.corruption(format!(
@@ -299,24 +300,24 @@ impl BlobFileReader {
         Ok(value_len)
     }
 
-    /// The bytes `start..end` of the value of the chunked record `blob` (of `key`), reading and
-    /// verifying only the chunks that hold them; `end` is at most the value's length, which is
-    /// returned with them.
+    /// The bytes `start..end` of the value of the chunked record `blob` (`owner`'s), reading
+    /// and verifying only the chunks that hold them; `end` is at most the value's length, which
+    /// is returned with them.
     pub(crate) fn read_range(
         &self,
         blob: BlobRef,
-        key: &[u8],
+        owner: Owner<'_>,
         offset: u64,
         len: u64,
     ) -> Result<(u64, Vec<u8>)> {
-        let value_len = self.chunked_head(blob, key)?;
+        let value_len = self.chunked_head(blob, owner)?;
         let (start, end) = clip(offset, len, value_len);
         if start == end {
             return Ok((value_len, Vec::new()));
         }
         let chunk = CHUNK_SIZE as u64;
         let (first, last) = (start / chunk, (end - 1) / chunk);
-        let value_at = (RECORD_HEADER_SIZE + key.len()) as u64;
+        let value_at = (RECORD_HEADER_SIZE + owner.key_len()) as u64;
         let sums = self.read_in_record(
             blob,
             value_at + value_len + 4 * first,

@@ -140,6 +140,7 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
                 footer: BlobFooter::default(),
                 file_size: 0,
                 garbage_bytes: 0,
+                borrowed_bytes: 0,
                 state: BlobFileState::Sealed,
             },
         )));

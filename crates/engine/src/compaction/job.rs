@@ -381,7 +381,7 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
                     it.value(),
                 );
                 kind = Some(ValueKind::Delete);
-            } else if blob.is_some_and(|b| ctx.blobs.store.is_evicted(b.file)) {
+            } else if !ctx.blobs.store.files_present(&index) {
                 // The eviction record names the file: this index (never a newer value, which
                 // points elsewhere) reads as absent, so it becomes a deletion.
                 out.done.entries_evicted += 1;
@@ -466,6 +466,12 @@ fn filter_value<'v>(
         Some(BlobIndex::Inline { value, .. }) => Ok(Cow::Borrowed(value)),
         Some(BlobIndex::Blob { blob, .. }) => Ok(Cow::Owned(
             ctx.blobs.store.fetch(blob, user_key, false)?.to_vec(),
+        )),
+        Some(BlobIndex::Extents { .. }) => Ok(Cow::Owned(
+            ctx.blobs
+                .store
+                .read_whole_extents(index, user_key)?
+                .to_vec(),
         )),
         None => Ok(Cow::Borrowed(index)),
     }

@@ -13,6 +13,10 @@ use crate::key::{SequenceNumber, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, oversized_key};
 use crate::range_del::RANGE_DELETION_KIND;
 
+mod partial;
+
+pub(crate) use partial::{PARTIAL_KIND, PartialOp};
+
 pub(crate) const HEADER_SIZE: usize = 12;
 
 /// Set in a record's kind byte when the record is of the default column family, whose id (0) is
@@ -26,6 +30,8 @@ pub struct WriteBatch {
     invalid: Option<String>,
     /// The column families the records touch, each once.
     cfs: Vec<u32>,
+    /// How many records are partial writes (`partial::PARTIAL_KIND`).
+    partial_ops: usize,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -50,6 +56,8 @@ pub(crate) enum Op {
     Point(ValueKind),
     /// Deletes `[key, value)`: the record's key is the range's start, its value the end.
     DeleteRange,
+    /// A partial write of `key` (`PartialOp`), resolved before the batch is logged.
+    Partial,
 }
 
 /// One decoded record of a batch.
@@ -123,6 +131,7 @@ impl WriteBatch {
             rep,
             invalid: None,
             cfs: Vec::new(),
+            partial_ops: 0,
         }
     }
 
@@ -179,12 +188,26 @@ impl WriteBatch {
         self.add(ValueKind::BlobIndex, cf, key, Some(index));
     }
 
+    /// Sets `key` to `value` in column family `cf` (by id: the write path's own records).
+    pub(crate) fn put_cf_id(&mut self, cf: u32, key: &[u8], value: &[u8]) {
+        self.add(ValueKind::Put, cf, key, Some(value));
+    }
+
+    /// Deletes `key` from column family `cf` (by id).
+    pub(crate) fn delete_cf_id(&mut self, cf: u32, key: &[u8]) {
+        self.add(ValueKind::Delete, cf, key, None);
+    }
+
     /// Adds a decoded record as it is.
     pub(crate) fn add_decoded(&mut self, r: &BatchRecord<'_>) {
         match r.op {
             Op::Point(ValueKind::Delete) => self.add(ValueKind::Delete, r.cf, r.key, None),
             Op::Point(kind) => self.add(kind, r.cf, r.key, Some(r.value)),
             Op::DeleteRange => self.add_range(r.cf, r.key, r.value),
+            Op::Partial => {
+                self.partial_ops += 1;
+                self.add_record(PARTIAL_KIND, r.cf, r.key, Some(r.value));
+            }
         }
     }
 
@@ -245,6 +268,7 @@ impl WriteBatch {
         self.rep[..HEADER_SIZE].fill(0);
         self.invalid = None;
         self.cfs.clear();
+        self.partial_ops = 0;
     }
 
     /// The column families this batch writes to.
@@ -317,7 +341,7 @@ impl WriteBatch {
             |why: String| crate::Error::InvalidArgument(format!("encoded write batch: {why}"));
         let mut batch =
             WriteBatch::from_bytes(data).ok_or_else(|| bad("shorter than its header".into()))?;
-        let (mut cfs, mut invalid) = (Vec::new(), None);
+        let (mut cfs, mut invalid, mut partial_ops) = (Vec::new(), None, 0);
         batch
             .for_each(|r| {
                 add_once(&mut cfs, r.cf);
@@ -332,6 +356,13 @@ impl WriteBatch {
                     ))
                     .then(|| "a record names a place in a blob file".to_string()),
                     Op::Point(_) => oversized_value(r.value.len()),
+                    Op::Partial => {
+                        partial_ops += 1;
+                        match PartialOp::decode(r.value) {
+                            Some(op) => op.invalid(r.key),
+                            None => Some("a malformed partial write".to_string()),
+                        }
+                    }
                 });
             })
             .map_err(bad)?;
@@ -339,12 +370,14 @@ impl WriteBatch {
             return Err(bad(why));
         }
         batch.cfs = cfs;
+        batch.partial_ops = partial_ops;
         batch.set_sequence(0);
         Ok(batch)
     }
 
     /// Appends another batch's records (group commit merges the group into one WAL record).
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
+    pub(crate) fn append_batch(&mut self, other: &WriteBatch) {
+        self.partial_ops += other.partial_ops;
         self.rep.extend_from_slice(&other.rep[HEADER_SIZE..]);
         let count = fixed32(&self.rep, 8) + fixed32(&other.rep, 8);
         self.rep[8..12].copy_from_slice(&count.to_le_bytes());
@@ -359,6 +392,7 @@ impl WriteBatch {
             rep: data,
             invalid: None,
             cfs: Vec::new(),
+            partial_ops: 0,
         })
     }
 
@@ -371,6 +405,7 @@ impl WriteBatch {
             let tag = self.rep[pos];
             let op = match tag & !IN_DEFAULT_CF {
                 RANGE_DELETION_KIND => Op::DeleteRange,
+                PARTIAL_KIND => Op::Partial,
                 b => Op::Point(
                     ValueKind::from_u8(b)
                         .ok_or_else(|| format!("unknown record kind {tag} in write batch"))?,
@@ -384,7 +419,9 @@ impl WriteBatch {
             };
             let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
             let value = match op {
-                Op::Point(ValueKind::Put | ValueKind::BlobIndex) | Op::DeleteRange => {
+                Op::Point(ValueKind::Put | ValueKind::BlobIndex)
+                | Op::DeleteRange
+                | Op::Partial => {
                     get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
                 }
                 Op::Point(ValueKind::Delete) => &[],
@@ -490,7 +527,7 @@ mod tests {
         b.delete_range("k", "m");
         let mut c = WriteBatch::new();
         c.put("c", "3");
-        b.append(&c);
+        b.append_batch(&c);
         b.set_sequence(42);
         let copy = WriteBatch::from_bytes(b.data().to_vec()).unwrap();
         assert_eq!(copy.sequence(), 42);

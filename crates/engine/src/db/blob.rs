@@ -55,7 +55,7 @@ const MAX_ADOPTED_OPEN: usize = 64;
 /// The write path's open blob files.
 #[derive(Debug, Default)]
 pub(crate) struct BlobWriters {
-    open: HashMap<WriterKey, OpenBlobWriter>,
+    pub(super) open: HashMap<WriterKey, OpenBlobWriter>,
     /// Files given up after a failed append, whose earlier records may back acknowledged writes:
     /// kept until a sync makes those durable.
     abandoned: Vec<OpenBlobWriter>,
@@ -68,6 +68,16 @@ pub(crate) struct BlobWriters {
 }
 
 impl BlobWriters {
+    /// Hands the records appended to every open file to the OS (a process crash keeps them).
+    pub(super) fn flush_dirty(&mut self) -> Result<()> {
+        first_error(
+            self.open
+                .values_mut()
+                .filter(|w| w.dirty)
+                .map(|w| w.writer.flush()),
+        )
+    }
+
     /// Syncs the adopted value files, closing each once synced (a failure leaves it and the
     /// older ones for the next sync).
     fn sync_adopted(&mut self) -> Result<()> {
@@ -119,7 +129,7 @@ fn first_error(steps: impl IntoIterator<Item = Result<()>>) -> Result<()> {
 }
 
 /// The TTL bucket of a value expiring at `expiration`.
-fn ttl_bucket(expiration: u64, range: u64) -> (u64, u64) {
+pub(super) fn ttl_bucket(expiration: u64, range: u64) -> (u64, u64) {
     let lo = expiration - expiration % range;
     (lo, lo.saturating_add(range))
 }
@@ -221,13 +231,7 @@ impl DbInner {
                 }
             })
             .map_err(Error::InvalidArgument)?;
-        let flushed = first_error(
-            writers
-                .open
-                .values_mut()
-                .filter(|w| w.dirty)
-                .map(|w| w.writer.flush()),
-        );
+        let flushed = writers.flush_dirty();
         let result = failure.map_or(flushed, Err);
         let to_seal: Vec<OpenBlobWriter> = sealed
             .iter()
@@ -241,7 +245,7 @@ impl DbInner {
     }
 
     /// Appends one value; returns its index, its file, and whether the file is now full.
-    fn append_blob(
+    pub(super) fn append_blob(
         &self,
         writers: &mut BlobWriters,
         cf: &ColumnFamilyData,
@@ -310,6 +314,7 @@ impl DbInner {
                 footer: writer.footer(),
                 file_size: writer.file_size(),
                 garbage_bytes: 0,
+                borrowed_bytes: 0,
                 state: BlobFileState::Open,
             },
         ));
@@ -359,7 +364,7 @@ impl DbInner {
 
     /// Seals files the write path filled: queued for a background job when there are threads,
     /// here otherwise.
-    fn seal_full_blob_writers(&self, full: Vec<OpenBlobWriter>) -> Result<()> {
+    pub(super) fn seal_full_blob_writers(&self, full: Vec<OpenBlobWriter>) -> Result<()> {
         if full.is_empty() {
             return Ok(());
         }
@@ -476,6 +481,7 @@ impl DbInner {
                     footer,
                     file_size,
                     garbage_bytes: 0,
+                    borrowed_bytes: 0,
                     state: BlobFileState::Sealed,
                 },
             ));
@@ -533,6 +539,7 @@ impl DbInner {
                 footer,
                 file_size: HEADER_SIZE as u64 + record_size + FOOTER_SIZE as u64,
                 garbage_bytes: 0,
+                borrowed_bytes: 0,
                 state: BlobFileState::Sealed,
             },
         ));
@@ -646,7 +653,7 @@ impl DbInner {
             let max_exp = m.footer.expiration_range.1;
             if f.ttl_range.is_some() && max_exp != 0 && now >= max_exp && m.footer.records > 0 {
                 expired.push(f.number);
-            } else if m.garbage_bytes >= m.footer.record_bytes {
+            } else if m.garbage_bytes >= m.referenced_bytes() {
                 garbage.push(f.number);
             }
         }

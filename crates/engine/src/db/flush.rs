@@ -207,6 +207,7 @@ impl DbInner {
             column_family: cf.id,
             log_number: Some(next_log),
             blob_garbage: garbage.iter().map(|(n, b)| (*n, *b)).collect(),
+            blob_refs_added: mem.borrowed(),
             ..Default::default()
         };
         let mut info = FlushInfo {

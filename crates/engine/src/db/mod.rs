@@ -11,6 +11,7 @@ mod inspect;
 mod iter;
 mod multi_get;
 mod open;
+mod partial;
 mod properties;
 mod ranged;
 mod read;

@@ -593,6 +593,7 @@ fn replay_wals(
             edit.new_files.push((0, meta));
         }
         edit.blob_garbage.extend(garbage);
+        edit.blob_refs_added.extend(mem.borrowed());
         Ok(())
     };
     let mode = match opts.wal_recovery {
@@ -656,7 +657,9 @@ fn replay_wals(
                         touched.push(r.cf);
                     }
                     match (mems.get(&r.cf), log_numbers.get(&r.cf)) {
-                        (Some(mem), Some(&log)) if number >= log => apply_to_memtable(mem, seq, &r),
+                        (Some(mem), Some(&log)) if number >= log => {
+                            blobs.add_borrowed(&apply_to_memtable(mem, seq, &r))
+                        }
                         // Flushed before the crash, or dropped.
                         (Some(_), Some(_)) => {}
                         _ if r.cf <= highest_id => {}
@@ -820,6 +823,7 @@ fn recover_blob_files(
                     footer: found.footer,
                     file_size: found.file_size,
                     garbage_bytes: garbage,
+                    borrowed_bytes: data.blob_borrowed.get(&number).copied().unwrap_or(0),
                     state: BlobFileState::Sealed,
                 },
             )));
@@ -862,17 +866,18 @@ fn missing_blob(
             let Some(index) = BlobIndex::decode(r.value) else {
                 return;
             };
-            let Some(blob) = index.blob() else { return };
-            match blobs.get(blob.file) {
-                Some(f) => {
-                    let m = *f.meta.lock();
-                    let end = crate::blob::records_end(&m.footer);
-                    if blob.offset + blob.size > end {
-                        missing = Some(blob.file);
+            for blob in index.records() {
+                match blobs.get(blob.file) {
+                    Some(f) => {
+                        let m = *f.meta.lock();
+                        let end = crate::blob::records_end(&m.footer);
+                        if blob.offset + blob.size > end {
+                            missing = Some(blob.file);
+                        }
                     }
+                    None if blobs.is_evicted(blob.file) || index.is_expired(now) => {}
+                    None => unknown = Some(blob.file),
                 }
-                None if blobs.is_evicted(blob.file) || index.is_expired(now) => {}
-                None => unknown = Some(blob.file),
             }
         })
         .map_err(|d| Error::corruption(wal, d))?;

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use super::DbInner;
 use super::batch::{BatchRecord, Op, WriteBatch};
+use super::blob::PendingBlobs;
 use crate::compaction;
 use crate::error::{Error, Result};
 use crate::events::StallCause;
@@ -64,12 +65,30 @@ struct PendingWrite {
     batch: WriteBatch,
     sync: bool,
     disable_wal: bool,
+    /// Why this write alone was refused (a partial write that could not be resolved); the rest
+    /// of its group commits without it.
+    refused: Option<Error>,
 }
 
 /// The outcome shared by every writer of one group.
 #[derive(Debug, Default)]
 struct Group {
     outcome: Mutex<Option<Result<()>>>,
+    /// Writes refused alone, by their place in the group.
+    refused: Mutex<Vec<(usize, Error)>>,
+}
+
+impl Group {
+    /// The outcome for the write at `place`.
+    fn outcome_of(&self, place: usize) -> Option<Result<()>> {
+        if let Some((_, e)) = self.refused.lock().iter().find(|(p, _)| *p == place) {
+            return Some(Err(e.duplicate()));
+        }
+        self.outcome.lock().as_ref().map(|o| match o {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e.duplicate()),
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -118,29 +137,44 @@ impl WalState {
 }
 
 /// Applies one record of a write batch to `mem` at sequence number `seq`: the write path's job,
-/// shared with recovery and repair, so the memtable knows nothing of batches.
-pub(super) fn apply_to_memtable(mem: &MemTable, seq: SequenceNumber, r: &BatchRecord<'_>) {
+/// shared with recovery and repair, so the memtable knows nothing of batches. Returns the blob
+/// records the entry borrows (`blob::borrowed_records`), noted in `mem` and for the caller to
+/// count in the blob store.
+pub(super) fn apply_to_memtable(
+    mem: &MemTable,
+    seq: SequenceNumber,
+    r: &BatchRecord<'_>,
+) -> Vec<crate::blob::BlobRef> {
     match r.op {
-        Op::Point(kind) => mem.add(seq, kind, r.key, r.value),
+        Op::Point(kind) => {
+            mem.add(seq, kind, r.key, r.value);
+            let borrowed = crate::blob::borrowed_records(kind as u8, r.value);
+            for b in &borrowed {
+                mem.note_borrowed(b.file, b.size);
+            }
+            return borrowed;
+        }
         Op::DeleteRange => mem.add_range_tombstone(RangeTombstone::new(r.key, r.value, seq)),
+        // Resolved before a batch is logged; never in a WAL.
+        Op::Partial => {}
     }
+    Vec::new()
 }
 
 impl DbInner {
     pub(super) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         let mut q = self.queue.lock();
+        let place = q.pending.len();
         q.pending.push(PendingWrite {
             batch,
             sync: opts.sync,
             disable_wal: opts.disable_wal,
+            refused: None,
         });
         let group = q.group.clone();
         loop {
-            if let Some(outcome) = group.outcome.lock().as_ref() {
-                return match outcome {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.duplicate()),
-                };
+            if let Some(outcome) = group.outcome_of(place) {
+                return outcome;
             }
             if !q.leader_active {
                 break;
@@ -156,11 +190,37 @@ impl DbInner {
         let result = self.commit_group(&mut writes);
 
         let mut q = self.queue.lock();
+        taken.refused.lock().extend(
+            writes
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, w)| Some((i, w.refused.take()?))),
+        );
         *taken.outcome.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
         q.leader_active = false;
         drop(q);
         self.queue_cv.notify_all();
-        result
+        taken.outcome_of(place).unwrap_or(result)
+    }
+
+    /// Resolves the partial writes of each write that has any, against the store as the last
+    /// group left it and the writes before it in this group (`db/partial.rs`). One that cannot
+    /// be resolved is refused alone and leaves an empty batch.
+    fn resolve_group(&self, writes: &mut [PendingWrite], pending: &mut PendingBlobs) {
+        for i in 0..writes.len() {
+            if !writes[i].batch.has_partial_ops() {
+                continue;
+            }
+            let (before, rest) = writes.split_at_mut(i);
+            let earlier: Vec<&WriteBatch> = before.iter().map(|w| &w.batch).collect();
+            match self.resolve_partial_writes(&rest[0].batch, &earlier, pending) {
+                Ok(b) => rest[0].batch = b,
+                Err(e) => {
+                    rest[0].refused = Some(e);
+                    rest[0].batch.clear();
+                }
+            }
+        }
     }
 
     /// Commits one group as the leader.
@@ -176,6 +236,9 @@ impl DbInner {
             }
         }
         self.make_room_for_write(&mut wal, group_bytes, &touched)?;
+        // New blob records of partial writes stay unevictable until the group lands.
+        let mut _pending = PendingBlobs::default();
+        self.resolve_group(writes, &mut _pending);
         // A column family dropped since its writer checked it is skipped: its records are in the
         // WAL, and recovery skips them too.
         let mems: Vec<(u32, Arc<MemTable>)> = {
@@ -190,7 +253,10 @@ impl DbInner {
         // WAL-logged batches take the first sequence numbers so that their merged record is contiguous.
         let mut seq = first_seq;
         let mut logged_writes = 0;
-        for w in writes.iter_mut().filter(|w| !w.disable_wal) {
+        for w in writes
+            .iter_mut()
+            .filter(|w| !w.disable_wal && !w.batch.is_empty())
+        {
             w.batch.set_sequence(seq);
             seq += w.batch.len() as u64;
             logged_writes += 1;
@@ -203,14 +269,19 @@ impl DbInner {
         // A group of one (the common case without concurrent writers) logs its batch as it is;
         // only a real group pays for a merged copy.
         let merged = (logged_writes > 1).then(|| {
-            let mut logged = writes.iter().filter(|w| !w.disable_wal);
+            let mut logged = writes
+                .iter()
+                .filter(|w| !w.disable_wal && !w.batch.is_empty());
             let mut merged = logged.next().map(|w| w.batch.clone()).unwrap_or_default();
-            logged.for_each(|w| merged.append(&w.batch));
+            logged.for_each(|w| merged.append_batch(&w.batch));
             merged
         });
         let logged = match &merged {
             Some(m) => Some(m),
-            None => writes.iter().find(|w| !w.disable_wal).map(|w| &w.batch),
+            None => writes
+                .iter()
+                .find(|w| !w.disable_wal && !w.batch.is_empty())
+                .map(|w| &w.batch),
         };
 
         if let Some(record) = logged {
@@ -251,13 +322,14 @@ impl DbInner {
             w.batch
                 .for_each(|r| {
                     if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == r.cf) {
-                        apply_to_memtable(mem, s, &r);
+                        self.blobs.add_borrowed(&apply_to_memtable(mem, s, &r));
                     }
                     s += 1;
                     match r.op {
                         Op::Point(ValueKind::Put | ValueKind::BlobIndex) => puts += 1,
                         Op::Point(ValueKind::Delete) => deletes += 1,
                         Op::DeleteRange => range_deletes += 1,
+                        Op::Partial => {}
                     }
                     bytes += (r.key.len() + r.value.len()) as u64;
                 })

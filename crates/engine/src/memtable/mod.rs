@@ -27,6 +27,9 @@ pub(crate) struct MemTable {
     range_del_bytes: AtomicUsize,
     /// The fragmented form readers use, built on first read after a tombstone is added.
     fragmented: RwLock<Option<Arc<FragmentedTombstones>>>,
+    /// Bytes of blob records (by file) that this memtable's entries borrow: logged by the flush
+    /// that persists them (the blob store counted them when they were added).
+    borrowed: Mutex<std::collections::BTreeMap<u64, u64>>,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -54,7 +57,18 @@ impl MemTable {
             range_del_count: AtomicUsize::new(0),
             range_del_bytes: AtomicUsize::new(0),
             fragmented: RwLock::new(None),
+            borrowed: Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// Notes `bytes` of blob file `file` borrowed by an entry added.
+    pub(crate) fn note_borrowed(&self, file: u64, bytes: u64) {
+        *self.borrowed.lock().entry(file).or_default() += bytes;
+    }
+
+    /// The bytes borrowed by this memtable's entries, by blob file.
+    pub(crate) fn borrowed(&self) -> Vec<(u64, u64)> {
+        self.borrowed.lock().iter().map(|(n, b)| (*n, *b)).collect()
     }
 
     pub(crate) fn add_range_tombstone(&self, t: RangeTombstone) {

@@ -128,9 +128,11 @@ impl TableBuilder {
         if kind == ValueKind::Delete as u8 {
             p.num_deletions += 1;
         } else if kind == ValueKind::BlobIndex as u8
-            && let Some(BlobIndex::Blob { blob, .. }) = BlobIndex::decode(value)
+            && let Some(index) = BlobIndex::decode(value)
         {
-            *self.blob_references.entry(blob.file).or_default() += 1;
+            for blob in index.records() {
+                *self.blob_references.entry(blob.file).or_default() += 1;
+            }
         }
         p.raw_key_size += user_key.len() as u64;
         p.raw_value_size += value.len() as u64;

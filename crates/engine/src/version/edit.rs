@@ -27,6 +27,8 @@ const TAG_NEW_FILE_WITH_RANGE_DELETIONS: u32 = 12;
 const TAG_BLOB_FILE_ADDED: u32 = 13;
 /// Garbage found in a blob file: number, bytes (added to what is recorded).
 const TAG_BLOB_GARBAGE: u32 = 14;
+/// Blob references added: (number, bytes) of records extent lists borrow.
+const TAG_BLOB_REFS: u32 = 20;
 /// A blob file evicted by FIFO: number, the last sequence number when it was evicted.
 const TAG_BLOB_FILE_EVICTED: u32 = 15;
 /// A blob file deleted (wholly garbage, or expired): number.
@@ -126,6 +128,9 @@ pub(crate) struct VersionEdit {
     pub blob_files_added: Vec<u64>,
     /// (blob file, bytes) of records no index points at any more.
     pub blob_garbage: Vec<(u64, u64)>,
+    /// (blob file, bytes) of records that entries borrow besides their own index: counted as
+    /// references, so the file stays until garbage covers them too.
+    pub blob_refs_added: Vec<(u64, u64)>,
     /// (blob file, last sequence number at eviction) evicted by FIFO.
     pub blob_files_evicted: Vec<(u64, u64)>,
     /// Blob files deleted.
@@ -182,6 +187,7 @@ impl VersionEdit {
         }
         for (tag, list) in [
             (TAG_BLOB_GARBAGE, &self.blob_garbage),
+            (TAG_BLOB_REFS, &self.blob_refs_added),
             (TAG_BLOB_FILE_EVICTED, &self.blob_files_evicted),
         ] {
             for (n, v) in list {
@@ -309,6 +315,10 @@ impl VersionEdit {
                 TAG_BLOB_GARBAGE => {
                     let n = v64(&mut pos)?;
                     e.blob_garbage.push((n, v64(&mut pos)?));
+                }
+                TAG_BLOB_REFS => {
+                    let n = v64(&mut pos)?;
+                    e.blob_refs_added.push((n, v64(&mut pos)?));
                 }
                 TAG_BLOB_FILE_EVICTED => {
                     let n = v64(&mut pos)?;
@@ -551,6 +561,7 @@ mod tests {
             deleted_files: vec![(1, 4)],
             blob_files_added: vec![20, 21],
             blob_garbage: vec![(20, 4117), (5, 1)],
+            blob_refs_added: vec![(20, 9000)],
             blob_files_evicted: vec![(3, 999)],
             blob_files_deleted: vec![4],
             snapshot_records: Some(3),

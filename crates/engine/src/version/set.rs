@@ -27,6 +27,8 @@ pub(crate) struct CfVersions {
     pub log_number: u64,
     /// Live blob files, with the garbage bytes recorded for each.
     pub blob_files: BTreeMap<u64, u64>,
+    /// Bytes of each live blob file's records that entries borrow (extent lists, copies).
+    pub blob_borrowed: BTreeMap<u64, u64>,
     /// Blob files evicted by FIFO, with the last sequence number at eviction: indexes into them
     /// read as absent.
     pub evicted_blob_files: BTreeMap<u64, u64>,
@@ -40,6 +42,7 @@ impl CfVersions {
             current: Arc::new(Version::default()),
             log_number,
             blob_files: BTreeMap::new(),
+            blob_borrowed: BTreeMap::new(),
             evicted_blob_files: BTreeMap::new(),
         }
     }
@@ -368,12 +371,19 @@ impl VersionSet {
                 *g += bytes;
             }
         }
+        for &(n, bytes) in &edit.blob_refs_added {
+            if cf.blob_files.contains_key(&n) {
+                *cf.blob_borrowed.entry(n).or_default() += bytes;
+            }
+        }
         for &(n, seq) in &edit.blob_files_evicted {
             cf.blob_files.remove(&n);
+            cf.blob_borrowed.remove(&n);
             cf.evicted_blob_files.insert(n, seq);
         }
         for n in &edit.blob_files_deleted {
             cf.blob_files.remove(n);
+            cf.blob_borrowed.remove(n);
         }
         if let Some(n) = edit.log_number {
             cf.log_number = n;
@@ -495,6 +505,7 @@ impl VersionSet {
                 .filter(|(_, g)| **g > 0)
                 .map(|(n, g)| (*n, *g))
                 .collect();
+            edit.blob_refs_added = cf.blob_borrowed.iter().map(|(n, b)| (*n, *b)).collect();
             edit.blob_files_evicted = cf
                 .evicted_blob_files
                 .iter()

@@ -16,6 +16,7 @@ mod db;
 mod fault_injection;
 mod module_graph;
 mod multi_get;
+mod partial;
 mod range_del;
 mod ranged;
 mod resume;

@@ -1,0 +1,103 @@
+//! Reading extent values (`super::extents`): each piece from where it lives, a record's bytes
+//! through a ranged read of that record (or its cached whole value, for a record that is not
+//! chunked).
+
+use std::sync::Arc;
+
+use super::BlobStore;
+use super::extents::{Extent, Extents, Piece};
+use super::format::{Owner, Stored};
+use super::index::BlobRef;
+use crate::error::{Error, Result};
+use crate::value::clip;
+
+impl BlobStore {
+    /// The `len` bytes at `at` of the value of record `blob` (a key of `key_len` bytes), for an
+    /// extent of `key`'s value.
+    pub(crate) fn read_record_bytes(
+        &self,
+        blob: BlobRef,
+        key_len: u32,
+        (at, len): (u64, u64),
+        key: &[u8],
+    ) -> Result<Vec<u8>> {
+        let owner = Owner::KeyLen(key_len);
+        let bytes = if blob.stored == Stored::Chunked {
+            let (_, bytes) = self
+                .reader(blob.file, key)?
+                .read_range(blob, owner, at, len)?;
+            self.stats.blob_reads.inc();
+            self.stats.blob_bytes_read.add(bytes.len() as u64);
+            bytes
+        } else {
+            let whole = self.fetch_for(blob, key, owner, true)?;
+            let (start, end) = clip(at, len, whole.len() as u64);
+            whole[start as usize..end as usize].to_vec()
+        };
+        if bytes.len() as u64 != len {
+            return Err(Error::corruption(
+                self.path(blob.file),
+                format!(
+                    "an extent of key {} runs past the value of the record at offset {}",
+                    crate::error::show_key(key),
+                    blob.offset
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Appends `len` bytes from `from` within extent `e` of `key`'s value to `out`.
+    pub(crate) fn read_extent_into(
+        &self,
+        e: &Extent,
+        (from, len): (u64, u64),
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        match &e.piece {
+            Piece::Zeros => out.resize(out.len() + len as usize, 0),
+            Piece::Inline(bytes) => {
+                out.extend_from_slice(&bytes[from as usize..(from + len) as usize]);
+            }
+            Piece::Record {
+                blob, key_len, at, ..
+            } => out.extend(self.read_record_bytes(*blob, *key_len, (at + from, len), key)?),
+        }
+        Ok(())
+    }
+
+    /// `offset..offset + len` of the extent value `x` of `key`, cut at its end.
+    pub(crate) fn read_extents(
+        &self,
+        x: &Extents,
+        key: &[u8],
+        (offset, len): (u64, u64),
+    ) -> Result<Vec<u8>> {
+        let (start, end) = clip(offset, len, x.len());
+        let mut out = Vec::with_capacity((end - start) as usize);
+        for (e, from, n) in x.covering(start, end) {
+            self.read_extent_into(e, (from, n), key, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// The extent list of blob index `index` (the value of `key`).
+    pub(crate) fn decode_extents(&self, index: &[u8], key: &[u8]) -> Result<Extents> {
+        Extents::decode(index).ok_or_else(|| {
+            Error::corruption(
+                &self.dir,
+                format!(
+                    "malformed extent list for key {}",
+                    crate::error::show_key(key)
+                ),
+            )
+        })
+    }
+
+    /// The whole extent value of `index`.
+    pub(crate) fn read_whole_extents(&self, index: &[u8], key: &[u8]) -> Result<Arc<Vec<u8>>> {
+        let x = self.decode_extents(index, key)?;
+        Ok(Arc::new(self.read_extents(&x, key, (0, u64::MAX))?))
+    }
+}

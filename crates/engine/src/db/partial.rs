@@ -1,0 +1,324 @@
+//! Resolving partial writes (`WriteBatch::write_at`, `append`, `truncate`, `copy`, `rename`;
+//! doc/architecture.md, "Partial writes, copies and moves"). The write leader calls this under
+//! the WAL lock, so the store it reads is exactly what the previous group left, and the batch it
+//! returns holds only plain records (puts, blob indexes, deletes): the WAL, memtables, flushes and
+//! compactions never see a partial write.
+
+use std::sync::Arc;
+
+use super::DbInner;
+use super::batch::{BatchRecord, Op, PartialOp, WriteBatch};
+use super::blob::{PendingBlobs, ttl_bucket};
+use super::column_family::ColumnFamilyData;
+use crate::blob::extents::{
+    Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, MAX_EXTENTS, Piece,
+};
+use crate::blob::{BlobIndex, BlobRef, encode_inline};
+use crate::error::{Error, Result, show_key};
+use crate::key::{Lookup, ValueKind};
+use crate::options::{MAX_VALUE_SIZE, ReadOptions};
+
+/// A result at most this long (and without a TTL) is stored as a plain value: small files stay
+/// plain puts, readable without a blob file.
+const PLAIN_MAX: u64 = 4 << 10;
+
+/// What a key holds as a partial write finds it.
+enum Current {
+    Missing,
+    /// A plain value.
+    Plain(Vec<u8>),
+    /// A blob index found under the key named (whose records, for the whole-blob forms, are
+    /// that key's).
+    Index(Vec<u8>),
+}
+
+impl DbInner {
+    /// `batch` with its partial writes resolved against the store and `earlier` (the batches
+    /// committing before it in this group). New blob records stay held by `pending` until the
+    /// batch commits. Fails, writing nothing the store will ever name, when an operation cannot
+    /// be done.
+    pub(super) fn resolve_partial_writes(
+        &self,
+        batch: &WriteBatch,
+        earlier: &[&WriteBatch],
+        pending: &mut PendingBlobs,
+    ) -> Result<WriteBatch> {
+        let mut out = WriteBatch::with_capacity(batch.size_in_bytes());
+        let mut failure = None;
+        batch
+            .for_each(|r| {
+                if failure.is_some() {
+                    return;
+                }
+                if r.op != Op::Partial {
+                    return out.add_decoded(&r);
+                }
+                if let Err(e) = self.resolve_one(&r, earlier, &mut out, pending) {
+                    failure = Some(e);
+                }
+            })
+            .map_err(Error::InvalidArgument)?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    fn resolve_one(
+        &self,
+        r: &BatchRecord<'_>,
+        earlier: &[&WriteBatch],
+        out: &mut WriteBatch,
+        pending: &mut PendingBlobs,
+    ) -> Result<()> {
+        let op = PartialOp::decode(r.value)
+            .ok_or_else(|| Error::InvalidArgument("a malformed partial write".into()))?;
+        if let Some(why) = op.invalid(r.key) {
+            return Err(Error::InvalidArgument(why));
+        }
+        let cf = self.registry.read().get(r.cf).cloned().ok_or_else(|| {
+            Error::InvalidArgument(format!("column family {} does not exist", r.cf))
+        })?;
+        let missing = |key: &[u8]| {
+            Error::NotFound(format!(
+                "key {} has no value to {}",
+                show_key(key),
+                match op {
+                    PartialOp::WriteAt { .. } => "write into",
+                    PartialOp::Append(_) => "append to",
+                    PartialOp::Truncate(_) => "truncate",
+                    PartialOp::Copy { .. } => "copy",
+                    PartialOp::Rename { .. } => "rename",
+                }
+            ))
+        };
+        let (source, new) = match op {
+            PartialOp::Copy { from } | PartialOp::Rename { from } => (from, None),
+            PartialOp::WriteAt { offset, data } => (r.key, Some((offset, data))),
+            PartialOp::Append(data) => (r.key, Some((u64::MAX, data))),
+            PartialOp::Truncate(_) => (r.key, None),
+        };
+        let current = self.current_value(&cf, source, earlier, out)?;
+        let mut x = match current {
+            Current::Missing if matches!(op, PartialOp::Append(_)) => Extents::default(),
+            Current::Missing => return Err(missing(source)),
+            current => self.as_extents(current, source)?,
+        };
+        x.borrow_all();
+        match (op, new) {
+            (_, Some((offset, data))) => {
+                let offset = if offset == u64::MAX { x.len() } else { offset };
+                if offset.saturating_add(data.len() as u64) > MAX_VALUE_SIZE {
+                    return Err(Error::InvalidArgument(format!(
+                        "appending {} bytes to key {} would pass the largest value ({} bytes)",
+                        data.len(),
+                        show_key(r.key),
+                        MAX_VALUE_SIZE
+                    )));
+                }
+                x.splice(offset, vec![Extent::inline(data.to_vec())]);
+            }
+            (PartialOp::Truncate(len), _) => x.truncate(len),
+            _ => {}
+        }
+        let value = self.settle(&cf, r.key, x, pending)?;
+        match value {
+            Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
+            Settled::Index(index) => out.put_blob_index(r.cf, r.key, &index),
+        }
+        if let PartialOp::Rename { from } = op {
+            out.delete_cf_id(r.cf, from);
+        }
+        Ok(())
+    }
+
+    /// What `key` of `cf` holds after the store's last commit, `earlier` and `out` (newest last).
+    fn current_value(
+        &self,
+        cf: &Arc<ColumnFamilyData>,
+        key: &[u8],
+        earlier: &[&WriteBatch],
+        out: &WriteBatch,
+    ) -> Result<Current> {
+        let mut found = None;
+        for b in earlier.iter().copied().chain(std::iter::once(out)) {
+            b.for_each(|r| {
+                if r.cf != cf.id {
+                    return;
+                }
+                match r.op {
+                    Op::Point(ValueKind::Put) if r.key == key => {
+                        found = Some(Current::Plain(r.value.to_vec()))
+                    }
+                    Op::Point(ValueKind::BlobIndex) if r.key == key => {
+                        found = Some(Current::Index(r.value.to_vec()))
+                    }
+                    Op::Point(ValueKind::Delete) if r.key == key => found = Some(Current::Missing),
+                    Op::DeleteRange if r.key <= key && key < r.value => {
+                        found = Some(Current::Missing)
+                    }
+                    _ => {}
+                }
+            })
+            .map_err(Error::InvalidArgument)?;
+        }
+        if let Some(f) = found {
+            return Ok(f);
+        }
+        let (found, _view) = self.get_entry(&ReadOptions::default(), cf, key)?;
+        Ok(match found {
+            Lookup::Found(v) => Current::Plain(v.into_vec()),
+            Lookup::Indexed(v) => Current::Index(v.into_vec()),
+            Lookup::Deleted | Lookup::NotFound => Current::Missing,
+        })
+    }
+
+    /// The value `current` (of `key`) as an extent list; an expired value, or one whose blob
+    /// file was evicted, is missing.
+    fn as_extents(&self, current: Current, key: &[u8]) -> Result<Extents> {
+        let index = match current {
+            Current::Missing => return Ok(Extents::default()),
+            Current::Plain(v) => {
+                return Ok(Extents {
+                    expiration: 0,
+                    list: vec![Extent::inline(v)],
+                });
+            }
+            Current::Index(index) => index,
+        };
+        let decoded = self.blobs.decode_index(&index, key)?;
+        if !self.blobs.is_live(&decoded, self.now()) {
+            return Err(Error::NotFound(format!(
+                "key {} expired or its blob file was evicted",
+                show_key(key)
+            )));
+        }
+        let expiration = decoded.expiration();
+        Ok(match decoded {
+            BlobIndex::Inline { value, .. } => Extents {
+                expiration,
+                list: vec![Extent::inline(value.to_vec())],
+            },
+            BlobIndex::Blob { blob, .. } => {
+                let value_len = self.blobs.value_len(&index, key, self.now())?.unwrap_or(0);
+                Extents {
+                    expiration,
+                    list: vec![Extent::record(blob, key_len(key)?, value_len, false)],
+                }
+            }
+            BlobIndex::Extents { .. } => self.blobs.decode_extents(&index, key)?,
+        })
+    }
+
+    /// How `x` is stored under `key`: plain when small, else as an extent list whose long inline
+    /// pieces went to blob records and which was folded when it had too many pieces.
+    fn settle(
+        &self,
+        cf: &ColumnFamilyData,
+        key: &[u8],
+        mut x: Extents,
+        pending: &mut PendingBlobs,
+    ) -> Result<Settled> {
+        x.normalize();
+        if x.len() <= PLAIN_MAX {
+            let bytes = self.blobs.read_extents(&x, key, (0, u64::MAX))?;
+            return Ok(match x.expiration {
+                0 => Settled::Plain(bytes),
+                e => Settled::Index(encode_inline(e, &bytes)),
+            });
+        }
+        for i in 0..x.list.len() {
+            if let Piece::Inline(bytes) = &x.list[i].piece
+                && bytes.len() as u64 > INLINE_EXTENT_MAX
+            {
+                let blob = self.store_piece(cf, key, bytes, x.expiration, pending)?;
+                x.list[i] = Extent::record(blob, key_len(key)?, bytes.len() as u64, true);
+            }
+        }
+        if x.list.len() > MAX_EXTENTS {
+            self.fold(cf, key, &mut x, pending)?;
+        }
+        Ok(Settled::Index(x.encode()))
+    }
+
+    /// Folds `x` down to `FOLDED_EXTENTS` pieces: repeatedly joins the neighbouring pair with
+    /// the fewest bytes, then copies each joined run into one new record.
+    fn fold(
+        &self,
+        cf: &ColumnFamilyData,
+        key: &[u8],
+        x: &mut Extents,
+        pending: &mut PendingBlobs,
+    ) -> Result<()> {
+        // Runs of the list as (first, last, bytes).
+        let mut runs: Vec<(usize, usize, u64)> = x
+            .list
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i, i, e.len))
+            .collect();
+        while runs.len() > FOLDED_EXTENTS {
+            let i = (0..runs.len() - 1)
+                .min_by_key(|&i| runs[i].2 + runs[i + 1].2)
+                .unwrap_or(0);
+            let next = runs.remove(i + 1);
+            runs[i] = (runs[i].0, next.1, runs[i].2 + next.2);
+        }
+        let mut list = Vec::with_capacity(runs.len());
+        for (first, last, bytes) in runs {
+            if first == last {
+                list.push(x.list[first].clone());
+                continue;
+            }
+            let mut joined = Vec::with_capacity(bytes as usize);
+            for e in &x.list[first..=last] {
+                self.blobs
+                    .read_extent_into(e, (0, e.len), key, &mut joined)?;
+            }
+            let blob = self.store_piece(cf, key, &joined, x.expiration, pending)?;
+            list.push(Extent::record(blob, key_len(key)?, bytes, true));
+        }
+        x.list = list;
+        x.normalize();
+        Ok(())
+    }
+
+    /// Writes `bytes` as a record of `key` in `cf`'s blob file (of the TTL bucket of
+    /// `expiration`), held by `pending` until the write commits.
+    fn store_piece(
+        &self,
+        cf: &ColumnFamilyData,
+        key: &[u8],
+        bytes: &[u8],
+        expiration: u64,
+        pending: &mut PendingBlobs,
+    ) -> Result<BlobRef> {
+        let bucket = (expiration != 0).then(|| ttl_bucket(expiration, cf.opts.ttl_range_secs));
+        let mut writers = self.blob_writers.lock();
+        let (index, file, full) =
+            self.append_blob(&mut writers, cf, bucket, key, bytes, expiration)?;
+        pending.hold(file);
+        let flushed = writers.flush_dirty();
+        let to_seal: Vec<_> = match full {
+            true => writers.open.remove(&(cf.id, bucket)).into_iter().collect(),
+            false => Vec::new(),
+        };
+        drop(writers);
+        flushed.and(self.seal_full_blob_writers(to_seal))?;
+        BlobIndex::decode(&index)
+            .and_then(|i| i.blob())
+            .ok_or_else(|| Error::InvalidArgument("blob index of a new record".into()))
+    }
+}
+
+/// How a resolved value is written.
+enum Settled {
+    Plain(Vec<u8>),
+    Index(Vec<u8>),
+}
+
+/// `key`'s length as a record header holds it.
+fn key_len(key: &[u8]) -> Result<u32> {
+    u32::try_from(key.len())
+        .map_err(|_| Error::InvalidArgument(format!("key of {} bytes", key.len())))
+}
