@@ -91,12 +91,28 @@ enum Write {
     Put(usize, u32, Val),
     Delete(usize, u32),
     DeleteRange(usize, u32, u32),
+    /// A partial write of key `.1`.
+    Partial(usize, u32, Partial),
+}
+
+/// A partial write: the bytes of a value appended or written at an offset, a truncate, or the
+/// value copied or renamed to another key.
+#[derive(Clone, Debug)]
+enum Partial {
+    Append(Val),
+    WriteAt(u32, Val),
+    Truncate(u32),
+    Copy(u32),
+    Rename(u32),
 }
 
 impl Write {
     fn slot(&self) -> usize {
         match self {
-            Write::Put(s, ..) | Write::Delete(s, ..) | Write::DeleteRange(s, ..) => *s,
+            Write::Put(s, ..)
+            | Write::Delete(s, ..)
+            | Write::DeleteRange(s, ..)
+            | Write::Partial(s, ..) => *s,
         }
     }
 }
@@ -303,9 +319,29 @@ impl Generator {
         Write::DeleteRange(slot, from, to)
     }
 
+    fn partial(&mut self, slot: usize) -> Write {
+        let key = self.key();
+        let mut value = self.value();
+        if self.rng.random_ratio(1, 8) {
+            // Values pass the plain-value limit (4 KiB) and become extent lists.
+            value.len = self.rng.random_range(4000..20_000);
+        }
+        let other = (key + self.rng.random_range(1..40)) % KEY_SPACE;
+        let p = match self.rng.random_range(0..10) {
+            0..=3 => Partial::Append(value),
+            4..=6 => Partial::WriteAt(self.rng.random_range(0..30_000), value),
+            7 => Partial::Truncate(self.rng.random_range(0..30_000)),
+            8 => Partial::Copy(other),
+            _ => Partial::Rename(other),
+        };
+        Write::Partial(slot, key, p)
+    }
+
     fn write(&mut self, slot: usize) -> Write {
         if self.rng.random_ratio(1, 100) {
             self.range(slot)
+        } else if self.rng.random_ratio(1, 10) {
+            self.partial(slot)
         } else if self.rng.random_ratio(1, 4) {
             Write::Delete(slot, self.key())
         } else {
@@ -332,10 +368,17 @@ impl Generator {
                     sync: self.rng.random_ratio(1, 100),
                 }
             }
-            400..=484 => Op::Write {
+            400..=459 => Op::Write {
                 write: Write::Delete(self.slot(), self.key()),
                 sync: false,
             },
+            460..=484 => {
+                let slot = self.slot();
+                Op::Write {
+                    write: self.partial(slot),
+                    sync: self.rng.random_ratio(1, 10),
+                }
+            }
             485..=499 => {
                 let slot = self.slot();
                 Op::Write {
@@ -533,17 +576,60 @@ impl Runner {
         unexpired(&self.expirations, self.now(), value)
     }
 
-    /// Applies a write to the models, recording what it replaced in `undo`.
-    fn apply(&mut self, write: &Write, undo: &mut Undo) {
+    /// Applies a write to the models, recording what it replaced in `undo`; false when the
+    /// store must refuse it (a partial write of a missing key), which changes nothing.
+    fn apply(&mut self, write: &Write, undo: &mut Undo) -> bool {
         let slot = write.slot();
         if self.cfg.sabotage && slot == 2 && !matches!(write, Write::Put(..)) {
-            return;
+            return true;
         }
         let Some(cf) = self.cfs[slot].as_mut() else {
-            return;
+            return true;
         };
         let doomed: Vec<Vec<u8>> = match write {
-            Write::Put(_, k, v) => return cf.put(slot, key_at(*k), v.bytes(), undo),
+            Write::Put(_, k, v) => {
+                cf.put(slot, key_at(*k), v.bytes(), undo);
+                return true;
+            }
+            Write::Partial(_, k, p) => {
+                let key = key_at(*k);
+                let Some(old) = cf
+                    .model
+                    .get(&key)
+                    .cloned()
+                    .or_else(|| matches!(p, Partial::Append(_)).then(Vec::new))
+                else {
+                    return false;
+                };
+                let expiration = self.expirations.get(&old).copied();
+                let mut new = old;
+                match p {
+                    Partial::Append(v) => new.extend_from_slice(&v.bytes()),
+                    Partial::WriteAt(off, v) => {
+                        let (off, v) = (*off as usize, v.bytes());
+                        if new.len() < off + v.len() {
+                            new.resize(off + v.len(), 0);
+                        }
+                        new[off..off + v.len()].copy_from_slice(&v);
+                    }
+                    Partial::Truncate(len) => new.resize(*len as usize, 0),
+                    Partial::Copy(to) | Partial::Rename(to) => {
+                        cf.put(slot, key_at(*to), new, undo);
+                        if matches!(p, Partial::Rename(_))
+                            && let Some(old) = cf.model.remove(&key)
+                        {
+                            undo.push((slot, cf.incarnation, key, Some(old)));
+                        }
+                        return true;
+                    }
+                }
+                if let Some(e) = expiration {
+                    // The expiration goes with the value's new bytes.
+                    self.expirations.insert(new.clone(), e);
+                }
+                cf.put(slot, key, new, undo);
+                return true;
+            }
             Write::Delete(_, k) => vec![key_at(*k)],
             Write::DeleteRange(_, from, to) => {
                 self.tally.range_deletes += 1;
@@ -558,6 +644,31 @@ impl Runner {
             if let Some(old) = cf.model.remove(&k) {
                 undo.push((slot, cf.incarnation, k, Some(old)));
             }
+        }
+        true
+    }
+
+    /// Puts the models back as they were before the writes `undo` recorded.
+    fn roll_back(&mut self, undo: Undo) {
+        for (slot, incarnation, k, old) in undo.into_iter().rev() {
+            let Some(cf) = self.cfs[slot].as_mut() else {
+                continue;
+            };
+            if cf.incarnation != incarnation {
+                continue;
+            }
+            match old {
+                Some(v) => cf.model.insert(k, v),
+                None => cf.model.remove(&k),
+            };
+        }
+    }
+
+    /// A write the models say the store must refuse as `NotFound`.
+    fn expect_not_found(&mut self, result: strata_engine::Result<()>, what: &str) {
+        match result {
+            Err(Error::NotFound(_)) => self.tally.refused += 1,
+            other => panic!("{what}: expected NotFound, got {other:?}"),
         }
     }
 
@@ -596,9 +707,12 @@ impl Runner {
             }
             (None, None) => return,
         };
-        self.single_write(&handle, write, sync).unwrap();
+        let result = self.single_write(&handle, write, sync);
         let mut undo = Undo::new();
-        self.apply(write, &mut undo);
+        if !self.apply(write, &mut undo) {
+            return self.expect_not_found(result, "partial write of a missing key");
+        }
+        result.unwrap();
         self.acknowledged(undo, sync);
     }
 
@@ -615,7 +729,7 @@ impl Runner {
             sync,
             disable_wal: false,
         };
-        if cf.id() != 0 && sync {
+        if (cf.id() != 0 && sync) || matches!(write, Write::Partial(..)) {
             let mut b = WriteBatch::new();
             add_to_batch(&mut b, cf, write);
             return db.write(b, &wo);
@@ -633,6 +747,7 @@ impl Runner {
                 let (s, e) = range_bounds(*from, *to);
                 db.delete_range_cf(cf, s, e)
             }
+            (Write::Partial(..), _) => unreachable!("written as a batch above"),
         }
     }
 
@@ -654,11 +769,16 @@ impl Runner {
         if refused {
             return self.expect_refused(result, "batch naming a dropped column family");
         }
-        result.unwrap();
         let mut undo = Undo::new();
+        let mut done = true;
         for w in writes {
-            self.apply(w, &mut undo);
+            done &= self.apply(w, &mut undo);
         }
+        if !done {
+            self.roll_back(undo);
+            return self.expect_not_found(result, "batch with a partial write of a missing key");
+        }
+        result.unwrap();
         self.acknowledged(undo, false);
     }
 
@@ -1180,18 +1300,7 @@ impl Runner {
                      every synced one ({unsynced} unsynced writes undone)"
                 )
             });
-            for (slot, incarnation, k, old) in undo.into_iter().rev() {
-                let Some(cf) = self.cfs[slot].as_mut() else {
-                    continue;
-                };
-                if cf.incarnation != incarnation {
-                    continue;
-                }
-                match old {
-                    Some(v) => cf.model.insert(k, v),
-                    None => cf.model.remove(&k),
-                };
-            }
+            self.roll_back(undo);
             self.tally.writes_lost += 1;
         }
         // Undone writes may have restored values that expired meanwhile.
@@ -1345,6 +1454,13 @@ fn add_to_batch(b: &mut WriteBatch, cf: &ColumnFamily, write: &Write) {
             let (s, e) = range_bounds(*from, *to);
             b.delete_range_cf(cf, s, e)
         }
+        Write::Partial(_, k, p) => match p {
+            Partial::Append(v) => b.append_cf(cf, key_at(*k), v.bytes()),
+            Partial::WriteAt(off, v) => b.write_at_cf(cf, key_at(*k), u64::from(*off), v.bytes()),
+            Partial::Truncate(len) => b.truncate_cf(cf, key_at(*k), u64::from(*len)),
+            Partial::Copy(to) => b.copy_cf(cf, key_at(*k), key_at(*to)),
+            Partial::Rename(to) => b.rename_cf(cf, key_at(*k), key_at(*to)),
+        },
     }
 }
 

@@ -99,10 +99,10 @@ impl DbInner {
             PartialOp::Truncate(_) => (r.key, None),
         };
         let current = self.current_value(&cf, source, earlier, out)?;
-        let mut x = match current {
-            Current::Missing if matches!(op, PartialOp::Append(_)) => Extents::default(),
-            Current::Missing => return Err(missing(source)),
-            current => self.as_extents(current, source)?,
+        let mut x = match self.as_extents(current, source)? {
+            Some(x) => x,
+            None if matches!(op, PartialOp::Append(_)) => Extents::default(),
+            None => return Err(missing(source)),
         };
         x.borrow_all();
         match (op, new) {
@@ -173,28 +173,25 @@ impl DbInner {
         })
     }
 
-    /// The value `current` (of `key`) as an extent list; an expired value, or one whose blob
-    /// file was evicted, is missing.
-    fn as_extents(&self, current: Current, key: &[u8]) -> Result<Extents> {
+    /// The value `current` (of `key`) as an extent list; `None` when there is none (missing,
+    /// expired, or its blob file was evicted).
+    fn as_extents(&self, current: Current, key: &[u8]) -> Result<Option<Extents>> {
         let index = match current {
-            Current::Missing => return Ok(Extents::default()),
+            Current::Missing => return Ok(None),
             Current::Plain(v) => {
-                return Ok(Extents {
+                return Ok(Some(Extents {
                     expiration: 0,
                     list: vec![Extent::inline(v)],
-                });
+                }));
             }
             Current::Index(index) => index,
         };
         let decoded = self.blobs.decode_index(&index, key)?;
         if !self.blobs.is_live(&decoded, self.now()) {
-            return Err(Error::NotFound(format!(
-                "key {} expired or its blob file was evicted",
-                show_key(key)
-            )));
+            return Ok(None);
         }
         let expiration = decoded.expiration();
-        Ok(match decoded {
+        Ok(Some(match decoded {
             BlobIndex::Inline { value, .. } => Extents {
                 expiration,
                 list: vec![Extent::inline(value.to_vec())],
@@ -207,7 +204,7 @@ impl DbInner {
                 }
             }
             BlobIndex::Extents { .. } => self.blobs.decode_extents(&index, key)?,
-        })
+        }))
     }
 
     /// How `x` is stored under `key`: plain when small, else as an extent list whose long inline
