@@ -232,6 +232,18 @@ impl Serve {
                 .header("Authorization", &auth)
                 .header("Content-Type", "application/json")
                 .send(body),
+            "PATCH" => self
+                .agent
+                .patch(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/octet-stream")
+                .send(body),
+            "RAWPUT" => self
+                .agent
+                .put(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/octet-stream")
+                .send(body),
             other => return Err(format!("no method {other}")),
         };
         Self::answer(r)
@@ -260,6 +272,24 @@ impl Serve {
             &format!("/api/v1/kv/{}?sync=1", path_key(key)),
             body.as_bytes(),
         )
+    }
+
+    /// The serving process's peak resident memory so far (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let pid = self
+            .child
+            .lock()
+            .unwrap()
+            .as_ref()
+            .expect("serve running")
+            .id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .expect("VmHWM in /proc/PID/status")
     }
 
     fn signal(&self, signal: i32) -> std::process::ExitStatus {

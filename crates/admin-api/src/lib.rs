@@ -63,7 +63,14 @@ fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
     let allowed: Vec<HeaderValue> = origins.iter().filter_map(|o| o.parse().ok()).collect();
     tower_http::cors::CorsLayer::new()
         .allow_origin(allowed)
-        .allow_methods([Method::GET, Method::PUT, Method::POST, Method::DELETE])
+        .allow_methods([
+            Method::GET,
+            Method::HEAD,
+            Method::PUT,
+            Method::PATCH,
+            Method::POST,
+            Method::DELETE,
+        ])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
 }
 

@@ -54,6 +54,7 @@ impl From<strata_engine::Error> for Problem {
     fn from(e: strata_engine::Error) -> Problem {
         let (status, kind) = match e.kind() {
             ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ErrorKind::ReadOnly => (StatusCode::FORBIDDEN, "read_only"),
             ErrorKind::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
             ErrorKind::Busy => (StatusCode::CONFLICT, "busy"),

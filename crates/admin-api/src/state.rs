@@ -13,8 +13,10 @@ use crate::problem::Problem;
 /// Limits on what one request may ask.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Largest request body, in bytes.
+    /// Largest request body, in bytes (a raw `PUT` streams and has its own limit).
     pub body_bytes: usize,
+    /// Largest value a raw `PUT` streams into the store, in bytes.
+    pub raw_value_bytes: u64,
     /// Most keys in one `kv:batchGet`.
     pub batch_get_keys: usize,
     /// Most operations in one `kv:batchWrite`.
@@ -35,6 +37,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_bytes: 64 << 20,
+            raw_value_bytes: strata_engine::MAX_VALUE_SIZE,
             batch_get_keys: 1000,
             batch_write_ops: 10_000,
             scan_page: 1000,

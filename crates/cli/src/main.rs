@@ -55,8 +55,16 @@ enum Command {
         #[arg(long)]
         sync: bool,
         /// Seconds until the key expires (it then reads as absent).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["append", "offset"])]
         ttl: Option<u64>,
+        /// Append VALUE to the key's value (a missing key starts empty); costs VALUE, not the
+        /// value's size.
+        #[arg(long, conflicts_with = "offset")]
+        append: bool,
+        /// Write VALUE at byte N of the key's value, which must exist (zeros fill a gap past its
+        /// end).
+        #[arg(long, value_name = "N")]
+        offset: Option<u64>,
     },
     /// Prints the value of KEY: text as is (lines and tabs included), anything else as 0x hex.
     Get {
@@ -402,8 +410,18 @@ fn run(cli: Cli) -> Result<(), String> {
             value,
             sync,
             ttl,
+            append,
+            offset,
         } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
             let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
+            if append {
+                batch.append_cf(cf, key, value);
+                return Ok(());
+            }
+            if let Some(at) = offset {
+                batch.write_at_cf(cf, key, at, value);
+                return Ok(());
+            }
             match ttl {
                 Some(0) => return Err("--ttl must be at least 1 second".into()),
                 Some(secs) => {

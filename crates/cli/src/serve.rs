@@ -32,6 +32,12 @@ pub struct ServeArgs {
     /// Fill an empty store with a small demo keyspace first (`make run`).
     #[arg(long)]
     seed_demo: bool,
+    /// Largest request body in bytes (a raw PUT streams, up to --max-raw-value).
+    #[arg(long, default_value_t = Limits::default().body_bytes)]
+    body_limit: usize,
+    /// Largest value a raw PUT may stream into the store, in bytes.
+    #[arg(long, default_value_t = Limits::default().raw_value_bytes)]
+    max_raw_value: u64,
 }
 
 pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
@@ -76,7 +82,11 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     let config = ServeConfig {
         listen: args.listen,
         read_only: args.read_only,
-        limits: Limits::default(),
+        limits: Limits {
+            body_bytes: args.body_limit,
+            raw_value_bytes: args.max_raw_value,
+            ..Limits::default()
+        },
         security,
         mount: link,
         events: Some(hub),

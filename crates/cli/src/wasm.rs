@@ -43,9 +43,19 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             value,
             sync,
             ttl,
+            append,
+            offset,
         } => {
             let db = open(dir, true)?;
             let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
+            if append {
+                db.append(&key, &value, sync).map_err(e)?;
+                return db.close().map_err(e);
+            }
+            if let Some(at) = offset {
+                db.write_at(&key, at, &value, sync).map_err(e)?;
+                return db.close().map_err(e);
+            }
             match ttl {
                 Some(0) => return Err("--ttl must be at least 1 second".into()),
                 Some(secs) => db

@@ -8,6 +8,24 @@ use std::process::{Command, Output};
 mod common;
 use common::{stdout, strata};
 
+/// `put --append` and `put --offset` change part of a value; `--offset` needs the key to exist.
+#[test]
+fn put_appends_and_writes_at_an_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["put", "--append", "log", "one"]));
+    stdout(&strata(&db, &["put", "--append", "log", ",two", "--sync"]));
+    stdout(&strata(&db, &["put", "--offset", "0", "log", "O"]));
+    assert_eq!(stdout(&strata(&db, &["get", "log"])), "One,two\n");
+    let missing = strata(&db, &["put", "--offset", "3", "nope", "x"]);
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("not found"), "{err}");
+    let both = strata(&db, &["put", "--append", "--offset", "1", "log", "x"]);
+    assert!(!both.status.success());
+    assert_eq!(stdout(&strata(&db, &["get", "log"])), "One,two\n");
+}
+
 #[test]
 fn put_get_scan_delete_stats() {
     let dir = tempfile::tempdir().unwrap();

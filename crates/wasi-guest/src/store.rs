@@ -20,6 +20,7 @@ fn error(e: strata_engine::Error) -> wit::Error {
         ErrorKind::Io | ErrorKind::NoSpace => wit::Error::Io(text),
         ErrorKind::Busy => wit::Error::Busy(text),
         ErrorKind::Closed => wit::Error::Closed,
+        ErrorKind::NotFound => wit::Error::NotFound(text),
         _ => wit::Error::Other(text),
     }
 }
@@ -42,6 +43,13 @@ impl Store {
             Some(db) => f(db).map_err(error),
             None => Err(wit::Error::Closed),
         }
+    }
+
+    /// A batch of the one operation `fill` adds, written.
+    fn one(&self, sync: bool, fill: impl FnOnce(&mut WriteBatch)) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        fill(&mut batch);
+        self.with(|db| db.write(batch, &write_options(sync)))
     }
 }
 
@@ -145,6 +153,26 @@ impl wit::GuestDb for Store {
         let now = strata_engine::SystemClock.now_secs();
         batch.put_until(key, value, now.saturating_add(ttl_secs));
         self.with(|db| db.write(batch, &write_options(sync)))
+    }
+
+    fn write_at(&self, key: Vec<u8>, offset: u64, data: Vec<u8>, sync: bool) -> Result<()> {
+        self.one(sync, |b| b.write_at(key, offset, data))
+    }
+
+    fn append(&self, key: Vec<u8>, data: Vec<u8>, sync: bool) -> Result<()> {
+        self.one(sync, |b| b.append(key, data))
+    }
+
+    fn truncate(&self, key: Vec<u8>, len: u64, sync: bool) -> Result<()> {
+        self.one(sync, |b| b.truncate(key, len))
+    }
+
+    fn move_(&self, from: Vec<u8>, to: Vec<u8>, sync: bool) -> Result<()> {
+        self.one(sync, |b| b.rename(from, to))
+    }
+
+    fn copy(&self, from: Vec<u8>, to: Vec<u8>, sync: bool) -> Result<()> {
+        self.one(sync, |b| b.copy(from, to))
     }
 
     fn write_encoded(&self, batch: Vec<u8>, sync: bool) -> Result<()> {

@@ -15,6 +15,9 @@ pub enum Error {
     Busy(String),
     #[error("the store is closed")]
     Closed,
+    /// A write that needs an existing value found none.
+    #[error("not found: {0}")]
+    NotFound(String),
     /// `wasi:keyvalue` was asked for a bucket that names no column family.
     #[error("no bucket {0:?}: buckets are column families, and there is none of that name")]
     NoSuchBucket(String),

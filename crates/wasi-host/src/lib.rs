@@ -266,6 +266,36 @@ impl WasiDb {
         self.call(|s, g, db| g.db().call_length(s, db, key.as_ref()))
     }
 
+    /// Writes `data` at `offset` of `key`'s value, which must exist ([`Error::NotFound`]).
+    pub fn write_at(&self, key: &[u8], offset: u64, data: &[u8], sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_write_at(s, db, key, offset, data, sync))?;
+        self.wrote()
+    }
+
+    /// Appends `data` to `key`'s value (a missing key starts empty).
+    pub fn append(&self, key: &[u8], data: &[u8], sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_append(s, db, key, data, sync))?;
+        self.wrote()
+    }
+
+    /// Cuts `key`'s value (which must exist) to `len` bytes, or grows it with zeros.
+    pub fn truncate(&self, key: &[u8], len: u64, sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_truncate(s, db, key, len, sync))?;
+        self.wrote()
+    }
+
+    /// Moves `from`'s value to `to` (deleting `from`), sharing its bytes.
+    pub fn move_value(&self, from: &[u8], to: &[u8], sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_move(s, db, from, to, sync))?;
+        self.wrote()
+    }
+
+    /// Gives `to` the value of `from`, sharing its bytes.
+    pub fn copy_value(&self, from: &[u8], to: &[u8], sync: bool) -> Result<()> {
+        self.call(|s, g, db| g.db().call_copy(s, db, from, to, sync))?;
+        self.wrote()
+    }
+
     /// Makes every write acknowledged before this call durable.
     pub fn sync_wal(&self) -> Result<()> {
         self.call(|s, g, db| g.db().call_sync_wal(s, db))

@@ -291,6 +291,7 @@ fn from_guest(e: wit::Error) -> Error {
         wit::Error::Io(s) => Error::Io(s),
         wit::Error::Busy(s) => Error::Busy(s),
         wit::Error::Closed => Error::Closed,
+        wit::Error::NotFound(s) => Error::NotFound(s),
         wit::Error::Other(s) => Error::Other(s),
     }
 }

@@ -332,6 +332,38 @@ fn the_component_reads_ranges_and_lengths_of_values_the_native_engine_wrote() {
     db.sync_wal().unwrap();
 }
 
+/// Partial writes, moves and copies through the component; a value the native engine then
+/// reads is the same bytes, and bad calls arrive as their kinds.
+#[test]
+fn the_component_writes_parts_of_values_and_moves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut want: Vec<u8> = Vec::new();
+    {
+        let db = WasiDb::open(dir.path(), limits(), default_options()).unwrap();
+        for i in 0..40u32 {
+            let piece: Vec<u8> = (0..(500 + i * 37)).map(|j| (j % 200) as u8).collect();
+            db.append(b"log", &piece, i % 10 == 0).unwrap();
+            want.extend_from_slice(&piece);
+        }
+        db.write_at(b"log", 3, b"XYZ", false).unwrap();
+        want[3..6].copy_from_slice(b"XYZ");
+        db.truncate(b"log", 30_000, false).unwrap();
+        want.resize(30_000, 0);
+        db.copy_value(b"log", b"copy", false).unwrap();
+        db.move_value(b"log", b"moved", true).unwrap();
+        assert_eq!(db.get("log").unwrap(), None);
+        assert_eq!(db.get("moved").unwrap().unwrap(), want);
+        let e = db.write_at(b"absent", 0, b"x", false).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        let e = db.move_value(b"moved", b"moved", false).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        db.close().unwrap();
+    }
+    let native = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(native.get("moved").unwrap().unwrap().as_ref(), &want[..]);
+    assert_eq!(native.get("copy").unwrap().unwrap().as_ref(), &want[..]);
+}
+
 #[test]
 fn a_key_that_looks_like_a_path_is_only_a_key() {
     let outer = tempfile::tempdir().unwrap();

@@ -168,7 +168,11 @@ export interface paths {
          *     streamed from one snapshot, never held whole.
          */
         get: operations["get"];
-        /** Writes one key. */
+        /**
+         * Writes one key. With `raw=1` (and no `ttl`) the body is the value and streams into the store
+         *     as it arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default),
+         *     and the value is stored only once the whole body arrived.
+         */
         put: operations["put"];
         post?: never;
         /** Deletes one key. */
@@ -176,7 +180,11 @@ export interface paths {
         options?: never;
         /** The length of a key's raw value, without its bytes. */
         head: operations["head"];
-        patch?: never;
+        /**
+         * Writes the raw body into a key's value at `offset`, or appends it (`append=1`): the cost is
+         *     the body, not the value. Two appends at once both land, one after the other.
+         */
+        patch: operations["patch"];
         trace?: never;
     };
     "/api/v1/kv:batchGet": {
@@ -471,7 +479,8 @@ export interface components {
             has_ttl: boolean;
             /**
              * Format: int64
-             * @description `record_bytes - garbage_bytes`.
+             * @description Bytes still referenced: `record_bytes`, plus bytes of records that more than one entry
+             *     names (copies, extent lists), minus `garbage_bytes`.
              */
             live_bytes: number;
             /** Format: int64 */
@@ -1967,6 +1976,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["PutBody"];
+                "application/octet-stream": number[];
             };
         };
         responses: {
@@ -1977,20 +1987,49 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description a bad key, query or body, or a body cut short */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description the store is served read-only */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such column family */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is over its limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the disk is full */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2074,6 +2113,86 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    patch: {
+        parameters: {
+            query?: {
+                /** @description Column family (default: `default`). */
+                cf?: string;
+                /** @description Write the body at this byte offset (zero-filling a gap past the end); the key must exist. */
+                offset?: number;
+                /** @description `1`: append the body (a missing key starts empty). */
+                append?: string;
+                /** @description fsync the WAL before answering. */
+                sync?: string;
+            };
+            header?: never;
+            path: {
+                /** @description the key, base64url without padding */
+                key: string;
+            };
+            cookie?: never;
+        };
+        /** @description the bytes to write */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            /** @description written */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description neither or both of offset and append, a bad key or query, or a write past the largest value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the store is served read-only */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description offset given and no such key (or no such column family) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is over the request body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the disk is full */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
         };
     };

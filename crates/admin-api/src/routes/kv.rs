@@ -236,30 +236,55 @@ pub(crate) struct PutBody {
     value: String,
 }
 
-/// Writes one key.
+/// Writes one key. With `raw=1` (and no `ttl`) the body is the value and streams into the store
+/// as it arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default),
+/// and the value is stored only once the whole body arrived.
 #[utoipa::path(put, path = "/api/v1/kv/{key}", tag = "kv",
     params(("key" = String, Path, description = "the key, base64url without padding"), Common),
-    request_body = PutBody,
-    responses((status = 204, description = "written"), (status = 400, body = Problem), (status = 403, body = Problem)),
+    request_body(content(
+        (PutBody = "application/json"),
+        (Vec<u8> = "application/octet-stream"))),
+    responses((status = 204, description = "written"),
+        (status = 400, description = "a bad key, query or body, or a body cut short", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "the store is served read-only", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such column family", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "the body is over its limit", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "the disk is full", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
-    body: Bytes,
+    body: Body,
 ) -> Result<StatusCode, Problem> {
     let q: Common = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
+    if q.ttl == Some(0) {
+        return Err(Problem::bad_request("ttl must be at least 1 second"));
+    }
+    let limits = state.inner.limits.clone();
+    if q.raw && q.ttl.is_none() {
+        super::upload::put_streamed(&state, q, key, body, limits.raw_value_bytes).await?;
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    let body = axum::body::to_bytes(body, limits.body_bytes)
+        .await
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "request body over {} bytes, or cut short: {e}",
+                    limits.body_bytes
+                ),
+            )
+        })?;
     let value = if q.raw {
         body.to_vec()
     } else {
         let b: PutBody = parse(&body)?;
         q.encoding.decode("value", &b.value)?
     };
-    if q.ttl == Some(0) {
-        return Err(Problem::bad_request("ttl must be at least 1 second"));
-    }
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();

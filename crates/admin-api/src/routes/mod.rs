@@ -8,6 +8,7 @@ pub(crate) mod inspect;
 pub(crate) mod kv;
 pub(crate) mod openapi;
 pub(crate) mod scan;
+pub(crate) mod upload;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -40,7 +41,11 @@ pub(crate) fn router() -> Router<AppState> {
         )
         .route(
             "/api/v1/kv/{key}",
-            get(kv::get).head(kv::head).put(kv::put).delete(kv::delete),
+            get(kv::get)
+                .head(kv::head)
+                .put(kv::put)
+                .patch(upload::patch)
+                .delete(kv::delete),
         )
         .route("/api/v1/kv", get(scan::list))
         .route("/api/v1/kv:scan", post(scan::scan))
@@ -111,7 +116,7 @@ pub(crate) struct Common {
 }
 
 /// `1`, `true`, `0`, `false`.
-fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     let s = String::deserialize(d)?;
     match s.as_str() {
         "1" | "true" => Ok(true),

@@ -4,13 +4,13 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, batch, cfs, inspect, kv, scan};
+use super::{admin, batch, cfs, inspect, kv, scan, upload};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
     info(title = "Strata admin API", description = "Data, admin and observability routes over one open Strata store. Keys in paths are base64url; keys and values in JSON are base64, or text with encoding=utf8. Errors are application/problem+json."),
     paths(
-        kv::get, kv::head, kv::put, kv::delete,
+        kv::get, kv::head, kv::put, upload::patch, kv::delete,
         batch::batch_get, batch::batch_write,
         scan::scan, scan::list, scan::delete_range,
         cfs::list, cfs::create, cfs::detail, cfs::drop,

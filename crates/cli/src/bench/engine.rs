@@ -45,6 +45,11 @@ pub trait BenchEngine: Send + Sync {
         let _ = (key, len, fill);
         Err(format!("{} has no streamed values", self.name()))
     }
+    /// Appends `data` to `key`'s value (with the run's write options).
+    fn append(&self, key: &[u8], data: &[u8]) -> Result<(), String> {
+        let _ = (key, data);
+        Err(format!("{} has no appends", self.name()))
+    }
     /// Reads `len` bytes at `offset` of `key`'s value; returns how many there were.
     fn read_range(&self, key: &[u8], offset: u64, len: u64) -> Result<usize, String> {
         let _ = (key, offset, len);
@@ -412,6 +417,12 @@ impl BenchEngine for StrataEngine {
         self.db
             .write_with_value_file(WriteBatch::new(), file, &self.write)
             .map_err(err)
+    }
+
+    fn append(&self, key: &[u8], data: &[u8]) -> Result<(), String> {
+        let mut batch = WriteBatch::new();
+        batch.append(key, data);
+        self.db.write(batch, &self.write).map_err(err)
     }
 
     fn read_range(&self, key: &[u8], offset: u64, len: u64) -> Result<usize, String> {

@@ -1,6 +1,7 @@
 //! `strata bench`: db_bench's workloads, flag names and output lines, over Strata or (with the
 //! `rocksdb` feature) RocksDB with equivalent options, so both can be compared in one run.
 
+mod appends;
 mod engine;
 mod page_cache;
 mod ranges;
@@ -32,7 +33,8 @@ pub struct BenchArgs {
     /// flush, waitforcompaction, stats, dropcache (the OS page cache lets go of the store's
     /// files, so the next reads go to the device), and readrange (--reads 4 KiB reads at random
     /// offsets of one --value_size value, beside pread on a plain file; needs
-    /// --enable_blob_files).
+    /// --enable_blob_files), and appendrandom (--appends appends of --append_size random bytes
+    /// to one --value_size value, beside write (and fdatasync with --sync) on a plain file).
     #[arg(
         long,
         default_value = "fillseq,fillrandom,readrandom,readseq,seekrandom"
@@ -184,6 +186,12 @@ pub struct BenchArgs {
     /// Seed for key and value generation.
     #[arg(long, default_value_t = 301)]
     pub seed: u64,
+    /// appendrandom: how many appends.
+    #[arg(long, default_value_t = 10_000)]
+    pub appends: u64,
+    /// appendrandom: bytes per append.
+    #[arg(long = "append_size", default_value_t = 100)]
+    pub append_size: usize,
 }
 
 impl BenchArgs {

@@ -390,6 +390,7 @@ pub fn run(
         "dropcache" => once(|| super::page_cache::drop_page_cache(dir).map(drop))?,
         "readwhilewriting" => read_while_writing(engine, args, user_bytes)?,
         "readrange" => return super::ranges::run(engine, dir, args),
+        "appendrandom" => return super::appends::run(engine, dir, args),
         "stats" => {
             let user = user_bytes.load(Ordering::Relaxed);
             let wamp = match engine.disk_bytes_written() {

@@ -322,11 +322,15 @@ impl Extents {
             return None;
         }
         let mut list = Vec::with_capacity(count as usize);
+        let mut total = 0u64;
         for _ in 0..count {
             let tag = *data.get(pos)?;
             pos += 1;
             let len = get_varint64(data, &mut pos)?;
-            if len == 0 {
+            // No value is longer than the largest one a write may make: a damaged length must
+            // not reach an allocation or overflow an offset.
+            total = total.checked_add(len)?;
+            if len == 0 || total > crate::options::MAX_VALUE_SIZE {
                 return None;
             }
             let piece = match tag {
@@ -460,6 +464,12 @@ mod tests {
         let mut longer = e.clone();
         longer.push(0);
         assert_eq!(Extents::decode(&longer), None);
+        // A length no value can have is damage, not an allocation.
+        let huge = Extents {
+            expiration: 0,
+            list: vec![Extent::zeros(u64::MAX / 2)],
+        };
+        assert_eq!(Extents::decode(&huge.encode()), None);
         // A huge count is refused before it is allocated.
         assert_eq!(Extents::decode(&[EXTENTS, 0, 0xff, 0xff, 0xff, 0x7f]), None);
     }

@@ -350,6 +350,27 @@ impl BlobStore {
         }
     }
 
+    /// Counts `records` (borrowed by an entry about to be written) as references of their files,
+    /// unless one of those files is no longer live (retired by garbage collection or eviction,
+    /// or unknown): then nothing is counted and the answer is false. The caller holds the
+    /// database's blob admin lock, so no file is judged garbage in between.
+    pub(crate) fn borrow_if_live(&self, records: &[BlobRef]) -> bool {
+        let files = self.files.read();
+        let live = records.iter().all(|b| {
+            files
+                .get(&b.file)
+                .is_some_and(|f| matches!(f.state(), BlobFileState::Open | BlobFileState::Sealed))
+        });
+        if live {
+            for b in records {
+                if let Some(f) = files.get(&b.file) {
+                    f.meta.lock().borrowed_bytes += b.size;
+                }
+            }
+        }
+        live
+    }
+
     pub(crate) fn add_garbage(&self, garbage: &BlobGarbage) {
         let files = self.files.read();
         for (n, bytes) in garbage {

@@ -60,10 +60,14 @@ fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
     assert_eq!(refs[1].stored, Stored::Chunked);
     let fs = StdFileSystem;
     let r = BlobFileReader::open(&fs, &crate::filename::blob_file(dir.path(), 7)).unwrap();
-    assert_eq!(r.read(refs[0], b"k1").unwrap(), compressible);
-    assert_eq!(r.read(refs[1], b"k2").unwrap(), random);
+    assert_eq!(r.read(refs[0], Owner::Key(b"k1")).unwrap(), compressible);
+    assert_eq!(r.read(refs[1], Owner::Key(b"k2")).unwrap(), random);
     // The wrong key for a record is corruption, not someone else's value.
-    assert!(r.read(refs[0], b"k2").unwrap_err().is_corruption());
+    assert!(
+        r.read(refs[0], Owner::Key(b"k2"))
+            .unwrap_err()
+            .is_corruption()
+    );
     let found = r.recover().unwrap();
     assert!(found.sealed);
     assert_eq!(found.footer.records, 2);
@@ -94,8 +98,8 @@ fn unsealed_file_keeps_its_intact_prefix_and_reports_the_torn_tail() {
     assert!(!found.sealed);
     assert_eq!(found.footer.records, 2);
     assert_eq!(found.torn_bytes, refs[2].size - 10);
-    assert_eq!(r.read(refs[1], b"b").unwrap(), vec![2; 300]);
-    let err = r.read(refs[2], b"c").unwrap_err();
+    assert_eq!(r.read(refs[1], Owner::Key(b"b")).unwrap(), vec![2; 300]);
+    let err = r.read(refs[2], Owner::Key(b"c")).unwrap_err();
     assert!(err.is_corruption(), "{err}");
 }
 
@@ -112,7 +116,7 @@ fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
         bad[i] ^= 0x01;
         std::fs::write(&path, &bad).unwrap();
         let r = BlobFileReader::open(&fs, &path).unwrap();
-        match r.read(refs[0], b"key") {
+        match r.read(refs[0], Owner::Key(b"key")) {
             Err(crate::Error::Corruption { file, .. }) => assert_eq!(file, path),
             other => panic!("byte {i}: {other:?}"),
         }
@@ -184,7 +188,7 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         if seal {
             assert_eq!(r.verify_sealed(&found).unwrap(), 2);
         }
-        assert_eq!(r.read(refs[1], b"b").unwrap(), vec![2; 500]);
+        assert_eq!(r.read(refs[1], Owner::Key(b"b")).unwrap(), vec![2; 500]);
         // A byte that is not zero in the spare space is damage.
         let at = data.len() - 1000;
         data[at] = 1;

@@ -385,6 +385,21 @@ impl DbInner {
         self.blob_housekeeping_all()
     }
 
+    /// Queues files the write leader filled for the flush job to seal: under the WAL lock no
+    /// seal, housekeeping or listener runs (a listener that writes would wait for itself).
+    pub(super) fn queue_full_blob_writers(&self, full: Vec<OpenBlobWriter>) {
+        if full.is_empty() {
+            return;
+        }
+        self.blob_writers
+            .lock()
+            .sealing
+            .extend(full.into_iter().map(|w| Arc::new(Mutex::new(Some(w)))));
+        if let Some(cf) = self.registry.read().get(0) {
+            self.scheduler.schedule_flush(cf);
+        }
+    }
+
     /// Seals the files queued by `seal_full_blob_writers`, then runs housekeeping on them.
     pub(super) fn seal_queued_blob_writers(&self) -> Result<()> {
         let queued = self.blob_writers.lock().sealing.clone();

@@ -16,6 +16,7 @@ mod properties;
 mod ranged;
 mod read;
 mod repair;
+mod repair_refs;
 mod resume;
 mod value_file;
 

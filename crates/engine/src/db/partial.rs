@@ -13,7 +13,7 @@ use super::column_family::ColumnFamilyData;
 use crate::blob::extents::{
     Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, MAX_EXTENTS, Piece,
 };
-use crate::blob::{BlobIndex, BlobRef, encode_inline};
+use crate::blob::{BlobIndex, BlobRef, borrowed_records, encode_inline};
 use crate::error::{Error, Result, show_key};
 use crate::key::{Lookup, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
@@ -92,27 +92,62 @@ impl DbInner {
                 }
             ))
         };
-        let (source, new) = match op {
-            PartialOp::Copy { from } | PartialOp::Rename { from } => (from, None),
-            PartialOp::WriteAt { offset, data } => (r.key, Some((offset, data))),
-            PartialOp::Append(data) => (r.key, Some((u64::MAX, data))),
-            PartialOp::Truncate(_) => (r.key, None),
+        let source = match op {
+            PartialOp::Copy { from } | PartialOp::Rename { from } => from,
+            _ => r.key,
         };
-        let current = self.current_value(&cf, source, earlier, out)?;
-        let mut x = match self.as_extents(current, source)? {
-            Some(x) => x,
-            None if matches!(op, PartialOp::Append(_)) => Extents::default(),
-            None => return Err(missing(source)),
+        // A record read here may be in a file garbage collection is retiring meanwhile: then the
+        // value is read again (it has moved on).
+        for _ in 0..3 {
+            let current = self.current_value(&cf, source, earlier, out)?;
+            let mut x = match self.as_extents(current, source)? {
+                Some(x) => x,
+                None if matches!(op, PartialOp::Append(_)) => Extents::default(),
+                None => return Err(missing(source)),
+            };
+            x.borrow_all();
+            if let Some(value) = self.apply_op(&cf, r.key, op, x, pending)? {
+                match value {
+                    Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
+                    Settled::Index(index) => out.put_blob_index(r.cf, r.key, &index),
+                }
+                if let PartialOp::Rename { from } = op {
+                    out.delete_cf_id(r.cf, from);
+                }
+                return Ok(());
+            }
+        }
+        Err(Error::Busy(format!(
+            "the blob files of key {} are being collected; try again",
+            show_key(source)
+        )))
+    }
+
+    /// The value `op` makes of `x`, settled, its borrowed records counted; `None` when one of
+    /// them is in a file no longer live.
+    fn apply_op(
+        &self,
+        cf: &ColumnFamilyData,
+        key: &[u8],
+        op: PartialOp<'_>,
+        mut x: Extents,
+        pending: &mut PendingBlobs,
+    ) -> Result<Option<Settled>> {
+        let new = match op {
+            PartialOp::WriteAt { offset, data } => Some((offset, data)),
+            PartialOp::Append(data) => Some((x.len(), data)),
+            _ => None,
         };
-        x.borrow_all();
         match (op, new) {
+            // Nothing to write: the value stays (POSIX `pwrite` of nothing).
+            (_, Some((_, []))) => {}
             (_, Some((offset, data))) => {
-                let offset = if offset == u64::MAX { x.len() } else { offset };
                 if offset.saturating_add(data.len() as u64) > MAX_VALUE_SIZE {
                     return Err(Error::InvalidArgument(format!(
-                        "appending {} bytes to key {} would pass the largest value ({} bytes)",
+                        "writing {} bytes at {offset} of key {} would pass the largest value \
+                         ({} bytes)",
                         data.len(),
-                        show_key(r.key),
+                        show_key(key),
                         MAX_VALUE_SIZE
                     )));
                 }
@@ -121,15 +156,15 @@ impl DbInner {
             (PartialOp::Truncate(len), _) => x.truncate(len),
             _ => {}
         }
-        let value = self.settle(&cf, r.key, x, pending)?;
-        match value {
-            Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
-            Settled::Index(index) => out.put_blob_index(r.cf, r.key, &index),
+        let value = self.settle(cf, key, x, pending)?;
+        if let Settled::Index(index) = &value {
+            let borrowed = borrowed_records(ValueKind::BlobIndex as u8, index);
+            let _one = self.blob_admin.lock();
+            if !self.blobs.borrow_if_live(&borrowed) {
+                return Ok(None);
+            }
         }
-        if let PartialOp::Rename { from } = op {
-            out.delete_cf_id(r.cf, from);
-        }
-        Ok(())
+        Ok(Some(value))
     }
 
     /// What `key` of `cf` holds after the store's last commit, `earlier` and `out` (newest last).
@@ -197,7 +232,9 @@ impl DbInner {
                 list: vec![Extent::inline(value.to_vec())],
             },
             BlobIndex::Blob { blob, .. } => {
-                let value_len = self.blobs.value_len(&index, key, self.now())?.unwrap_or(0);
+                let Some(value_len) = self.blobs.value_len(&index, key, self.now())? else {
+                    return Ok(None);
+                };
                 Extents {
                     expiration,
                     list: vec![Extent::record(blob, key_len(key)?, value_len, false)],
@@ -224,6 +261,10 @@ impl DbInner {
                 e => Settled::Index(encode_inline(e, &bytes)),
             });
         }
+        // Folded first, so that no piece is written to a record only to be copied again.
+        if x.list.len() > MAX_EXTENTS {
+            self.fold(cf, key, &mut x, pending)?;
+        }
         for i in 0..x.list.len() {
             if let Piece::Inline(bytes) = &x.list[i].piece
                 && bytes.len() as u64 > INLINE_EXTENT_MAX
@@ -232,14 +273,13 @@ impl DbInner {
                 x.list[i] = Extent::record(blob, key_len(key)?, bytes.len() as u64, true);
             }
         }
-        if x.list.len() > MAX_EXTENTS {
-            self.fold(cf, key, &mut x, pending)?;
-        }
         Ok(Settled::Index(x.encode()))
     }
 
     /// Folds `x` down to `FOLDED_EXTENTS` pieces: repeatedly joins the neighbouring pair with
-    /// the fewest bytes, then copies each joined run into one new record.
+    /// the fewest bytes, then copies each joined run into one new record. Zero runs are never
+    /// joined (a hole costs nothing as it is and could be gigabytes written out), so a list of
+    /// many holes may stay longer.
     fn fold(
         &self,
         cf: &ColumnFamilyData,
@@ -254,10 +294,16 @@ impl DbInner {
             .enumerate()
             .map(|(i, e)| (i, i, e.len))
             .collect();
+        let zeros = |run: &(usize, usize, u64)| {
+            run.0 == run.1 && matches!(x.list[run.0].piece, Piece::Zeros)
+        };
         while runs.len() > FOLDED_EXTENTS {
-            let i = (0..runs.len() - 1)
+            let Some(i) = (0..runs.len() - 1)
+                .filter(|&i| !zeros(&runs[i]) && !zeros(&runs[i + 1]))
                 .min_by_key(|&i| runs[i].2 + runs[i + 1].2)
-                .unwrap_or(0);
+            else {
+                break;
+            };
             let next = runs.remove(i + 1);
             runs[i] = (runs[i].0, next.1, runs[i].2 + next.2);
         }
@@ -301,7 +347,8 @@ impl DbInner {
             false => Vec::new(),
         };
         drop(writers);
-        flushed.and(self.seal_full_blob_writers(to_seal))?;
+        self.queue_full_blob_writers(to_seal);
+        flushed?;
         BlobIndex::decode(&index)
             .and_then(|i| i.blob())
             .ok_or_else(|| Error::InvalidArgument("blob index of a new record".into()))

@@ -145,6 +145,8 @@ struct Repair<'a> {
     next_file: u64,
     last_sequence: u64,
     report: RepairReport,
+    /// Bytes of records in each blob file kept, from its footer or scan.
+    blob_record_bytes: BTreeMap<u64, u64>,
 }
 
 impl<'a> Repair<'a> {
@@ -164,6 +166,7 @@ impl<'a> Repair<'a> {
             next_file: 1,
             last_sequence: 0,
             report: RepairReport::default(),
+            blob_record_bytes: BTreeMap::new(),
         };
         repair.read_old_manifest()?;
         repair.plan_column_families()?;
@@ -408,10 +411,10 @@ impl<'a> Repair<'a> {
             if found.sealed {
                 reader.verify_sealed(&found)?;
             }
-            Ok(found.header.column_family)
+            Ok((found.header.column_family, found.footer.record_bytes))
         });
-        let header_cf = match checked {
-            Ok(cf) => cf,
+        let (header_cf, record_bytes) = match checked {
+            Ok(found) => found,
             Err(e) => {
                 if let Some((cf, _)) = known_cf {
                     self.evict(cf, number);
@@ -438,6 +441,7 @@ impl<'a> Repair<'a> {
             Some(cf) => {
                 if let Some(plan) = self.cfs.get_mut(&cf) {
                     plan.blob_files.push((number, garbage));
+                    self.blob_record_bytes.insert(number, record_bytes);
                 }
                 self.report.blob_files_kept += 1;
                 Ok(())
@@ -608,6 +612,24 @@ impl<'a> Repair<'a> {
     /// Writes the new MANIFEST and points CURRENT at it.
     fn write_manifest(&mut self) -> Result<()> {
         demote_overlapping_tables(&mut self.cfs);
+        // Garbage and borrowed bytes counted afresh from what the kept tables name.
+        let tables = self
+            .cfs
+            .values()
+            .flat_map(|p| p.tables.iter().map(|(_, t)| t.number));
+        let named = super::repair_refs::named_blob_bytes(self.fs.as_ref(), self.dir, tables)?;
+        let mut borrowed = BTreeMap::new();
+        for plan in self.cfs.values_mut() {
+            for (n, garbage) in &mut plan.blob_files {
+                let records = self.blob_record_bytes.get(n).copied().unwrap_or(0);
+                let (g, b) =
+                    super::repair_refs::accounting(records, named.get(n).copied().unwrap_or(0));
+                *garbage = g;
+                if b > 0 {
+                    borrowed.insert(*n, b);
+                }
+            }
+        }
         let mut set = VersionSet::new_empty(self.dir, self.fs.clone());
         let max_cf = self
             .cfs
@@ -637,6 +659,11 @@ impl<'a> Repair<'a> {
                     .iter()
                     .filter(|(_, g)| *g > 0)
                     .copied()
+                    .collect(),
+                blob_refs_added: plan
+                    .blob_files
+                    .iter()
+                    .filter_map(|(n, _)| Some((*n, *borrowed.get(n)?)))
                     .collect(),
                 blob_files_evicted: plan.evicted.clone(),
                 ..Default::default()

@@ -207,17 +207,26 @@ impl DbInner {
     /// group left it and the writes before it in this group (`db/partial.rs`). One that cannot
     /// be resolved is refused alone and leaves an empty batch.
     fn resolve_group(&self, writes: &mut [PendingWrite], pending: &mut PendingBlobs) {
-        for i in 0..writes.len() {
+        // In the order sequence numbers go (logged writes first): each sees exactly the writes
+        // that land before it.
+        let order: Vec<usize> = (0..writes.len())
+            .filter(|&i| !writes[i].disable_wal)
+            .chain((0..writes.len()).filter(|&i| writes[i].disable_wal))
+            .collect();
+        for (n, &i) in order.iter().enumerate() {
             if !writes[i].batch.has_partial_ops() {
                 continue;
             }
-            let (before, rest) = writes.split_at_mut(i);
-            let earlier: Vec<&WriteBatch> = before.iter().map(|w| &w.batch).collect();
-            match self.resolve_partial_writes(&rest[0].batch, &earlier, pending) {
-                Ok(b) => rest[0].batch = b,
+            let resolved = {
+                let earlier: Vec<&WriteBatch> =
+                    order[..n].iter().map(|&j| &writes[j].batch).collect();
+                self.resolve_partial_writes(&writes[i].batch, &earlier, pending)
+            };
+            match resolved {
+                Ok(b) => writes[i].batch = b,
                 Err(e) => {
-                    rest[0].refused = Some(e);
-                    rest[0].batch.clear();
+                    writes[i].refused = Some(e);
+                    writes[i].batch.clear();
                 }
             }
         }
@@ -322,7 +331,8 @@ impl DbInner {
             w.batch
                 .for_each(|r| {
                     if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == r.cf) {
-                        self.blobs.add_borrowed(&apply_to_memtable(mem, s, &r));
+                        // Borrowed records were counted when the write was resolved.
+                        let _borrowed = apply_to_memtable(mem, s, &r);
                     }
                     s += 1;
                     match r.op {
