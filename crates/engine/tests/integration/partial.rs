@@ -292,7 +292,8 @@ fn bad_partial_writes_are_refused_and_change_nothing() {
     db.put("a", "abc").unwrap();
     db.put("r1", "old").unwrap();
     db.delete_range("r", "s").unwrap();
-    let cases: Vec<(Box<dyn Fn(&mut WriteBatch)>, ErrorKind)> = vec![
+    type Case = (Box<dyn Fn(&mut WriteBatch)>, ErrorKind);
+    let cases: Vec<Case> = vec![
         (
             Box::new(|b| b.write_at("nope", 0, "x")),
             ErrorKind::NotFound,
@@ -368,7 +369,7 @@ fn synced_partial_writes_survive_power_loss() {
     let db = Db::open(dir.path(), o).unwrap();
     assert!(db.get("f").unwrap().is_none());
     let got = db.get("g").unwrap().unwrap();
-    assert!(got.len() >= model.len() && (got.len() - model.len()) % 3000 == 0);
+    assert!(got.len() >= model.len() && (got.len() - model.len()).is_multiple_of(3000));
     assert!(got[..model.len()] == model[..], "synced bytes lost");
 }
 
