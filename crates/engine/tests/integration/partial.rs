@@ -217,6 +217,39 @@ fn two_appenders_to_one_key_lose_nothing() {
     }
 }
 
+/// Appends with and without the WAL from two threads share write groups, where WAL-less writes
+/// take the later sequence numbers: each is resolved in that order, so none is lost.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn appends_with_and_without_the_wal_in_one_group_lose_nothing() {
+    let dir = crate::common::tempdir();
+    let db = Arc::new(Db::open(dir.path(), options(true)).unwrap());
+    let threads: Vec<_> = [false, true]
+        .into_iter()
+        .map(|disable_wal| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let opts = WriteOptions {
+                    disable_wal,
+                    ..Default::default()
+                };
+                let mark = if disable_wal { b"n" } else { b"w" };
+                for _ in 0..2000 {
+                    let mut b = WriteBatch::new();
+                    b.append("k", mark);
+                    db.write(b, &opts).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let v = db.get("k").unwrap().unwrap();
+    let count = |c: u8| v.iter().filter(|&&b| b == c).count();
+    assert_eq!((count(b'w'), count(b'n')), (2000, 2000));
+}
+
 /// One thread appends to `src` while another renames it away again and again: each append is
 /// found exactly once, in order, across the renamed keys and `src`.
 #[test]
