@@ -234,18 +234,25 @@ impl Extents {
         }
     }
 
-    /// Each record the list names, once, with whether this list's write made it.
+    /// Each record the list names, once, with whether this list's write made it (sorted: a
+    /// list of hundreds of pieces is counted with every write).
     pub(crate) fn records(&self) -> Vec<(BlobRef, bool)> {
-        let mut out: Vec<(BlobRef, bool)> = Vec::new();
-        for e in &self.list {
-            if let Piece::Record {
-                blob, made_here, ..
-            } = e.piece
-            {
-                match out.iter_mut().find(|(b, _)| *b == blob) {
-                    Some((_, m)) => *m |= made_here,
-                    None => out.push((blob, made_here)),
-                }
+        let mut all: Vec<(BlobRef, bool)> = self
+            .list
+            .iter()
+            .filter_map(|e| match e.piece {
+                Piece::Record {
+                    blob, made_here, ..
+                } => Some((blob, made_here)),
+                _ => None,
+            })
+            .collect();
+        all.sort_unstable();
+        let mut out: Vec<(BlobRef, bool)> = Vec::with_capacity(all.len());
+        for (blob, made_here) in all {
+            match out.last_mut() {
+                Some((b, m)) if *b == blob => *m |= made_here,
+                _ => out.push((blob, made_here)),
             }
         }
         out

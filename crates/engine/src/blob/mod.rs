@@ -495,6 +495,11 @@ impl BlobStore {
         }
     }
 
+    /// Whether no blob file the extent list `x` points into was evicted.
+    pub(crate) fn files_present_of(&self, x: &extents::Extents) -> bool {
+        x.records().iter().all(|(b, _)| !self.is_evicted(b.file))
+    }
+
     /// What the blob index `index` (the value of `key`) means for a reader at `now`.
     pub(crate) fn resolve(
         &self,

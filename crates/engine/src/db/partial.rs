@@ -11,9 +11,9 @@ use super::batch::{BatchRecord, Op, PartialOp, WriteBatch};
 use super::blob::{PendingBlobs, ttl_bucket};
 use super::column_family::ColumnFamilyData;
 use crate::blob::extents::{
-    Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, MAX_EXTENTS, Piece,
+    EXTENTS, Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, MAX_EXTENTS, Piece,
 };
-use crate::blob::{BlobIndex, BlobRef, borrowed_records, encode_inline};
+use crate::blob::{BlobIndex, BlobRef, encode_inline};
 use crate::error::{Error, Result, show_key};
 use crate::key::{Lookup, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
@@ -109,7 +109,7 @@ impl DbInner {
             if let Some(value) = self.apply_op(&cf, r.key, op, x, pending)? {
                 match value {
                     Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
-                    Settled::Index(index) => out.put_blob_index(r.cf, r.key, &index),
+                    Settled::Index(index, _) => out.put_blob_index(r.cf, r.key, &index),
                 }
                 if let PartialOp::Rename { from } = op {
                     out.delete_cf_id(r.cf, from);
@@ -157,8 +157,7 @@ impl DbInner {
             _ => {}
         }
         let value = self.settle(cf, key, x, pending)?;
-        if let Settled::Index(index) = &value {
-            let borrowed = borrowed_records(ValueKind::BlobIndex as u8, index);
+        if let Settled::Index(_, borrowed) = &value {
             let _one = self.blob_admin.lock();
             if !self.blobs.borrow_if_live(&borrowed) {
                 return Ok(None);
@@ -221,6 +220,13 @@ impl DbInner {
             }
             Current::Index(index) => index,
         };
+        if index.first() == Some(&EXTENTS) {
+            // Decoded once (`decode_index` would decode the whole list to check it, then again).
+            let x = self.blobs.decode_extents(&index, key)?;
+            let live =
+                (x.expiration == 0 || self.now() < x.expiration) && self.blobs.files_present_of(&x);
+            return Ok(live.then_some(x));
+        }
         let decoded = self.blobs.decode_index(&index, key)?;
         if !self.blobs.is_live(&decoded, self.now()) {
             return Ok(None);
@@ -258,7 +264,7 @@ impl DbInner {
             let bytes = self.blobs.read_extents(&x, key, (0, u64::MAX))?;
             return Ok(match x.expiration {
                 0 => Settled::Plain(bytes),
-                e => Settled::Index(encode_inline(e, &bytes)),
+                e => Settled::Index(encode_inline(e, &bytes), Vec::new()),
             });
         }
         // Folded first, so that no piece is written to a record only to be copied again.
@@ -273,7 +279,13 @@ impl DbInner {
                 x.list[i] = Extent::record(blob, key_len(key)?, bytes.len() as u64, true);
             }
         }
-        Ok(Settled::Index(x.encode()))
+        let borrowed = x
+            .records()
+            .into_iter()
+            .filter(|(_, made_here)| !made_here)
+            .map(|(b, _)| b)
+            .collect();
+        Ok(Settled::Index(x.encode(), borrowed))
     }
 
     /// Folds `x` down to `FOLDED_EXTENTS` pieces: repeatedly joins the neighbouring pair with
@@ -358,7 +370,8 @@ impl DbInner {
 /// How a resolved value is written.
 enum Settled {
     Plain(Vec<u8>),
-    Index(Vec<u8>),
+    /// A blob index, with the records it borrows.
+    Index(Vec<u8>, Vec<BlobRef>),
 }
 
 /// `key`'s length as a record header holds it.
