@@ -159,7 +159,7 @@ impl DbInner {
         let value = self.settle(cf, key, x, pending)?;
         if let Settled::Index(_, borrowed) = &value {
             let _one = self.blob_admin.lock();
-            if !self.blobs.borrow_if_live(&borrowed) {
+            if !self.blobs.borrow_if_live(borrowed) {
                 return Ok(None);
             }
         }
