@@ -371,14 +371,7 @@ impl DbInner {
         if self.scheduler.mode() == Executor::Inline {
             self.seal_blob_writers(full)?;
         } else {
-            self.blob_writers
-                .lock()
-                .sealing
-                .extend(full.into_iter().map(|w| Arc::new(Mutex::new(Some(w)))));
-            // The flush job seals them; the default column family always exists to carry it.
-            if let Some(cf) = self.registry.read().get(0) {
-                self.scheduler.schedule_flush(cf);
-            }
+            self.queue_full_blob_writers(full);
         }
         // The full file counts as live until sealed: a store past `max_db_size` evicts its older
         // sealed files now, as the write that pushed it over returns.
@@ -395,6 +388,7 @@ impl DbInner {
             .lock()
             .sealing
             .extend(full.into_iter().map(|w| Arc::new(Mutex::new(Some(w)))));
+        // The flush job seals them; the default column family always exists to carry it.
         if let Some(cf) = self.registry.read().get(0) {
             self.scheduler.schedule_flush(cf);
         }

@@ -246,8 +246,8 @@ impl DbInner {
         }
         self.make_room_for_write(&mut wal, group_bytes, &touched)?;
         // New blob records of partial writes stay unevictable until the group lands.
-        let mut _pending = PendingBlobs::default();
-        self.resolve_group(writes, &mut _pending);
+        let mut pending = PendingBlobs::default();
+        self.resolve_group(writes, &mut pending);
         // A column family dropped since its writer checked it is skipped: its records are in the
         // WAL, and recovery skips them too.
         let mems: Vec<(u32, Arc<MemTable>)> = {
