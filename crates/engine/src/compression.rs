@@ -54,6 +54,23 @@ pub(crate) fn decompress_zstd(data: &[u8]) -> std::result::Result<Vec<u8>, Strin
         .map_err(|e| format!("zstd: {e}"))
 }
 
+/// Decompresses one zstd frame into `out`, which must hold all of it; returns the bytes written.
+/// For pieces whose length the caller knows (a blob value's chunks), so nothing is allocated.
+pub(crate) fn decompress_zstd_into(data: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    DECOMPRESSOR
+        .with(|cell| {
+            let Ok(mut slot) = cell.try_borrow_mut() else {
+                return zstd::bulk::Decompressor::new()?.decompress_to_buffer(data, out);
+            };
+            let d = match slot.as_mut() {
+                Some(d) => d,
+                None => slot.insert(zstd::bulk::Decompressor::new()?),
+            };
+            d.decompress_to_buffer(data, out)
+        })
+        .map_err(|e| format!("zstd: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::BlobStore;
 use super::extents::{Extent, Extents, Piece};
-use super::format::{Owner, Stored};
+use super::format::Owner;
 use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::value::clip;
@@ -22,10 +22,13 @@ impl BlobStore {
         key: &[u8],
     ) -> Result<Vec<u8>> {
         let owner = Owner::KeyLen(key_len);
-        let bytes = if blob.stored == Stored::Chunked {
-            let (_, bytes) = self
-                .reader(blob.file, key)?
-                .read_range(blob, owner, at, len)?;
+        let bytes = if blob.stored.is_chunked() {
+            let (_, bytes) = self.reader(blob.file, key)?.read_range(
+                blob,
+                owner,
+                (at, len),
+                self.piece_cache(true),
+            )?;
             self.stats.blob_reads.inc();
             self.stats.blob_bytes_read.add(bytes.len() as u64);
             bytes

@@ -7,6 +7,7 @@
 //!              | expiration range lo u64 | hi u64 | crc32c u32 of the 28 bytes before
 //! record:      crc32c u32 | key len u32 | value len u32 | expiration u64 | stored u8 | key
 //!              | value | (chunked only) crc32c u32 of each CHUNK_SIZE chunk of the value
+//!              (compressed chunks: key | chunk table | chunks as stored, see `super::chunks`)
 //! footer (40): records u64 | record bytes u64 | expiration min u64 | max u64
 //!              | crc32c u32 of the 32 bytes before | magic u32
 //! ```
@@ -16,9 +17,10 @@
 use crate::coding::{fixed32, fixed64, put_fixed32, put_fixed64};
 
 pub(crate) const MAGIC: u32 = 0x5342_4c42; // "BLBS" read little-endian
-/// Version 2 files may hold chunked records, which version 1 readers would take for damage:
-/// they refuse the file by its version instead. Version 1 files read as they are.
-pub(crate) const VERSION: u8 = 2;
+/// Version 2 files may hold chunked records and version 3 files compressed chunks, which older
+/// readers would take for damage: they refuse the file by its version instead. Older files read
+/// as they are.
+pub(crate) const VERSION: u8 = 3;
 const OLDEST_VERSION: u8 = 1;
 pub(crate) const HEADER_SIZE: usize = 32;
 pub(crate) const FOOTER_SIZE: usize = 40;
@@ -37,6 +39,9 @@ pub(crate) enum Stored {
     /// As written, followed by a checksum of each `CHUNK_SIZE` chunk; the record's checksum
     /// covers the header and key only, so a range is read and verified without the rest.
     Chunked = 2,
+    /// A table of chunk ends and checksums, then each chunk, zstd-compressed where that made it
+    /// shorter (`super::chunks`); the record's checksum covers the header and key only.
+    ChunkedZstd = 3,
 }
 
 impl Stored {
@@ -45,7 +50,23 @@ impl Stored {
             0 => Some(Stored::Raw),
             1 => Some(Stored::Zstd),
             2 => Some(Stored::Chunked),
+            3 => Some(Stored::ChunkedZstd),
             _ => None,
+        }
+    }
+
+    /// Whether a range of the value is read and verified a chunk at a time.
+    pub(crate) fn is_chunked(self) -> bool {
+        matches!(self, Stored::Chunked | Stored::ChunkedZstd)
+    }
+
+    /// Bytes the record stores after its value's chunks (`Chunked`) or before them
+    /// (`ChunkedZstd`) to verify them, for a value of `value_len` bytes; none for the others.
+    fn chunk_overhead(self, value_len: u64) -> u64 {
+        match self {
+            Stored::Chunked => chunk_trailer_len(value_len),
+            Stored::ChunkedZstd => super::chunks::table_len(value_len),
+            Stored::Raw | Stored::Zstd => 0,
         }
     }
 }
@@ -231,7 +252,18 @@ pub(crate) fn chunked_record_header(
     value_len: u32,
     expiration: u64,
 ) -> [u8; RECORD_HEADER_SIZE] {
-    let mut h = header_fields(key, value_len, expiration, Stored::Chunked);
+    head_only_header(key, value_len, expiration, Stored::Chunked)
+}
+
+/// The header of a record of `key` whose checksum covers the header and key only, the value's
+/// chunks being checked on their own (`stored` is `Chunked` or `ChunkedZstd`).
+pub(crate) fn head_only_header(
+    key: &[u8],
+    value_len: u32,
+    expiration: u64,
+    stored: Stored,
+) -> [u8; RECORD_HEADER_SIZE] {
+    let mut h = header_fields(key, value_len, expiration, stored);
     let crc = head_crc(&h, key);
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h
@@ -300,47 +332,67 @@ impl Owner<'_> {
 }
 
 /// Checks a chunked record's header and key (`head`, as stored) and that they are `owner`'s;
-/// returns the value's length.
-pub(crate) fn verify_chunked_head(head: &[u8], owner: Owner<'_>) -> Result<u64, String> {
+/// returns the value's length and how its chunks are stored.
+pub(crate) fn verify_chunked_head(head: &[u8], owner: Owner<'_>) -> Result<(u64, Stored), String> {
     if head.len() != RECORD_HEADER_SIZE + owner.key_len()
         || fixed32(head, 4) as usize != owner.key_len()
         || !owner.accepts(&head[RECORD_HEADER_SIZE..])
     {
         return Err(format!("record does not belong to {}", owner.describe()));
     }
-    if head[20] != Stored::Chunked as u8 || crc32c::crc32c(&head[4..]) != fixed32(head, 0) {
-        return Err("record checksum mismatch".into());
+    let stored = Stored::from_byte(head[20]).filter(|s| s.is_chunked());
+    match stored {
+        Some(stored) if crc32c::crc32c(&head[4..]) == fixed32(head, 0) => {
+            Ok((u64::from(fixed32(head, 8)), stored))
+        }
+        _ => Err("record checksum mismatch".into()),
     }
-    Ok(u64::from(fixed32(head, 8)))
 }
 
 /// One record as stored.
 #[derive(Debug)]
 pub(crate) struct Record<'a> {
     pub key: &'a [u8],
-    /// The value as stored (compressed, or without a chunked record's trailer).
+    /// The value as stored: compressed, without a chunked record's trailer, or a table and
+    /// compressed chunks.
     pub stored_value: &'a [u8],
+    /// The value's own length, as the header says (a compressed one's is its frame's).
+    pub value_len: u64,
     pub expiration: u64,
     pub stored: Stored,
 }
 
-/// The length of the record starting at `b` (from its header), if the header is there. In u64:
-/// two 32-bit lengths from a damaged header can overflow a 32-bit `usize`.
-pub(crate) fn record_len(b: &[u8]) -> Option<u64> {
+/// The length of the record starting at `b`, from its header and, for compressed chunks, the
+/// last entry of its chunk table. `Err(n)` when `b` must hold at least `n` bytes to tell (the
+/// header's, or up to that entry). In u64: two 32-bit lengths from a damaged header can
+/// overflow a 32-bit `usize`.
+pub(crate) fn record_len(b: &[u8]) -> Result<u64, u64> {
     if b.len() < RECORD_HEADER_SIZE {
-        return None;
+        return Err(RECORD_HEADER_SIZE as u64);
     }
     let value_len = u64::from(fixed32(b, 8));
-    let trailer = match b[20] == Stored::Chunked as u8 {
-        true => chunk_trailer_len(value_len),
-        false => 0,
-    };
-    Some(RECORD_HEADER_SIZE as u64 + u64::from(fixed32(b, 4)) + value_len + trailer)
+    let head = RECORD_HEADER_SIZE as u64 + u64::from(fixed32(b, 4));
+    match Stored::from_byte(b[20]) {
+        Some(Stored::ChunkedZstd) => {
+            let table_end = head + super::chunks::table_len(value_len);
+            if value_len == 0 {
+                return Ok(table_end);
+            }
+            let last = table_end - super::chunks::ENTRY_SIZE as u64;
+            match usize::try_from(last).ok().and_then(|at| b.get(at..at + 4)) {
+                Some(end) => Ok(table_end + u64::from(fixed32(end, 0))),
+                None => Err(table_end),
+            }
+        }
+        Some(s) => Ok(head + value_len + s.chunk_overhead(value_len)),
+        // Damage, which `decode_record` names.
+        None => Ok(head + value_len),
+    }
 }
 
 /// Decodes and verifies a whole record.
 pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
-    let len = record_len(b).ok_or("record shorter than its header")?;
+    let len = record_len(b).map_err(|_| "record shorter than its header and chunk table")?;
     if len != b.len() as u64 {
         return Err(format!(
             "record length {len} does not match the {} bytes read",
@@ -351,18 +403,25 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
         Stored::from_byte(b[20]).ok_or_else(|| format!("unknown record layout {}", b[20]))?;
     let key_len = fixed32(b, 4) as usize;
     let value_at = RECORD_HEADER_SIZE + key_len;
-    let value_end = value_at + fixed32(b, 8) as usize;
-    if stored == Stored::Chunked {
+    let value_len = u64::from(fixed32(b, 8));
+    let mut value_end = value_at + value_len as usize;
+    if stored.is_chunked() {
         if crc32c::crc32c(&b[4..value_at]) != fixed32(b, 0) {
             return Err("record checksum mismatch".into());
         }
-        verify_chunks(&b[value_at..value_end], &b[value_end..], 0)?;
+        if stored == Stored::ChunkedZstd {
+            value_end = b.len();
+            super::chunks::verify_whole(&b[value_at..], value_len)?;
+        } else {
+            verify_chunks(&b[value_at..value_end], &b[value_end..], 0)?;
+        }
     } else if crc32c::crc32c(&b[4..]) != fixed32(b, 0) {
         return Err("record checksum mismatch".into());
     }
     Ok(Record {
         key: &b[RECORD_HEADER_SIZE..value_at],
         stored_value: &b[value_at..value_end],
+        value_len,
         expiration: fixed64(b, 12),
         stored,
     })
@@ -388,7 +447,7 @@ mod tests {
         b[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(
             record_len(&b),
-            Some(RECORD_HEADER_SIZE as u64 + 2 * u64::from(u32::MAX))
+            Ok(RECORD_HEADER_SIZE as u64 + 2 * u64::from(u32::MAX))
         );
         assert!(decode_record(&b).is_err());
     }
@@ -399,7 +458,7 @@ mod tests {
             .map(|i| (i % 251) as u8)
             .collect();
         let rec = chunked_record(b"key", &value, 5);
-        assert_eq!(record_len(&rec), Some(rec.len() as u64));
+        assert_eq!(record_len(&rec), Ok(rec.len() as u64));
         assert_eq!(rec.len(), RECORD_HEADER_SIZE + 3 + value.len() + 12);
         let r = decode_record(&rec).unwrap();
         assert_eq!(
@@ -409,12 +468,12 @@ mod tests {
         let head = &rec[..RECORD_HEADER_SIZE + 3];
         assert_eq!(
             verify_chunked_head(head, Owner::Key(b"key")),
-            Ok(value.len() as u64)
+            Ok((value.len() as u64, Stored::Chunked))
         );
         assert!(verify_chunked_head(head, Owner::Key(b"kez")).is_err());
         assert_eq!(
             verify_chunked_head(head, Owner::KeyLen(3)),
-            Ok(value.len() as u64)
+            Ok((value.len() as u64, Stored::Chunked))
         );
         assert!(verify_chunked_head(head, Owner::KeyLen(4)).is_err());
         // A flipped byte in the second chunk fails that chunk only.

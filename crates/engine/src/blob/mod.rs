@@ -11,6 +11,8 @@
 //! A blob file is deleted only once no reader can reach it: files that become obsolete are handed
 //! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first.
 
+mod chunk_read;
+mod chunks;
 mod extent_read;
 pub(crate) mod extents;
 pub(crate) mod format;
@@ -433,6 +435,11 @@ impl BlobStore {
         Ok(self.readers.insert(number, r))
     }
 
+    /// The block cache as a ranged read of a chunked record uses it.
+    pub(crate) fn piece_cache(&self, fill_cache: bool) -> chunk_read::PieceCache<'_> {
+        self.cache.as_deref().map(|c| (c, fill_cache))
+    }
+
     /// Reads the value of `blob`, which belongs to `key`, through the cache.
     pub(crate) fn fetch(
         &self,
@@ -567,10 +574,13 @@ impl BlobStore {
                 let len_inline = value.len();
                 ValueRange::within(found.narrow(start, len_inline), offset, len)
             }
-            BlobIndex::Blob { blob, .. } if blob.stored == Stored::Chunked => {
-                let (value_len, bytes) =
-                    self.reader(blob.file, key)?
-                        .read_range(blob, Owner::Key(key), offset, len)?;
+            BlobIndex::Blob { blob, .. } if blob.stored.is_chunked() => {
+                let (value_len, bytes) = self.reader(blob.file, key)?.read_range(
+                    blob,
+                    Owner::Key(key),
+                    (offset, len),
+                    self.piece_cache(fill_cache),
+                )?;
                 self.stats.blob_reads.inc();
                 self.stats.blob_bytes_read.add(bytes.len() as u64);
                 ValueRange {

@@ -3,15 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::chunks::unpack_whole;
 use super::format::{
-    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, Owner, RECORD_HEADER_SIZE,
-    Record, Stored, chunk_trailer_len, decode_record, record_len, verify_chunked_head,
-    verify_chunks,
+    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, Owner, Record, Stored,
+    chunk_trailer_len, decode_record, record_len,
 };
 use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, RandomAccessFile};
-use crate::value::clip;
 
 /// An open blob file.
 #[derive(Debug)]
@@ -71,7 +70,7 @@ impl BlobFileReader {
         }
     }
 
-    fn corruption(&self, detail: impl Into<String>) -> Error {
+    pub(super) fn corruption(&self, detail: impl Into<String>) -> Error {
         Error::corruption(&self.path, detail)
     }
 
@@ -173,8 +172,18 @@ impl BlobFileReader {
                 return Ok(true);
             }
             self.file.read_exact_at(&mut head, offset)?;
-            let Some(size) = record_len(&head) else {
-                return Ok(true);
+            let size = match record_len(&head) {
+                Ok(size) => size,
+                // Compressed chunks: the length is in the table's last entry.
+                Err(need) if need <= end - offset => {
+                    buf.resize(need as usize, 0);
+                    self.file.read_exact_at(&mut buf, offset)?;
+                    match record_len(&buf) {
+                        Ok(size) => size,
+                        Err(_) => return Ok(true),
+                    }
+                }
+                Err(_) => return Ok(true),
             };
             if size > end - offset {
                 return Ok(true);
@@ -195,13 +204,13 @@ impl BlobFileReader {
 
     /// The first `len` bytes of the record `blob` points at; a record past the end of the file
     /// is corruption.
-    fn read_record_prefix(&self, blob: BlobRef, len: usize) -> Result<Vec<u8>> {
+    pub(super) fn read_record_prefix(&self, blob: BlobRef, len: usize) -> Result<Vec<u8>> {
         self.read_in_record(blob, 0, len)
     }
 
     /// `len` bytes from `at` within the record `blob` points at; past the end of the file is
     /// corruption.
-    fn read_in_record(&self, blob: BlobRef, at: u64, len: usize) -> Result<Vec<u8>> {
+    pub(super) fn read_in_record(&self, blob: BlobRef, at: u64, len: usize) -> Result<Vec<u8>> {
         self.file
             .read_vec_at(len, blob.offset + at)
             .map_err(|e| match e {
@@ -247,6 +256,7 @@ impl BlobFileReader {
         })?;
         match blob.stored {
             Stored::Raw => return Ok(stored),
+            Stored::ChunkedZstd => return Ok(self.chunked_head(blob, Owner::Key(key), None)?.0),
             Stored::Chunked => {
                 // `stored` is the value and a sum per chunk: solved for the value, no read.
                 let sums = stored.div_ceil(CHUNK_SIZE as u64 + 4);
@@ -283,62 +293,11 @@ impl BlobFileReader {
     }
 }
 
-impl BlobFileReader {
-    /// Reads and verifies a chunked record's header and key, which must be `owner`'s; returns
-    /// the value's length.
-    fn chunked_head(&self, blob: BlobRef, owner: Owner<'_>) -> Result<u64> {
-        let head_len = RECORD_HEADER_SIZE + owner.key_len();
-        let head = self.read_record_prefix(blob, head_len.min(blob.size as usize))?;
-        let value_len = verify_chunked_head(&head, owner)
-            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
-        if blob.size != head_len as u64 + value_len + chunk_trailer_len(value_len) {
-            return Err(self.corruption(format!(
-                "record at offset {}: {} bytes do not hold a {value_len}-byte value",
-                blob.offset, blob.size
-            )));
-        }
-        Ok(value_len)
-    }
-
-    /// The bytes `start..end` of the value of the chunked record `blob` (`owner`'s), reading
-    /// and verifying only the chunks that hold them; `end` is at most the value's length, which
-    /// is returned with them.
-    pub(crate) fn read_range(
-        &self,
-        blob: BlobRef,
-        owner: Owner<'_>,
-        offset: u64,
-        len: u64,
-    ) -> Result<(u64, Vec<u8>)> {
-        let value_len = self.chunked_head(blob, owner)?;
-        let (start, end) = clip(offset, len, value_len);
-        if start == end {
-            return Ok((value_len, Vec::new()));
-        }
-        let chunk = CHUNK_SIZE as u64;
-        let (first, last) = (start / chunk, (end - 1) / chunk);
-        let value_at = (RECORD_HEADER_SIZE + owner.key_len()) as u64;
-        let sums = self.read_in_record(
-            blob,
-            value_at + value_len + 4 * first,
-            4 * (last - first + 1) as usize,
-        )?;
-        let from = first * chunk;
-        let to = ((last + 1) * chunk).min(value_len);
-        let mut data = self.read_in_record(blob, value_at + from, (to - from) as usize)?;
-        verify_chunks(&data, &sums, first)
-            .map_err(|e| self.corruption(format!("record at offset {}: {e}", blob.offset)))?;
-        data.truncate((end - from) as usize);
-        data.drain(..(start - from) as usize);
-        Ok((value_len, data))
-    }
-}
-
 /// The record's value, decompressed.
 pub(crate) fn decode_value(record: &Record<'_>) -> std::result::Result<Vec<u8>, String> {
-    if record.stored == Stored::Zstd {
-        crate::compression::decompress_zstd(record.stored_value)
-    } else {
-        Ok(record.stored_value.to_vec())
+    match record.stored {
+        Stored::Zstd => crate::compression::decompress_zstd(record.stored_value),
+        Stored::ChunkedZstd => unpack_whole(record.stored_value, record.value_len),
+        Stored::Raw | Stored::Chunked => Ok(record.stored_value.to_vec()),
     }
 }

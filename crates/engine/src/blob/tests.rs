@@ -36,7 +36,7 @@ fn write_file(
 #[test]
 fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
     let dir = crate::test_dir::tempdir();
-    let compressible = vec![b'a'; 5000];
+    let compressible = vec![b'a'; 4000];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let random: Vec<u8> = (0..5000)
         .map(|_| {
@@ -55,7 +55,7 @@ fn records_read_back_compressed_or_not_and_footer_is_found_without_a_scan() {
         ],
         true,
     );
-    assert!(refs[0].stored == Stored::Zstd && refs[0].size < 1000);
+    assert!(refs[0].stored == Stored::Zstd && refs[0].size < 100);
     // Incompressible and longer than a chunk: kept as it is, chunked.
     assert_eq!(refs[1].stored, Stored::Chunked);
     let fs = StdFileSystem;
@@ -199,4 +199,101 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         assert_eq!(found.spare_bytes, 0);
         assert_eq!(found.footer.records, 2);
     }
+}
+
+/// A value of text with one incompressible chunk (the second), `chunks` chunks long.
+fn mostly_text(chunks: usize, seed: u64) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..chunks * format::CHUNK_SIZE - 77)
+        .map(|i| b"the quick brown fox "[i % 20])
+        .collect();
+    let mut x = seed | 1;
+    for b in v
+        .iter_mut()
+        .skip(format::CHUNK_SIZE)
+        .take(format::CHUNK_SIZE)
+    {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    v
+}
+
+#[test]
+fn compressed_chunks_read_by_range_and_a_scan_steps_over_them() {
+    let dir = crate::test_dir::tempdir();
+    let (a, b) = (mostly_text(6, 1), mostly_text(3, 2));
+    let values: &[(&[u8], Vec<u8>, u64)] = &[(b"a", a.clone(), 0), (b"bb", b.clone(), 7)];
+    let refs = write_file(dir.path(), 20, values, false);
+    assert_eq!(refs[0].stored, Stored::ChunkedZstd);
+    assert!(refs[0].size < a.len() as u64 / 2, "{}", refs[0].size);
+    let fs = StdFileSystem;
+    let path = crate::filename::blob_file(dir.path(), 20);
+    let r = BlobFileReader::open(&fs, &path).unwrap();
+    assert_eq!(r.read(refs[0], Owner::Key(b"a")).unwrap(), a);
+    assert_eq!(r.read(refs[1], Owner::Key(b"bb")).unwrap(), b);
+    assert_eq!(r.value_len(refs[0], b"a").unwrap(), a.len() as u64);
+    for (at, len) in [
+        (0u64, 10u64),
+        (4090, 20),
+        (5000, 9000),
+        (0, 1 << 30),
+        (24_000, 100),
+    ] {
+        let (n, got) = r
+            .read_range(refs[0], Owner::Key(b"a"), (at, len), None)
+            .unwrap();
+        let (s, e) = crate::value::clip(at, len, a.len() as u64);
+        assert_eq!(
+            (n, &got[..]),
+            (a.len() as u64, &a[s as usize..e as usize]),
+            "{at}+{len}"
+        );
+    }
+    let (_, got) = r
+        .read_range(refs[1], Owner::KeyLen(2), (100, 8000), None)
+        .unwrap();
+    assert_eq!(got, &b[100..8100]);
+    // An unsealed file is scanned record by record, past the compressed ones.
+    let found = r.recover().unwrap();
+    assert!(!found.sealed && found.torn_bytes == 0);
+    assert_eq!(found.footer.records, 2);
+    assert_eq!(found.footer.record_bytes, refs[0].size + refs[1].size);
+    // A flipped byte in the third chunk's stored bytes fails exactly the reads that cover it,
+    // naming the file.
+    let mut data = std::fs::read(&path).unwrap();
+    let table_at = refs[0].offset as usize + RECORD_HEADER_SIZE + 1;
+    let chunks_at = table_at + 6 * chunks::ENTRY_SIZE;
+    let third = chunks::entry_end(&data[table_at..], 1) as usize;
+    data[chunks_at + third + 3] ^= 0x20;
+    std::fs::write(&path, &data).unwrap();
+    let r = BlobFileReader::open(&fs, &path).unwrap();
+    let chunk = format::CHUNK_SIZE as u64;
+    assert!(
+        r.read_range(refs[0], Owner::Key(b"a"), (0, 2 * chunk), None)
+            .is_ok()
+    );
+    assert!(
+        r.read_range(refs[0], Owner::Key(b"a"), (3 * chunk, 100), None)
+            .is_ok()
+    );
+    for (at, len) in [(2 * chunk, 1), (chunk, 2 * chunk), (0, 1 << 30)] {
+        match r.read_range(refs[0], Owner::Key(b"a"), (at, len), None) {
+            Err(crate::Error::Corruption { file, detail }) => {
+                assert_eq!(file, path);
+                assert!(detail.contains("chunk 2"), "{detail}");
+            }
+            other => panic!("{at}+{len}: {other:?}"),
+        }
+    }
+    assert!(
+        r.read(refs[0], Owner::Key(b"a"))
+            .unwrap_err()
+            .is_corruption()
+    );
+    // The scan stops at the damaged record, and the one after it is torn with it.
+    let found = r.recover().unwrap();
+    assert_eq!(found.footer.records, 0);
+    assert!(found.torn_bytes > 0);
 }

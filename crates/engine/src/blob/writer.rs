@@ -2,9 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::chunks::pack;
 use super::format::{
     BlobFooter, BlobHeader, CHUNK_SIZE, ChunkSums, HEADER_SIZE, Stored, chunked_record_header,
-    record_header,
+    head_only_header, record_header,
 };
 use super::index::BlobRef;
 use crate::error::{Error, Result};
@@ -59,38 +60,61 @@ impl BlobFileWriter {
     }
 
     /// Appends a record for `key`; the value is compressed when the file compresses and that
-    /// saves at least an eighth. A value kept as it is and longer than a chunk is chunked, so
-    /// that a range of it can be read and verified alone.
+    /// saves at least an eighth. A value longer than a chunk is chunked, each chunk compressed
+    /// alone when it is compressed at all, so that a range of it can be read and verified alone.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8], expiration: u64) -> Result<BlobRef> {
-        let compressed = if self.header.compression {
-            crate::compression::compress_zstd(value, self.zstd_level)
+        let saves = |len: usize| len < value.len() - value.len() / 8;
+        if value.len() > CHUNK_SIZE {
+            let packed = match self.header.compression {
+                true => pack(value, self.zstd_level).filter(|p| saves(p.len())),
+                false => None,
+            };
+            let len = value.len() as u32;
+            return match packed {
+                Some(p) => {
+                    let header = head_only_header(key, len, expiration, Stored::ChunkedZstd);
+                    let parts = [&header[..], key, &p.table, &p.chunks];
+                    self.append_record(parts, expiration, Stored::ChunkedZstd)
+                }
+                None => {
+                    let mut sums = ChunkSums::default();
+                    sums.append(value);
+                    let sums = sums.finish();
+                    let header = chunked_record_header(key, len, expiration);
+                    let parts = [&header[..], key, value, &sums];
+                    self.append_record(parts, expiration, Stored::Chunked)
+                }
+            };
+        }
+        let compressed = match self.header.compression {
+            true => crate::compression::compress_zstd(value, self.zstd_level)
                 .ok()
-                .filter(|c| c.len() < value.len() - value.len() / 8)
-        } else {
-            None
+                .filter(|c| saves(c.len())),
+            false => None,
         };
         let stored = compressed.as_deref().unwrap_or(value);
-        let (header, trailer, layout) = if compressed.is_none() && value.len() > CHUNK_SIZE {
-            let mut sums = ChunkSums::default();
-            sums.append(value);
-            let header = chunked_record_header(key, value.len() as u32, expiration);
-            (header, sums.finish(), Stored::Chunked)
-        } else {
-            let header = record_header(key, stored, expiration, compressed.is_some());
-            let layout = if compressed.is_some() {
-                Stored::Zstd
-            } else {
-                Stored::Raw
-            };
-            (header, Vec::new(), layout)
+        let header = record_header(key, stored, expiration, compressed.is_some());
+        let layout = match compressed {
+            Some(_) => Stored::Zstd,
+            None => Stored::Raw,
         };
-        for part in [&header[..], key, stored, &trailer] {
+        self.append_record([&header[..], key, stored, &[]], expiration, layout)
+    }
+
+    /// Appends one record made of `parts`, stored as `layout`.
+    fn append_record(
+        &mut self,
+        parts: [&[u8]; 4],
+        expiration: u64,
+        layout: Stored,
+    ) -> Result<BlobRef> {
+        for part in parts {
             self.file.append(part)?;
         }
         let blob = BlobRef {
             file: self.number,
             offset: self.offset,
-            size: (header.len() + key.len() + stored.len() + trailer.len()) as u64,
+            size: parts.iter().map(|p| p.len() as u64).sum(),
             stored: layout,
         };
         self.offset += blob.size;

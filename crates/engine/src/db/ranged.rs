@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::{Db, DbInner};
-use crate::blob::{BlobIndex, Stored};
+use crate::blob::BlobIndex;
 use crate::error::{Error, Result, show_key};
 use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
@@ -76,7 +76,7 @@ impl Db {
         let chunked = match &found {
             Lookup::Indexed(index) => matches!(
                 self.inner.blobs.decode_index(index, &key)?,
-                BlobIndex::Blob { blob, .. } if blob.stored == Stored::Chunked
+                BlobIndex::Blob { blob, .. } if blob.stored.is_chunked()
             ),
             _ => false,
         };

@@ -48,6 +48,14 @@ fn options() -> Options {
     o
 }
 
+/// Text, but for its second chunk of noise: compressed chunk by chunk, one kept as written.
+fn text_with_noise(len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(|i| b"lorem ipsum dolor "[i % 18]).collect();
+    let noise = pattern(CHUNK, 11);
+    v[CHUNK..2 * CHUNK].copy_from_slice(&noise);
+    v
+}
+
 /// Checks `count` random ranges (and the edges) of `key` in `cf` against `want`.
 fn check_ranges(db: &Db, opts: &ReadOptions, cf: &str, key: &str, want: &[u8], count: usize) {
     let cf = db.cf(cf).unwrap();
@@ -110,6 +118,7 @@ fn ranges_of_values_wherever_they_live_match_what_was_written() {
         ("default", "exact-chunks", pattern(3 * CHUNK, 5)),
         ("zstd", "compressed", vec![7u8; 300_000]),
         ("zstd", "incompressible", pattern(2 * CHUNK + 1, 6)),
+        ("zstd", "mixed-chunks", text_with_noise(9 * CHUNK + 5)),
     ];
     for (cf, key, value) in &values {
         db.put_cf(&db.cf(cf).unwrap(), key, value).unwrap();
@@ -250,6 +259,65 @@ fn a_flipped_byte_fails_only_the_ranges_that_cover_its_chunk() {
         .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "big")
         .unwrap()
         .unwrap();
+    let mut sink = Vec::new();
+    let e = reader.read_to_end(&mut sink).unwrap_err();
+    assert!(e.to_string().contains("chunk 2"), "{e}");
+    assert_eq!(
+        sink.len(),
+        2 * CHUNK,
+        "the stream stops before the damaged chunk"
+    );
+}
+
+#[test]
+fn a_flipped_byte_in_a_compressed_chunk_fails_only_the_ranges_that_cover_it() {
+    let dir = common::tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let value = text_with_noise(6 * CHUNK);
+    let zstd = db.cf("zstd").unwrap();
+    db.put_cf(&zstd, "big", &value).unwrap();
+    // Stored in far fewer bytes than it holds: its chunks are compressed.
+    db.close().unwrap();
+    drop(db);
+    let blob = files_with_extension(dir.path(), "blob").pop().unwrap();
+    let mut bytes = std::fs::read(&blob).unwrap();
+    assert!(bytes.len() < value.len() / 2, "{} bytes", bytes.len());
+    // The file header (32), the record header (21), the key (3), then six table entries (an
+    // end and a checksum each); chunk 2 starts where entry 1 says chunk 1 ends.
+    let table = 32 + 21 + 3;
+    let end_of_1 = u32::from_le_bytes(bytes[table + 8..table + 12].try_into().unwrap());
+    bytes[table + 6 * 8 + end_of_1 as usize + 5] ^= 0x40;
+    std::fs::write(&blob, &bytes).unwrap();
+
+    let db = Db::open(dir.path(), options()).unwrap();
+    let zstd = db.cf("zstd").unwrap();
+    let opts = ReadOptions::default();
+    for c in [0usize, 1, 3, 5] {
+        for _ in 0..2 {
+            // Twice: the second read finds the head and the table page in the cache.
+            let got = db
+                .read_range_cf(&opts, &zstd, "big", (c * CHUNK) as u64, CHUNK as u64)
+                .unwrap()
+                .unwrap();
+            assert!(
+                got.bytes[..] == value[c * CHUNK..(c + 1) * CHUNK],
+                "chunk {c}"
+            );
+        }
+    }
+    for (offset, len) in [(2 * CHUNK, 1), (2 * CHUNK - 1, 2), (0, 6 * CHUNK)] {
+        let e = db
+            .read_range_cf(&opts, &zstd, "big", offset as u64, len as u64)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
+        assert!(e.to_string().contains(&*blob.to_string_lossy()), "{e}");
+        assert!(e.to_string().contains("chunk 2"), "{e}");
+    }
+    assert_eq!(
+        db.get_cf(&zstd, "big").unwrap_err().kind(),
+        ErrorKind::Corruption
+    );
+    let mut reader = db.value_reader_cf(&opts, &zstd, "big").unwrap().unwrap();
     let mut sink = Vec::new();
     let e = reader.read_to_end(&mut sink).unwrap_err();
     assert!(e.to_string().contains("chunk 2"), "{e}");
