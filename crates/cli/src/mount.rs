@@ -137,6 +137,9 @@ fn check_mountpoint(mnt: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes of disk a served or mounted store holds back for deletions on a full disk.
+const SERVED_DISK_RESERVE: u64 = 16 << 20;
+
 /// Opens the store for a face that may mount `cf`: blob files for `cf`, and `listeners`.
 pub fn open_store(
     db_dir: &Path,
@@ -146,6 +149,8 @@ pub fn open_store(
 ) -> Result<Arc<Db>, String> {
     let mut opts = Options {
         create_if_missing: !read_only,
+        // A long-running store that fills its disk can still take deletions, and so shrink.
+        reserved_disk_bytes: SERVED_DISK_RESERVE,
         ..Options::default()
     };
     strata_fusefs::prepare_options(&mut opts, cf);

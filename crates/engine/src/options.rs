@@ -297,6 +297,10 @@ pub struct Options {
     /// alive). 0 (the default): four times the memtable budget of all column families
     /// (`write_buffer_size * max_write_buffer_number` summed), as RocksDB does.
     pub max_total_wal_size: u64,
+    /// Bytes of disk the store holds back in a `RESERVE` file, given up when the disk fills so
+    /// that deletions can still be written and compactions can free space (`db/reserve.rs`).
+    /// 0 (the default) keeps no reserve.
+    pub reserved_disk_bytes: u64,
     /// Create the column families named in `column_families` that the store does not have yet.
     pub create_missing_column_families: bool,
     /// Options for named column families at open, replacing what the MANIFEST recorded (for
@@ -328,6 +332,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             delayed_write_rate: 16 << 20,
             max_total_wal_size: 0,
+            reserved_disk_bytes: 0,
             create_missing_column_families: false,
             column_families: HashMap::new(),
             listeners: Vec::new(),

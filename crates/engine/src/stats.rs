@@ -170,6 +170,8 @@ statistics! {
     write_slowdowns,
     /// Times writes stopped until compaction caught up (L0 stop trigger or hard limit).
     write_stops,
+    /// Times a full disk made the store give up its disk reserve to write deletions.
+    disk_reserve_releases,
     /// Values written to blob files (key-value separation).
     blob_values_written,
     /// Bytes of blob records written, by writes and by garbage collection.

@@ -1357,6 +1357,11 @@ export interface components {
             compactions: number;
             /**
              * Format: int64
+             * @description Times a full disk made the store give up its disk reserve to write deletions.
+             */
+            disk_reserve_releases: number;
+            /**
+             * Format: int64
              * @description Tables and blob files an open moved to `lost/` instead of deleting: no surviving MANIFEST
              *     edit names them, and the MANIFEST's last record was cut short.
              */

@@ -379,7 +379,10 @@ pub(crate) fn record_len(b: &[u8]) -> Result<u64, u64> {
                 return Ok(table_end);
             }
             let last = table_end - super::chunks::ENTRY_SIZE as u64;
-            match usize::try_from(last).ok().and_then(|at| b.get(at..at + 4)) {
+            let entry = usize::try_from(last)
+                .ok()
+                .and_then(|at| Some(at..at.checked_add(4)?));
+            match entry.and_then(|range| b.get(range)) {
                 Some(end) => Ok(table_end + u64::from(fixed32(end, 0))),
                 None => Err(table_end),
             }
@@ -404,13 +407,17 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
     let key_len = fixed32(b, 4) as usize;
     let value_at = RECORD_HEADER_SIZE + key_len;
     let value_len = u64::from(fixed32(b, 8));
-    let mut value_end = value_at + value_len as usize;
+    // For compressed chunks the record's length does not bound `value_len`: the value area is
+    // the rest of the record. For the others `len` (checked above) does.
+    let value_end = match stored {
+        Stored::ChunkedZstd => b.len(),
+        _ => value_at + value_len as usize,
+    };
     if stored.is_chunked() {
         if crc32c::crc32c(&b[4..value_at]) != fixed32(b, 0) {
             return Err("record checksum mismatch".into());
         }
         if stored == Stored::ChunkedZstd {
-            value_end = b.len();
             super::chunks::verify_whole(&b[value_at..], value_len)?;
         } else {
             verify_chunks(&b[value_at..value_end], &b[value_end..], 0)?;

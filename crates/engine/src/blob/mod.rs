@@ -352,6 +352,21 @@ impl BlobStore {
         }
     }
 
+    /// Gives back the references `records` counted by `borrow_if_live` for an entry that was
+    /// never written.
+    pub(crate) fn remove_borrowed(&self, records: &[BlobRef]) {
+        if records.is_empty() {
+            return;
+        }
+        let files = self.files.read();
+        for b in records {
+            if let Some(f) = files.get(&b.file) {
+                let mut m = f.meta.lock();
+                m.borrowed_bytes = m.borrowed_bytes.saturating_sub(b.size);
+            }
+        }
+    }
+
     /// Counts `records` (borrowed by an entry about to be written) as references of their files,
     /// unless one of those files is no longer live (retired by garbage collection or eviction,
     /// or unknown): then nothing is counted and the answer is false. The caller holds the

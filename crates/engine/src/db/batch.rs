@@ -252,6 +252,16 @@ impl WriteBatch {
         fixed32(&self.rep, 8) as usize
     }
 
+    /// True when every update the batch holds (perhaps none) is a deletion or range deletion:
+    /// one that can only make the store smaller.
+    pub(crate) fn holds_only_deletions(&self) -> bool {
+        let mut only = true;
+        let decoded = self.for_each(|r| {
+            only &= matches!(r.op, Op::DeleteRange | Op::Point(ValueKind::Delete));
+        });
+        only && decoded.is_ok()
+    }
+
     /// True when the batch holds no update.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -94,22 +94,27 @@ type SealingWriter = Arc<Mutex<Option<OpenBlobWriter>>>;
 
 /// Blob files a write (or a compaction) added to, until it commits: such a file is neither
 /// evicted nor retired meanwhile.
+/// It also keeps what partial writes made and borrowed, so that a refused one can be undone
+/// (`db/unnamed.rs`).
 #[derive(Debug, Default)]
-pub(crate) struct PendingBlobs(Vec<Arc<BlobFile>>);
+pub(crate) struct PendingBlobs {
+    files: Vec<Arc<BlobFile>>,
+    pub(super) unnamed: super::unnamed::Unnamed,
+}
 
 impl PendingBlobs {
     /// Holds `file` (once, however often it is named) until the guard drops.
     pub(super) fn hold(&mut self, file: Arc<BlobFile>) {
-        if !self.0.iter().any(|f| Arc::ptr_eq(f, &file)) {
+        if !self.files.iter().any(|f| Arc::ptr_eq(f, &file)) {
             file.pending_writes.fetch_add(1, Ordering::AcqRel);
-            self.0.push(file);
+            self.files.push(file);
         }
     }
 }
 
 impl Drop for PendingBlobs {
     fn drop(&mut self) {
-        for f in &self.0 {
+        for f in &self.files {
             f.pending_writes.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -705,7 +710,7 @@ impl DbInner {
         self.seal_blob_writers(done)
     }
 
-    fn log_cf_edit(&self, edit: VersionEdit) -> Result<()> {
+    pub(super) fn log_cf_edit(&self, edit: VersionEdit) -> Result<()> {
         let last_seq = self.last_sequence.load(Ordering::Acquire);
         self.versions.lock().log_and_apply(edit, last_seq)
     }

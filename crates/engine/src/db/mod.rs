@@ -17,7 +17,9 @@ mod ranged;
 mod read;
 mod repair;
 mod repair_refs;
+mod reserve;
 mod resume;
+mod unnamed;
 mod value_file;
 
 mod write;
@@ -161,6 +163,8 @@ pub(crate) struct DbInner {
     blob_admin: Mutex<()>,
     closed: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Room held back for deletions on a full disk.
+    reserve: reserve::DiskReserve,
     /// Opened by `Db::open_read_only`: every mutating call is refused.
     read_only: bool,
 }

@@ -14,6 +14,7 @@ use super::column_family::{
     CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry, new_memtable, put_slot,
 };
 use super::flush::write_level0_table;
+use super::reserve::DiskReserve;
 use super::write::{WalState, WriteQueue, apply_to_memtable};
 use super::{DbInner, State};
 use crate::blob::{
@@ -347,6 +348,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         blob_admin: Mutex::new(()),
         closed: AtomicBool::new(false),
         lock: Mutex::new(lock),
+        reserve: DiskReserve::new(dir.to_path_buf(), opts.reserved_disk_bytes),
         read_only,
         opts,
     });
@@ -354,6 +356,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     if read_only {
         return Ok(inner);
     }
+    inner.reserve.ensure(inner.fs.as_ref())?;
     inner.scheduler.start(threads, inner.clone())?;
     for name in missing {
         let o = inner

@@ -106,16 +106,21 @@ impl DbInner {
                 None => return Err(missing(source)),
             };
             x.borrow_all();
-            if let Some(value) = self.apply_op(&cf, r.key, op, x, pending)? {
-                match value {
-                    Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
-                    Settled::Index(index, _) => out.put_blob_index(r.cf, r.key, &index),
-                }
-                if let PartialOp::Rename { from } = op {
-                    out.delete_cf_id(r.cf, from);
-                }
-                return Ok(());
+            let attempt = pending.unnamed.mark();
+            let Some(value) = self.apply_op(&cf, r.key, op, x, pending)? else {
+                // Read again: what this attempt wrote is named by nothing.
+                let undone = pending.unnamed.since(attempt);
+                self.forget_unnamed(undone);
+                continue;
+            };
+            match value {
+                Settled::Plain(v) => out.put_cf_id(r.cf, r.key, &v),
+                Settled::Index(index, _) => out.put_blob_index(r.cf, r.key, &index),
             }
+            if let PartialOp::Rename { from } = op {
+                out.delete_cf_id(r.cf, from);
+            }
+            return Ok(());
         }
         Err(Error::Busy(format!(
             "the blob files of key {} are being collected; try again",
@@ -162,6 +167,7 @@ impl DbInner {
             if !self.blobs.borrow_if_live(borrowed) {
                 return Ok(None);
             }
+            pending.unnamed.borrowed(borrowed);
         }
         Ok(Some(value))
     }
@@ -360,10 +366,13 @@ impl DbInner {
         };
         drop(writers);
         self.queue_full_blob_writers(to_seal);
-        flushed?;
-        BlobIndex::decode(&index)
+        let blob = BlobIndex::decode(&index)
             .and_then(|i| i.blob())
-            .ok_or_else(|| Error::InvalidArgument("blob index of a new record".into()))
+            .ok_or_else(|| Error::InvalidArgument("blob index of a new record".into()))?;
+        // Appended even if the flush failed: undone with the rest if the write does not land.
+        pending.unnamed.made(cf.id, blob);
+        flushed?;
+        Ok(blob)
     }
 }
 

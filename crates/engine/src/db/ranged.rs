@@ -1,9 +1,9 @@
 //! Ranged reads: part of a value, and a reader that streams a whole one through a bounded buffer.
 //!
-//! A value in a chunked blob record (every raw blob value over one chunk, every value file) is
-//! read a chunk at a time, only where the range lies, each chunk verified on its own; a value
-//! in a table, a memtable or an older record is found as `get` finds it and cut. A reader of
-//! such a value holds it whole, read once.
+//! A value in a chunked blob record (every blob value over one chunk, its chunks compressed or
+//! not, and every value file) is read a chunk at a time, only where the range lies, each chunk
+//! verified (and decompressed) on its own; a value in a table, a memtable or an older record is
+//! found as `get` finds it and cut. A reader of such a value holds it whole, read once.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;

@@ -88,6 +88,12 @@ impl DbInner {
     /// With the WAL lock held: `Ok` when writes may go on, resuming them first if a full disk
     /// stopped them; otherwise the error writes get.
     pub(super) fn resume_writes(&self, wal: &mut WalState) -> Result<()> {
+        self.resume_writes_for(wal, false)
+    }
+
+    /// `resume_writes` for a group that holds only deletions (`deletions_only`), which may
+    /// spend the disk reserve (`db/reserve.rs`) when the disk is still full.
+    pub(super) fn resume_writes_for(&self, wal: &mut WalState, deletions_only: bool) -> Result<()> {
         {
             let st = self.state.lock();
             match &st.bg_error {
@@ -96,7 +102,18 @@ impl DbInner {
                 Some(_) => {}
             }
         }
-        let resumed = self.try_resume(wal);
+        let mut resumed = self.try_resume(wal);
+        if matches!(&resumed, Err(e) if e.kind() == ErrorKind::NoSpace)
+            && deletions_only
+            && self.reserve.release(self.fs.as_ref())
+        {
+            self.stats.disk_reserve_releases.inc();
+            resumed = self.try_resume(wal);
+        } else if resumed.is_ok() && !self.reserve.is_present() {
+            // Space came back by itself: hold room back again for the next time it runs out. A
+            // failure leaves the store without a reserve, which writes do not need.
+            let _ = self.reserve.ensure(self.fs.as_ref());
+        }
         if let Err(e) = &resumed {
             self.set_background_error(e);
             let mut st = self.state.lock();

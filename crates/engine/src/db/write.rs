@@ -217,6 +217,7 @@ impl DbInner {
             if !writes[i].batch.has_partial_ops() {
                 continue;
             }
+            let mark = pending.unnamed.mark();
             let resolved = {
                 let earlier: Vec<&WriteBatch> =
                     order[..n].iter().map(|&j| &writes[j].batch).collect();
@@ -227,6 +228,8 @@ impl DbInner {
                 Err(e) => {
                     writes[i].refused = Some(e);
                     writes[i].batch.clear();
+                    let undone = pending.unnamed.since(mark);
+                    self.forget_unnamed(undone);
                 }
             }
         }
@@ -244,7 +247,12 @@ impl DbInner {
                 }
             }
         }
-        self.make_room_for_write(&mut wal, group_bytes, &touched)?;
+        // A group that can only make the store smaller may spend the disk reserve.
+        let deletions_only = |writes: &[PendingWrite]| {
+            writes.iter().any(|w| !w.batch.is_empty())
+                && writes.iter().all(|w| w.batch.holds_only_deletions())
+        };
+        self.make_room_for_write(&mut wal, group_bytes, &touched, &|| deletions_only(writes))?;
         // New blob records of partial writes stay unevictable until the group lands.
         let mut pending = PendingBlobs::default();
         self.resolve_group(writes, &mut pending);
@@ -319,6 +327,10 @@ impl DbInner {
                     // hole, until a resume cuts the tail off.
                     wal.damaged_from = Some(good);
                     self.set_background_error(&e);
+                    // The group's borrows go back. Its records may yet be named: a record that
+                    // reached the log whole is replayed if a crash comes before the resume cuts
+                    // it, so they are not garbage until then (left counted as live: space only).
+                    self.forget_unnamed(pending.unnamed.borrows());
                     return Err(e);
                 }
             }
@@ -381,6 +393,7 @@ impl DbInner {
         wal: &mut WalState,
         group_bytes: u64,
         touched: &[u32],
+        deletions_only: &dyn Fn() -> bool,
     ) -> Result<()> {
         let mut stall: Option<(Instant, StallCause)> = None;
         let mut delayed = false;
@@ -389,7 +402,7 @@ impl DbInner {
             let mut st = self.state.lock();
             if st.bg_error.is_some() {
                 drop(st);
-                match self.resume_writes(wal) {
+                match self.resume_writes_for(wal, deletions_only()) {
                     Ok(()) => continue,
                     Err(e) => break Err(e),
                 }

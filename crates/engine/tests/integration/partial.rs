@@ -367,6 +367,45 @@ fn bad_partial_writes_are_refused_and_change_nothing() {
     assert_eq!(db.get("r1").unwrap().unwrap().as_ref(), b"new");
 }
 
+/// A refused batch leaves nothing live behind in the blob files: the records its partial
+/// writes appended are garbage at once (and after a reopen), and the references its copies
+/// counted are given back. Two threads are refused at once, so refusals share groups.
+#[test]
+fn refused_partial_writes_leave_no_live_bytes_behind() {
+    let dir = crate::common::tempdir();
+    let db = Arc::new(Db::open(dir.path(), options(true)).unwrap());
+    db.put("a", bytes(40_000, 1)).unwrap();
+    let live = |db: &Db| -> u64 {
+        let files = db.properties_cf(&db.default_cf()).unwrap().blob_files;
+        files.iter().map(|f| f.live_bytes).sum()
+    };
+    let before = live(&db);
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..20u64 {
+                    let e = write(&db, |b| {
+                        b.append(format!("new{t}-{i}"), bytes(20_000, i));
+                        b.copy("a", format!("copy{t}-{i}"));
+                        b.write_at("nope", 0, "x");
+                    })
+                    .unwrap_err();
+                    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(live(&db), before, "refused writes left live bytes");
+    assert!(db.get("new0-0").unwrap().is_none() && db.get("copy1-3").unwrap().is_none());
+    drop(Arc::into_inner(db).unwrap());
+    let db = Db::open(dir.path(), options(true)).unwrap();
+    assert_eq!(live(&db), before, "after a reopen");
+}
+
 /// Synced partial writes and renames survive a power loss right after they return; unsynced
 /// ones after the last synced write may go, but never leave half a write.
 #[test]

@@ -285,29 +285,9 @@ fn a_real_full_disk_stops_writes_and_they_resume_when_space_is_freed() {
     let db = Db::open(&store, o.clone()).unwrap();
     // Leave little room: the store fills it within a few hundred writes.
     std::fs::write(&filler, vec![1u8; 4 << 20]).unwrap();
-    // Write until 20 writes in a row are refused; a refusal frees what the failed write had
-    // taken, so a later one may fit again. Each key is written once.
-    let (mut acked, mut refused, mut in_a_row) = (Vec::new(), Vec::new(), 0);
-    for i in 0..100_000u64 {
-        match db.put_with(&synced(), key(i), [9u8; 1000]) {
-            Ok(()) => {
-                acked.push(i);
-                in_a_row = 0;
-            }
-            Err(e) => {
-                assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
-                refused.push(i);
-                in_a_row += 1;
-                if in_a_row == 20 {
-                    break;
-                }
-            }
-        }
-    }
-    assert_eq!(in_a_row, 20, "the disk never filled");
-    assert!(!acked.is_empty());
+    let (acked, refused) = fill_the_disk(&db, 0);
     // Reads go on while writes are refused.
-    assert_eq!(db.get(key(acked[0])).unwrap().unwrap(), &[9u8; 1000][..]);
+    assert!(db.get(key(acked[0])).unwrap().is_some());
 
     std::fs::remove_file(&filler).unwrap();
     db.put_with(&synced(), "after", "room again").unwrap();
@@ -325,6 +305,102 @@ fn a_real_full_disk_stops_writes_and_they_resume_when_space_is_freed() {
     }
     assert_eq!(db.get("after").unwrap().unwrap(), &b"room again"[..]);
     assert!(db.get(key(1_000_199)).unwrap().is_some());
+}
+
+/// Writes 1000-byte values under fresh keys until 20 in a row are refused for a full disk;
+/// returns the keys acknowledged and those refused.
+#[cfg(target_os = "linux")]
+fn fill_the_disk(db: &Db, first: u64) -> (Vec<u64>, Vec<u64>) {
+    // A refusal frees what the failed write had taken, so a later one may fit again. Each key
+    // is written once.
+    let (mut acked, mut refused, mut in_a_row) = (Vec::new(), Vec::new(), 0);
+    for i in first..first + 100_000 {
+        // Bytes that do not compress, so the tables fill the disk too.
+        let value: Vec<u8> = (0..1000u64)
+            .map(|j| ((i * 1000 + j).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
+            .collect();
+        match db.put_with(&synced(), key(i), value) {
+            Ok(()) => {
+                acked.push(i);
+                in_a_row = 0;
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+                refused.push(i);
+                in_a_row += 1;
+                if in_a_row == 20 {
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(in_a_row, 20, "the disk never filled");
+    assert!(!acked.is_empty());
+    (acked, refused)
+}
+
+/// A store that filled its disk can shrink: with a disk reserve, two threads delete every key
+/// while data writes are still refused; the reserve is given up for the deletions alone, a
+/// compaction frees the deleted keys' room, writes go on, and the reserve is held again.
+#[test]
+#[cfg(target_os = "linux")]
+fn deletions_go_through_on_a_full_disk_and_free_its_room() {
+    let Some(disk) = SmallDisk::mount(8 << 20) else {
+        return;
+    };
+    let store = disk.dir.path().join("store");
+    let reserve = store.join("RESERVE");
+    let mut o = Options::default();
+    o.write_buffer_size = 256 << 10;
+    o.reserved_disk_bytes = 1 << 20;
+    let db = Arc::new(Db::open(&store, o.clone()).unwrap());
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), 1 << 20);
+    let (acked, refused) = fill_the_disk(&db, 0);
+    // A data write on the full disk does not get the reserve.
+    let e = db.put_with(&synced(), "more", [1u8; 1000]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    assert!(reserve.exists());
+    assert_eq!(db.statistics().disk_reserve_releases, 0);
+
+    let deleters: Vec<_> = acked
+        .chunks(acked.len().div_ceil(2))
+        .map(|keys| {
+            let (db, keys) = (db.clone(), keys.to_vec());
+            std::thread::spawn(move || {
+                for part in keys.chunks(50) {
+                    let mut batch = WriteBatch::new();
+                    for &i in part {
+                        batch.delete(key(i));
+                    }
+                    db.write(batch, &synced()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for d in deleters {
+        d.join().unwrap();
+    }
+    assert!(!reserve.exists());
+    assert_eq!(db.statistics().disk_reserve_releases, 1);
+    db.compact_range(None, None).unwrap();
+    // The room is back: data writes go on.
+    for i in 0..500u64 {
+        db.put_with(&synced(), key(500_000 + i), [3u8; 1000])
+            .unwrap();
+    }
+    drop(Arc::into_inner(db).unwrap());
+    // The next open holds the reserve again, and nothing acknowledged is lost.
+    let db = Db::open(&store, o).unwrap();
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), 1 << 20);
+    for &i in acked.iter().chain(&refused) {
+        assert!(db.get(key(i)).unwrap().is_none(), "deleted or refused {i}");
+    }
+    for i in 0..500u64 {
+        assert!(
+            db.get(key(500_000 + i)).unwrap().is_some(),
+            "acknowledged {i}"
+        );
+    }
 }
 
 /// A write refused by a failed log sync, then a close with no resume in between: the close cuts
