@@ -132,12 +132,14 @@ impl DbInner {
     ) -> Result<()> {
         let result = self.execute(cf, &spec, &version);
         let inputs: Vec<u64> = spec.input_files().map(|f| f.number).collect();
+        let input_bytes: u64 = spec.input_files().map(|f| f.file_size).sum();
         drop(spec);
         drop(version);
         // Delete the inputs before the compaction counts as finished, so that a caller who sees
         // no compaction running also sees no obsolete table left behind.
         if result.is_ok() {
             self.purge_obsolete_files();
+            self.refill_reserve(input_bytes);
         }
         {
             let mut cs = cf.compaction.lock();

@@ -383,6 +383,8 @@ fn deletions_go_through_on_a_full_disk_and_free_its_room() {
     assert!(!reserve.exists());
     assert_eq!(db.statistics().disk_reserve_releases, 1);
     db.compact_range(None, None).unwrap();
+    // The compaction freed the room, and the reserve is held again.
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), 1 << 20);
     // The room is back: data writes go on.
     for i in 0..500u64 {
         db.put_with(&synced(), key(500_000 + i), [3u8; 1000])
