@@ -57,6 +57,15 @@ pub(crate) fn note_garbage(garbage: &mut BlobGarbage, kind: u8, value: &[u8]) {
     }
 }
 
+/// Bytes of `records` per blob file, as a MANIFEST edit counts borrowed references.
+pub(crate) fn bytes_by_file(records: &[BlobRef]) -> Vec<(u64, u64)> {
+    let mut by_file = BlobGarbage::new();
+    for b in records {
+        *by_file.entry(b.file).or_default() += b.size;
+    }
+    by_file.into_iter().collect()
+}
+
 /// The records an index borrows (each once): those of an extent list that its write did not
 /// make. Each is counted as a reference of its blob file when the entry is written.
 pub(crate) fn borrowed_records(kind: u8, value: &[u8]) -> Vec<BlobRef> {

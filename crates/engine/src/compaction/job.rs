@@ -19,7 +19,7 @@ use std::borrow::Cow;
 
 use super::filter::{CompactionFilter, FilterDecision};
 use super::picker::CompactionSpec;
-use crate::blob::{BlobFileWriter, BlobFooter, BlobGarbage, BlobIndex, BlobStore, encode_blob};
+use crate::blob::{BlobFileWriter, BlobFooter, BlobGarbage, BlobIndex, BlobStore};
 use crate::error::Result;
 use crate::filename::table_file;
 use crate::fs::FileSystem;
@@ -75,6 +75,9 @@ pub(crate) struct JobOutput {
     pub blob_relocated_bytes: u64,
     /// Blob files values were relocated out of.
     pub blob_relocated_from: std::collections::BTreeSet<u64>,
+    /// Records the extent lists relocated keep from files not collected: borrowed anew by the
+    /// entries written (`compaction/relocate.rs`).
+    pub blob_borrowed: Vec<crate::blob::BlobRef>,
     /// Entries removed because they expired.
     pub entries_expired: u64,
     /// Indexes removed because their blob file was evicted.
@@ -115,17 +118,17 @@ impl BelowOutput<'_> {
     }
 }
 
-struct Outputs<'a, 'b> {
-    ctx: &'a JobContext<'b>,
+pub(super) struct Outputs<'a, 'b> {
+    pub(super) ctx: &'a JobContext<'b>,
     current: Option<(u64, TableBuilder)>,
-    done: JobOutput,
+    pub(super) done: JobOutput,
     /// The range tombstones the outputs keep.
     tombstones: FragmentedTombstones,
     /// Where the current output's share of the tombstones begins: where the previous output was
     /// cut (`None` for the first).
     tombstones_from: Option<Vec<u8>>,
     /// The blob file garbage collection is writing.
-    blob_writer: Option<BlobFileWriter>,
+    pub(super) blob_writer: Option<BlobFileWriter>,
 }
 
 impl Outputs<'_, '_> {
@@ -182,36 +185,6 @@ impl Outputs<'_, '_> {
     fn drop_entry(&mut self, ikey: &[u8], value: &[u8]) {
         self.done.entries_dropped += 1;
         crate::blob::note_garbage(&mut self.done.blob_garbage, key::kind_byte(ikey), value);
-    }
-
-    /// Moves the value of `key` out of an old blob file into this job's; returns the new index.
-    fn relocate(
-        &mut self,
-        key: &[u8],
-        index: &BlobIndex<'_>,
-        blob: crate::blob::BlobRef,
-    ) -> Result<Vec<u8>> {
-        let value = self.ctx.blobs.store.fetch(blob, key, false)?;
-        let writer = match self.blob_writer.as_mut() {
-            Some(w) => w,
-            None => self.blob_writer.insert((self.ctx.blobs.new_blob_file)()?),
-        };
-        let moved = writer.add(key, &value, index.expiration())?;
-        *self.done.blob_garbage.entry(blob.file).or_default() += blob.size;
-        self.done.blob_relocated_keys += 1;
-        self.done.blob_relocated_from.insert(blob.file);
-        self.done.blob_relocated_bytes += moved.size;
-        Ok(encode_blob(index.expiration(), moved))
-    }
-
-    /// Seals the garbage collection's blob file, if one was written.
-    fn finish_blob_file(&mut self) -> Result<()> {
-        if let Some(w) = self.blob_writer.take() {
-            let number = w.number;
-            let (footer, size) = w.finish()?;
-            self.done.blob_files.push((number, footer, size));
-        }
-        Ok(())
     }
 
     /// Removes every file this job created (it failed).
@@ -371,7 +344,6 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
         let mut value = Cow::Borrowed(it.value());
         if kind == Some(ValueKind::BlobIndex) {
             let index = ctx.blobs.store.decode_index(it.value(), user_key)?;
-            let blob = index.blob();
             if index.is_expired(ctx.blobs.now) {
                 // Gone for every reader from now on: a deletion at the same sequence number.
                 out.done.entries_expired += 1;
@@ -383,13 +355,18 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
                 kind = Some(ValueKind::Delete);
             } else if !ctx.blobs.store.files_present(&index) {
                 // The eviction record names the file: this index (never a newer value, which
-                // points elsewhere) reads as absent, so it becomes a deletion.
+                // points elsewhere) reads as absent, so it becomes a deletion. An extent list
+                // may also name records in files still present: those are garbage now (garbage
+                // counted for the evicted file itself is moot).
                 out.done.entries_evicted += 1;
+                crate::blob::note_garbage(
+                    &mut out.done.blob_garbage,
+                    key::kind_byte(ikey),
+                    it.value(),
+                );
                 kind = Some(ValueKind::Delete);
-            } else if let Some(b) =
-                blob.filter(|b| ctx.blobs.gc_files.binary_search(&b.file).is_ok())
-            {
-                value = Cow::Owned(out.relocate(user_key, &index, b)?);
+            } else if let Some(moved) = out.relocate_index(user_key, &index, it.value())? {
+                value = Cow::Owned(moved);
             }
         }
         let droppable_tombstone =

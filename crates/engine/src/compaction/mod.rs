@@ -4,6 +4,7 @@ mod covered;
 mod filter;
 mod job;
 mod picker;
+mod relocate;
 
 pub(crate) use covered::covered_tables;
 pub use filter::{CompactionFilter, FilterDecision};

@@ -240,6 +240,7 @@ impl DbInner {
             }
             edit.blob_files_added = out.blob_files.iter().map(|(n, _, _)| *n).collect();
             edit.blob_garbage = out.blob_garbage.iter().map(|(n, b)| (*n, *b)).collect();
+            edit.blob_refs_added = crate::blob::bytes_by_file(&out.blob_borrowed);
             if !out.blob_files.is_empty() {
                 // The relocated values' files must be durable before the MANIFEST names them.
                 self.fs.sync_dir(&self.dir)?;
@@ -249,9 +250,14 @@ impl DbInner {
             let pending = self.register_sealed_blob_files(cf.id, &out.blob_files);
             // On failure the outputs stay on disk: the edit may have reached it before the error,
             // and the next open deletes whatever no MANIFEST names.
+            // The borrows of relocated extent lists count before their old entries' garbage
+            // does: the other way round, a file they keep could look wholly garbage meanwhile.
+            self.blobs.add_borrowed(&out.blob_borrowed);
             let logged = self.versions.lock().log_and_apply(edit, last_seq);
             if logged.is_err() {
+                self.note_unlogged_tables(out.files.iter().map(|f| f.number));
                 self.blobs.forget(out.blob_files.iter().map(|(n, _, _)| *n));
+                self.blobs.remove_borrowed(&out.blob_borrowed);
             }
             drop(pending);
             logged?;
@@ -343,7 +349,35 @@ impl DbInner {
         Ok(garbage)
     }
 
+    /// Remembers tables whose edit failed to log, for `purge_obsolete_files`.
+    pub(super) fn note_unlogged_tables(&self, numbers: impl IntoIterator<Item = u64>) {
+        let failed_in = self.versions.lock().manifest_number();
+        let mut unlogged = self.unlogged_tables.lock();
+        unlogged.extend(numbers.into_iter().map(|n| (n, failed_in)));
+    }
+
+    /// Deletes tables whose edit failed to log once no MANIFEST that could hold the edit will be
+    /// read again. Left on disk, such a table, its writes long compacted away, looks to the next
+    /// open like the only copy of writes a lost edit named.
+    fn purge_unlogged_tables(&self) {
+        let doomed: Vec<u64> = {
+            let versions = self.versions.lock();
+            let mut unlogged = self.unlogged_tables.lock();
+            let (dead, kept): (Vec<_>, Vec<_>) = unlogged
+                .drain(..)
+                .partition(|&(_, failed_in)| versions.failed_edit_superseded(failed_in));
+            *unlogged = kept;
+            dead.into_iter().map(|(n, _)| n).collect()
+        };
+        for n in doomed {
+            self.tables.evict(n);
+            // Failing to remove leaves it to the next open, as before.
+            let _ = self.fs.remove(&table_file(&self.dir, n));
+        }
+    }
+
     pub(super) fn purge_obsolete_files(&self) {
+        self.purge_unlogged_tables();
         let doomed: Vec<Arc<FileMetaData>> = {
             let mut obsolete = self.obsolete.lock();
             let (dead, alive): (Vec<_>, Vec<_>) =

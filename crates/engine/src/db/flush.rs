@@ -232,8 +232,11 @@ impl DbInner {
         let logged = self
             .sync_blob_writers()
             .and_then(|()| self.versions.lock().log_and_apply(edit, last_seq));
-        // On failure the table stays: the edit may have reached the disk before the error, and the
-        // next open deletes the table if no MANIFEST names it.
+        // On failure the table stays: the edit may have reached the disk before the error. It goes
+        // once a later MANIFEST has superseded the failed one, or at the next open.
+        if logged.is_err() {
+            self.note_unlogged_tables(info.file_number);
+        }
         logged?;
         self.apply_blob_garbage(&garbage);
         self.stats.flushes.inc();

@@ -153,6 +153,8 @@ pub(crate) struct DbInner {
     compaction_cv: Condvar,
     /// Tables removed from the current version, deleted once no older version holds them.
     obsolete: Mutex<Vec<Arc<FileMetaData>>>,
+    /// Tables whose flush or compaction failed to log its edit, with the MANIFEST current then.
+    unlogged_tables: Mutex<Vec<(u64, u64)>>,
     /// Blob files and the blob read path.
     blobs: Arc<BlobStore>,
     /// The write path's open blob files.

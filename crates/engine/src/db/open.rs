@@ -342,6 +342,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         compactions_running: Mutex::new(0),
         compaction_cv: Condvar::new(),
         obsolete: Mutex::new(Vec::new()),
+        unlogged_tables: Mutex::new(Vec::new()),
         blobs,
         blob_writers: Mutex::new(Default::default()),
         blob_threshold: AtomicU64::new(u64::MAX),

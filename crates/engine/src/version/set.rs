@@ -441,6 +441,12 @@ impl VersionSet {
         self.manifest_number
     }
 
+    /// Whether an edit that failed to log while MANIFEST `failed_in` was current can never be
+    /// recovered: a later MANIFEST (a snapshot of the state without it) is current and healthy.
+    pub(crate) fn failed_edit_superseded(&self, failed_in: u64) -> bool {
+        self.manifest.is_some() && self.manifest_number > failed_in
+    }
+
     /// Writes a fresh MANIFEST holding the whole current state and points CURRENT at it. Called at
     /// open, so a MANIFEST with a torn tail is never appended to, and when the MANIFEST grows large.
     pub(crate) fn write_snapshot(&mut self, last_sequence: u64) -> Result<()> {

@@ -33,6 +33,15 @@ fn options(clock: &Arc<ManualClock>) -> Options {
     o
 }
 
+/// Small blob files, and a FIFO limit of eight of them, without garbage collection.
+fn fifo_options(clock: &Arc<ManualClock>) -> Options {
+    let mut o = options(clock);
+    o.blob_file_size = 8 << 10;
+    o.max_db_size = 64 << 10;
+    o.enable_blob_garbage_collection = false;
+    o
+}
+
 /// A value of 300 to 600 bytes that does not compress, ending in `fill`.
 fn big(i: u32, fill: u8) -> Vec<u8> {
     let mut v = format!("value{i}-").into_bytes();
@@ -355,10 +364,7 @@ fn an_iterator_keeps_relocated_files_readable() {
 fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
     let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
-    let mut o = options(&clock);
-    o.blob_file_size = 8 << 10;
-    o.max_db_size = 64 << 10;
-    o.enable_blob_garbage_collection = false;
+    let mut o = fifo_options(&clock);
     let events = BlobEvents::attach(&mut o);
     let db = Db::open(dir.path(), o.clone()).unwrap();
     db.put("small", "inline values are never evicted").unwrap();
@@ -405,6 +411,60 @@ fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
         "eviction survives reopen"
     );
     assert!(db.get(format!("k{:04}", n - 1)).unwrap().is_some());
+}
+
+/// A value whose first piece lies in a file FIFO evicts and whose appended piece lies in a newer
+/// file: once a compaction turns the entry into a deletion, the newer file counts the appended
+/// piece as garbage (else that file could never go).
+#[test]
+fn an_evicted_extent_list_frees_its_pieces_in_files_still_present() {
+    let dir = crate::common::tempdir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = fifo_options(&clock);
+    o.blob_compression = strata_engine::Compression::None;
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let noise = |len: usize, seed: u32| {
+        let mut v = Vec::with_capacity(len);
+        while v.len() < len {
+            v.extend_from_slice(&big(seed + v.len() as u32, b'n'));
+        }
+        v.truncate(len);
+        v
+    };
+    db.put("x", noise(6_000, 1)).unwrap();
+    // Seals x's file, so the appended piece goes to a newer one.
+    for i in 0..20 {
+        db.put(format!("a{i:02}"), big(i, b'a')).unwrap();
+    }
+    let newest = |db: &Db| {
+        let files = db.properties_cf(&db.default_cf()).unwrap().blob_files;
+        files.iter().map(|f| f.number).max().unwrap()
+    };
+    let mut batch = WriteBatch::new();
+    batch.append("x", noise(2_000, 2));
+    db.write(batch, &WriteOptions::default()).unwrap();
+    let piece_file = newest(&db);
+    // Newer values until x's first file is evicted (but not the piece's).
+    let mut i = 0;
+    while db.get("x").unwrap().is_some() {
+        db.put(format!("k{i:04}"), big(i, b'e')).unwrap();
+        i += 1;
+        assert!(i < 10_000, "x's file was never evicted");
+    }
+    let garbage_of = |db: &Db| {
+        let files = db.properties_cf(&db.default_cf()).unwrap().blob_files;
+        files
+            .iter()
+            .find(|f| f.number == piece_file)
+            .map(|f| f.garbage_bytes)
+    };
+    let before = garbage_of(&db).expect("the piece's file was evicted too");
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    assert!(db.statistics().compaction_blob_indexes_evicted > 0);
+    // The piece's record: header, key, and 2000 bytes.
+    let after = garbage_of(&db).expect("the piece's file was evicted too");
+    assert_eq!(after - before, 21 + 1 + 2_000);
 }
 
 #[test]

@@ -420,6 +420,45 @@ fn a_flush_failing_at_any_sync_never_fails_the_next_open() {
     }
 }
 
+/// A flush whose MANIFEST write failed leaves its table on disk (the edit may have reached the
+/// disk). Once writes resume and a new MANIFEST supersedes the failed one, that table is
+/// deleted: kept, it would outlive its writes' compaction and look to a later open like the only
+/// copy of writes a lost edit named.
+#[test]
+fn a_table_whose_edit_failed_goes_once_a_new_manifest_supersedes_it() {
+    let dir = common::tempdir();
+    let fs = FaultInjectionFs::new();
+    let mut o = Options::default();
+    o.filesystem = Arc::new(fs.clone());
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let no_wal = WriteOptions {
+        disable_wal: true,
+        ..Default::default()
+    };
+    for i in 0..100 {
+        db.put_with(&no_wal, format!("k{i:03}"), "first").unwrap();
+    }
+    // The table's sync, then the MANIFEST's fails: the disk is full.
+    fs.fail_after(&[FsOp::Sync], 1, FaultError::NoSpace);
+    let e = db.flush().unwrap_err();
+    assert!(e.to_string().contains("MANIFEST"), "{e}");
+    assert_eq!(common::tables_on_disk(dir.path()), 1);
+    fs.clear_faults();
+    db.resume().unwrap();
+    // The same keys again, so compaction drops the first writes wholly.
+    for i in 0..100 {
+        db.put(format!("k{i:03}"), "second").unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let props = db.properties_cf(&db.default_cf()).unwrap();
+    let live: usize = props.levels.iter().map(|l| l.files).sum();
+    assert_eq!(common::tables_on_disk(dir.path()), live, "{props:?}");
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    assert_eq!(db.get("k042").unwrap().unwrap().as_ref(), b"second");
+}
+
 #[test]
 fn a_flush_makes_its_blob_values_durable_even_without_a_wal() {
     let dir = crate::common::tempdir();

@@ -371,6 +371,7 @@ fn bad_partial_writes_are_refused_and_change_nothing() {
 /// writes appended are garbage at once (and after a reopen), and the references its copies
 /// counted are given back. Two threads are refused at once, so refusals share groups.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn refused_partial_writes_leave_no_live_bytes_behind() {
     let dir = crate::common::tempdir();
     let db = Arc::new(Db::open(dir.path(), options(true)).unwrap());
@@ -509,6 +510,48 @@ fn shared_records_are_freed_only_when_no_entry_names_them() {
         .filter(|f| f.live_bytes == 0 && f.state == strata_engine::BlobFileState::Sealed)
         .count();
     assert_eq!(sealed_garbage, 0, "a wholly garbage sealed file was kept");
+}
+
+/// Garbage collection moves the pieces of extent lists out of the files it collects, so a file
+/// a copy once shared is deleted once its own keys are gone; the moved value reads the same,
+/// after a reopen too, and a snapshot taken before still reads the old one.
+#[test]
+fn garbage_collection_moves_extent_lists_out_of_the_files_it_collects() {
+    let dir = crate::common::tempdir();
+    let mut o = options(true);
+    o.blob_file_size = 64 << 10;
+    o.enable_blob_garbage_collection = true;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let value = bytes(40_000, 7);
+    db.put("a", &value).unwrap();
+    // Fills the first file, so that it is sealed.
+    db.put("filler", bytes(40_000, 8)).unwrap();
+    write(&db, |b| b.copy("a", "b")).unwrap();
+    let tail = bytes(6_000, 9);
+    write(&db, |b| b.append("b", &tail)).unwrap();
+    let mut want = value.clone();
+    want.extend_from_slice(&tail);
+    let files = |db: &Db| db.properties_cf(&db.default_cf()).unwrap().blob_files;
+    let first = files(&db)[0].number;
+    db.delete("a").unwrap();
+    db.delete("filler").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    crate::common::background_work(&db);
+    assert!(db.get("b").unwrap().unwrap().as_ref() == &want[..]);
+    assert!(
+        files(&db).iter().all(|f| f.number != first),
+        "the collected file was kept for the list that borrowed it: {:?}",
+        files(&db)
+    );
+    assert!(db.statistics().blob_gc_relocated_keys >= 1);
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    assert!(db.get("b").unwrap().unwrap().as_ref() == &want[..]);
+    let got = db.read_range("b", 39_990, 20).unwrap().unwrap();
+    assert_eq!(got.bytes.as_ref(), &want[39_990..40_010]);
+    assert!(files(&db).iter().all(|f| f.number != first));
 }
 
 /// Repair rebuilds the MANIFEST without the old one's accounting: it counts what the tables

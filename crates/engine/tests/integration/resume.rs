@@ -380,7 +380,7 @@ fn deletions_go_through_on_a_full_disk_and_free_its_room() {
     for d in deleters {
         d.join().unwrap();
     }
-    assert!(!reserve.exists());
+    // Given up once (compactions the resume queued may have written it again since).
     assert_eq!(db.statistics().disk_reserve_releases, 1);
     db.compact_range(None, None).unwrap();
     // The compaction freed the room, and the reserve is held again.
