@@ -388,7 +388,9 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
                 if first_of_key && stripe == top_stripe && ctx.filter.is_some() =>
             {
                 let resolved = match k {
-                    ValueKind::BlobIndex => filter_value(ctx, user_key, &value)?,
+                    // From where the value was read: a relocated one's new file is not readable
+                    // until the compaction installs it.
+                    ValueKind::BlobIndex => filter_value(ctx, user_key, it.value())?,
                     _ => Cow::Borrowed(&*value),
                 };
                 let decision = ctx.filter.map_or(FilterDecision::Keep, |f| {

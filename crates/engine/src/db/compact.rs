@@ -241,9 +241,12 @@ impl DbInner {
             edit.blob_files_added = out.blob_files.iter().map(|(n, _, _)| *n).collect();
             edit.blob_garbage = out.blob_garbage.iter().map(|(n, b)| (*n, *b)).collect();
             edit.blob_refs_added = crate::blob::bytes_by_file(&out.blob_borrowed);
-            if !out.blob_files.is_empty() {
+            if !out.blob_files.is_empty()
+                && let Err(e) = self.fs.sync_dir(&self.dir)
+            {
                 // The relocated values' files must be durable before the MANIFEST names them.
-                self.fs.sync_dir(&self.dir)?;
+                self.note_unlogged_tables(out.files.iter().map(|f| f.number));
+                return Err(e);
             }
             // Readable before the version naming them is: another thread may install a view of
             // that version as soon as it is logged.
@@ -261,6 +264,7 @@ impl DbInner {
             }
             drop(pending);
             logged?;
+            self.purge_unlogged_tables();
             self.apply_blob_garbage(&out.blob_garbage);
             self.stats
                 .blob_gc_relocated_keys
@@ -349,17 +353,34 @@ impl DbInner {
         Ok(garbage)
     }
 
-    /// Remembers tables whose edit failed to log, for `purge_obsolete_files`.
+    /// Tables whose edit was not logged: deleted now when the edit cannot be in the MANIFEST
+    /// (it was never written to it), else once a later MANIFEST supersedes the one it failed in.
     pub(super) fn note_unlogged_tables(&self, numbers: impl IntoIterator<Item = u64>) {
-        let failed_in = self.versions.lock().manifest_number();
-        let mut unlogged = self.unlogged_tables.lock();
-        unlogged.extend(numbers.into_iter().map(|n| (n, failed_in)));
+        let failed_in = {
+            let versions = self.versions.lock();
+            (!versions.manifest_is_healthy()).then(|| versions.manifest_number())
+        };
+        match failed_in {
+            Some(failed_in) => self
+                .unlogged_tables
+                .lock()
+                .extend(numbers.into_iter().map(|n| (n, failed_in))),
+            None => numbers
+                .into_iter()
+                .for_each(|n| self.remove_unnamed_table(n)),
+        }
+    }
+
+    fn remove_unnamed_table(&self, number: u64) {
+        self.tables.evict(number);
+        // Failing to remove leaves it to the next open, as before.
+        let _ = self.fs.remove(&table_file(&self.dir, number));
     }
 
     /// Deletes tables whose edit failed to log once no MANIFEST that could hold the edit will be
     /// read again. Left on disk, such a table, its writes long compacted away, looks to the next
     /// open like the only copy of writes a lost edit named.
-    fn purge_unlogged_tables(&self) {
+    pub(super) fn purge_unlogged_tables(&self) {
         let doomed: Vec<u64> = {
             let versions = self.versions.lock();
             let mut unlogged = self.unlogged_tables.lock();
@@ -370,9 +391,7 @@ impl DbInner {
             dead.into_iter().map(|(n, _)| n).collect()
         };
         for n in doomed {
-            self.tables.evict(n);
-            // Failing to remove leaves it to the next open, as before.
-            let _ = self.fs.remove(&table_file(&self.dir, n));
+            self.remove_unnamed_table(n);
         }
     }
 

@@ -111,7 +111,7 @@ impl DbInner {
     /// another flush of it is running (a column family's flushes finish in memtable order, which
     /// WAL deletion relies on).
     pub(super) fn flush_oldest(&self, cf: &Arc<ColumnFamilyData>) -> Result<bool> {
-        let (mem, first_log, next_log) = {
+        let (mem, next_log) = {
             let mut st = self.state.lock();
             if st.bg_error.is_some() {
                 return Ok(false);
@@ -123,7 +123,7 @@ impl DbInner {
             if cs.flush_running {
                 return Ok(false);
             }
-            let Some((mem, first_log)) = cs.imm.front().cloned() else {
+            let Some((mem, _)) = cs.imm.front().cloned() else {
                 return Ok(false);
             };
             cs.flush_running = true;
@@ -135,12 +135,12 @@ impl DbInner {
                 .or(cs.mem_first_log)
                 .unwrap_or(current_wal);
             st.flushes_running += 1;
-            (mem, first_log, next_log)
+            (mem, next_log)
         };
         for l in &self.opts.listeners {
             l.on_flush_begin(&cf.name);
         }
-        let result = self.flush_memtable(cf, &mem, (first_log, next_log));
+        let result = self.flush_memtable(cf, &mem, next_log);
         let mut st = self.state.lock();
         st.flushes_running -= 1;
         let outcome = match result {
@@ -188,22 +188,18 @@ impl DbInner {
         &self,
         cf: &ColumnFamilyData,
         mem: &Arc<MemTable>,
-        (first_log, next_log): (u64, u64),
+        next_log: u64,
     ) -> Result<FlushInfo> {
         let started = Instant::now();
         let number = self.versions.lock().new_file_number();
         let snapshots = self.snapshots.sequences();
         let mut garbage = BlobGarbage::new();
-        let table_opts = TableOptions {
-            first_wal: first_log,
-            ..cf.table_opts.clone()
-        };
         let meta = write_level0_table(
             self.fs.as_ref(),
             &self.dir,
             number,
             mem,
-            &table_opts,
+            &cf.table_opts,
             &snapshots,
             &mut garbage,
         )?;
@@ -238,6 +234,7 @@ impl DbInner {
             self.note_unlogged_tables(info.file_number);
         }
         logged?;
+        self.purge_unlogged_tables();
         self.apply_blob_garbage(&garbage);
         self.stats.flushes.inc();
         info.duration = started.elapsed();

@@ -426,7 +426,7 @@ fn replay_and_persist(
         opts.filesystem.as_ref(),
         versions,
         on_disk_tables,
-        (&wal_spans, &*wals),
+        &wal_spans,
     )?;
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
@@ -457,17 +457,13 @@ fn replay_and_persist(
 /// file holds (the MANIFEST lost an edit: cut at a record boundary, or torn) fails the open with
 /// `Corruption` naming the MANIFEST, before anything is deleted. One that cannot be read was
 /// never finished (a finished table was synced before any edit named it) and is left to
-/// `remove_obsolete_files`. A flush's table whose memtable began in a WAL still on disk (in
-/// `wals`) is unneeded too: its edit never became durable (a durable one makes that WAL
-/// obsolete before it is deleted) or the WAL was not deleted yet, and either way its writes are
-/// exactly as durable as that WAL made them, and replayed from it. Returns the unnamed tables
-/// it read (each proven redundant).
+/// `remove_obsolete_files`. Returns the unnamed tables it read (each proven redundant).
 fn check_unnamed_tables(
     dir: &Path,
     fs: &dyn FileSystem,
     versions: &VersionSet,
     on_disk_tables: &HashSet<u64>,
-    (wal_spans, wals): (&[(u64, u64)], &[u64]),
+    wal_spans: &[(u64, u64)],
 ) -> Result<HashSet<u64>> {
     let mut redundant = HashSet::new();
     let live: HashSet<u64> = versions.live_tables().collect();
@@ -479,7 +475,6 @@ fn check_unnamed_tables(
         };
         redundant.insert(n);
         if props.num_entries + props.num_range_deletions == 0
-            || (props.first_wal != 0 && wals.contains(&props.first_wal))
             || versions.unnamed_table_is_unneeded(
                 n,
                 props.column_family,

@@ -31,16 +31,12 @@ pub(crate) struct TableOptions {
     /// Recorded in the table's properties, so `repair` can return a table no MANIFEST names to
     /// its column family.
     pub column_family: u32,
-    /// For a flush: the WAL the memtable's first write went to (0 otherwise), recorded so that
-    /// an open can tell a flush whose edit never became durable (`db/open.rs`).
-    pub first_wal: u64,
 }
 
 impl TableOptions {
     pub(crate) fn from_options(o: &crate::ColumnFamilyOptions, column_family: u32) -> Self {
         TableOptions {
             column_family,
-            first_wal: 0,
             block_size: o.block_size,
             restart_interval: o.block_restart_interval,
             compression: o.compression,
@@ -81,7 +77,6 @@ impl TableBuilder {
             props: TableProperties {
                 compression: (opts.compression == Compression::Zstd) as u64,
                 column_family: opts.column_family.into(),
-                first_wal: opts.first_wal,
                 smallest_seq: u64::MAX,
                 ..Default::default()
             },

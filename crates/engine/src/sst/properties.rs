@@ -73,9 +73,6 @@ pub struct TableProperties {
     /// The id of the column family the table was written for (0 in tables from before it was
     /// recorded).
     pub column_family: u64,
-    /// For a table a flush wrote: the WAL its memtable's first write went to (0 for other
-    /// tables, and tables from before it was recorded).
-    pub first_wal: u64,
     /// Blob files its entries point into, by number.
     pub blob_references: Vec<BlobReference>,
     /// Smallest internal key.
@@ -87,7 +84,7 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
-    fn numbers(&self) -> [(&'static str, u64); 14] {
+    fn numbers(&self) -> [(&'static str, u64); 13] {
         [
             ("strata.num.entries", self.num_entries),
             ("strata.num.deletions", self.num_deletions),
@@ -102,7 +99,6 @@ impl TableProperties {
             ("strata.largest.seq", self.largest_seq),
             ("strata.compression", self.compression),
             ("strata.column.family", self.column_family),
-            ("strata.first.wal", self.first_wal),
         ]
     }
 
@@ -161,7 +157,6 @@ impl TableProperties {
                         b"strata.largest.seq" => p.largest_seq = v,
                         b"strata.compression" => p.compression = v,
                         b"strata.column.family" => p.column_family = v,
-                        b"strata.first.wal" => p.first_wal = v,
                         _ => {}
                     }
                 }
@@ -183,7 +178,6 @@ mod tests {
             num_range_deletions: 3,
             largest_seq: 99,
             column_family: 7,
-            first_wal: 5,
             blob_references: vec![
                 BlobReference {
                     blob_file: 12,

@@ -29,7 +29,6 @@ fn opts(compression: Compression) -> TableOptions {
         zstd_level: 3,
         bloom_bits_per_key: 10,
         column_family: 0,
-        first_wal: 0,
     }
 }
 

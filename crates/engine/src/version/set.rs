@@ -444,7 +444,13 @@ impl VersionSet {
     /// Whether an edit that failed to log while MANIFEST `failed_in` was current can never be
     /// recovered: a later MANIFEST (a snapshot of the state without it) is current and healthy.
     pub(crate) fn failed_edit_superseded(&self, failed_in: u64) -> bool {
-        self.manifest.is_some() && self.manifest_number > failed_in
+        self.manifest_is_healthy() && self.manifest_number > failed_in
+    }
+
+    /// Whether the current MANIFEST takes edits: no write to it has failed. After a failed edit,
+    /// a healthy one is the same only if the edit never reached it.
+    pub(crate) fn manifest_is_healthy(&self) -> bool {
+        self.manifest.is_some()
     }
 
     /// Writes a fresh MANIFEST holding the whole current state and points CURRENT at it. Called at
