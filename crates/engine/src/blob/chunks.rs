@@ -55,24 +55,25 @@ pub(crate) fn entry_end(entries: &[u8], entry: usize) -> u64 {
     u64::from(fixed32(entries, ENTRY_SIZE * entry))
 }
 
-/// The value bytes of chunks `first..` of a value of `value_len` bytes, from `entries` (their
-/// table entries) and `stored` (their stored bytes, which begin at `start` counted from the
-/// first chunk): each is checked against its entry and decompressed where it is a frame. Names
-/// the first bad chunk.
-pub(crate) fn unpack(
+/// Walks chunks `first..` of a value of `value_len` bytes, from `entries` (their table entries)
+/// and `stored` (their stored bytes, which begin at `start` counted from the first chunk):
+/// checks each against its entry, that it is stored in at most its own length, and that the
+/// chunks fill `stored` exactly, handing `each(i, stored bytes, length)` every chunk checked.
+/// Names the first bad chunk.
+fn walk(
     entries: &[u8],
     start: u64,
     stored: &[u8],
-    first: u64,
-    value_len: u64,
-) -> Result<Vec<u8>, String> {
+    (first, value_len): (u64, u64),
+    mut each: impl FnMut(usize, &[u8], usize) -> Result<(), String>,
+) -> Result<(), String> {
     let count = entries.len() / ENTRY_SIZE;
-    let from = first * CHUNK_SIZE as u64;
-    let to = ((first + count as u64) * CHUNK_SIZE as u64).min(value_len);
-    let mut out = vec![0u8; to.saturating_sub(from) as usize];
     let mut at = start;
-    for (i, piece) in out.chunks_mut(CHUNK_SIZE).enumerate() {
+    for i in 0..count {
         let chunk = first + i as u64;
+        let len = value_len
+            .saturating_sub(chunk * CHUNK_SIZE as u64)
+            .min(CHUNK_SIZE as u64) as usize;
         let end = entry_end(entries, i);
         let bytes = end
             .checked_sub(start)
@@ -82,26 +83,13 @@ pub(crate) fn unpack(
         if crc32c::crc32c(bytes) != fixed32(entries, ENTRY_SIZE * i + 4) {
             return Err(format!("chunk {chunk} checksum mismatch"));
         }
-        match bytes.len().cmp(&piece.len()) {
-            std::cmp::Ordering::Equal => piece.copy_from_slice(bytes),
-            std::cmp::Ordering::Less => {
-                let n = crate::compression::decompress_zstd_into(bytes, piece)
-                    .map_err(|e| format!("chunk {chunk}: {e}"))?;
-                if n != piece.len() {
-                    return Err(format!(
-                        "chunk {chunk} decompresses to {n} bytes, not {}",
-                        piece.len()
-                    ));
-                }
-            }
-            std::cmp::Ordering::Greater => {
-                return Err(format!(
-                    "chunk {chunk} is stored in {} bytes, more than its {}",
-                    bytes.len(),
-                    piece.len()
-                ));
-            }
+        if bytes.len() > len {
+            return Err(format!(
+                "chunk {chunk} is stored in {} bytes, more than its {len}",
+                bytes.len()
+            ));
         }
+        each(i, bytes, len)?;
         at = end;
     }
     if at - start != stored.len() as u64 {
@@ -111,6 +99,46 @@ pub(crate) fn unpack(
             start + stored.len() as u64
         ));
     }
+    Ok(())
+}
+
+/// The value bytes of chunks `first..` of a value of `value_len` bytes (see `walk` for
+/// `entries`, `start` and `stored`), each checked and decompressed where it is a frame.
+pub(crate) fn unpack(
+    entries: &[u8],
+    start: u64,
+    stored: &[u8],
+    first: u64,
+    value_len: u64,
+) -> Result<Vec<u8>, String> {
+    let count = (entries.len() / ENTRY_SIZE) as u64;
+    let from = first * CHUNK_SIZE as u64;
+    let to = ((first + count) * CHUNK_SIZE as u64).min(value_len);
+    let mut out = vec![0u8; to.saturating_sub(from) as usize];
+    walk(
+        entries,
+        start,
+        stored,
+        (first, value_len),
+        |i, bytes, len| {
+            let piece = out
+                .get_mut(i * CHUNK_SIZE..i * CHUNK_SIZE + len)
+                .ok_or("more table entries than the value has chunks")?;
+            if bytes.len() == len {
+                piece.copy_from_slice(bytes);
+                return Ok(());
+            }
+            let chunk = first + i as u64;
+            let n = crate::compression::decompress_zstd_into(bytes, piece)
+                .map_err(|e| format!("chunk {chunk}: {e}"))?;
+            match n == len {
+                true => Ok(()),
+                false => Err(format!(
+                    "chunk {chunk} decompresses to {n} bytes, not {len}"
+                )),
+            }
+        },
+    )?;
     Ok(out)
 }
 
@@ -124,26 +152,7 @@ pub(crate) fn unpack_whole(table_and_chunks: &[u8], value_len: u64) -> Result<Ve
 /// decompressing it (a scan, or a whole read that decompresses next).
 pub(crate) fn verify_whole(table_and_chunks: &[u8], value_len: u64) -> Result<(), String> {
     let (entries, stored) = split_table(table_and_chunks, value_len)?;
-    let mut at = 0u64;
-    for (i, entry) in entries.chunks(ENTRY_SIZE).enumerate() {
-        let end = u64::from(fixed32(entry, 0));
-        let logical = (value_len - i as u64 * CHUNK_SIZE as u64).min(CHUNK_SIZE as u64);
-        let bytes = stored
-            .get(at as usize..end as usize)
-            .filter(|b| b.len() as u64 <= logical)
-            .ok_or_else(|| format!("chunk {i}: table entry ends at {end}, out of place"))?;
-        if crc32c::crc32c(bytes) != fixed32(entry, 4) {
-            return Err(format!("chunk {i} checksum mismatch"));
-        }
-        at = end;
-    }
-    if at != stored.len() as u64 {
-        return Err(format!(
-            "chunks end at {at}, the record holds {}",
-            stored.len()
-        ));
-    }
-    Ok(())
+    walk(entries, 0, stored, (0, value_len), |_, _, _| Ok(()))
 }
 
 fn split_table(table_and_chunks: &[u8], value_len: u64) -> Result<(&[u8], &[u8]), String> {

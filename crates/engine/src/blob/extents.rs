@@ -258,6 +258,16 @@ impl Extents {
         out
     }
 
+    /// The records the list borrows (each once): those its write did not make, each counted as
+    /// a reference of its file when the entry is written.
+    pub(crate) fn borrowed(&self) -> Vec<BlobRef> {
+        self.records()
+            .into_iter()
+            .filter(|(_, made_here)| !made_here)
+            .map(|(b, _)| b)
+            .collect()
+    }
+
     /// The pieces covering `start..end` (within the value): each extent cut to the range, with
     /// the offset within it where the range begins.
     pub(crate) fn covering(&self, start: u64, end: u64) -> Vec<(&Extent, u64, u64)> {

@@ -59,16 +59,6 @@ impl Stored {
     pub(crate) fn is_chunked(self) -> bool {
         matches!(self, Stored::Chunked | Stored::ChunkedZstd)
     }
-
-    /// Bytes the record stores after its value's chunks (`Chunked`) or before them
-    /// (`ChunkedZstd`) to verify them, for a value of `value_len` bytes; none for the others.
-    fn chunk_overhead(self, value_len: u64) -> u64 {
-        match self {
-            Stored::Chunked => chunk_trailer_len(value_len),
-            Stored::ChunkedZstd => super::chunks::table_len(value_len),
-            Stored::Raw | Stored::Zstd => 0,
-        }
-    }
 }
 
 /// Chunks of a value of `value_len` bytes (the last one may be short).
@@ -387,9 +377,9 @@ pub(crate) fn record_len(b: &[u8]) -> Result<u64, u64> {
                 None => Err(table_end),
             }
         }
-        Some(s) => Ok(head + value_len + s.chunk_overhead(value_len)),
-        // Damage, which `decode_record` names.
-        None => Ok(head + value_len),
+        Some(Stored::Chunked) => Ok(head + value_len + chunk_trailer_len(value_len)),
+        // Unknown layouts are damage, which `decode_record` names.
+        Some(Stored::Raw | Stored::Zstd) | None => Ok(head + value_len),
     }
 }
 

@@ -57,6 +57,19 @@ pub(crate) fn note_garbage(garbage: &mut BlobGarbage, kind: u8, value: &[u8]) {
     }
 }
 
+/// Applies `change(borrowed bytes, record size)` to the file of each of `records` still known.
+fn adjust_borrowed(
+    files: &BTreeMap<u64, Arc<BlobFile>>,
+    records: &[BlobRef],
+    change: impl Fn(&mut u64, u64),
+) {
+    for b in records {
+        if let Some(f) = files.get(&b.file) {
+            change(&mut f.meta.lock().borrowed_bytes, b.size);
+        }
+    }
+}
+
 /// Bytes of `records` per blob file, as a MANIFEST edit counts borrowed references.
 pub(crate) fn bytes_by_file(records: &[BlobRef]) -> Vec<(u64, u64)> {
     let mut by_file = BlobGarbage::new();
@@ -73,13 +86,7 @@ pub(crate) fn borrowed_records(kind: u8, value: &[u8]) -> Vec<BlobRef> {
         return Vec::new();
     }
     extents::Extents::decode(value)
-        .map(|x| {
-            x.records()
-                .into_iter()
-                .filter(|(_, made_here)| !made_here)
-                .map(|(b, _)| b)
-                .collect()
-        })
+        .map(|x| x.borrowed())
         .unwrap_or_default()
 }
 
@@ -351,29 +358,18 @@ impl BlobStore {
     /// Counts records borrowed by a new entry (each once per entry) as references of their files.
     pub(crate) fn add_borrowed(&self, records: &[BlobRef]) {
         if records.is_empty() {
+            // Most entries borrow nothing: no lock for them (WAL replay calls this per entry).
             return;
         }
-        let files = self.files.read();
-        for b in records {
-            if let Some(f) = files.get(&b.file) {
-                f.meta.lock().borrowed_bytes += b.size;
-            }
-        }
+        adjust_borrowed(&self.files.read(), records, |bytes, size| *bytes += size);
     }
 
     /// Gives back the references `records` counted by `borrow_if_live` for an entry that was
     /// never written.
     pub(crate) fn remove_borrowed(&self, records: &[BlobRef]) {
-        if records.is_empty() {
-            return;
-        }
-        let files = self.files.read();
-        for b in records {
-            if let Some(f) = files.get(&b.file) {
-                let mut m = f.meta.lock();
-                m.borrowed_bytes = m.borrowed_bytes.saturating_sub(b.size);
-            }
-        }
+        adjust_borrowed(&self.files.read(), records, |bytes, size| {
+            *bytes = bytes.saturating_sub(size)
+        });
     }
 
     /// Counts `records` (borrowed by an entry about to be written) as references of their files,
@@ -388,11 +384,7 @@ impl BlobStore {
                 .is_some_and(|f| matches!(f.state(), BlobFileState::Open | BlobFileState::Sealed))
         });
         if live {
-            for b in records {
-                if let Some(f) = files.get(&b.file) {
-                    f.meta.lock().borrowed_bytes += b.size;
-                }
-            }
+            adjust_borrowed(&files, records, |bytes, size| *bytes += size);
         }
         live
     }

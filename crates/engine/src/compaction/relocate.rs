@@ -93,12 +93,7 @@ impl Outputs<'_, '_> {
             *self.done.blob_garbage.entry(blob.file).or_default() += blob.size;
         }
         // The new one borrows what it kept.
-        self.done.blob_borrowed.extend(
-            x.records()
-                .into_iter()
-                .filter(|(_, made_here)| !made_here)
-                .map(|(b, _)| b),
-        );
+        self.done.blob_borrowed.extend(x.borrowed());
         self.done.blob_relocated_keys += 1;
         self.done.blob_relocated_from.extend(moved_from);
         Ok(Some(x.encode()))

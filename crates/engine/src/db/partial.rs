@@ -285,12 +285,7 @@ impl DbInner {
                 x.list[i] = Extent::record(blob, key_len(key)?, bytes.len() as u64, true);
             }
         }
-        let borrowed = x
-            .records()
-            .into_iter()
-            .filter(|(_, made_here)| !made_here)
-            .map(|(b, _)| b)
-            .collect();
+        let borrowed = x.borrowed();
         Ok(Settled::Index(x.encode(), borrowed))
     }
 
