@@ -81,9 +81,24 @@ pub(crate) fn get_length_prefixed<'a>(src: &'a [u8], pos: &mut usize) -> Option<
 
 const MASK_DELTA: u32 = 0xa282_ead8;
 
+/// Inputs from this size on go through `crc-fast`; below it the set-up of its wide folds costs
+/// more than the `crc32` instruction takes for the whole input.
+const FOLDED_CRC_FROM: usize = 256;
+
+/// CRC32C of `data`. Large inputs (the 4 KiB chunks and blocks every read verifies) go through
+/// `crc-fast`, which folds with carry-less multiplies (AVX-512 where the CPU has it): measured
+/// here, 0.10-0.16 us for 4-8 KiB in cache against 0.26-0.68 us for the `crc32` instruction.
+pub(crate) fn crc32c(data: &[u8]) -> u32 {
+    if data.len() >= FOLDED_CRC_FROM {
+        crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
+    } else {
+        crc32c::crc32c(data)
+    }
+}
+
 /// CRC32C, masked so that a CRC stored inside checksummed data does not checksum to a fixed point.
 pub(crate) fn masked_crc(data: &[u8]) -> u32 {
-    mask(crc32c::crc32c(data))
+    mask(crc32c(data))
 }
 
 pub(crate) fn masked_crc_extend(crc: u32, data: &[u8]) -> u32 {
@@ -136,5 +151,28 @@ mod tests {
         assert_ne!(mask(c), c);
         assert_eq!(masked_crc(b"foo"), mask(c));
         assert_eq!(masked_crc_extend(crc32c::crc32c(b"fo"), b"o"), c);
+    }
+
+    #[test]
+    fn the_folded_crc_is_crc32c_at_every_length_and_alignment() {
+        let data: Vec<u8> = (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        // The known CRC32C check value, then every length around the threshold and the sizes
+        // reads verify, at odd starts.
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        let lengths = [
+            0, 1, 31, 255, 256, 257, 1000, 4095, 4096, 4097, 8192, 12_345, 19_990,
+        ];
+        for len in lengths {
+            for start in [0, 1, 7] {
+                let slice = &data[start..start + len];
+                assert_eq!(
+                    crc32c(slice),
+                    crc32c::crc32c(slice),
+                    "{len} bytes at {start}"
+                );
+            }
+        }
     }
 }

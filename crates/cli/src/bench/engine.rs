@@ -55,7 +55,16 @@ pub trait BenchEngine: Send + Sync {
         let _ = (key, offset, len);
         Err(format!("{} has no ranged reads", self.name()))
     }
+    /// Looks `key` up once and returns what reads `len` bytes at `offset` of the value found,
+    /// as an open file reads (how many there were).
+    fn range_reader(&self, key: &[u8]) -> Result<RangeReader<'_>, String> {
+        let _ = key;
+        Err(format!("{} has no value readers", self.name()))
+    }
 }
+
+/// Reads `len` bytes at `offset` of one value; returns how many there were.
+pub type RangeReader<'a> = Box<dyn Fn(u64, u64) -> Result<usize, String> + 'a>;
 
 /// Bytes an engine wrote, by kind, as its own counters report them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -430,5 +439,19 @@ impl BenchEngine for StrataEngine {
         range
             .map(|r| r.bytes.len())
             .ok_or_else(|| format!("{} is absent", String::from_utf8_lossy(key)))
+    }
+
+    fn range_reader(&self, key: &[u8]) -> Result<RangeReader<'_>, String> {
+        let reader = self
+            .db
+            .value_reader_cf(&ReadOptions::default(), &self.db.default_cf(), key)
+            .map_err(err)?
+            .ok_or_else(|| format!("{} is absent", String::from_utf8_lossy(key)))?;
+        Ok(Box::new(move |offset, len| {
+            reader
+                .read_at(offset, len)
+                .map(|r| r.bytes.len())
+                .map_err(err)
+        }))
     }
 }

@@ -341,6 +341,8 @@ pub struct RunCounters {
     pub user_bytes: AtomicU64,
     /// Range deletions written (toward `--max_num_range_tombstones`).
     pub range_deletions: AtomicU64,
+    /// The workload just run was `dropcache`: the next one is meant to read from the device.
+    pub cold: AtomicBool,
 }
 
 /// Runs one named workload on the store in `dir` and returns its report line.
@@ -353,6 +355,7 @@ pub fn run(
 ) -> Result<String, String> {
     let user_bytes = &counters.user_bytes;
     let reads = args.reads();
+    let cold = counters.cold.swap(name == "dropcache", Ordering::Relaxed);
     let (out, elapsed) = match name {
         "fillseq" | "fillrandom" | "overwrite" => {
             let order = if name == "fillseq" {
@@ -389,7 +392,7 @@ pub fn run(
         "compact" => once(|| engine.compact())?,
         "dropcache" => once(|| super::page_cache::drop_page_cache(dir).map(drop))?,
         "readwhilewriting" => read_while_writing(engine, args, user_bytes)?,
-        "readrange" => return super::ranges::run(engine, dir, args),
+        "readrange" => return super::ranges::run(engine, dir, args, cold),
         "appendrandom" => return super::appends::run(engine, dir, args),
         "stats" => {
             let user = user_bytes.load(Ordering::Relaxed);

@@ -8,16 +8,17 @@
 
 use std::sync::Arc;
 
+use super::BlobStore;
 use super::chunks::{ENTRY_SIZE, entry_end, table_len, unpack};
 use super::format::{
     CHUNK_SIZE, Owner, RECORD_HEADER_SIZE, Stored, chunk_trailer_len, verify_chunked_head,
     verify_chunks,
 };
-use super::index::BlobRef;
+use super::index::{BlobIndex, BlobRef};
 use super::reader::BlobFileReader;
 use crate::cache::{BlockCache, CacheKey, CachedBlock, Priority};
 use crate::error::Result;
-use crate::value::clip;
+use crate::value::{PinnableValue, ValueRange, clip};
 
 /// Marks the cache key of a record's head: tables' blocks and whole blob values are keyed by
 /// their offset in the file, always below 2^62, so the marked keys never meet theirs.
@@ -27,6 +28,102 @@ const HEAD_KEY: u64 = 1 << 63;
 const INDEX_PAGE_KEY: u64 = 1 << 62;
 /// Bytes of checksums or table entries cached as one piece.
 const INDEX_PAGE: u64 = 4096;
+
+/// Checksums or table entries: part of one cached page, or copied from several.
+enum IndexBytes {
+    Page(Arc<Vec<u8>>, std::ops::Range<usize>),
+    Joined(Vec<u8>),
+}
+
+impl std::ops::Deref for IndexBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            IndexBytes::Page(page, wanted) => &page[wanted.clone()],
+            IndexBytes::Joined(bytes) => bytes,
+        }
+    }
+}
+
+/// A chunked record a value reader keeps: its file's reader and its verified head, so that
+/// each read of it reads only the chunks it returns (and their page of checksums or entries).
+#[derive(Debug)]
+pub(crate) struct PinnedRecord {
+    file: Arc<BlobFileReader>,
+    blob: BlobRef,
+    key_len: usize,
+    value_len: u64,
+    stored: Stored,
+    /// When the value expires (seconds since the epoch); 0 when it never does.
+    expiration: u64,
+}
+
+impl PinnedRecord {
+    pub(crate) fn value_len(&self) -> u64 {
+        self.value_len
+    }
+}
+
+impl BlobStore {
+    /// Pins the chunked record `index` (the value of `key`) points at; `None` when its value
+    /// expired or its file was evicted (or the index is not of a chunked record: callers ask
+    /// only of those).
+    pub(crate) fn pin_record(
+        &self,
+        index: &[u8],
+        key: &[u8],
+        now: u64,
+    ) -> Result<Option<PinnedRecord>> {
+        let decoded = self.decode_index(index, key)?;
+        let (expiration, blob) = match decoded {
+            BlobIndex::Blob { expiration, blob } if blob.stored.is_chunked() => (expiration, blob),
+            _ => return Ok(None),
+        };
+        if !self.is_live(&decoded, now) {
+            return Ok(None);
+        }
+        let file = self.reader(blob.file, key)?;
+        let (value_len, stored) =
+            file.chunked_head(blob, Owner::Key(key), self.piece_cache(true))?;
+        Ok(Some(PinnedRecord {
+            file,
+            blob,
+            key_len: key.len(),
+            value_len,
+            stored,
+            expiration,
+        }))
+    }
+
+    /// `offset..offset + len` of the pinned record's value, cut at its end; `None` once the
+    /// value expired (`now` is asked only of a value that can) or its file was evicted.
+    pub(crate) fn read_pinned(
+        &self,
+        pinned: &PinnedRecord,
+        range: (u64, u64),
+        fill_cache: bool,
+        now: impl FnOnce() -> u64,
+    ) -> Result<Option<ValueRange>> {
+        let expired = pinned.expiration != 0 && now() >= pinned.expiration;
+        if expired || self.is_evicted(pinned.blob.file) {
+            return Ok(None);
+        }
+        let bytes = pinned.file.read_chunks(
+            pinned.blob,
+            pinned.key_len,
+            (pinned.value_len, pinned.stored),
+            range,
+            self.piece_cache(fill_cache),
+        )?;
+        self.stats.blob_reads.inc();
+        self.stats.blob_bytes_read.add(bytes.len() as u64);
+        Ok(Some(ValueRange {
+            value_len: pinned.value_len,
+            bytes: PinnableValue::owned(bytes),
+        }))
+    }
+}
 
 /// The block cache a ranged read may use, and whether it may add to it (`fill_cache`).
 pub(crate) type PieceCache<'a> = Option<(&'a BlockCache, bool)>;
@@ -91,15 +188,16 @@ impl BlobFileReader {
     }
 
     /// Bytes `lo..hi` of the checksums or table (`index_len` bytes at `index_at` within the
-    /// record `blob`), a cached page at a time.
+    /// record `blob`), a cached page at a time: the page itself when they lie in one (as all
+    /// but a read across a page's edge do), else copied together.
     fn read_index(
         &self,
         blob: BlobRef,
         cache: PieceCache<'_>,
         (index_at, index_len): (u64, u64),
         (lo, hi): (u64, u64),
-    ) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity((hi - lo) as usize);
+    ) -> Result<IndexBytes> {
+        let mut joined = Vec::new();
         let mut start = lo / INDEX_PAGE * INDEX_PAGE;
         while start < hi {
             let len = INDEX_PAGE.min(index_len - start);
@@ -109,11 +207,14 @@ impl BlobFileReader {
                 (blob.file, INDEX_PAGE_KEY | (blob.offset + at)),
                 || self.read_in_record(blob, at, len as usize),
             )?;
-            let (from, to) = (lo.max(start) - start, hi.min(start + len) - start);
-            out.extend_from_slice(&page[from as usize..to as usize]);
+            let wanted = (lo.max(start) - start) as usize..(hi.min(start + len) - start) as usize;
+            if start + len >= hi && joined.is_empty() {
+                return Ok(IndexBytes::Page(page, wanted));
+            }
+            joined.extend_from_slice(&page[wanted]);
             start += len;
         }
-        Ok(out)
+        Ok(IndexBytes::Joined(joined))
     }
 
     /// The bytes `offset..offset + len` of the value of the chunked record `blob` (`owner`'s),
@@ -123,17 +224,31 @@ impl BlobFileReader {
         &self,
         blob: BlobRef,
         owner: Owner<'_>,
-        (offset, len): (u64, u64),
+        range: (u64, u64),
         cache: PieceCache<'_>,
     ) -> Result<(u64, Vec<u8>)> {
-        let (value_len, stored) = self.chunked_head(blob, owner, cache)?;
+        let head = self.chunked_head(blob, owner, cache)?;
+        let bytes = self.read_chunks(blob, owner.key_len(), head, range, cache)?;
+        Ok((head.0, bytes))
+    }
+
+    /// As `read_range`, for a record whose head (`value_len`, `stored`, after a key of
+    /// `key_len` bytes) was read and verified already.
+    fn read_chunks(
+        &self,
+        blob: BlobRef,
+        key_len: usize,
+        (value_len, stored): (u64, Stored),
+        (offset, len): (u64, u64),
+        cache: PieceCache<'_>,
+    ) -> Result<Vec<u8>> {
         let (start, end) = clip(offset, len, value_len);
         if start == end {
-            return Ok((value_len, Vec::new()));
+            return Ok(Vec::new());
         }
         let chunk = CHUNK_SIZE as u64;
         let (first, last) = (start / chunk, (end - 1) / chunk);
-        let value_at = (RECORD_HEADER_SIZE + owner.key_len()) as u64;
+        let value_at = (RECORD_HEADER_SIZE + key_len) as u64;
         let from = first * chunk;
         let mut data = match stored {
             Stored::ChunkedZstd => {
@@ -156,7 +271,7 @@ impl BlobFileReader {
         };
         data.truncate((end - from) as usize);
         data.drain(..(start - from) as usize);
-        Ok((value_len, data))
+        Ok(data)
     }
 
     /// Chunks `first..=last` of the compressed-chunk record `blob`, whose table starts at

@@ -7,7 +7,7 @@
 //! ```
 
 use super::format::{CHUNK_SIZE, chunk_count};
-use crate::coding::{fixed32, put_fixed32};
+use crate::coding::{crc32c, fixed32, put_fixed32};
 
 /// Bytes of one chunk's table entry: where its stored bytes end, and their CRC32C.
 pub(crate) const ENTRY_SIZE: usize = 8;
@@ -45,7 +45,7 @@ pub(crate) fn pack(value: &[u8], level: i32) -> Option<Packed> {
         // The chunks total at most the value's length, which a record header holds in a u32.
         let end = u32::try_from(chunks.len()).ok()?;
         put_fixed32(&mut table, end);
-        put_fixed32(&mut table, crc32c::crc32c(&chunks[start..]));
+        put_fixed32(&mut table, crc32c(&chunks[start..]));
     }
     Some(Packed { table, chunks })
 }
@@ -80,7 +80,7 @@ fn walk(
             .zip(at.checked_sub(start))
             .and_then(|(e, a)| stored.get(a as usize..e as usize))
             .ok_or_else(|| format!("chunk {chunk}: table entry ends at {end}, out of order"))?;
-        if crc32c::crc32c(bytes) != fixed32(entries, ENTRY_SIZE * i + 4) {
+        if crc32c(bytes) != fixed32(entries, ENTRY_SIZE * i + 4) {
             return Err(format!("chunk {chunk} checksum mismatch"));
         }
         if bytes.len() > len {

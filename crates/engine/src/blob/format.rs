@@ -14,7 +14,7 @@
 //! All integers little-endian. Expiration 0 means none; the header's range is the TTL bucket the
 //! file serves, the footer's the records' actual range.
 
-use crate::coding::{fixed32, fixed64, put_fixed32, put_fixed64};
+use crate::coding::{crc32c, fixed32, fixed64, put_fixed32, put_fixed64};
 
 pub(crate) const MAGIC: u32 = 0x5342_4c42; // "BLBS" read little-endian
 /// Version 2 files may hold chunked records and version 3 files compressed chunks, which older
@@ -107,7 +107,7 @@ impl ChunkSums {
 pub(crate) fn verify_chunks(chunks: &[u8], sums: &[u8], first: u64) -> Result<(), String> {
     for (i, chunk) in chunks.chunks(CHUNK_SIZE).enumerate() {
         let want = sums.get(4 * i..4 * i + 4).map(|b| fixed32(b, 0));
-        if want != Some(crc32c::crc32c(chunk)) {
+        if want != Some(crc32c(chunk)) {
             return Err(format!("chunk {} checksum mismatch", first + i as u64));
         }
     }
@@ -136,7 +136,7 @@ impl BlobHeader {
         let (lo, hi) = self.ttl_range.unwrap_or((0, 0));
         put_fixed64(&mut out, lo);
         put_fixed64(&mut out, hi);
-        let crc = crc32c::crc32c(&out);
+        let crc = crc32c(&out);
         put_fixed32(&mut out, crc);
         out
     }
@@ -148,7 +148,7 @@ impl BlobHeader {
         if fixed32(b, 0) != MAGIC {
             return Err("not a blob file (bad magic)".into());
         }
-        if crc32c::crc32c(&b[..28]) != fixed32(b, 28) {
+        if crc32c(&b[..28]) != fixed32(b, 28) {
             return Err("header checksum mismatch".into());
         }
         if !(OLDEST_VERSION..=VERSION).contains(&b[4]) {
@@ -179,7 +179,7 @@ impl BlobFooter {
         put_fixed64(&mut out, self.record_bytes);
         put_fixed64(&mut out, self.expiration_range.0);
         put_fixed64(&mut out, self.expiration_range.1);
-        let crc = crc32c::crc32c(&out);
+        let crc = crc32c(&out);
         put_fixed32(&mut out, crc);
         put_fixed32(&mut out, MAGIC);
         out
@@ -187,10 +187,7 @@ impl BlobFooter {
 
     /// `None` when `b` is not an intact footer (a file cut short holds records there).
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() != FOOTER_SIZE
-            || fixed32(b, 36) != MAGIC
-            || crc32c::crc32c(&b[..32]) != fixed32(b, 32)
-        {
+        if b.len() != FOOTER_SIZE || fixed32(b, 36) != MAGIC || crc32c(&b[..32]) != fixed32(b, 32) {
             return None;
         }
         Some(BlobFooter {
@@ -284,7 +281,7 @@ fn header_fields(
 
 /// The CRC32C of a record up to its value: the header after the checksum field, then the key.
 fn head_crc(header: &[u8; RECORD_HEADER_SIZE], key: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&header[4..]), key)
+    crc32c::crc32c_append(crc32c(&header[4..]), key)
 }
 
 /// Whose record a read expects.
@@ -332,7 +329,7 @@ pub(crate) fn verify_chunked_head(head: &[u8], owner: Owner<'_>) -> Result<(u64,
     }
     let stored = Stored::from_byte(head[20]).filter(|s| s.is_chunked());
     match stored {
-        Some(stored) if crc32c::crc32c(&head[4..]) == fixed32(head, 0) => {
+        Some(stored) if crc32c(&head[4..]) == fixed32(head, 0) => {
             Ok((u64::from(fixed32(head, 8)), stored))
         }
         _ => Err("record checksum mismatch".into()),
@@ -404,7 +401,7 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
         _ => value_at + value_len as usize,
     };
     if stored.is_chunked() {
-        if crc32c::crc32c(&b[4..value_at]) != fixed32(b, 0) {
+        if crc32c(&b[4..value_at]) != fixed32(b, 0) {
             return Err("record checksum mismatch".into());
         }
         if stored == Stored::ChunkedZstd {
@@ -412,7 +409,7 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<Record<'_>, String> {
         } else {
             verify_chunks(&b[value_at..value_end], &b[value_end..], 0)?;
         }
-    } else if crc32c::crc32c(&b[4..]) != fixed32(b, 0) {
+    } else if crc32c(&b[4..]) != fixed32(b, 0) {
         return Err("record checksum mismatch".into());
     }
     Ok(Record {

@@ -28,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
+pub(crate) use chunk_read::PinnedRecord;
 pub(crate) use format::{
     BlobFooter, BlobHeader, ChunkSums, HEADER_SIZE, Owner, RECORD_HEADER_SIZE, Stored,
     chunked_record_header,

@@ -3,18 +3,19 @@
 //! A value in a chunked blob record (every blob value over one chunk, its chunks compressed or
 //! not, and every value file) is read a chunk at a time, only where the range lies, each chunk
 //! verified (and decompressed) on its own; a value in a table, a memtable or an older record is
-//! found as `get` finds it and cut. A reader of such a value holds it whole, read once.
+//! found as `get` finds it and cut. A reader of such a value holds it whole, read once; a reader
+//! of any other keeps the blob index it found (and the files it names) and reads it by range.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::{Db, DbInner};
-use crate::blob::BlobIndex;
+use crate::blob::{BlobEpoch, BlobIndex, PinnedRecord};
 use crate::error::{Error, Result, show_key};
 use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
-use crate::value::{PinnableValue, ValueRange};
+use crate::value::{PinnableValue, ValueRange, clip};
 
 /// How much a [`ValueReader`] reads from the store at a time, at most.
 const READ_STEP: u64 = 1 << 20;
@@ -55,10 +56,11 @@ impl Db {
             .read_range(opts, cf.resolve(self.inner.id)?, key.as_ref(), offset, len)
     }
 
-    /// A reader of `key`'s whole value in column family `cf`, at `opts`' snapshot or at one it
-    /// takes now, so every part it returns belongs to the same value; `None` when the key is
-    /// absent. A value in a chunked record is read a step (at most 1 MiB) at a time; any other
-    /// is read once, whole, and held.
+    /// A reader of `key`'s whole value in column family `cf` as `opts` sees it; `None` when the
+    /// key is absent. The key is looked up once: the reader keeps the value it found, and the
+    /// blob files holding it stay on disk until it is dropped, whatever is written meanwhile. A
+    /// value in blob records (chunked, or an extent list) is read a step (at most 1 MiB) at a
+    /// time; any other is read once, whole, and held.
     pub fn value_reader_cf(
         &self,
         opts: &ReadOptions,
@@ -66,43 +68,52 @@ impl Db {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<ValueReader>> {
         self.inner.check_open()?;
-        let cf = cf.resolve(self.inner.id)?.clone();
-        let mut opts = opts.clone();
-        if opts.snapshot.is_none() {
-            opts.snapshot = Some(self.snapshot());
-        }
+        let cf = cf.resolve(self.inner.id)?;
         let key = key.as_ref().to_vec();
-        let (found, _view) = self.inner.get_entry(&opts, &cf, &key)?;
-        let chunked = match &found {
-            Lookup::Indexed(index) => matches!(
-                self.inner.blobs.decode_index(index, &key)?,
-                BlobIndex::Blob { blob, .. } if blob.stored.is_chunked()
-            ),
-            _ => false,
+        let (found, view) = self.inner.get_entry(opts, cf, &key)?;
+        let now = self.inner.now();
+        let blobs = &self.inner.blobs;
+        let found = match found {
+            Lookup::Indexed(index) => match blobs.decode_index(&index, &key)? {
+                BlobIndex::Blob { blob, .. } if blob.stored.is_chunked() => blobs
+                    .pin_record(&index, &key, now)?
+                    .map(|pinned| (pinned.value_len(), Source::Record(pinned))),
+                // The length comes from the list; each step reads the pieces it covers.
+                BlobIndex::Extents { .. } => blobs
+                    .value_len(&index, &key, now)?
+                    .map(|len| (len, Source::Extents(index))),
+                _ => self.whole(Lookup::Indexed(index), &key, opts)?,
+            },
+            found => self.whole(found, &key, opts)?,
         };
-        let (value_len, whole) = if let (true, Lookup::Indexed(index)) = (chunked, &found) {
-            // The length comes from the index, as a stat's does; each step reads its chunks.
-            match self.inner.blobs.value_len(index, &key, self.inner.now())? {
-                Some(len) => (len, None),
-                None => return Ok(None),
-            }
-        } else {
-            // Read whole once and served from memory: a value in a table or a memtable, or a
-            // record that can only be verified whole, is never read again per step.
-            match self.inner.settle_value(found, &key, &opts)? {
-                Some(v) => (v.len() as u64, Some(v)),
-                None => return Ok(None),
-            }
+        let Some((value_len, source)) = found else {
+            return Ok(None);
         };
         Ok(Some(ValueReader {
             inner: self.inner.clone(),
-            cf,
-            opts,
+            _blob_epoch: view._blob_epoch.clone(),
+            fill_cache: opts.fill_cache,
             key,
             value_len,
-            whole,
+            source,
             position: 0,
         }))
+    }
+}
+
+impl Db {
+    /// A value a reader holds whole: one in a table or a memtable, or a record that can only be
+    /// verified whole, read once and never again per step.
+    fn whole(
+        &self,
+        found: Lookup<PinnableValue>,
+        key: &[u8],
+        opts: &ReadOptions,
+    ) -> Result<Option<(u64, Source)>> {
+        Ok(self
+            .inner
+            .settle_value(found, key, opts)?
+            .map(|v| (v.len() as u64, Source::Whole(v))))
     }
 }
 
@@ -155,13 +166,24 @@ impl DbInner {
 #[derive(Debug)]
 pub struct ValueReader {
     inner: Arc<DbInner>,
-    cf: Arc<ColumnFamilyData>,
-    opts: ReadOptions,
+    /// Keeps the blob files the value lies in from being deleted.
+    _blob_epoch: Option<Arc<BlobEpoch>>,
+    fill_cache: bool,
     key: Vec<u8>,
     value_len: u64,
-    /// The value, when it is not in a chunked record (read once, whole).
-    whole: Option<PinnableValue>,
+    source: Source,
     position: u64,
+}
+
+/// Where a [`ValueReader`] reads from.
+#[derive(Debug)]
+enum Source {
+    /// The value itself, read once, whole.
+    Whole(PinnableValue),
+    /// A chunked record, read a step at a time.
+    Record(PinnedRecord),
+    /// The blob index of an extent list, read a step at a time.
+    Extents(PinnableValue),
 }
 
 impl ValueReader {
@@ -175,33 +197,62 @@ impl ValueReader {
         self.position
     }
 
-    /// Reads up to `max` bytes (at most one step) from the current position; `Closed` once the
-    /// store is closed, as every other read.
-    pub fn read_step(&mut self, max: usize) -> Result<ValueRange> {
+    /// `len` bytes at `offset` of the value, cut at its end (at most one step, 1 MiB, unless
+    /// the value is held whole), without moving the position; `Closed` once the store is
+    /// closed, as every other read.
+    pub fn read_at(&self, offset: u64, len: u64) -> Result<ValueRange> {
         self.inner.check_open()?;
-        let want = (max as u64).min(READ_STEP);
-        if let Some(v) = &self.whole {
-            let start = self.position.min(self.value_len) as usize;
-            let end = self.position.saturating_add(want).min(self.value_len) as usize;
-            self.position += (end - start) as u64;
-            return Ok(ValueRange {
-                value_len: self.value_len,
-                bytes: PinnableValue::owned(v[start..end].to_vec()),
-            });
+        check_range(offset, len)?;
+        match &self.source {
+            Source::Whole(v) => {
+                let (start, end) = clip(offset, len, self.value_len);
+                Ok(ValueRange {
+                    value_len: self.value_len,
+                    bytes: PinnableValue::owned(v[start as usize..end as usize].to_vec()),
+                })
+            }
+            Source::Record(pinned) => {
+                let range = self.inner.blobs.read_pinned(
+                    pinned,
+                    (offset, len.min(READ_STEP)),
+                    self.fill_cache,
+                    || self.inner.now(),
+                )?;
+                self.counted(range)
+            }
+            Source::Extents(index) => {
+                let range = self.inner.blobs.read_range(
+                    index.clone(),
+                    &self.key,
+                    self.inner.now(),
+                    (offset, len.min(READ_STEP)),
+                    self.fill_cache,
+                )?;
+                self.counted(range)
+            }
         }
-        let range = self
-            .inner
-            .read_range(&self.opts, &self.cf, &self.key, self.position, want)?
-            .ok_or_else(|| {
-                // Only an expiry or an eviction ends a value under a snapshot.
-                Error::Io {
-                    context: format!("reading the value of {}", show_key(&self.key)),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "the value expired or was evicted while it was being read",
-                    ),
-                }
-            })?;
+    }
+
+    /// A step's range, counted as read; a value gone is an error.
+    fn counted(&self, range: Option<ValueRange>) -> Result<ValueRange> {
+        let range = range.ok_or_else(|| {
+            // The files stay, but an expiry or an eviction still ends the value.
+            Error::Io {
+                context: format!("reading the value of {}", show_key(&self.key)),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the value expired or was evicted while it was being read",
+                ),
+            }
+        })?;
+        self.inner.stats.bytes_read.add(range.bytes.len() as u64);
+        Ok(range)
+    }
+
+    /// Reads up to `max` bytes (at most one step) from the current position and moves past
+    /// them.
+    pub fn read_step(&mut self, max: usize) -> Result<ValueRange> {
+        let range = self.read_at(self.position, max as u64)?;
         self.position += range.bytes.len() as u64;
         Ok(range)
     }

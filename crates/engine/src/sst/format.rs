@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use crate::coding::{
-    fixed32, fixed64, get_varint64, mask, masked_crc_extend, put_fixed32, put_fixed64, put_varint64,
+    crc32c, fixed32, fixed64, get_varint64, mask, masked_crc_extend, put_fixed32, put_fixed64,
+    put_varint64,
 };
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
@@ -47,7 +48,7 @@ impl BlockChecksum {
     /// The trailer's checksum of a block's (possibly compressed) `contents` and its type byte.
     pub(crate) fn of(self, contents: &[u8], ty: u8) -> u32 {
         match self {
-            BlockChecksum::Crc32c => mask(masked_crc_extend(crc32c::crc32c(contents), &[ty])),
+            BlockChecksum::Crc32c => mask(masked_crc_extend(crc32c(contents), &[ty])),
             BlockChecksum::Xxh3 => {
                 let h = xxhash_rust::xxh3::xxh3_64(contents);
                 // An odd multiplier: every type byte moves the sum, as the CRC's extension does.

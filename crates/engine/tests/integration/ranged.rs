@@ -321,3 +321,88 @@ fn ranges_past_the_largest_value_or_overflowing_are_refused() {
     let beyond = db.read_range("k", 100, 10).unwrap().unwrap();
     assert_eq!((beyond.value_len, beyond.bytes.len()), (5, 0));
 }
+
+/// A reader of a value that was appended to (an extent list over several records) reads a step
+/// at a time, as it does a chunked record: opening it and reading 4 KiB reads a few chunks, not
+/// the 8 MiB value.
+#[test]
+fn a_reader_of_an_appended_value_reads_only_the_steps_asked_for() {
+    let dir = common::tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let mut want = pattern(8 << 20, 1);
+    db.put("k", &want).unwrap();
+    let tail = pattern(100, 2);
+    let mut batch = WriteBatch::new();
+    batch.append("k", &tail);
+    db.write(batch, &WriteOptions::default()).unwrap();
+    want.extend_from_slice(&tail);
+    let read_before = db.statistics().blob_bytes_read;
+    let mut reader = db
+        .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "k")
+        .unwrap()
+        .unwrap();
+    let mut first = vec![0u8; CHUNK];
+    reader.read_exact(&mut first).unwrap();
+    assert!(first == want[..CHUNK]);
+    let read = db.statistics().blob_bytes_read - read_before;
+    assert!(
+        read < 1 << 20,
+        "{read} bytes read for 4 KiB of an 8 MiB value"
+    );
+    reader.seek(SeekFrom::Start(0)).unwrap();
+    let mut all = Vec::new();
+    reader.read_to_end(&mut all).unwrap();
+    assert!(all == want);
+}
+
+/// A reader pins the value it opened: it looks the key up once, not at every step, and the
+/// blob file it reads stays on disk while it lives though the key is deleted and the file
+/// collected; once the reader is dropped the file goes.
+#[test]
+fn a_reader_keeps_the_file_it_reads_until_it_is_dropped() {
+    let dir = common::tempdir();
+    let mut o = options();
+    o.blob_file_size = 64 << 10;
+    o.enable_blob_garbage_collection = true;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    let db = Db::open(dir.path(), o).unwrap();
+    let value = pattern(40_000, 3);
+    db.put("k", &value).unwrap();
+    // Fills the first file, so that it is sealed and may be collected.
+    db.put("filler", pattern(40_000, 4)).unwrap();
+    let blobs = || files_with_extension(dir.path(), "blob");
+    let first = blobs()[0].clone();
+    let mut reader = db
+        .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "k")
+        .unwrap()
+        .unwrap();
+    let mut head = vec![0u8; 1000];
+    reader.read_exact(&mut head).unwrap();
+    let gets = db.statistics().gets;
+    db.delete("k").unwrap();
+    db.delete("filler").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    common::background_work(&db);
+    assert!(db.get("k").unwrap().is_none());
+    assert!(
+        first.exists(),
+        "the file a reader reads was deleted under it"
+    );
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).unwrap();
+    head.extend_from_slice(&rest);
+    assert!(head == value, "the reader kept the value it opened");
+    assert_eq!(
+        db.statistics().gets - gets,
+        1,
+        "only the test's own get looked the key up"
+    );
+    drop(reader);
+    db.compact_range(None, None).unwrap();
+    common::background_work(&db);
+    assert!(
+        !first.exists(),
+        "the collected file outlived its last reader"
+    );
+}
