@@ -297,3 +297,69 @@ fn compressed_chunks_read_by_range_and_a_scan_steps_over_them() {
     assert_eq!(found.footer.records, 0);
     assert!(found.torn_bytes > 0);
 }
+
+/// A streamed record is the raw-chunked record `add` writes of the same value, byte for byte,
+/// asked of its source a step at a time; a source handing over too little fails it.
+#[test]
+fn a_streamed_record_is_written_a_step_at_a_time_as_add_writes_it() {
+    let dir = crate::test_dir::tempdir();
+    let value: Vec<u8> = (0..(2 << 20) + 4321u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let fs = StdFileSystem;
+    let raw = BlobHeader {
+        compression: false,
+        ..header(None)
+    };
+    let mut whole = BlobFileWriter::create(&fs, dir.path(), 1, raw, 3, 1 << 20).unwrap();
+    let mut streamed = BlobFileWriter::create(&fs, dir.path(), 2, raw, 3, 1 << 20).unwrap();
+    let a = whole.add(b"key", &value, 7).unwrap();
+    let mut asked = Vec::new();
+    let b = streamed
+        .add_streamed(b"key", value.len() as u64, 7, |at, len| {
+            asked.push((at, len));
+            Ok(value[at as usize..(at + len) as usize].to_vec())
+        })
+        .unwrap();
+    assert_eq!(asked, [(0, 1 << 20), (1 << 20, 1 << 20), (2 << 20, 4321)]);
+    assert_eq!((a.size, a.stored), (b.size, b.stored));
+    assert_eq!(whole.footer(), streamed.footer());
+    whole.finish().unwrap();
+    streamed.finish().unwrap();
+    let one = std::fs::read(crate::filename::blob_file(dir.path(), 1)).unwrap();
+    let two = std::fs::read(crate::filename::blob_file(dir.path(), 2)).unwrap();
+    assert!(one == two, "the files differ");
+    let r = BlobFileReader::open(&fs, &crate::filename::blob_file(dir.path(), 2)).unwrap();
+    assert!(r.read(b, Owner::Key(b"key")).unwrap() == value);
+
+    let mut short = BlobFileWriter::create(&fs, dir.path(), 3, raw, 3, 1 << 20).unwrap();
+    let e = short
+        .add_streamed(b"key", 3 * 4096, 0, |_, len| Ok(vec![0; len as usize - 1]))
+        .unwrap_err();
+    assert!(e.to_string().contains("handed over"), "{e}");
+    assert!(
+        short
+            .add_streamed(b"key", 4096, 0, |_, _| Ok(Vec::new()))
+            .is_err()
+    );
+}
+
+/// Checksums of a value appended in pieces of every size match those of it appended at once.
+#[test]
+fn chunk_sums_do_not_depend_on_how_the_value_is_split() {
+    let value: Vec<u8> = (0..5 * 4096 + 77u32)
+        .map(|i| (i * 31 % 253) as u8)
+        .collect();
+    let mut once = ChunkSums::default();
+    once.append(&value);
+    let once = once.finish();
+    assert_eq!(once.len(), 6 * 4);
+    for piece in [1, 100, 4095, 4096, 4097, 9000] {
+        let mut split = ChunkSums::default();
+        for part in value.chunks(piece) {
+            split.append(part);
+        }
+        assert_eq!(split.finish(), once, "pieces of {piece}");
+    }
+    assert_eq!(&once[..4], &crc32c::crc32c(&value[..4096]).to_le_bytes());
+}

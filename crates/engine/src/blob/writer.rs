@@ -11,6 +11,9 @@ use super::index::BlobRef;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 
+/// The most a streamed record asks of its source at a time (a whole number of chunks).
+pub(crate) const STREAMED_STEP: u64 = 1 << 20;
+
 /// A blob file being written. Records are appended whole; `flush` hands them to the OS (a process
 /// crash keeps them), `sync` makes them durable, `finish` writes the footer and syncs.
 #[derive(Debug)]
@@ -99,6 +102,56 @@ impl BlobFileWriter {
             None => Stored::Raw,
         };
         self.append_record([&header[..], key, stored, &[]], expiration, layout)
+    }
+
+    /// Appends a record of `key` whose value, `value_len` bytes (more than a chunk, at most 4 GiB),
+    /// is stored as raw chunks (stored 2) and handed over by `fill(offset, len)` in order, at
+    /// most `STREAMED_STEP` bytes a call, so that moving a large value holds a step of it and
+    /// its checksums (4 bytes a chunk), never all of it. `fill` must return `len` bytes.
+    pub(crate) fn add_streamed(
+        &mut self,
+        key: &[u8],
+        value_len: u64,
+        expiration: u64,
+        mut fill: impl FnMut(u64, u64) -> Result<Vec<u8>>,
+    ) -> Result<BlobRef> {
+        let len = u32::try_from(value_len)
+            .ok()
+            .filter(|&l| l as usize > CHUNK_SIZE)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a streamed record holds more than a chunk and at most 4 GiB, not {value_len} bytes"
+                ))
+            })?;
+        let header = chunked_record_header(key, len, expiration);
+        self.file.append(&header)?;
+        self.file.append(key)?;
+        let mut sums = ChunkSums::default();
+        let mut at = 0;
+        while at < value_len {
+            let step = STREAMED_STEP.min(value_len - at);
+            let bytes = fill(at, step)?;
+            if bytes.len() as u64 != step {
+                return Err(Error::InvalidArgument(format!(
+                    "{} bytes handed over for {step} at offset {at} of a streamed record",
+                    bytes.len()
+                )));
+            }
+            sums.append(&bytes);
+            self.file.append(&bytes)?;
+            at += step;
+        }
+        let sums = sums.finish();
+        self.file.append(&sums)?;
+        let blob = BlobRef {
+            file: self.number,
+            offset: self.offset,
+            size: (header.len() + key.len() + sums.len()) as u64 + value_len,
+            stored: Stored::Chunked,
+        };
+        self.offset += blob.size;
+        self.footer.note(blob.size, expiration);
+        Ok(blob)
     }
 
     /// Appends one record made of `parts`, stored as `layout`.

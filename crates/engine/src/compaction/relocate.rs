@@ -7,11 +7,20 @@
 //! dropped and written again: every record the old list named is garbage once (as a dropped
 //! entry's are), and every record the new list keeps from elsewhere is borrowed (counted with
 //! the compaction's edit, as a flush counts its memtable's).
+//!
+//! A chunked value over `MOVED_WHOLE` is read and written a step at a time (each step's chunks
+//! verified as read); the record it becomes is raw chunks even in a compressing column family,
+//! as compressed chunks need their table ahead of them, which only the whole value gives.
 
 use super::job::Outputs;
 use crate::blob::extents::{Extent, Piece};
-use crate::blob::{BlobIndex, BlobRef, encode_blob};
+use crate::blob::{BlobFileWriter, BlobIndex, BlobRef, Owner, encode_blob};
 use crate::error::Result;
+
+/// Values (and pieces of extent lists) up to this size move in memory, compressed again when the
+/// file compresses; larger ones move a step (1 MiB) at a time, as raw chunks, so that the memory
+/// a compaction holds does not grow with the values it moves.
+const MOVED_WHOLE: u64 = 8 << 20;
 
 impl Outputs<'_, '_> {
     /// Whether blob file `file` is being collected.
@@ -38,21 +47,61 @@ impl Outputs<'_, '_> {
 
     /// Moves the value of `key` out of an old blob file into this job's; returns the new index.
     fn relocate(&mut self, key: &[u8], index: &BlobIndex<'_>, blob: BlobRef) -> Result<Vec<u8>> {
-        let value = self.ctx.blobs.store.fetch(blob, key, false)?;
-        let moved = self.write_relocated(key, &value, index.expiration())?;
+        let store = self.ctx.blobs.store;
+        let expiration = index.expiration();
+        let moved = match blob.stored.is_chunked() {
+            true => {
+                let reader = store.reader(blob.file, key)?;
+                let value_len = reader.value_len(blob, key)?;
+                self.write_moved(key, value_len, expiration, |(at, len)| {
+                    let (_, bytes) = reader.read_range(blob, Owner::Key(key), (at, len), None)?;
+                    Ok(bytes)
+                })?
+            }
+            // A record that can only be verified whole (at most a chunk, or from before
+            // chunked records) moves whole.
+            false => {
+                let value = store.fetch(blob, key, false)?;
+                self.write_relocated(key, &value, expiration)?
+            }
+        };
         *self.done.blob_garbage.entry(blob.file).or_default() += blob.size;
         self.done.blob_relocated_keys += 1;
         self.done.blob_relocated_from.insert(blob.file);
-        Ok(encode_blob(index.expiration(), moved))
+        Ok(encode_blob(expiration, moved))
+    }
+
+    /// Writes a moved value of `value_len` bytes that `read` returns by range: whole (compressed
+    /// again when the file compresses) up to `MOVED_WHOLE`, a step at a time past it.
+    fn write_moved(
+        &mut self,
+        key: &[u8],
+        value_len: u64,
+        expiration: u64,
+        mut read: impl FnMut((u64, u64)) -> Result<Vec<u8>>,
+    ) -> Result<BlobRef> {
+        if value_len <= MOVED_WHOLE {
+            let value = read((0, value_len))?;
+            return self.write_relocated(key, &value, expiration);
+        }
+        let moved = self
+            .blob_writer()?
+            .add_streamed(key, value_len, expiration, |at, len| read((at, len)))?;
+        self.done.blob_relocated_bytes += moved.size;
+        Ok(moved)
+    }
+
+    /// The file garbage collection writes, opened on first use.
+    fn blob_writer(&mut self) -> Result<&mut BlobFileWriter> {
+        Ok(match self.blob_writer {
+            Some(ref mut w) => w,
+            None => self.blob_writer.insert((self.ctx.blobs.new_blob_file)()?),
+        })
     }
 
     /// Appends `value` of `key` to the file garbage collection writes, opening it first.
     fn write_relocated(&mut self, key: &[u8], value: &[u8], expiration: u64) -> Result<BlobRef> {
-        let writer = match self.blob_writer.as_mut() {
-            Some(w) => w,
-            None => self.blob_writer.insert((self.ctx.blobs.new_blob_file)()?),
-        };
-        let moved = writer.add(key, value, expiration)?;
+        let moved = self.blob_writer()?.add(key, value, expiration)?;
         self.done.blob_relocated_bytes += moved.size;
         Ok(moved)
     }
@@ -82,8 +131,9 @@ impl Outputs<'_, '_> {
             if !self.collects(blob.file) {
                 continue;
             }
-            let bytes = store.read_record_bytes(blob, owner_len, (at, e.len), key)?;
-            let moved = self.write_relocated(key, &bytes, x.expiration)?;
+            let moved = self.write_moved(key, e.len, x.expiration, |(from, len)| {
+                store.read_record_bytes(blob, owner_len, (at + from, len), key)
+            })?;
             *e = Extent::record(moved, key_len, e.len, true);
             moved_from.push(blob.file);
         }
