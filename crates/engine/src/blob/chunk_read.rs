@@ -46,11 +46,11 @@ impl std::ops::Deref for IndexBytes {
     }
 }
 
-/// A chunked record a value reader keeps: its file's reader and its verified head, so that
-/// each read of it reads only the chunks it returns (and their page of checksums or entries).
+/// A chunked record a value reader keeps: where it is and its verified head, so that each read
+/// of it reads only the chunks it returns (and their page of checksums or entries). Its file's
+/// reader is asked of the store each read, so readers stay within `max_open_files`.
 #[derive(Debug)]
 pub(crate) struct PinnedRecord {
-    file: Arc<BlobFileReader>,
     blob: BlobRef,
     key_len: usize,
     value_len: u64,
@@ -62,6 +62,11 @@ pub(crate) struct PinnedRecord {
 impl PinnedRecord {
     pub(crate) fn value_len(&self) -> u64 {
         self.value_len
+    }
+
+    /// The blob file it lies in.
+    pub(crate) fn file(&self) -> u64 {
+        self.blob.file
     }
 }
 
@@ -83,11 +88,12 @@ impl BlobStore {
         if !self.is_live(&decoded, now) {
             return Ok(None);
         }
-        let file = self.reader(blob.file, key)?;
-        let (value_len, stored) =
-            file.chunked_head(blob, Owner::Key(key), self.piece_cache(true))?;
+        let (value_len, stored) = self.reader(blob.file, key)?.chunked_head(
+            blob,
+            Owner::Key(key),
+            self.piece_cache(true),
+        )?;
         Ok(Some(PinnedRecord {
-            file,
             blob,
             key_len: key.len(),
             value_len,
@@ -96,11 +102,12 @@ impl BlobStore {
         }))
     }
 
-    /// `offset..offset + len` of the pinned record's value, cut at its end; `None` once the
-    /// value expired (`now` is asked only of a value that can) or its file was evicted.
+    /// `offset..offset + len` of the pinned record's value (`key`'s), cut at its end; `None`
+    /// once the value expired (`now` is asked only of a value that can) or its file was evicted.
     pub(crate) fn read_pinned(
         &self,
         pinned: &PinnedRecord,
+        key: &[u8],
         range: (u64, u64),
         fill_cache: bool,
         now: impl FnOnce() -> u64,
@@ -109,7 +116,7 @@ impl BlobStore {
         if expired || self.is_evicted(pinned.blob.file) {
             return Ok(None);
         }
-        let bytes = pinned.file.read_chunks(
+        let bytes = self.reader(pinned.blob.file, key)?.read_chunks(
             pinned.blob,
             pinned.key_len,
             (pinned.value_len, pinned.stored),

@@ -17,6 +17,7 @@ mod extent_read;
 pub(crate) mod extents;
 pub(crate) mod format;
 mod index;
+mod pins;
 pub(crate) mod reader;
 mod writer;
 
@@ -34,6 +35,7 @@ pub(crate) use format::{
     chunked_record_header,
 };
 pub(crate) use index::{BlobIndex, BlobRef, encode_blob, encode_inline};
+pub(crate) use pins::FilePins;
 pub(crate) use reader::BlobFileReader;
 pub(crate) use writer::BlobFileWriter;
 
@@ -270,6 +272,8 @@ pub(crate) struct BlobStore {
     evicted: RwLock<HashSet<u64>>,
     /// The epoch new read views join.
     epoch: Mutex<Option<Arc<BlobEpoch>>>,
+    /// Files value readers keep on disk past their epoch.
+    pins: pins::Pins,
 }
 
 impl std::fmt::Debug for BlobStore {
@@ -297,6 +301,7 @@ impl BlobStore {
             readers: OpenFiles::new(max_open_files),
             evicted: RwLock::new(HashSet::new()),
             epoch: Mutex::new(None),
+            pins: pins::Pins::default(),
         });
         *store.epoch.lock() = Some(BlobEpoch::first(store.clone()));
         store
@@ -427,7 +432,9 @@ impl BlobStore {
         *epoch = Some(next);
     }
 
+    /// Deletes `numbers`, but for files a value reader pins, which go when it lets go.
     fn delete_files(&self, numbers: Vec<u64>) {
+        let numbers = self.pins.unpinned(numbers);
         // Cached values of the files age out: no index points at them any more.
         self.forget(numbers.iter().copied());
         for n in numbers {

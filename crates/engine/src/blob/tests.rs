@@ -123,19 +123,12 @@ fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
     }
 }
 
-#[test]
-fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
-    let dir = crate::test_dir::tempdir();
+/// A store of sealed files `numbers` (one small record each) in `dir`.
+fn store_of_files(dir: &Path, numbers: &[u64]) -> (Arc<BlobStore>, Arc<Stats>) {
     let stats = Arc::new(Stats::default());
-    let store = BlobStore::new(
-        dir.path(),
-        Arc::new(StdFileSystem),
-        stats.clone(),
-        None,
-        1000,
-    );
-    for n in [1, 2] {
-        write_file(dir.path(), n, &[(b"k", vec![0; 10], 0)], true);
+    let store = BlobStore::new(dir, Arc::new(StdFileSystem), stats.clone(), None, 1000);
+    for &n in numbers {
+        write_file(dir, n, &[(b"k", vec![0; 10], 0)], true);
         store.insert(Arc::new(BlobFile::new(
             n,
             0,
@@ -149,6 +142,13 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
             },
         )));
     }
+    (store, stats)
+}
+
+#[test]
+fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
+    let dir = crate::test_dir::tempdir();
+    let (store, stats) = store_of_files(dir.path(), &[1, 2]);
     let exists = |n| crate::filename::blob_file(dir.path(), n).exists();
     let old_view = store.current_epoch();
     store.retire(&[1], BlobFileState::Obsolete);
@@ -160,6 +160,32 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
     drop(old_view);
     assert!(!exists(1) && !exists(2));
     assert_eq!(stats.blob_files_deleted.get(), 2);
+    store.shutdown();
+}
+
+/// A pinned file outlives its epoch until its last pin goes; an unpinned one retired with it
+/// does not wait for the pins.
+#[test]
+fn pinned_files_are_deleted_when_the_last_pin_goes() {
+    let dir = crate::test_dir::tempdir();
+    let (store, stats) = store_of_files(dir.path(), &[1, 2]);
+    let exists = |n| crate::filename::blob_file(dir.path(), n).exists();
+    let view = store.current_epoch();
+    let first = store.pin_files(vec![1, 1]);
+    let second = store.pin_files(vec![1]);
+    store.retire(&[1, 2], BlobFileState::Obsolete);
+    drop(view);
+    assert!(
+        exists(1) && !exists(2),
+        "the epoch's end deletes only the unpinned file"
+    );
+    drop(first);
+    assert!(exists(1), "another reader still pins it");
+    drop(second);
+    assert!(!exists(1));
+    assert_eq!(stats.blob_files_deleted.get(), 2);
+    // Pins of a file that is never retired keep nothing afterwards.
+    drop(store.pin_files(vec![3]));
     store.shutdown();
 }
 

@@ -131,9 +131,16 @@ impl Outputs<'_, '_> {
             if !self.collects(blob.file) {
                 continue;
             }
-            let moved = self.write_moved(key, e.len, x.expiration, |(from, len)| {
-                store.read_record_bytes(blob, owner_len, (at + from, len), key)
-            })?;
+            let read =
+                |(from, len)| store.read_record_bytes(blob, owner_len, (at + from, len), key);
+            let moved = match blob.stored.is_chunked() {
+                true => self.write_moved(key, e.len, x.expiration, read)?,
+                // A record verified only whole would be read whole at every step: once, then.
+                false => {
+                    let bytes = read((0, e.len))?;
+                    self.write_relocated(key, &bytes, x.expiration)?
+                }
+            };
             *e = Extent::record(moved, key_len, e.len, true);
             moved_from.push(blob.file);
         }

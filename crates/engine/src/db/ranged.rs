@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::{Db, DbInner};
-use crate::blob::{BlobEpoch, BlobIndex, PinnedRecord};
+use crate::blob::{BlobIndex, FilePins, PinnedRecord};
 use crate::error::{Error, Result, show_key};
 use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
@@ -89,9 +89,22 @@ impl Db {
         let Some((value_len, source)) = found else {
             return Ok(None);
         };
+        // Pinned while the view still holds the files, so none can go before.
+        let files = match &source {
+            Source::Whole(_) => Vec::new(),
+            Source::Record(pinned) => vec![pinned.file()],
+            Source::Extents(index) => blobs
+                .decode_index(index, &key)?
+                .records()
+                .iter()
+                .map(|b| b.file)
+                .collect(),
+        };
+        let pins = blobs.pin_files(files);
+        drop(view);
         Ok(Some(ValueReader {
             inner: self.inner.clone(),
-            _blob_epoch: view._blob_epoch.clone(),
+            _pins: pins,
             fill_cache: opts.fill_cache,
             key,
             value_len,
@@ -166,8 +179,8 @@ impl DbInner {
 #[derive(Debug)]
 pub struct ValueReader {
     inner: Arc<DbInner>,
-    /// Keeps the blob files the value lies in from being deleted.
-    _blob_epoch: Option<Arc<BlobEpoch>>,
+    /// Keeps the blob files the value lies in (and only those) from being deleted.
+    _pins: FilePins,
     fill_cache: bool,
     key: Vec<u8>,
     value_len: u64,
@@ -197,11 +210,11 @@ impl ValueReader {
         self.position
     }
 
-    /// `len` bytes at `offset` of the value, cut at its end (at most one step, 1 MiB, unless
-    /// the value is held whole), without moving the position; `Closed` once the store is
-    /// closed, as every other read.
+    /// At most `len` bytes at `offset` of the value, cut at its end and at one step (1 MiB),
+    /// without moving the position; `Closed` once the store is closed, as every other read.
     pub fn read_at(&self, offset: u64, len: u64) -> Result<ValueRange> {
         self.inner.check_open()?;
+        let len = len.min(READ_STEP);
         check_range(offset, len)?;
         match &self.source {
             Source::Whole(v) => {
@@ -214,7 +227,8 @@ impl ValueReader {
             Source::Record(pinned) => {
                 let range = self.inner.blobs.read_pinned(
                     pinned,
-                    (offset, len.min(READ_STEP)),
+                    &self.key,
+                    (offset, len),
                     self.fill_cache,
                     || self.inner.now(),
                 )?;
@@ -225,7 +239,7 @@ impl ValueReader {
                     index.clone(),
                     &self.key,
                     self.inner.now(),
-                    (offset, len.min(READ_STEP)),
+                    (offset, len),
                     self.fill_cache,
                 )?;
                 self.counted(range)

@@ -461,3 +461,40 @@ fn garbage_collection_moves_large_values_a_step_at_a_time() {
     drop(db);
     check(&Db::open(dir.path(), o).unwrap());
 }
+
+/// A reader keeps only the files its value lies in: a file wholly garbage while it lives is
+/// deleted at once, as if no reader were open.
+#[test]
+fn a_reader_keeps_no_file_but_its_own() {
+    let dir = common::tempdir();
+    let mut o = options();
+    // One record a file: each is sealed at the next write.
+    o.blob_file_size = 4096;
+    let db = Db::open(dir.path(), o).unwrap();
+    let value = pattern(40_000, 5);
+    db.put("k", &value).unwrap();
+    db.put("x", pattern(40_000, 6)).unwrap();
+    db.put("z", pattern(8_000, 7)).unwrap();
+    let blobs = || {
+        let mut files = files_with_extension(dir.path(), "blob");
+        files.sort();
+        files
+    };
+    let (own, other) = (blobs()[0].clone(), blobs()[1].clone());
+    let mut reader = db
+        .value_reader_cf(&ReadOptions::default(), &db.default_cf(), "k")
+        .unwrap()
+        .unwrap();
+    db.delete("x").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    common::background_work(&db);
+    assert!(
+        !other.exists(),
+        "a file the reader does not read was kept for it"
+    );
+    assert!(own.exists());
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).unwrap();
+    assert!(got == value);
+}
