@@ -20,8 +20,12 @@ fn host_name(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
+/// Whether `given` is the token, compared in constant time; nothing matches an empty token, so
+/// a server built with one (through the library) lets no one in rather than everyone.
 pub(crate) fn token_matches(expected: &str, given: &str) -> bool {
-    expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+    !expected.is_empty()
+        && expected.len() == given.len()
+        && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
 }
 
 pub(crate) async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -147,5 +151,8 @@ mod tests {
         assert!(token_matches("abc", "abc"));
         assert!(!token_matches("abc", "abd"));
         assert!(!token_matches("abc", "ab"));
+        // An empty token (a server built with one through the library) lets no one in, not
+        // an empty Bearer or cookie.
+        assert!(!token_matches("", ""));
     }
 }

@@ -19,6 +19,7 @@ mod range;
 pub(crate) mod routes;
 mod serve;
 mod state;
+pub mod token;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

@@ -23,22 +23,16 @@ pub struct ServeConfig {
     pub events: Option<Arc<crate::events::EventHub>>,
 }
 
-/// The bearer token: `token_file`'s contents, or the one in `DIR/serve.token`, made (0600) at
-/// the first start. A non-loopback listener needs an explicit token file.
+/// The bearer token: `token_file`'s, or the one in `DIR/serve.token`, made at the first start;
+/// either file must be private to this user and hold a token that meets the rules (`token.rs`).
+/// A non-loopback listener needs an explicit token file.
 pub fn token_for(
     store: &Path,
     token_file: Option<&Path>,
     listen: &SocketAddr,
 ) -> io::Result<String> {
     if let Some(f) = token_file {
-        let t = std::fs::read_to_string(f)?.trim().to_string();
-        if t.len() < 16 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("the token in {} is shorter than 16 characters", f.display()),
-            ));
-        }
-        return Ok(t);
+        return crate::token::read_token_file(f);
     }
     if !listen.ip().is_loopback() {
         return Err(io::Error::new(
@@ -47,24 +41,17 @@ pub fn token_for(
         ));
     }
     let path: PathBuf = store.join("serve.token");
-    match std::fs::read_to_string(&path) {
-        Ok(t) => Ok(t.trim().to_string()),
+    match crate::token::read_token_file(&path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let token: String = (0..32)
-                .map(|_| format!("{:02x}", rand::random::<u8>()))
-                .collect();
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)?;
-            f.write_all(token.as_bytes())?;
-            f.sync_all()?;
-            Ok(token)
+            match crate::token::create_token_file(&path) {
+                // Another start made it first: use that one.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    crate::token::read_token_file(&path)
+                }
+                made => made,
+            }
         }
-        Err(e) => Err(e),
+        read => read,
     }
 }
 

@@ -18,7 +18,9 @@ pub struct ServeArgs {
     /// Open the store read-only: every change is refused (403, EROFS).
     #[arg(long)]
     read_only: bool,
-    /// The bearer token (at least 16 characters); default: DIR/serve.token, made at first start.
+    /// A file holding the bearer token: at least 16 of letters, digits and -._~+/ (then = at the
+    /// end), the file owned by this user and private to it (chmod 600); default:
+    /// DIR/serve.token, made at the first start.
     #[arg(long)]
     token_file: Option<PathBuf>,
     /// Another Host header name to accept (the loopback names always are).

@@ -144,3 +144,54 @@ fn a_mixed_load_from_32_connections_loses_no_acknowledged_write() {
         .unwrap();
     assert!(checked > 100, "{text}");
 }
+
+/// A token file that is empty (a first start on a full disk, a user "rotating" it with `: >`),
+/// too short, or readable by other users stops `strata serve` before it listens, saying which
+/// file and how to fix it; nothing is served without a real token.
+#[test]
+fn serve_refuses_an_empty_short_or_shared_token_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    assert!(strata(&db, &["put", "k", "v"]).status.success());
+    let token = db.join("serve.token");
+    let own = dir.path().join("own.token");
+    for (file, text, mode, says) in [
+        (&token, "", 0o600, "is empty"),
+        (&token, "tooshort", 0o600, "fewer than 16"),
+        (&token, "0123456789abcdef", 0o644, "chmod 600"),
+        (&own, "", 0o600, "is empty"),
+        (&own, "0123456789abcdef", 0o640, "chmod 600"),
+    ] {
+        std::fs::write(file, text).unwrap();
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        let own_path = own.to_str().unwrap();
+        if file == &own {
+            args.extend(["--token-file", own_path]);
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A server that started would never exit: give it ten seconds, then fail.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("{text:?} {mode:o}: strata serve started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text:?} {mode:o}: served");
+        assert!(err.contains(says), "{text:?} {mode:o}: {err}");
+        assert!(err.contains(&*file.to_string_lossy()), "{err}");
+        std::fs::remove_file(file).unwrap();
+    }
+}
