@@ -154,13 +154,20 @@ impl StdFileSystem {
 /// Opens `path` for writing from empty, creating it if needed. Read access too, which mapping
 /// the file for writing (`mapped.rs`) needs.
 fn create_truncated(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| io_err("create", path, e))
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(true);
+    private(&mut opts);
+    opts.open(path).map_err(|e| io_err("create", path, e))
+}
+
+/// A store's files are its owner's alone, whatever the umask: another account on the machine
+/// must not read what the REST token and the mount's modes guard. (An existing file keeps its
+/// mode.)
+fn private(opts: &mut OpenOptions) {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(opts, 0o600);
+    #[cfg(not(unix))]
+    let _ = opts;
 }
 
 /// Opens an existing `path` for writing, cut to `len` bytes (synced) and positioned at its end.
@@ -535,7 +542,14 @@ impl FileSystem for StdFileSystem {
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        // The store's directory is its owner's alone, as its files are (`private`).
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(dir)
+            .map_err(|e| io_err("create directory", dir, e))
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
@@ -558,11 +572,10 @@ impl FileSystem for StdFileSystem {
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true).truncate(false);
+        private(&mut opts);
+        let file = opts
             .open(path)
             .map_err(|e| io_err("open lock file", path, e))?;
         match file.try_lock() {

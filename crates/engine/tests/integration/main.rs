@@ -14,6 +14,7 @@ mod corruption;
 mod damage;
 mod db;
 mod fault_injection;
+mod files;
 mod module_graph;
 mod multi_get;
 mod partial;
