@@ -231,15 +231,16 @@ fn bench_prints_db_bench_lines() {
             "--reads=500",
         ],
     ));
-    let store = out.lines().filter(|l| l.starts_with("readrange    :"));
-    assert_eq!(store.count(), 2, "{out}");
-    assert_eq!(
-        out.lines()
-            .filter(|l| l.starts_with("  pread      :"))
-            .count(),
-        2,
-        "{out}"
-    );
+    // Each run: aligned then unaligned offsets, each a lookup per read, one reader, and pread.
+    for (prefix, each_run) in [
+        ("readrange    :", 2),
+        ("  reader     :", 2),
+        ("  pread      :", 2),
+    ] {
+        let lines = out.lines().filter(|l| l.starts_with(prefix)).count();
+        assert_eq!(lines, 2 * each_run, "{prefix}\n{out}");
+    }
+    assert_eq!(out.matches("random unaligned offsets").count(), 6, "{out}");
     assert!(out.contains("x pread's time)"), "{out}");
     // --use_existing_db keeps the data.
     let out = stdout(&strata(
