@@ -147,9 +147,13 @@ impl<'a> LogReader<'a> {
         false
     }
 
-    /// Handles damage at `at`: `Ok(true)` to keep reading, `Ok(false)` at a torn tail.
-    fn on_damage(&mut self, at: usize, why: &'static str) -> Result<bool> {
-        if !self.intact_fragment_after(at) {
+    /// Handles damage at `damaged`, in a record that began at `at` (the bytes dropped at a torn
+    /// tail start there): `Ok(true)` to keep reading, `Ok(false)` at a torn tail. Intact
+    /// fragments are looked for after the damage, not after the record's start: a record cut in
+    /// its last block by a crash is followed by its own intact first fragments, and is a torn
+    /// tail all the same.
+    fn on_damage(&mut self, at: usize, damaged: usize, why: &'static str) -> Result<bool> {
+        if !self.intact_fragment_after(damaged) {
             self.torn_tail_bytes = self.data.len() - at;
             if !CUT_SHORT.contains(&why) {
                 self.tail_damage = Some(why);
@@ -181,9 +185,9 @@ impl<'a> LogReader<'a> {
                     }
                     self.done = true;
                 }
-                Physical::Bad(at, why) => {
-                    let at = assembling.take().map_or(at, |(s, _)| s.min(at));
-                    if !self.on_damage(at, why)? {
+                Physical::Bad(damaged, why) => {
+                    let at = assembling.take().map_or(damaged, |(s, _)| s.min(damaged));
+                    if !self.on_damage(at, damaged, why)? {
                         return Ok(None);
                     }
                 }
@@ -197,7 +201,7 @@ impl<'a> LogReader<'a> {
                     }
                     _ => {
                         let at = assembling.take().map_or(start, |(s, _)| s);
-                        if !self.on_damage(at, "fragment out of order")? {
+                        if !self.on_damage(at, start, "fragment out of order")? {
                             return Ok(None);
                         }
                         // A First or Full fragment may begin a new record right here.

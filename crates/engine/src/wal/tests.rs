@@ -111,3 +111,17 @@ fn a_record_is_split_only_when_it_overflows_its_block() {
         (overflows, 0)
     );
 }
+
+/// A crash in the middle of a record spanning several blocks leaves its first fragments intact
+/// and its last cut short: a torn tail, not damage, though intact fragments (the record's own)
+/// follow where the record began.
+#[test]
+fn a_record_cut_in_its_last_block_is_a_torn_tail() {
+    let recs = vec![b"before".to_vec(), vec![5u8; BLOCK_SIZE * 3]];
+    let data = write_log(&recs);
+    for cut in [data.len() - 100, 2 * BLOCK_SIZE + 9, BLOCK_SIZE + 20] {
+        let (got, torn) = read_all(&data[..cut], ReadOutcome::FailOnMidLogDamage).unwrap();
+        assert_eq!(got, recs[..1], "cut at {cut}");
+        assert_eq!(torn, cut - (HEADER_SIZE + 6), "cut at {cut}");
+    }
+}
