@@ -63,11 +63,6 @@ impl PinnedRecord {
     pub(crate) fn value_len(&self) -> u64 {
         self.value_len
     }
-
-    /// The blob file it lies in.
-    pub(crate) fn file(&self) -> u64 {
-        self.blob.file
-    }
 }
 
 impl BlobStore {

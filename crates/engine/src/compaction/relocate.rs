@@ -53,7 +53,7 @@ impl Outputs<'_, '_> {
             true => {
                 let reader = store.reader(blob.file, key)?;
                 let value_len = reader.value_len(blob, key)?;
-                self.write_moved(key, value_len, expiration, |(at, len)| {
+                self.write_moved(key, value_len, expiration, true, |(at, len)| {
                     let (_, bytes) = reader.read_range(blob, Owner::Key(key), (at, len), None)?;
                     Ok(bytes)
                 })?
@@ -72,15 +72,17 @@ impl Outputs<'_, '_> {
     }
 
     /// Writes a moved value of `value_len` bytes that `read` returns by range: whole (compressed
-    /// again when the file compresses) up to `MOVED_WHOLE`, a step at a time past it.
+    /// again when the file compresses) up to `MOVED_WHOLE`, a step at a time past it when
+    /// `streamable`. A record verified only whole is not: each step would read it whole again.
     fn write_moved(
         &mut self,
         key: &[u8],
         value_len: u64,
         expiration: u64,
+        streamable: bool,
         mut read: impl FnMut((u64, u64)) -> Result<Vec<u8>>,
     ) -> Result<BlobRef> {
-        if value_len <= MOVED_WHOLE {
+        if value_len <= MOVED_WHOLE || !streamable {
             let value = read((0, value_len))?;
             return self.write_relocated(key, &value, expiration);
         }
@@ -133,14 +135,8 @@ impl Outputs<'_, '_> {
             }
             let read =
                 |(from, len)| store.read_record_bytes(blob, owner_len, (at + from, len), key);
-            let moved = match blob.stored.is_chunked() {
-                true => self.write_moved(key, e.len, x.expiration, read)?,
-                // A record verified only whole would be read whole at every step: once, then.
-                false => {
-                    let bytes = read((0, e.len))?;
-                    self.write_relocated(key, &bytes, x.expiration)?
-                }
-            };
+            let streamable = blob.stored.is_chunked();
+            let moved = self.write_moved(key, e.len, x.expiration, streamable, read)?;
             *e = Extent::record(moved, key_len, e.len, true);
             moved_from.push(blob.file);
         }

@@ -74,31 +74,26 @@ impl Db {
         let now = self.inner.now();
         let blobs = &self.inner.blobs;
         let found = match found {
-            Lookup::Indexed(index) => match blobs.decode_index(&index, &key)? {
-                BlobIndex::Blob { blob, .. } if blob.stored.is_chunked() => blobs
-                    .pin_record(&index, &key, now)?
-                    .map(|pinned| (pinned.value_len(), Source::Record(pinned))),
-                // The length comes from the list; each step reads the pieces it covers.
-                BlobIndex::Extents { .. } => blobs
-                    .value_len(&index, &key, now)?
-                    .map(|len| (len, Source::Extents(index))),
-                _ => self.whole(Lookup::Indexed(index), &key, opts)?,
-            },
+            Lookup::Indexed(index) => {
+                let decoded = blobs.decode_index(&index, &key)?;
+                // The files a stepped read reaches: pinned while the view still holds them, so
+                // none can go before.
+                let files = decoded.records().iter().map(|b| b.file).collect();
+                match decoded {
+                    BlobIndex::Blob { blob, .. } if blob.stored.is_chunked() => blobs
+                        .pin_record(&index, &key, now)?
+                        .map(|pinned| (pinned.value_len(), Source::Record(pinned), files)),
+                    // The length comes from the list; each step reads the pieces it covers.
+                    BlobIndex::Extents { .. } => blobs
+                        .value_len(&index, &key, now)?
+                        .map(|len| (len, Source::Extents(index), files)),
+                    _ => self.whole(Lookup::Indexed(index), &key, opts)?,
+                }
+            }
             found => self.whole(found, &key, opts)?,
         };
-        let Some((value_len, source)) = found else {
+        let Some((value_len, source, files)) = found else {
             return Ok(None);
-        };
-        // Pinned while the view still holds the files, so none can go before.
-        let files = match &source {
-            Source::Whole(_) => Vec::new(),
-            Source::Record(pinned) => vec![pinned.file()],
-            Source::Extents(index) => blobs
-                .decode_index(index, &key)?
-                .records()
-                .iter()
-                .map(|b| b.file)
-                .collect(),
         };
         let pins = blobs.pin_files(files);
         drop(view);
@@ -122,11 +117,11 @@ impl Db {
         found: Lookup<PinnableValue>,
         key: &[u8],
         opts: &ReadOptions,
-    ) -> Result<Option<(u64, Source)>> {
+    ) -> Result<Option<(u64, Source, Vec<u64>)>> {
         Ok(self
             .inner
             .settle_value(found, key, opts)?
-            .map(|v| (v.len() as u64, Source::Whole(v))))
+            .map(|v| (v.len() as u64, Source::Whole(v), Vec::new())))
     }
 }
 
