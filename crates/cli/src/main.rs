@@ -271,12 +271,13 @@ fn get_part(
 fn write_one(
     dir: &PathBuf,
     cf_name: &str,
+    access: Access,
     sync: bool,
-    fill: impl FnOnce(&mut WriteBatch, &ColumnFamily) -> Result<(), String>,
+    fill: impl FnOnce(&Db, &mut WriteBatch, &ColumnFamily) -> Result<(), String>,
 ) -> Result<(), String> {
-    let (db, cf) = open_cf(dir, cf_name, Access::Create)?;
+    let (db, cf) = open_cf(dir, cf_name, access)?;
     let mut batch = WriteBatch::new();
-    fill(&mut batch, &cf)?;
+    fill(&db, &mut batch, &cf)?;
     let opts = WriteOptions {
         sync,
         ..Default::default()
@@ -412,7 +413,7 @@ fn run(cli: Cli) -> Result<(), String> {
             ttl,
             append,
             offset,
-        } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
+        } => write_one(&cli.db, &cli.cf, Access::Create, sync, |_, batch, cf| {
             let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
             if append {
                 batch.append_cf(cf, key, value);
@@ -476,21 +477,19 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             get_part(&mut reader, start, end, raw)
         }
-        Command::Delete { key, sync } => write_one(&cli.db, &cli.cf, sync, |batch, cf| {
-            batch.delete_cf(cf, codec::decode(&key)?);
-            Ok(())
-        }),
+        // A mounted file's record goes with its key, and a subtree's directories with it.
+        Command::Delete { key, sync } => {
+            write_one(&cli.db, &cli.cf, Access::Write, sync, |db, batch, cf| {
+                strata_fusefs::delete_with_metadata(db, batch, cf, &codec::decode(&key)?);
+                Ok(())
+            })
+        }
         Command::DeleteRange { from, to, sync } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
-            let mut batch = WriteBatch::new();
-            // A mounted column family's directories go with the range.
-            let (from, to) = (codec::decode(&from)?, codec::decode(&to)?);
-            strata_fusefs::delete_range_with_metadata(&db, &mut batch, &cf, &from, &to);
-            let opts = WriteOptions {
-                sync,
-                ..Default::default()
-            };
-            db.write(batch, &opts).map_err(|e| e.to_string())
+            write_one(&cli.db, &cli.cf, Access::Write, sync, |db, batch, cf| {
+                let (from, to) = (codec::decode(&from)?, codec::decode(&to)?);
+                strata_fusefs::delete_range_with_metadata(db, batch, cf, &from, &to);
+                Ok(())
+            })
         }
         Command::Scan {
             prefix,

@@ -24,6 +24,18 @@ fn fuse_available() -> bool {
     false
 }
 
+/// A temporary directory holding a store's path and an empty mount point; `None` (skip) without
+/// FUSE.
+fn store_and_mountpoint() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if !fuse_available() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mnt) = (dir.path().join("db"), dir.path().join("mnt"));
+    std::fs::create_dir(&mnt).unwrap();
+    Some((dir, db, mnt))
+}
+
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -37,12 +49,9 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 
 #[test]
 fn mount_in_the_background_and_unmount() {
-    if !fuse_available() {
+    let Some((dir, db, mnt)) = store_and_mountpoint() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (db, mnt) = (dir.path().join("db"), dir.path().join("mnt"));
-    std::fs::create_dir(&mnt).unwrap();
+    };
     ok(&strata(&db, &["put", "users/alice.json", "{}"]));
     let out = ok(&strata(&db, &["mount", mnt.to_str().unwrap()]));
     assert!(out.is_empty());
@@ -100,16 +109,13 @@ fn spawn_mount(db: &Path, mnt: &Path) -> Child {
 
 #[test]
 fn a_killed_mount_keeps_every_fsynced_file() {
-    if !fuse_available() {
+    let Some((_dir, db, mnt)) = store_and_mountpoint() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (db, mnt) = (dir.path().join("db"), dir.path().join("mnt"));
-    std::fs::create_dir(&mnt).unwrap();
+    };
     let synced: Arc<Mutex<BTreeMap<PathBuf, u64>>> = Arc::default();
     let mut next = 0u64;
     for cycle in 0..3 {
-        let mut child = spawn_mount(&db, &mnt);
+        let child = spawn_mount(&db, &mnt);
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
             let (mnt, synced, stop) = (mnt.clone(), synced.clone(), stop.clone());
@@ -143,20 +149,9 @@ fn a_killed_mount_keeps_every_fsynced_file() {
             })
         };
         std::thread::sleep(Duration::from_millis(700 + 400 * cycle));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        kill_mount(child, &mnt);
         stop.store(true, Ordering::Relaxed);
         next = writer.join().unwrap() + 1;
-        let out = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&mnt)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let verify = strata(&db, &["verify"]);
         assert!(
             verify.status.success(),
@@ -195,6 +190,108 @@ fn a_killed_mount_keeps_every_fsynced_file() {
             synced.len()
         );
         ok(&strata(&db, &["umount", mnt.to_str().unwrap()]));
+        child.wait().unwrap();
+    }
+}
+
+/// Kills the mount with SIGKILL and unmounts what it left (lazily: descriptors of the dead
+/// mount may still be open).
+fn kill_mount(mut child: Child, mnt: &Path) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Each durability promise, kept by a mount killed the moment the call returns: `fsync` on one
+/// descriptor of writes made through another, an `O_DSYNC` write, and `fsync` of a directory
+/// after a rename into it.
+#[test]
+fn every_durability_promise_survives_a_kill_right_after_it() {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let Some((_dir, db, mnt)) = store_and_mountpoint() else {
+        return;
+    };
+    let open = |name: &str, flags: i32| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(flags)
+            .open(mnt.join(name))
+            .unwrap()
+    };
+    // Each returns what must be found after the kill, and the descriptors it still holds: the
+    // mount dies while they are open, so no close can stand in for the promise.
+    type Kept = (Vec<(String, Vec<u8>)>, Vec<std::fs::File>);
+    type Promise<'a> = (&'a str, Box<dyn Fn() -> Kept + 'a>);
+    let promises: Vec<Promise> = vec![
+        (
+            "fsync of another descriptor",
+            Box::new(|| {
+                let (writer, syncer) = (open("written", 0), open("written", 0));
+                writer.write_all_at(b"through one", 0).unwrap();
+                writer.write_all_at(b", synced by the other", 11).unwrap();
+                syncer.sync_all().unwrap();
+                let want = vec![(
+                    "written".into(),
+                    b"through one, synced by the other".to_vec(),
+                )];
+                (want, vec![writer, syncer])
+            }),
+        ),
+        (
+            "an O_DSYNC write",
+            Box::new(|| {
+                let f = open("dsync", libc::O_DSYNC);
+                f.write_all_at(b"durable on return", 0).unwrap();
+                (
+                    vec![("dsync".into(), b"durable on return".to_vec())],
+                    vec![f],
+                )
+            }),
+        ),
+        (
+            "fsync of the directory after a rename",
+            Box::new(|| {
+                std::fs::create_dir_all(mnt.join("d")).unwrap();
+                let tmp = open("d/file.tmp", 0);
+                tmp.write_all_at(b"replaced atomically", 0).unwrap();
+                tmp.sync_all().unwrap();
+                std::fs::rename(mnt.join("d/file.tmp"), mnt.join("d/file")).unwrap();
+                let d = std::fs::File::open(mnt.join("d")).unwrap();
+                d.sync_all().unwrap();
+                (
+                    vec![("d/file".into(), b"replaced atomically".to_vec())],
+                    vec![tmp, d],
+                )
+            }),
+        ),
+    ];
+    for (what, promise) in &promises {
+        let child = spawn_mount(&db, &mnt);
+        let (want, held) = promise();
+        kill_mount(child, &mnt);
+        drop(held);
+        let child = spawn_mount(&db, &mnt);
+        for (name, bytes) in want {
+            assert_eq!(
+                std::fs::read(mnt.join(&name)).ok(),
+                Some(bytes),
+                "{what}: {name}"
+            );
+        }
+        ok(&strata(&db, &["umount", mnt.to_str().unwrap()]));
+        let mut child = child;
         child.wait().unwrap();
     }
 }

@@ -54,6 +54,8 @@ impl FsError {
             FsError::BadMeta { .. } => libc::EIO,
             FsError::Engine(e) => match e.kind() {
                 ErrorKind::NoSpace => libc::ENOSPC,
+                // A partial write to a key another door deleted meanwhile.
+                ErrorKind::NotFound => libc::ENOENT,
                 ErrorKind::ReadOnly => libc::EROFS,
                 ErrorKind::InvalidArgument => libc::EINVAL,
                 ErrorKind::Busy => libc::EBUSY,

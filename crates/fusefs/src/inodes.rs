@@ -8,6 +8,29 @@ use crate::path;
 /// The root directory's inode (FUSE's fixed number).
 pub(crate) const ROOT: u64 = 1;
 
+/// Where an inode's bytes live once no path names it: a key no path can be (it starts with a
+/// NUL), so listings never show it.
+const ORPHAN: &[u8] = b"\0orphan\0";
+
+/// The key of inode `ino` once it is unlinked or renamed over while open.
+pub(crate) fn orphan_key(ino: u64) -> Vec<u8> {
+    [ORPHAN, &ino.to_be_bytes()].concat()
+}
+
+/// Whether `key` is an orphan's: no path names it.
+pub(crate) fn is_orphan(key: &[u8]) -> bool {
+    key.starts_with(ORPHAN)
+}
+
+/// Every orphan key lies in `[start, end)`.
+pub(crate) fn orphan_range() -> (Vec<u8>, Vec<u8>) {
+    let mut end = ORPHAN.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    (ORPHAN.to_vec(), end)
+}
+
 #[derive(Debug)]
 struct Node {
     key: Vec<u8>,
@@ -161,7 +184,7 @@ impl InodeTable {
             }
             self.by_key.remove(&k);
             if let Some(n) = self.nodes.get_mut(&ino) {
-                n.key = [&b"\0detached\0"[..], &ino.to_le_bytes()].concat();
+                n.key = orphan_key(ino);
             }
         }
     }

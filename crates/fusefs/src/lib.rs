@@ -20,7 +20,6 @@
 //! ```
 
 mod awake;
-mod buffer;
 mod error;
 mod fs;
 mod inodes;
@@ -28,14 +27,18 @@ mod invalidate;
 pub mod meta;
 mod mount;
 pub mod path;
+mod pending;
 mod serving;
 mod store;
 
 pub use awake::{BURST, Burst, CPU_LATENCY_DEVICE};
 pub use error::{FsError, Result};
-pub use fs::{DEFAULT_TTL, FsConfig, FsStats, SPILL_AT, StrataFs};
+pub use fs::{DEFAULT_TTL, FsConfig, FsStats, StrataFs, WRITE_BACK};
 pub use invalidate::Invalidator;
 pub use mount::{
     MIN_THREADS, MountConfig, Mounted, check_fuse, is_mounted, mount_source, run, spawn,
 };
-pub use store::{data_cf_options, delete_range_with_metadata, meta_cf_name, prepare_options};
+pub use store::{
+    data_cf_options, delete_range_with_metadata, delete_with_metadata, meta_cf_name,
+    prepare_options,
+};

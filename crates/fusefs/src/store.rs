@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use strata_engine::{
-    ColumnFamily, ColumnFamilyOptions, Db, DbIterator, PinnableValue, ReadOptions, ValueFile,
-    WriteBatch,
-};
+use strata_engine::{ColumnFamily, ColumnFamilyOptions, Db, DbIterator, ReadOptions, WriteBatch};
 use strata_engine::{Options, WriteOptions};
 
 use crate::error::{FsError, Result};
@@ -51,6 +48,16 @@ pub fn delete_range_with_metadata(
     batch.delete_range_cf(cf, start, end);
     if let Ok(meta) = db.cf(&meta_cf_name(cf.name())) {
         batch.delete_range_cf(&meta, start, end);
+    }
+}
+
+/// Adds to `batch` the deletion of `key` of data column family `cf` and, when a mount keeps
+/// metadata for `cf`, of the file's record: a file deleted by another door and written again
+/// comes back with default mode, owner and no attributes, as a new file does.
+pub fn delete_with_metadata(db: &Db, batch: &mut WriteBatch, cf: &ColumnFamily, key: &[u8]) {
+    batch.delete_cf(cf, key);
+    if let Ok(meta) = db.cf(&meta_cf_name(cf.name())) {
+        batch.delete_cf(&meta, key);
     }
 }
 
@@ -116,15 +123,6 @@ impl Store {
 
     fn has_meta_cf(&self) -> bool {
         self.meta.id() != self.data.id()
-    }
-
-    /// A file's bytes as the store holds them (not copied).
-    pub(crate) fn get_value(&self, key: &[u8]) -> Result<Option<PinnableValue>> {
-        Ok(self.db.get_cf(&self.data, key)?)
-    }
-
-    pub(crate) fn get_data(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_cf(&self.data, key)?.map(|v| v.to_vec()))
     }
 
     pub(crate) fn get_meta(&self, meta_key: &[u8]) -> Result<Option<Meta>> {
@@ -263,22 +261,6 @@ impl Store {
         Ok(self.db.write(batch, &opts)?)
     }
 
-    /// Writes `batch` and stores `value` as the value of its key (sync: durable when this
-    /// returns).
-    pub(crate) fn write_with_value_file(
-        &self,
-        batch: WriteBatch,
-        value: ValueFile,
-        sync: bool,
-    ) -> Result<()> {
-        self.check_writable()?;
-        let opts = WriteOptions {
-            sync,
-            ..Default::default()
-        };
-        Ok(self.db.write_with_value_file(batch, value, &opts)?)
-    }
-
     pub(crate) fn put_meta(&self, batch: &mut WriteBatch, key: &[u8], meta: &Meta) {
         batch.put_cf(&self.meta, meta_key(key, meta.kind), meta.encode());
     }
@@ -298,45 +280,51 @@ impl Store {
         }
     }
 
-    /// The keys and values (data, then metadata) of the entry at `key` and, for a directory,
-    /// of everything below it: what a rename moves.
-    pub(crate) fn collect(&self, key: &[u8], kind: Kind) -> Result<Moved> {
-        let mut moved = Moved::default();
-        if kind != Kind::Dir {
-            if let Some(v) = self.get_data(key)? {
-                moved.data.push((key.to_vec(), v));
-            }
-            if self.has_meta_cf()
-                && let Some(v) = self.db.get_cf(&self.meta, key)?
-            {
-                moved.meta.push((key.to_vec(), v.to_vec()));
-            }
-            return Ok(moved);
-        }
-        let prefix = path::dir_prefix(key);
-        let end = path::subtree_end(key);
-        moved.data = self.scan(&self.data, &prefix, end.clone())?;
-        if self.has_meta_cf() {
-            moved.meta = self.scan(&self.meta, &prefix, end)?;
-        }
-        Ok(moved)
-    }
-
-    fn scan(
+    /// The keys of the entry at `key` in `cf` and, for a directory, every key below it (only
+    /// the keys: a rename moves values by reference, never reading them).
+    pub(crate) fn keys_of(
         &self,
         cf: &ColumnFamily,
-        from: &[u8],
-        to: Option<Vec<u8>>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        key: &[u8],
+        kind: Kind,
+    ) -> Result<Vec<Vec<u8>>> {
+        if kind != Kind::Dir {
+            let there = if cf.id() == self.data.id() {
+                self.db.value_size_cf(cf, key)?.is_some()
+            } else {
+                self.has_meta_cf() && self.db.get_cf(cf, key)?.is_some()
+            };
+            return Ok(if there {
+                vec![key.to_vec()]
+            } else {
+                Vec::new()
+            });
+        }
+        if cf.id() == self.meta.id() && !self.has_meta_cf() {
+            return Ok(Vec::new());
+        }
+        let prefix = path::dir_prefix(key);
         let mut out = Vec::new();
-        let mut it = self.iter(cf, Some(from.to_vec()), to, false)?;
-        it.seek(from);
+        let mut it = self.iter(cf, Some(prefix.clone()), path::subtree_end(key), true)?;
+        it.seek(&prefix);
         while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
+            out.push(it.key().to_vec());
             it.next();
         }
         it.status()?;
         Ok(out)
+    }
+
+    /// Deletes the bytes of files that were unlinked while open and never closed (the mount
+    /// stopped first): no path names them, so nothing else ever will.
+    pub(crate) fn reclaim_orphans(&self) -> Result<()> {
+        let (start, end) = crate::inodes::orphan_range();
+        if !self.any_in(&self.data, &start, Some(end.clone()))? {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete_range_cf(&self.data, &start, &end);
+        self.write(batch, false)
     }
 
     /// Lists directory `dir` from after `after`: the next visible child, stepping over hidden
@@ -444,11 +432,4 @@ fn step(it: &mut DbIterator, prefix: &[u8], target: &[u8]) -> Result<Option<(Pos
     }
     it.status()?;
     Ok(None)
-}
-
-/// What a rename carries from one place to another.
-#[derive(Debug, Default)]
-pub(crate) struct Moved {
-    pub data: Vec<(Vec<u8>, Vec<u8>)>,
-    pub meta: Vec<(Vec<u8>, Vec<u8>)>,
 }

@@ -131,7 +131,9 @@ pub(crate) async fn batch_write(
         for op in &ops {
             match op {
                 Op::Put { key, value, ttl } => put(&mut batch, &cf, key, value, *ttl, now),
-                Op::Delete { key } => batch.delete_cf(&cf, key),
+                Op::Delete { key } => {
+                    strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, key)
+                }
                 Op::DeleteRange { start, end } => {
                     strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, start, end)
                 }

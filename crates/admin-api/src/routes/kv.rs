@@ -319,7 +319,7 @@ pub(crate) async fn delete(
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();
-        batch.delete_cf(&cf, &key);
+        strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, &key);
         s.write(batch, q.sync)?;
         logged("delete", &cf, String::from_utf8_lossy(&key));
         s.changed(&cf, [key]);

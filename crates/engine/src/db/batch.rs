@@ -13,7 +13,10 @@ use crate::key::{SequenceNumber, ValueKind};
 use crate::options::{MAX_VALUE_SIZE, oversized_key};
 use crate::range_del::RANGE_DELETION_KIND;
 
+mod latest;
 mod partial;
+
+pub(crate) use latest::{LastWrite, Latest};
 
 pub(crate) use partial::{PARTIAL_KIND, PartialOp};
 
@@ -409,39 +412,12 @@ impl WriteBatch {
     /// Decodes the records; a structural error is returned as a message for the caller to attach a
     /// file name to.
     pub(crate) fn for_each(&self, mut f: impl FnMut(BatchRecord<'_>)) -> Result<(), String> {
-        let mut pos = HEADER_SIZE;
         let mut seen = 0usize;
-        while pos < self.rep.len() {
-            let tag = self.rep[pos];
-            let op = match tag & !IN_DEFAULT_CF {
-                RANGE_DELETION_KIND => Op::DeleteRange,
-                PARTIAL_KIND => Op::Partial,
-                b => Op::Point(
-                    ValueKind::from_u8(b)
-                        .ok_or_else(|| format!("unknown record kind {tag} in write batch"))?,
-                ),
-            };
-            pos += 1;
-            let cf = if tag & IN_DEFAULT_CF != 0 {
-                0
-            } else {
-                get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?
-            };
-            let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
-            let value = match op {
-                Op::Point(ValueKind::Put | ValueKind::BlobIndex)
-                | Op::DeleteRange
-                | Op::Partial => {
-                    get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
-                }
-                Op::Point(ValueKind::Delete) => &[],
-            };
-            if op == Op::DeleteRange && key >= value {
-                return Err("range deletion with an empty or inverted range".into());
-            }
-            f(BatchRecord { op, cf, key, value });
+        let end = self.for_each_from(HEADER_SIZE, |_, r| {
+            f(r);
             seen += 1;
-        }
+        })?;
+        debug_assert_eq!(end, self.rep.len());
         if seen != self.len() {
             return Err(format!(
                 "write batch header says {} records but holds {seen}",
@@ -449,6 +425,51 @@ impl WriteBatch {
             ));
         }
         Ok(())
+    }
+
+    /// Decodes the records from byte `pos` (a record's start) on, each with its start; returns
+    /// where the records end.
+    pub(crate) fn for_each_from(
+        &self,
+        mut pos: usize,
+        mut f: impl FnMut(usize, BatchRecord<'_>),
+    ) -> Result<usize, String> {
+        while pos < self.rep.len() {
+            let (r, next) = self.record_at(pos)?;
+            f(pos, r);
+            pos = next;
+        }
+        Ok(pos)
+    }
+
+    /// The record starting at byte `pos`, and where the next one starts.
+    pub(crate) fn record_at(&self, mut pos: usize) -> Result<(BatchRecord<'_>, usize), String> {
+        let tag = *self.rep.get(pos).ok_or("truncated record")?;
+        let op = match tag & !IN_DEFAULT_CF {
+            RANGE_DELETION_KIND => Op::DeleteRange,
+            PARTIAL_KIND => Op::Partial,
+            b => Op::Point(
+                ValueKind::from_u8(b)
+                    .ok_or_else(|| format!("unknown record kind {tag} in write batch"))?,
+            ),
+        };
+        pos += 1;
+        let cf = if tag & IN_DEFAULT_CF != 0 {
+            0
+        } else {
+            get_varint32(&self.rep, &mut pos).ok_or("truncated column family id")?
+        };
+        let key = get_length_prefixed(&self.rep, &mut pos).ok_or("truncated key")?;
+        let value = match op {
+            Op::Point(ValueKind::Put | ValueKind::BlobIndex) | Op::DeleteRange | Op::Partial => {
+                get_length_prefixed(&self.rep, &mut pos).ok_or("truncated value")?
+            }
+            Op::Point(ValueKind::Delete) => &[],
+        };
+        if op == Op::DeleteRange && key >= value {
+            return Err("range deletion with an empty or inverted range".into());
+        }
+        Ok((BatchRecord { op, cf, key, value }, pos))
     }
 }
 

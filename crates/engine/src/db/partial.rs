@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::DbInner;
-use super::batch::{BatchRecord, Op, PartialOp, WriteBatch};
+use super::batch::{BatchRecord, LastWrite, Latest, Op, PartialOp, WriteBatch};
 use super::blob::{PendingBlobs, ttl_bucket};
 use super::column_family::ColumnFamilyData;
 use crate::blob::extents::{
@@ -44,6 +44,7 @@ impl DbInner {
         pending: &mut PendingBlobs,
     ) -> Result<WriteBatch> {
         let mut out = WriteBatch::with_capacity(batch.size_in_bytes());
+        let mut latest = Latest::default();
         let mut failure = None;
         batch
             .for_each(|r| {
@@ -53,7 +54,7 @@ impl DbInner {
                 if r.op != Op::Partial {
                     return out.add_decoded(&r);
                 }
-                if let Err(e) = self.resolve_one(&r, earlier, &mut out, pending) {
+                if let Err(e) = self.resolve_one(&r, earlier, (&mut out, &mut latest), pending) {
                     failure = Some(e);
                 }
             })
@@ -68,7 +69,7 @@ impl DbInner {
         &self,
         r: &BatchRecord<'_>,
         earlier: &[&WriteBatch],
-        out: &mut WriteBatch,
+        (out, latest): (&mut WriteBatch, &mut Latest),
         pending: &mut PendingBlobs,
     ) -> Result<()> {
         let op = PartialOp::decode(r.value)
@@ -99,7 +100,7 @@ impl DbInner {
         // A record read here may be in a file garbage collection is retiring meanwhile: then the
         // value is read again (it has moved on).
         for _ in 0..3 {
-            let current = self.current_value(&cf, source, earlier, out)?;
+            let current = self.current_value(&cf, source, earlier, (out, latest))?;
             let mut x = match self.as_extents(current, source)? {
                 Some(x) => x,
                 None if matches!(op, PartialOp::Append(_)) => Extents::default(),
@@ -172,16 +173,27 @@ impl DbInner {
         Ok(Some(value))
     }
 
-    /// What `key` of `cf` holds after the store's last commit, `earlier` and `out` (newest last).
+    /// What `key` of `cf` holds after the store's last commit, `earlier` and `out` (newest last;
+    /// `latest` indexes `out`).
     fn current_value(
         &self,
         cf: &Arc<ColumnFamilyData>,
         key: &[u8],
         earlier: &[&WriteBatch],
-        out: &WriteBatch,
+        (out, latest): (&WriteBatch, &mut Latest),
     ) -> Result<Current> {
+        if let Some(last) = latest
+            .find(out, cf.id, key)
+            .map_err(Error::InvalidArgument)?
+        {
+            return Ok(match last {
+                LastWrite::Put(v) => Current::Plain(v.to_vec()),
+                LastWrite::BlobIndex(v) => Current::Index(v.to_vec()),
+                LastWrite::Deleted => Current::Missing,
+            });
+        }
         let mut found = None;
-        for b in earlier.iter().copied().chain(std::iter::once(out)) {
+        for b in earlier {
             b.for_each(|r| {
                 if r.cf != cf.id {
                     return;

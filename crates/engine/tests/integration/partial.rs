@@ -316,6 +316,52 @@ fn a_rename_of_a_large_value_writes_almost_nothing() {
     );
 }
 
+/// A batch of many moves (a directory renamed by the mount): each resolves against the records
+/// before it in the batch, chained moves and a range deletion between them included.
+#[test]
+fn moves_in_one_batch_see_the_records_before_them() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), options(true)).unwrap();
+    const KEYS: usize = 5000;
+    for i in 0..KEYS {
+        db.put(format!("a/{i:05}"), bytes(10 + i % 9000, i as u64))
+            .unwrap();
+    }
+    write(&db, |b| {
+        for i in 0..KEYS {
+            b.rename(format!("a/{i:05}"), format!("t/{i:05}"));
+        }
+        // Put aside, then into place: each move finds the one before it.
+        for i in 0..KEYS {
+            b.rename(format!("t/{i:05}"), format!("b/{i:05}"));
+        }
+        b.put("c/kept", "1");
+        b.delete_range("c/", "c0");
+        b.put("c/after", "2");
+    })
+    .unwrap();
+    for i in 0..KEYS {
+        assert!(db.get(format!("a/{i:05}")).unwrap().is_none());
+        assert!(db.get(format!("t/{i:05}")).unwrap().is_none());
+        let v = db.get(format!("b/{i:05}")).unwrap().unwrap();
+        assert!(
+            v.as_ref() == &bytes(10 + i % 9000, i as u64)[..],
+            "b/{i:05}"
+        );
+    }
+    // A move of a key the batch deleted by range fails the batch, and writes nothing.
+    let e = write(&db, |b| {
+        b.put("c/x", "1");
+        b.delete_range("c/", "c0");
+        b.rename("c/x", "d/x");
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(db.get("c/x").unwrap().is_none());
+    assert_eq!(db.get("c/after").unwrap().unwrap().as_ref(), b"2");
+    assert!(db.get("c/kept").unwrap().is_none());
+}
+
 /// Bad partial writes fail with a typed error and change nothing, not even the rest of their
 /// batch; a key under a range tombstone has no value to write into.
 #[test]

@@ -1,43 +1,77 @@
-//! Open files: buffered reads and writes that reach the store at flush, fsync and release, and
-//! attribute changes (chmod, chown, utimens, truncate).
+//! Open files: one state per file, shared by every descriptor of it, whose writes reach the
+//! store as byte ranges (at once when synchronous, else batched up to `FsConfig::write_back`
+//! bytes), and attribute changes (chmod, chown, utimens, truncate).
 
 use super::*;
-use crate::buffer::{Spill, SpillTo};
+use crate::pending::{Op, Pending};
 
-/// How much of a value file is copied at a time when a renamed file needs a new one.
-const COPY_CHUNK: usize = 1 << 20;
+/// `OpenInode::pending_len` when nothing is pending.
+const NO_PENDING: u64 = u64::MAX;
 
+/// A file while any descriptor has it open.
 #[derive(Debug)]
-pub(super) struct OpenFile {
+pub(super) struct OpenInode {
     pub(super) ino: u64,
-    pub(super) writable: bool,
-    /// Loaded on first use; a writer's changes live here until flushed.
-    pub(super) buffer: Option<Buffer>,
-    pub(super) dirty: bool,
-    /// A direct write asked for the set-user-ID and set-group-ID bits to be cleared: the
-    /// kernel leaves that to the file system when it bypasses its page cache.
-    pub(super) kill_suidgid: bool,
+    /// Writes not yet in the store, from every descriptor. Taken after `tree` and before the
+    /// file's record lock.
+    pub(super) pending: Mutex<Pending>,
+    /// The length the pending writes give the file: what `stat` shows, without waiting for a
+    /// flush in progress.
+    pending_len: AtomicU64,
 }
 
-impl OpenFile {
-    /// A handle with nothing written through it yet.
-    pub(super) fn new(ino: u64, writable: bool, buffer: Option<Buffer>) -> OpenFile {
-        OpenFile {
+impl OpenInode {
+    fn new(ino: u64) -> OpenInode {
+        OpenInode {
             ino,
-            writable,
-            buffer,
-            dirty: false,
-            kill_suidgid: false,
+            pending: Mutex::new(Pending::default()),
+            pending_len: AtomicU64::new(NO_PENDING),
         }
+    }
+
+    fn pending_len(&self) -> Option<u64> {
+        let len = self.pending_len.load(Ordering::Acquire);
+        (len != NO_PENDING).then_some(len)
+    }
+}
+
+/// One descriptor: what it may do, and the file it shares with the others.
+#[derive(Debug)]
+pub(super) struct Handle {
+    pub(super) file: Arc<OpenInode>,
+    writable: bool,
+    /// `O_APPEND`: every write lands at the file's end as the store has it then.
+    append: bool,
+    /// `O_SYNC` or `O_DSYNC`: a write is durable when it returns.
+    sync: bool,
+}
+
+/// The descriptors open now, and the files they share.
+#[derive(Debug, Default)]
+pub(super) struct OpenFiles {
+    handles: HashMap<u64, Arc<Handle>>,
+    /// Each open file with its descriptor count.
+    inodes: HashMap<u64, (Arc<OpenInode>, usize)>,
+}
+
+impl OpenFiles {
+    /// Whether any descriptor has `ino` open.
+    pub(super) fn is_open(&self, ino: u64) -> bool {
+        self.inodes.contains_key(&ino)
+    }
+
+    pub(super) fn inode(&self, ino: u64) -> Option<Arc<OpenInode>> {
+        self.inodes.get(&ino).map(|(f, _)| f.clone())
     }
 }
 
 /// How the kernel handles an open file's I/O. A file opened write-only bypasses the page
 /// cache (`FOPEN_DIRECT_IO`): it cannot be read or mapped through that descriptor, so there is
 /// nothing to cache, and a cached write would cost a `security.capability` lookup per `write`
-/// call (the kernel asks before every write that goes through its cache).
-pub(super) fn write_only_flags(acc_mode: OpenAccMode) -> FopenFlags {
-    if acc_mode == OpenAccMode::O_WRONLY {
+/// call. So does one opened to append: the kernel would cache its writes where it believes the
+/// end is, and the store puts them at the true end, which another door may have moved.
+pub(super) fn uncached_flags(flags: OpenFlags) -> FopenFlags {
+    if flags.acc_mode() == OpenAccMode::O_WRONLY || flags.0 & libc::O_APPEND != 0 {
         FopenFlags::FOPEN_DIRECT_IO
     } else {
         FopenFlags::empty()
@@ -45,22 +79,20 @@ pub(super) fn write_only_flags(acc_mode: OpenAccMode) -> FopenFlags {
 }
 
 impl StrataFs {
-    /// The length an open writer's unflushed contents give the file.
+    /// The length an open file's pending writes give it.
     pub(super) fn unflushed_len(&self, ino: u64) -> Option<u64> {
-        let files: Vec<_> = self.files.lock().values().cloned().collect();
-        files.iter().find_map(|f| {
-            let f = f.lock();
-            (f.ino == ino && f.dirty).then(|| f.buffer.as_ref().map_or(0, Buffer::len))
-        })
+        self.files.lock().inode(ino)?.pending_len()
     }
 
     pub(super) fn do_setattr(
         &self,
         ino: u64,
-        fh: Option<u64>,
+        _fh: Option<u64>,
         change: AttrChange,
     ) -> Result<FileAttr> {
         let _tree = self.tree.read();
+        let open = self.files.lock().inode(ino);
+        let mut pending = open.as_ref().map(|f| f.pending.lock());
         let _record = self.record_lock(ino);
         let key = self.key_of(ino)?;
         let e = self.entry(&key, Some(ino))?;
@@ -87,6 +119,20 @@ impl StrataFs {
         }
         meta.ctime = now;
         let mut batch = WriteBatch::new();
+        // The file's pending writes land first, in this batch: a flush after it would set the
+        // times again (`cp -p` writes, then sets them).
+        if let Some(p) = pending.as_mut()
+            && !p.is_empty()
+        {
+            if change.mtime.is_none() {
+                meta.mtime = now;
+            }
+            // The writes came before this change: a mode it sets stands.
+            if p.kill_suidgid && change.mode.is_none() {
+                meta.clear_suidgid();
+            }
+            p.drain_into(&mut batch, &self.store.data, &key);
+        }
         if let Some(size) = change.size {
             if e.kind != Kind::File {
                 return Err(FsError::posix(libc::EISDIR, "truncate of a non-file"));
@@ -97,193 +143,174 @@ impl StrataFs {
             if change.mtime.is_none() {
                 meta.mtime = now;
             }
-            let open = fh.and_then(|fh| self.files.lock().get(&fh).cloned());
-            match open {
-                Some(f) => {
-                    // The writer's buffer takes it; the store sees it at flush.
-                    let mut f = f.lock();
-                    self.load(&key, &mut f)?;
-                    if let Some(b) = f.buffer.as_mut() {
-                        b.set_len(size, &self.spill(&key))?;
-                    }
-                    f.dirty = true;
-                }
-                None => {
-                    let mut value = self.store.get_data(&key)?.unwrap_or_default();
-                    value.resize(size as usize, 0);
-                    batch.put_cf(&self.store.data, &key, &value);
-                }
-            }
+            batch.truncate_cf(&self.store.data, &key, size);
         }
-        self.store.put_meta(&mut batch, &key, &meta);
+        if !is_orphan(&key) {
+            self.store.put_meta(&mut batch, &key, &meta);
+        }
         self.write("setattr", &key, batch, false)?;
+        if let Some(f) = &open {
+            f.pending_len.store(NO_PENDING, Ordering::Release);
+        }
+        if change.size.is_some() {
+            self.inodes.lock().changed(ino);
+        }
         let e = self.entry(&key, Some(ino))?;
         Ok(self.attr(ino, &e))
     }
 
-    /// Where an open file of `key` spills: a value file when the mounted column family keeps
-    /// blob files (it does unless another face created it without them).
-    pub(super) fn spill<'a>(&'a self, key: &'a [u8]) -> Spill<'a> {
-        let to = if self.store.data.options().enable_blob_files {
-            SpillTo::ValueFile {
-                db: &self.store.db,
-                cf: &self.store.data,
-                key,
-            }
-        } else {
-            SpillTo::TempFile(&self.spill_dir)
-        };
-        Spill {
-            at: self.config.spill_at,
-            to,
-        }
-    }
-
-    /// Fills an open file's buffer from the store, once.
-    pub(super) fn load(&self, key: &[u8], f: &mut OpenFile) -> Result<()> {
-        if f.buffer.is_none() {
-            f.buffer = Some(match self.store.get_value(key)? {
-                Some(v) => Buffer::Stored(v),
-                None => Buffer::Memory(Vec::new()),
-            });
-        }
-        Ok(())
-    }
-
-    /// Writes an open file's changes to the store: its bytes and its record in one batch.
-    pub(super) fn commit(&self, f: &mut OpenFile, sync: bool) -> Result<()> {
-        let key = match self.inodes.lock().key(f.ino) {
-            Some(k) if !k.starts_with(b"\0") => k.to_vec(),
-            // Unlinked while open: its writes go with it.
-            _ => {
-                f.dirty = false;
-                return Ok(());
-            }
-        };
-        if !f.dirty {
+    /// Writes `file`'s pending writes to the store with its new times, in one batch (sync:
+    /// durable when this returns). With nothing pending, a synced flush is still a barrier:
+    /// every write that reached the store before it is durable after it.
+    fn flush_file(&self, file: &OpenInode, pending: &mut Pending, sync: bool) -> Result<()> {
+        if pending.is_empty() {
             if sync && !self.config.read_only {
-                // Makes every earlier write durable: a synced write syncs the WAL before it.
-                let mut batch = WriteBatch::new();
-                let meta = self.file_record(&key, SystemTime::now())?;
-                self.store.put_meta(&mut batch, &key, &meta);
-                self.write("fsync", &key, batch, true)?;
+                self.store.db.sync_wal()?;
             }
             return Ok(());
         }
-        let now = SystemTime::now();
-        let mut meta = self.file_record(&key, now)?;
-        meta.mtime = now;
-        meta.ctime = now;
-        if f.kill_suidgid {
-            meta.clear_suidgid();
-        }
-        match f.buffer.take() {
-            None => return Ok(()),
-            Some(Buffer::Value(value)) => {
-                // The value file goes into the store whole: whatever happens, this handle's
-                // changes are no longer pending (a failure is reported to the flush or fsync,
-                // as a failed write-back is).
-                f.dirty = false;
-                let value = self.value_file_for(value, &key)?;
-                let mut batch = WriteBatch::new();
+        let key = self.key_of(file.ino)?;
+        let kill_suidgid = pending.kill_suidgid;
+        let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
+        pending.drain_into(&mut batch, &self.store.data, &key);
+        let written = {
+            let _record = self.record_lock(file.ino);
+            if !is_orphan(&key) {
+                let now = SystemTime::now();
+                let mut meta = self.file_record(&key, now)?;
+                meta.mtime = now;
+                meta.ctime = now;
+                if kill_suidgid {
+                    meta.clear_suidgid();
+                }
                 self.store.put_meta(&mut batch, &key, &meta);
-                self.store.write_with_value_file(batch, value, sync)?;
-                self.wrote("write", &key);
             }
-            Some(buffer) => {
-                let buffer = f.buffer.insert(buffer);
-                // Room for the file and its record: its bytes are copied once, into memory
-                // faulted in up front.
-                let mut batch =
-                    WriteBatch::with_capacity(buffer.len() as usize + 2 * key.len() + 256);
-                batch.put_cf(&self.store.data, &key, &*buffer.contents()?);
-                self.store.put_meta(&mut batch, &key, &meta);
-                self.write("write", &key, batch, sync)?;
-                f.dirty = false;
-            }
-        }
-        self.inodes.lock().changed(f.ino);
-        Ok(())
-    }
-
-    /// `value`, or, if the file was renamed since it spilled, a copy made for its key now: a
-    /// value file holds its key.
-    fn value_file_for(&self, value: ValueFile, key: &[u8]) -> Result<ValueFile> {
-        if value.key() == key {
-            return Ok(value);
-        }
-        let mut copy = self.store.db.create_value_file(&self.store.data, key)?;
-        let mut chunk = vec![0; COPY_CHUNK.min(value.len() as usize)];
-        let mut at = 0;
-        while at < value.len() {
-            let n = value.read_at(at, &mut chunk)?;
-            copy.write_at(at, &chunk[..n])?;
-            at += n as u64;
-        }
-        Ok(copy)
+            self.write("write", &key, batch, sync)
+        };
+        // Landed or lost, nothing is pending any more: the store's length is the file's.
+        file.pending_len.store(NO_PENDING, Ordering::Release);
+        self.inodes.lock().changed(file.ino);
+        written
     }
 
     /// Opens `ino`: a handle, and whether the kernel may keep the pages it cached of the file
     /// (close-to-open: only if nothing changed the file since it last opened it).
     pub(super) fn open_file(&self, ino: u64, flags: OpenFlags) -> Result<(u64, FopenFlags)> {
-        let key = self.key_of(ino)?;
-        let e = self.entry(&key, Some(ino))?;
-        if e.kind == Kind::Dir {
-            return Err(FsError::posix(libc::EISDIR, "is a directory"));
-        }
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
-        if writable {
-            self.check_writable()?;
+        let truncate = writable && flags.0 & libc::O_TRUNC != 0;
+        {
+            let _tree = self.tree.read();
+            let key = self.key_of(ino)?;
+            let e = self.entry(&key, Some(ino))?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::posix(libc::EISDIR, "is a directory"));
+            }
+            if writable {
+                self.check_writable()?;
+            }
         }
-        let mut f = OpenFile::new(ino, writable, None);
-        if writable && flags.0 & libc::O_TRUNC != 0 {
-            f.buffer = Some(Buffer::Memory(Vec::new()));
-            f.dirty = true;
+        if truncate {
+            self.do_setattr(
+                ino,
+                None,
+                AttrChange {
+                    size: Some(0),
+                    ..AttrChange::default()
+                },
+            )?;
         }
-        let truncated = f.dirty;
-        let fh = self.new_handle();
-        self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
-        let mut flags = write_only_flags(flags.acc_mode());
-        if !truncated && self.inodes.lock().open_keeps_cache(ino) {
-            flags |= FopenFlags::FOPEN_KEEP_CACHE;
+        let fh = self.attach(ino, flags);
+        let mut fopen = uncached_flags(flags);
+        if !truncate && self.inodes.lock().open_keeps_cache(ino) {
+            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
         }
         if !writable {
             // A reader has nothing to flush: its close costs no round trip for one.
-            flags |= FopenFlags::FOPEN_NOFLUSH;
+            fopen |= FopenFlags::FOPEN_NOFLUSH;
         }
-        Ok((fh, flags))
+        Ok((fh, fopen))
     }
 
-    pub(super) fn file(&self, fh: u64) -> Result<Arc<Mutex<OpenFile>>> {
+    /// A new descriptor of `ino`, sharing the file's state with any other.
+    pub(super) fn attach(&self, ino: u64, flags: OpenFlags) -> u64 {
+        let fh = self.new_handle();
+        let mut files = self.files.lock();
+        let file = {
+            let (file, count) = files
+                .inodes
+                .entry(ino)
+                .or_insert_with(|| (Arc::new(OpenInode::new(ino)), 0));
+            *count += 1;
+            file.clone()
+        };
+        let handle = Handle {
+            file,
+            writable: flags.acc_mode() != OpenAccMode::O_RDONLY,
+            append: flags.0 & libc::O_APPEND != 0,
+            sync: flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0,
+        };
+        files.handles.insert(fh, Arc::new(handle));
+        fh
+    }
+
+    /// Closes descriptor `fh` after flushing the file. The last descriptor of a file that was
+    /// unlinked or renamed over takes its bytes with it.
+    pub(super) fn release_handle(&self, fh: u64) -> Result<()> {
+        let flushed = self.flush_handle(fh, false);
+        let _tree = self.tree.read();
+        let last = {
+            let mut files = self.files.lock();
+            let Some(handle) = files.handles.remove(&fh) else {
+                return flushed;
+            };
+            let ino = handle.file.ino;
+            match files.inodes.get_mut(&ino) {
+                Some((_, count)) if *count > 1 => {
+                    *count -= 1;
+                    None
+                }
+                _ => files.inodes.remove(&ino).map(|_| ino),
+            }
+        };
+        if let Some(ino) = last
+            && !self.config.read_only
+            && let Some(key) = self.inodes.lock().key(ino).map(<[u8]>::to_vec)
+            && is_orphan(&key)
+        {
+            let mut batch = WriteBatch::new();
+            batch.delete_cf(&self.store.data, &key);
+            self.write("reclaim", &key, batch, false)?;
+        }
+        flushed
+    }
+
+    pub(super) fn handle(&self, fh: u64) -> Result<Arc<Handle>> {
         self.files
             .lock()
+            .handles
             .get(&fh)
             .cloned()
             .ok_or_else(|| FsError::posix(libc::EBADF, "unknown file handle"))
     }
 
-    /// Answers a read from the open file's contents, loading them from the store once.
-    pub(super) fn do_read(&self, fh: u64, offset: u64, size: u32, reply: ReplyData) {
-        let f = match self.file(fh) {
-            Ok(f) => f,
-            Err(e) => return reply.error(self.failed("read", &e)),
-        };
-        let tree = self.tree.read();
-        let mut f = f.lock();
-        if f.buffer.is_none() {
-            let loaded = self.key_of(f.ino).and_then(|key| self.load(&key, &mut f));
-            if let Err(e) = loaded {
-                return reply.error(self.failed("read", &e));
-            }
+    /// Reads from the store, after the file's pending writes (from any descriptor) land.
+    /// `None` when the file's key is gone (another door deleted it).
+    pub(super) fn do_read(&self, fh: u64, offset: u64, size: u32) -> Result<Option<PinnableValue>> {
+        let h = self.handle(fh)?;
+        let _tree = self.tree.read();
+        {
+            let mut pending = h.file.pending.lock();
+            self.flush_file(&h.file, &mut pending, false)?;
         }
-        drop(tree);
-        let Some(b) = f.buffer.as_ref() else {
-            return reply.data(&[]);
-        };
-        match b.read(offset, size as usize) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(self.failed("read", &e)),
-        }
+        let key = self.key_of(h.file.ino)?;
+        let range = self.store.db.read_range_cf(
+            &ReadOptions::default(),
+            &self.store.data,
+            &key,
+            offset,
+            u64::from(size),
+        )?;
+        Ok(range.map(|r| r.bytes))
     }
 
     pub(super) fn do_write(
@@ -292,37 +319,50 @@ impl StrataFs {
         offset: u64,
         data: &[u8],
         kill_suidgid: bool,
+        sync: bool,
     ) -> Result<u32> {
-        let f = self.file(fh)?;
-        let _tree = self.tree.read();
-        let mut f = f.lock();
-        if !f.writable {
+        let h = self.handle(fh)?;
+        if !h.writable {
             return Err(FsError::posix(libc::EBADF, "not open for writing"));
         }
-        if offset + data.len() as u64 > MAX_VALUE_SIZE {
+        if offset.saturating_add(data.len() as u64) > MAX_VALUE_SIZE {
             return Err(FsError::posix(libc::EFBIG, "past the largest value"));
         }
-        let key = self.key_of(f.ino)?;
-        self.load(&key, &mut f)?;
-        if let Some(b) = f.buffer.as_mut() {
-            b.write(offset, data, &self.spill(&key))?;
+        let _tree = self.tree.read();
+        let key = self.key_of(h.file.ino)?;
+        let mut pending = h.file.pending.lock();
+        let op = if h.append {
+            Op::Append(data.to_vec())
+        } else {
+            Op::At(offset, data.to_vec())
+        };
+        // The length the store has is asked only by the first write after a flush.
+        let stored_len = match pending.is_empty() {
+            true => self.store.db.value_size_cf(&self.store.data, &key)?,
+            false => None,
+        };
+        pending.push(op, || stored_len.unwrap_or(0));
+        pending.kill_suidgid |= kill_suidgid;
+        if let Some(len) = pending.len() {
+            h.file.pending_len.store(len, Ordering::Release);
         }
-        f.dirty = true;
-        f.kill_suidgid |= kill_suidgid;
+        let sync = sync || h.sync;
+        if sync || pending.bytes() as u64 >= self.config.write_back {
+            self.flush_file(&h.file, &mut pending, sync)?;
+        }
         Ok(data.len() as u32)
     }
 
+    /// Writes the file's pending writes to the store (sync: durable when this returns, with
+    /// every earlier write to the file, whichever descriptor made it).
     pub(super) fn flush_handle(&self, fh: u64, sync: bool) -> Result<()> {
-        let f = self.file(fh)?;
+        let h = self.handle(fh)?;
         let _tree = self.tree.read();
-        // A handle's inode never changes: asked first, so that the record lock comes before
-        // the file's, as setattr takes them.
-        let ino = f.lock().ino;
-        let _record = self.record_lock(ino);
-        let mut f = f.lock();
-        self.commit(&mut f, sync)
+        let mut pending = h.file.pending.lock();
+        self.flush_file(&h.file, &mut pending, sync)
     }
 }
+
 /// What a `setattr` changes.
 #[derive(Debug, Default)]
 pub(super) struct AttrChange {

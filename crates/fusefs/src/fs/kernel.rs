@@ -289,7 +289,10 @@ impl Filesystem for StrataFs {
         reply: ReplyData,
     ) {
         let _request = self.busy();
-        self.do_read(fh.0, offset, size, reply);
+        match self.do_read(fh.0, offset, size) {
+            Ok(data) => reply.data(data.as_deref().unwrap_or_default()),
+            Err(e) => reply.error(self.failed("read", &e)),
+        }
     }
 
     fn write(
@@ -300,16 +303,18 @@ impl Filesystem for StrataFs {
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let _request = self.busy();
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        // The descriptor's flags as they are now (`fcntl` may have changed them since open).
+        let sync = flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0;
         self.answer(
             "write",
             reply,
-            self.do_write(fh.0, offset, data, kill),
+            self.do_write(fh.0, offset, data, kill, sync),
             |reply, n| reply.written(n),
         )
     }
@@ -336,9 +341,7 @@ impl Filesystem for StrataFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.flush_handle(fh.0, false);
-        self.files.lock().remove(&fh.0);
-        self.answer_empty("release", reply, r)
+        self.answer_empty("release", reply, self.release_handle(fh.0))
     }
 
     fn fsync(
@@ -421,12 +424,11 @@ impl Filesystem for StrataFs {
         reply: ReplyEmpty,
     ) {
         let _request = self.busy();
-        // Directory changes are batches in the WAL: a synced empty-change write makes them
-        // durable.
+        // Directory changes are batches in the WAL: syncing it makes them durable.
         let r = if self.config.read_only {
             Ok(())
         } else {
-            self.store.write(WriteBatch::new(), true)
+            self.store.db.sync_wal().map_err(FsError::from)
         };
         self.answer_empty("fsyncdir", reply, r)
     }
@@ -522,15 +524,13 @@ impl Filesystem for StrataFs {
         let meta = made_by(req, Kind::File, mode & !umask);
         let r = self.make(parent.0, name, meta).map(|(key, e)| {
             let (attr, generation) = self.looked_up(&key, &e);
-            let fh = self.new_handle();
-            let acc_mode = OpenFlags(flags).acc_mode();
-            let f = OpenFile::new(
-                attr.ino.0,
-                acc_mode != OpenAccMode::O_RDONLY,
-                Some(Buffer::Memory(Vec::new())),
-            );
-            self.files.lock().insert(fh, Arc::new(Mutex::new(f)));
-            (attr, generation, fh, files::write_only_flags(acc_mode))
+            let fh = self.attach(attr.ino.0, OpenFlags(flags));
+            (
+                attr,
+                generation,
+                fh,
+                files::uncached_flags(OpenFlags(flags)),
+            )
         });
         match r {
             Ok((attr, generation, fh, open_flags)) => reply.created(

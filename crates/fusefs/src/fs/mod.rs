@@ -11,7 +11,7 @@ mod xattr;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -23,18 +23,17 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
-use strata_engine::{Db, MAX_VALUE_SIZE, ValueFile, WriteBatch};
+use strata_engine::{Db, ErrorKind, MAX_VALUE_SIZE, PinnableValue, ReadOptions, WriteBatch};
 
 use crate::awake::{BURST, CPU_LATENCY_DEVICE, KeepAwake};
-use crate::buffer::Buffer;
 use crate::error::{FsError, Result};
-use crate::inodes::InodeTable;
+use crate::inodes::{InodeTable, is_orphan, orphan_key};
 use crate::invalidate::Invalidator;
 use crate::meta::{Kind, Meta};
 use crate::path::{self, NameError, Position};
 use crate::serving::{Answering, Serving};
 use crate::store::{Entry, Store, meta_key};
-use files::{AttrChange, OpenFile};
+use files::{AttrChange, OpenFiles};
 use listing::{FIRST_COOKIE, OpenDir};
 
 /// How long the kernel may keep an entry or its attributes without asking again. Every change
@@ -44,8 +43,8 @@ use listing::{FIRST_COOKIE, OpenDir};
 /// bounds what a face that forgets to notify can leave stale.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 
-/// Bytes an open file holds in memory before it spills to disk.
-pub const SPILL_AT: u64 = 64 << 20;
+/// Bytes of writes an open file holds in memory before they go to the store.
+pub const WRITE_BACK: u64 = 4 << 20;
 
 /// Stripes of [`StrataFs`]'s record locks: changes to different entries rarely wait on each
 /// other.
@@ -79,8 +78,9 @@ pub struct FsConfig {
     /// Owner of entries that carry no record (keys another face wrote).
     pub uid: u32,
     pub gid: u32,
-    /// Bytes an open file buffers in memory before spilling to disk.
-    pub spill_at: u64,
+    /// Bytes of writes an open file holds before they go to the store ([`WRITE_BACK`]): what
+    /// bounds a mount's memory, with the number of files open for writing.
+    pub write_back: u64,
     /// How long the kernel keeps entries and attributes ([`DEFAULT_TTL`]).
     pub ttl: Duration,
     /// During a burst of requests ([`BURST`]), take the wake-ups off each round trip: one
@@ -101,7 +101,7 @@ impl Default for FsConfig {
             read_only: false,
             uid,
             gid,
-            spill_at: SPILL_AT,
+            write_back: WRITE_BACK,
             ttl: DEFAULT_TTL,
             keep_cpus_awake: true,
         }
@@ -119,16 +119,17 @@ pub struct StrataFs {
     /// Shared by every change that finds an inode's key and then reads or writes under it (a
     /// flush, a write's first load, setattr, xattrs); exclusive for changes to which key names
     /// which inode (create, unlink, rename). Without it a flush racing a rename wrote the file
-    /// back under its old name. Taken before any open file's lock.
+    /// back under its old name. Taken before an open file's pending writes.
     tree: RwLock<()>,
     /// Serialise the read-modify-writes of one entry's record (setattr, xattrs, and a flush,
     /// which sets the times): without them a chmod racing a flush of the same file was lost.
-    /// Striped by inode; taken after `tree` and before an open file's lock.
+    /// Striped by inode; taken after `tree` and after an open file's pending writes.
     records: [Mutex<()>; RECORD_STRIPES],
-    files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
+    /// Open descriptors and the files they share. Held only to find or change them, never
+    /// across a store operation.
+    files: Mutex<OpenFiles>,
     dirs: Mutex<HashMap<u64, Arc<Mutex<OpenDir>>>>,
     next_handle: AtomicU64,
-    spill_dir: PathBuf,
     stats: Arc<FsStats>,
     awake: KeepAwake,
     /// `None` when the mount was told not to keep CPUs awake.
@@ -177,8 +178,11 @@ impl StrataFs {
     /// A filesystem over column family `config.column_family` of `db` (created, with its
     /// metadata column family, if missing and writable).
     pub fn new(db: Arc<Db>, config: FsConfig) -> Result<StrataFs> {
-        let spill_dir = db.path().to_path_buf();
         let store = Store::new(db, &config.column_family, config.read_only)?;
+        if !config.read_only {
+            // Files unlinked while open when the last mount stopped without closing them.
+            store.reclaim_orphans()?;
+        }
         let serving = config.keep_cpus_awake.then(Arc::<Serving>::default);
         let awake = match &serving {
             Some(serving) => KeepAwake::new(CPU_LATENCY_DEVICE, BURST, serving.clone()),
@@ -191,10 +195,9 @@ impl StrataFs {
             inodes: Arc::new(Mutex::new(InodeTable::default())),
             tree: RwLock::new(()),
             records: std::array::from_fn(|_| Mutex::new(())),
-            files: Mutex::new(HashMap::new()),
+            files: Mutex::new(OpenFiles::default()),
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
-            spill_dir,
             stats: Arc::new(FsStats::default()),
             awake,
             serving,

@@ -17,6 +17,7 @@ impl StrataFs {
             batch.put_cf(&self.store.data, &key, b"");
         }
         self.store.put_meta(&mut batch, &key, &meta);
+        self.touch_parents(&mut batch, &[&key], meta.ctime)?;
         let what = match meta.kind {
             Kind::File => "create",
             Kind::Dir => "mkdir",
@@ -52,8 +53,10 @@ impl StrataFs {
         if dir {
             batch.delete_cf(&self.store.meta, meta_key(&key, Kind::Dir));
         } else {
+            self.orphan_if_open(&mut batch, &key, &e);
             self.store.delete_entry(&mut batch, &key, e.kind);
         }
+        self.touch_parents(&mut batch, &[&key], SystemTime::now())?;
         self.write(if dir { "rmdir" } else { "unlink" }, &key, batch, false)?;
         self.inodes.lock().detach_subtree(&key);
         Ok(())
@@ -111,36 +114,35 @@ impl StrataFs {
         } else if exchange {
             return Err(enoent(&to));
         }
-        let mut batch = WriteBatch::new();
-        let moving = self.store.collect(&from, src.kind)?;
-        let coming = match (&dst, exchange) {
-            (Some(d), true) => Some(self.store.collect(&to, d.kind)?),
-            _ => None,
-        };
-        // A directory's record (`dir/`) is the first key of the subtree these delete.
-        self.store.delete_entry(&mut batch, &from, src.kind);
-        if let Some(d) = &dst {
-            self.store.delete_entry(&mut batch, &to, d.kind);
-        }
-        let mut put = |m: &crate::store::Moved, a: &[u8], b: &[u8]| {
-            for (k, v) in &m.data {
-                batch.put_cf(&self.store.data, path::rebase(k, a, b), v);
+        // Keys another door deletes meanwhile make the batch fail as a whole: look again.
+        let mut tries = 0;
+        loop {
+            let mut batch = self.rename_batch((&from, &src), (&to, dst.as_ref()), exchange)?;
+            let now = SystemTime::now();
+            self.touch_parents(&mut batch, &[&from, &to], now)?;
+            // A rename changes the moved entries' ctime (their records moved with them).
+            let mut moved = vec![(&to, &src)];
+            if exchange && let Some(d) = &dst {
+                moved.push((&from, d));
             }
-            for (k, v) in &m.meta {
-                batch.put_cf(&self.store.meta, path::rebase(k, a, b), v);
+            for (at, e) in moved {
+                if let Some(mut meta) = e.meta.clone() {
+                    meta.ctime = now;
+                    self.store.put_meta(&mut batch, at, &meta);
+                }
             }
-        };
-        put(&moving, &from, &to);
-        if let Some(c) = &coming {
-            put(c, &to, &from);
+            match self.write(
+                if exchange { "exchange" } else { "rename" },
+                &from,
+                batch,
+                false,
+            ) {
+                Err(FsError::Engine(e)) if e.kind() == ErrorKind::NotFound && tries < 3 => {
+                    tries += 1
+                }
+                r => break r?,
+            }
         }
-        // A directory made by mkdir carries its record along; an implied one needs none.
-        self.write(
-            if exchange { "exchange" } else { "rename" },
-            &from,
-            batch,
-            false,
-        )?;
         let mut inodes = self.inodes.lock();
         if exchange {
             inodes.exchange(&from, &to);
@@ -148,5 +150,105 @@ impl StrataFs {
             inodes.rename(&from, &to);
         }
         Ok(())
+    }
+
+    /// The batch a rename is: every key of the source (and of the target, exchanged) moved by
+    /// reference with the engine's `rename`, resolved when the batch lands. So a key another
+    /// door writes meanwhile under a moved name moves with its new value, one it adds under the
+    /// source stays where it was put, and none is ever deleted by a range: no write is lost.
+    fn rename_batch(
+        &self,
+        (from, src): (&[u8], &Entry),
+        (to, dst): (&[u8], Option<&Entry>),
+        exchange: bool,
+    ) -> Result<WriteBatch> {
+        let (data, meta) = (&self.store.data, &self.store.meta);
+        let keys = |key: &[u8], kind: Kind| -> Result<[Vec<Vec<u8>>; 2]> {
+            Ok([
+                self.store.keys_of(data, key, kind)?,
+                self.store.keys_of(meta, key, kind)?,
+            ])
+        };
+        let moving = keys(from, src.kind)?;
+        let mut batch = WriteBatch::new();
+        match (dst, exchange) {
+            (Some(d), true) => {
+                let coming = keys(to, d.kind)?;
+                let aside = [&b"\0exchange\0"[..], from].concat();
+                rename_keys(&mut batch, [data, meta], &moving, from, &aside);
+                rename_keys(&mut batch, [data, meta], &coming, to, from);
+                let aside_keys = moving
+                    .clone()
+                    .map(|ks| ks.iter().map(|k| path::rebase(k, from, &aside)).collect());
+                rename_keys(&mut batch, [data, meta], &aside_keys, &aside, to);
+            }
+            (Some(d), false) => {
+                // The target was checked empty (a directory) or is replaced (anything else).
+                if d.kind == Kind::Dir {
+                    batch.delete_cf(meta, meta_key(to, Kind::Dir));
+                } else {
+                    self.orphan_if_open(&mut batch, to, d);
+                    self.store.delete_entry(&mut batch, to, d.kind);
+                }
+                rename_keys(&mut batch, [data, meta], &moving, from, to);
+            }
+            (None, _) => rename_keys(&mut batch, [data, meta], &moving, from, to),
+        }
+        Ok(batch)
+    }
+
+    /// Adds to `batch` the records of the directories holding `keys` with their mtime and ctime
+    /// moved to `now`, as a change of their entries moves them. A directory made by `mkdir` has
+    /// a record, and the root always may; one only implied by the keys below it has none, and
+    /// shows the mount's start as ever (writing one would make it outlive its last key).
+    fn touch_parents(&self, batch: &mut WriteBatch, keys: &[&[u8]], now: SystemTime) -> Result<()> {
+        let mut touched: Vec<&[u8]> = Vec::new();
+        for key in keys {
+            let (parent, _) = path::split_parent(key);
+            if touched.contains(&parent) {
+                continue;
+            }
+            touched.push(parent);
+            let mut meta = match self.store.get_meta(&meta_key(parent, Kind::Dir))? {
+                Some(m) if m.kind == Kind::Dir => m,
+                _ if parent.is_empty() => self.default_record(Kind::Dir, self.epoch),
+                _ => continue,
+            };
+            meta.mtime = now;
+            meta.ctime = now;
+            self.store.put_meta(batch, parent, &meta);
+        }
+        Ok(())
+    }
+
+    /// Adds to `batch` the move of the file at `key` to its orphan key when a descriptor has it
+    /// open: unlinked or renamed over, it stays readable and writable through them until the
+    /// last closes.
+    fn orphan_if_open(&self, batch: &mut WriteBatch, key: &[u8], e: &Entry) {
+        if e.kind != Kind::File {
+            return;
+        }
+        let Some(ino) = self.inodes.lock().peek(key) else {
+            return;
+        };
+        if self.files.lock().is_open(ino) {
+            batch.rename_cf(&self.store.data, key, orphan_key(ino));
+        }
+    }
+}
+
+/// Adds to `batch` the rename of each key (data keys, then metadata keys) from under `a` to the
+/// same place under `b`.
+fn rename_keys(
+    batch: &mut WriteBatch,
+    cfs: [&strata_engine::ColumnFamily; 2],
+    keys: &[Vec<Vec<u8>>; 2],
+    a: &[u8],
+    b: &[u8],
+) {
+    for (cf, keys) in cfs.into_iter().zip(keys) {
+        for k in keys {
+            batch.rename_cf(cf, k, path::rebase(k, a, b));
+        }
     }
 }

@@ -160,10 +160,10 @@ pub fn fs_stats(p: &Path) -> (u64, u64) {
     (s.f_blocks - s.f_bfree, s.f_frsize)
 }
 
-/// A mount that spills open files past 1 MiB.
-pub fn small_spill() -> FsConfig {
+/// A mount whose open files send their writes to the store past 1 MiB.
+pub fn small_write_back() -> FsConfig {
     FsConfig {
-        spill_at: 1 << 20,
+        write_back: 1 << 20,
         ..FsConfig::default()
     }
 }
@@ -178,8 +178,8 @@ pub fn temporary_files(m: &Mount) -> Vec<String> {
 }
 
 /// Writes a 24 MiB file in 1 MiB writes and checks it through the mount and the store; returns
-/// the temporary files the store's directory held before the file was closed.
-pub fn write_a_large_file(m: &Mount, name: &str) -> Vec<String> {
+/// the length the store held before the file was flushed.
+pub fn write_a_large_file(m: &Mount, name: &str) -> u64 {
     let data: Vec<u8> = (0..24u32 << 20).map(|i| (i % 253) as u8).collect();
     let f = m.path().join(name);
     let while_open = {
@@ -191,7 +191,8 @@ pub fn write_a_large_file(m: &Mount, name: &str) -> Vec<String> {
         for chunk in data.chunks(1 << 20) {
             h.write_all(chunk).unwrap();
         }
-        let while_open = temporary_files(m);
+        assert_eq!(temporary_files(m), Vec::<String>::new());
+        let while_open = m.db.value_size_cf(&m.cf(), name).unwrap().unwrap();
         h.sync_all().unwrap();
         while_open
     };

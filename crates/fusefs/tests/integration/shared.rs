@@ -1,0 +1,339 @@
+//! One file, used as people use files: several descriptors and processes on it at once, other
+//! doors writing its key meanwhile, and writes that reach the store as byte ranges.
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use strata_engine::{ReadOptions, WriteOptions};
+
+use crate::common::{Mount, starting_processes};
+
+/// Bytes the store's files hold: what a change grows them by is what it wrote (the test's
+/// store is its own, whatever other tests run meanwhile).
+fn store_bytes(m: &Mount) -> u64 {
+    fn walk(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                if meta.is_dir() {
+                    walk(&e.path())
+                } else {
+                    meta.len()
+                }
+            })
+            .sum()
+    }
+    walk(m.store.path())
+}
+
+fn sh(script: &str, dir: &std::path::Path) -> std::process::Child {
+    let _starting = starting_processes();
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn two_processes_appending_to_one_file_lose_no_line() {
+    let Some(m) = Mount::new() else { return };
+    const LINES: usize = 200;
+    let appender = |who: &str| {
+        sh(
+            &format!("i=0; while [ $i -lt {LINES} ]; do echo {who}-$i >> log; i=$((i+1)); done"),
+            m.path(),
+        )
+    };
+    let (mut a, mut b) = (appender("a"), appender("b"));
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    let text = std::fs::read_to_string(m.path().join("log")).unwrap();
+    assert!(!text.contains('\0'), "NUL bytes in {text:?}");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 * LINES, "{text}");
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), 2 * LINES);
+}
+
+#[test]
+fn two_descriptors_writing_apart_both_land_whichever_closes_last() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("two");
+    let open = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&f)
+            .unwrap()
+    };
+    let (one, two) = (open(), open());
+    one.write_at(b"AAAA", 0).unwrap();
+    two.write_at(b"BBBB", 10).unwrap();
+    // Each descriptor sees the other's bytes at once, and the length both give the file.
+    let mut got = [0; 14];
+    one.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got, b"AAAA\0\0\0\0\0\0BBBB");
+    assert_eq!(one.metadata().unwrap().len(), 14);
+    drop(two);
+    drop(one);
+    assert_eq!(std::fs::read(&f).unwrap(), b"AAAA\0\0\0\0\0\0BBBB");
+    assert_eq!(
+        m.db.get_cf(&m.cf(), "two").unwrap().unwrap().as_ref(),
+        b"AAAA\0\0\0\0\0\0BBBB"
+    );
+}
+
+#[test]
+fn an_o_dsync_write_is_in_the_store_when_it_returns() {
+    let Some(m) = Mount::new() else { return };
+    let h = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DSYNC)
+        .open(m.path().join("dsync"))
+        .unwrap();
+    h.write_all_at(b"promised", 0).unwrap();
+    // Another door sees it before the close.
+    assert_eq!(
+        m.db.get_cf(&m.cf(), "dsync").unwrap().unwrap().as_ref(),
+        b"promised"
+    );
+    drop(h);
+}
+
+#[test]
+fn an_append_reaches_the_true_end_after_another_door_grew_the_file() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("grown");
+    std::fs::write(&f, b"mount;").unwrap();
+    let h = OpenOptions::new().append(true).open(&f).unwrap();
+    // The kernel believes the file is 6 bytes long; the store now holds 11.
+    m.db.put_cf(&m.cf(), "grown", b"mount;rest;").unwrap();
+    m.invalidator.key_changed(b"grown");
+    use std::io::Write;
+    (&h).write_all(b"again;").unwrap();
+    drop(h);
+    assert_eq!(
+        m.db.get_cf(&m.cf(), "grown").unwrap().unwrap().as_ref(),
+        b"mount;rest;again;"
+    );
+}
+
+#[test]
+fn appending_to_a_large_file_writes_about_what_it_appends() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("big");
+    let chunk = vec![7u8; 1 << 20];
+    {
+        let h = std::fs::File::create(&f).unwrap();
+        for i in 0..64u64 {
+            h.write_all_at(&chunk, i << 20).unwrap();
+        }
+        h.sync_all().unwrap();
+    }
+    let before = store_bytes(&m);
+    let mut child = sh("echo x >> big", m.path());
+    assert!(child.wait().unwrap().success());
+    let written = store_bytes(&m) - before;
+    assert!(written < 1 << 20, "{written} bytes written to append 2");
+    let tail =
+        m.db.read_range_cf(&ReadOptions::default(), &m.cf(), "big", 64 << 20, 10);
+    assert_eq!(tail.unwrap().unwrap().bytes.as_ref(), b"x\n");
+}
+
+#[test]
+fn a_large_file_moves_by_reference() {
+    let Some(m) = Mount::new() else { return };
+    let chunk = vec![3u8; 1 << 20];
+    {
+        let h = std::fs::File::create(m.path().join("from")).unwrap();
+        for i in 0..32u64 {
+            h.write_all_at(&chunk, i << 20).unwrap();
+        }
+    }
+    let before = store_bytes(&m);
+    std::fs::rename(m.path().join("from"), m.path().join("to")).unwrap();
+    let written = store_bytes(&m) - before;
+    assert!(written < 1 << 20, "{written} bytes written to move 32 MiB");
+    assert_eq!(m.db.value_size_cf(&m.cf(), "to").unwrap(), Some(32 << 20));
+    assert!(m.db.get_cf(&m.cf(), "from").unwrap().is_none());
+}
+
+#[test]
+fn an_unlinked_file_stays_usable_through_its_open_descriptor() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("gone");
+    std::fs::write(&f, b"before").unwrap();
+    let h = OpenOptions::new().read(true).write(true).open(&f).unwrap();
+    std::fs::remove_file(&f).unwrap();
+    assert!(!f.exists());
+    assert!(m.db.get_cf(&m.cf(), "gone").unwrap().is_none());
+    h.write_all_at(b"+after", 6).unwrap();
+    let mut got = [0; 12];
+    h.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got, b"before+after");
+    // A new file of the same name is another file.
+    std::fs::write(&f, b"new").unwrap();
+    h.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got, b"before+after");
+    drop(h);
+    assert_eq!(std::fs::read(&f).unwrap(), b"new");
+    // Its data is reclaimed at the last close: no key but the new file's is left.
+    let keys: Vec<Vec<u8>> =
+        m.db.iter_cf(&ReadOptions::default(), &m.cf())
+            .unwrap()
+            .forward()
+            .map(|e| e.unwrap().0)
+            .collect();
+    assert_eq!(keys, [b"gone".to_vec()]);
+}
+
+#[test]
+fn a_file_renamed_over_stays_usable_through_its_open_descriptor() {
+    let Some(m) = Mount::new() else { return };
+    let (a, b) = (m.path().join("a"), m.path().join("b"));
+    std::fs::write(&a, b"old").unwrap();
+    std::fs::write(&b, b"replacement").unwrap();
+    let h = OpenOptions::new().read(true).open(&a).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    let mut got = [0; 3];
+    h.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got, b"old");
+    assert_eq!(std::fs::read(&a).unwrap(), b"replacement");
+}
+
+/// A directory renamed away again and again while another door puts keys into it: every key
+/// whose put was acknowledged is found afterwards, moved with a rename or left where it landed.
+#[test]
+fn a_directory_rename_never_loses_another_doors_write() {
+    let Some(m) = Mount::new() else { return };
+    std::fs::create_dir(m.path().join("d")).unwrap();
+    for i in 0..200 {
+        std::fs::write(m.path().join(format!("d/seed{i}")), b"s").unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let acked = AtomicU64::new(0);
+    let renames = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let sync = WriteOptions {
+                    sync: i.is_multiple_of(8),
+                    ..WriteOptions::default()
+                };
+                let key = format!("d/put{i:06}");
+                let mut batch = strata_engine::WriteBatch::new();
+                batch.put_cf(&m.cf(), &key, b"p");
+                m.db.write(batch, &sync).unwrap();
+                // As the REST door does: the kernel forgets what it knew of the key.
+                m.invalidator.key_changed(key.as_bytes());
+                acked.store(i + 1, Ordering::Relaxed);
+                i += 1;
+            }
+        });
+        let mut n = 0;
+        for round in 0..100 {
+            // `d` is gone after a rename until the next put brings it back.
+            match std::fs::rename(m.path().join("d"), m.path().join(format!("moved{round}"))) {
+                Ok(()) => n += 1,
+                Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}"),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        stop.store(true, Ordering::Relaxed);
+        n
+    });
+    assert!(renames > 1, "{renames} renames");
+    let mut names = std::collections::HashSet::new();
+    for e in
+        m.db.iter_cf(&ReadOptions::default(), &m.cf())
+            .unwrap()
+            .forward()
+    {
+        let key = String::from_utf8(e.unwrap().0).unwrap();
+        let (_, name) = key.split_once('/').unwrap();
+        assert!(names.insert(name.to_string()), "{name} twice");
+    }
+    for i in 0..acked.load(Ordering::Relaxed) {
+        let name = format!("put{i:06}");
+        assert!(names.contains(&name), "{name} was acknowledged and is gone");
+    }
+    for i in 0..200 {
+        assert!(names.contains(&format!("seed{i}")));
+    }
+}
+
+#[test]
+fn a_key_deleted_by_another_door_takes_its_record_with_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("kept");
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // As REST's DELETE and `strata delete` do.
+    let mut batch = strata_engine::WriteBatch::new();
+    strata_fusefs::delete_with_metadata(&m.db, &mut batch, &m.cf(), b"kept");
+    m.db.write(batch, &WriteOptions::default()).unwrap();
+    m.db.put_cf(&m.cf(), "kept", b"again").unwrap();
+    m.invalidator.key_changed(b"kept");
+    let mode = std::fs::metadata(&f).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644, "{mode:o}");
+}
+
+fn set_xattr(path: &std::path::Path, name: &str, value: &[u8]) -> i32 {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: both strings are NUL-terminated and `value` is valid for its length.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+}
+
+#[test]
+fn extended_attributes_keep_within_ext4s_limits() {
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("attrs");
+    std::fs::write(&f, b"x").unwrap();
+    assert_eq!(set_xattr(&f, "user.big", &vec![1; 64 << 10]), 0);
+    assert_eq!(set_xattr(&f, "user.big2", &vec![1; 64 << 10]), libc::ENOSPC);
+    assert_eq!(set_xattr(&f, "user.big", &vec![1; 1 << 10]), 0);
+    // Many names: the list always fits the kernel's 64 KiB.
+    let mut refused = 0;
+    for i in 0..2000 {
+        let name = format!("user.{i:0>200}");
+        match set_xattr(&f, &name, b"") {
+            0 => {}
+            e => {
+                assert_eq!(e, libc::ENOSPC);
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0);
+    let p = std::ffi::CString::new(f.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and no buffer: listxattr answers the size.
+    let len = unsafe { libc::listxattr(p.as_ptr(), std::ptr::null_mut(), 0) };
+    assert!(len > 0 && len <= 64 << 10, "{len}");
+}
