@@ -198,21 +198,21 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     let session = strata_fusefs::spawn(fs, &args.mountpoint, &config)
         .map_err(|e| format!("cannot mount at {}: {e}", args.mountpoint.display()))?;
     log::info!(target: "strata::fs", "mounted at {}", args.mountpoint.display());
-    // SIGINT and SIGTERM unmount; the session then ends and the store closes cleanly.
-    let mnt = args.mountpoint.clone();
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .map_err(|e| format!("cannot watch signals: {e}"))?;
-    let handle = signals.handle();
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let _ = unmount(&mnt);
+    let signals = Stops::watch()?;
+    // Until a signal, or an unmount from outside (`strata umount`).
+    while !session.ended() && !signals.asked() {}
+    let joined = if session.ended() {
+        session.join()
+    } else {
+        log::info!(target: "strata::fs", "stopping: storing open files, then unmounting");
+        match session.stop(|| signals.asked()) {
+            Ok(strata_fusefs::Stopped::Forced { open }) => {
+                forced_exit(&db, &open);
+            }
+            stopped => stopped.map(|_| ()),
         }
-    });
-    let joined = session.join();
-    handle.close();
+    };
+    signals.close();
     db.close().map_err(|e| format!("closing the store: {e}"))?;
     let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     log::info!(
@@ -225,6 +225,57 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
         count(&stats.awake_bursts)
     );
     joined.map_err(|e| format!("the mount ended with an error: {e}"))
+}
+
+/// SIGINT and SIGTERM, counted: the first stops the mount, the next forces the stop.
+pub struct Stops {
+    rx: std::sync::mpsc::Receiver<()>,
+    handle: signal_hook::iterator::Handle,
+}
+
+impl Stops {
+    pub fn watch() -> Result<Stops, String> {
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+        ])
+        .map_err(|e| format!("cannot watch signals: {e}"))?;
+        let handle = signals.handle();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in signals.forever() {
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Stops { rx, handle })
+    }
+
+    /// Whether a signal came since the last call; waits a moment for one.
+    pub fn asked(&self) -> bool {
+        self.rx.recv_timeout(Duration::from_millis(100)).is_ok()
+    }
+
+    pub fn close(self) {
+        self.handle.close();
+    }
+}
+
+/// A stop forced while files were open: their writes are stored and synced, but the mount
+/// still serves them, so the store is left open and the process ends (the kernel then fails
+/// their further use with ENOTCONN).
+pub fn forced_exit(db: &Db, open: &[String]) -> ! {
+    log::warn!(
+        target: "strata::fs",
+        "forced while {} files were open ({}): their writes so far are stored",
+        open.len(),
+        open.join(", ")
+    );
+    if let Err(e) = db.sync_wal() {
+        log::error!(target: "strata::fs", "syncing the store's log: {e}");
+    }
+    std::process::exit(1)
 }
 
 fn init_logging() {

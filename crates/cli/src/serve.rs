@@ -108,9 +108,18 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
             db_dir.display()
         );
     });
-    // Unmount first: the kernel must stop sending requests before the store closes.
+    // Unmount first, storing open files: the kernel must stop sending requests before the
+    // store closes. Files still open keep the mount alive; another signal forces.
     let unmounted = match mounted {
-        Some(m) => m.unmount().map_err(|e| format!("unmount: {e}")),
+        Some(m) => {
+            let again = crate::mount::Stops::watch()?;
+            let stopped = m.stop(|| again.asked());
+            if let Ok(strata_fusefs::Stopped::Forced { open }) = &stopped {
+                crate::mount::forced_exit(&db, open);
+            }
+            again.close();
+            stopped.map(|_| ()).map_err(|e| format!("unmount: {e}"))
+        }
         None => Ok(()),
     };
     let closed = db.close().map_err(|e| format!("closing the store: {e}"));

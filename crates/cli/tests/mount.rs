@@ -295,3 +295,51 @@ fn every_durability_promise_survives_a_kill_right_after_it() {
         child.wait().unwrap();
     }
 }
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill with a child's pid and a valid signal touches no memory of ours.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// SIGTERM while files are open and dirty: their writes are stored at once, the mount leaves
+/// the namespace and serves them until they close, then the store closes; a second signal
+/// forces the stop with what was written so far stored.
+#[test]
+fn a_stop_while_files_are_open_loses_no_write() {
+    use std::os::unix::fs::FileExt;
+    let Some((_dir, db, mnt)) = store_and_mountpoint() else {
+        return;
+    };
+    let chunk = |i: u8| vec![i; 1 << 20];
+    let mut child = spawn_mount(&db, &mnt);
+    let f = std::fs::File::create(mnt.join("open")).unwrap();
+    f.write_all_at(&chunk(1), 0).unwrap();
+    signal(&child, libc::SIGTERM);
+    wait_until("the lazy unmount", || !strata_fusefs::is_mounted(&mnt));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ended with a file open"
+    );
+    // Still served through the open descriptor.
+    f.write_all_at(&chunk(2), 1 << 20).unwrap();
+    drop(f);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let got = ok(&strata(&db, &["get", "--raw", "open"]));
+    assert_eq!(got.len(), 2 << 20);
+    assert!(got.as_bytes()[..1 << 20].iter().all(|&b| b == 1));
+    assert!(got.as_bytes()[1 << 20..].iter().all(|&b| b == 2));
+
+    let child = spawn_mount(&db, &mnt);
+    let f = std::fs::File::create(mnt.join("forced")).unwrap();
+    f.write_all_at(&chunk(3), 0).unwrap();
+    signal(&child, libc::SIGTERM);
+    wait_until("the lazy unmount", || !strata_fusefs::is_mounted(&mnt));
+    signal(&child, libc::SIGTERM);
+    let mut child = child;
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "a forced stop says so");
+    drop(f);
+    let got = ok(&strata(&db, &["get", "--raw", "forced"]));
+    assert_eq!(got.len(), 1 << 20);
+}

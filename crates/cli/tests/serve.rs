@@ -107,15 +107,42 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
         let put_again = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
         http(addr, "PUT", &put_again, &token, r#"{"value":"kept"}"#);
     }
-    // SIGTERM: unmount, close, exit 0; every acknowledged write is there afterwards.
+    // A file held open and written, not closed, when the stop comes.
+    let held = mount.then(|| {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(mnt.join("held")).unwrap();
+        f.write_all_at(b"before the stop;", 0).unwrap();
+        f
+    });
+    // SIGTERM: store open files, unmount (lazily while one is open), close, exit 0; every
+    // acknowledged write is there afterwards.
     // SAFETY: kill sends a signal to our own child, whose pid is valid until we wait on it.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    if let Some(f) = held {
+        use std::os::unix::fs::FileExt;
+        let start = std::time::Instant::now();
+        while strata_fusefs::is_mounted(&mnt) {
+            assert!(start.elapsed().as_secs() < 30, "still mounted");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "closed under an open file"
+        );
+        f.write_all_at(b"after it", 16).unwrap();
     }
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
     let want = if mount { "kept\n" } else { "from the api\n" };
     assert_eq!(stdout(&strata(&db, &["get", "docs/a.md"])), want);
+    if mount {
+        assert_eq!(
+            stdout(&strata(&db, &["get", "held"])),
+            "before the stop;after it\n"
+        );
+    }
 }
 
 #[test]

@@ -2,8 +2,10 @@
 
 use std::io;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 
@@ -148,9 +150,25 @@ fn session(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Sessi
 #[derive(Debug)]
 pub struct Mounted {
     session: BackgroundSession,
+    fs: StrataFs,
+    mountpoint: PathBuf,
     invalidator: Invalidator,
     serving: Option<Arc<Serving>>,
 }
+
+/// How [`Mounted::stop`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Unmounted, and every serving thread has ended: the store may close.
+    Unmounted,
+    /// Told to force while these files were still open: their writes so far are stored and
+    /// synced, but the mount lives on (detached) until they close or the process ends, so the
+    /// store must not be closed; end the process instead.
+    Forced { open: Vec<String> },
+}
+
+/// How often a stop waiting for open files looks again.
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 impl Mounted {
     /// Tells the kernel about keys changed by other faces in this process.
@@ -158,14 +176,59 @@ impl Mounted {
         self.invalidator.clone()
     }
 
-    /// Unmounts and waits for the serving threads to end.
-    pub fn unmount(self) -> io::Result<()> {
+    /// Whether the serving threads have ended (the mount was unmounted from outside).
+    pub fn ended(&self) -> bool {
+        self.session.guard.is_finished()
+    }
+
+    /// Stops the mount without losing a write: stores every open file's writes (synced), then
+    /// unmounts, lazily when files are still open (the mount leaves the namespace at once and
+    /// serves its open files until they close), and waits for the serving threads to end. When
+    /// `force` turns true meanwhile, stores the open files' writes again and returns
+    /// [`Stopped::Forced`], naming them.
+    pub fn stop(self, force: impl Fn() -> bool) -> io::Result<Stopped> {
+        if let Err(e) = self.fs.store_open_files() {
+            log::error!(target: "strata::fs", "storing open files before unmounting: {e}");
+        }
         if let Some(serving) = &self.serving
             && let Err(e) = serving.close()
         {
             log::warn!(target: "strata::fs", "serving threads cannot stop polling /dev/fuse: {e}");
         }
-        self.session.umount_and_join()
+        if !self.ended() {
+            match unmount(&self.mountpoint, false) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    let open = self.fs.open_paths();
+                    log::warn!(
+                        target: "strata::fs",
+                        "{} busy ({} files open: {}): unmounted lazily; the mount ends when they \
+                         close (stop again to force)",
+                        self.mountpoint.display(),
+                        open.len(),
+                        open.join(", ")
+                    );
+                    unmount(&self.mountpoint, true)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        while !self.ended() {
+            if force() {
+                self.fs.store_open_files().map_err(io::Error::other)?;
+                return Ok(Stopped::Forced {
+                    open: self.fs.open_paths(),
+                });
+            }
+            std::thread::sleep(STOP_POLL);
+        }
+        self.session.join()?;
+        Ok(Stopped::Unmounted)
+    }
+
+    /// [`Mounted::stop`], waiting for open files however long they stay open.
+    pub fn unmount(self) -> io::Result<()> {
+        self.stop(|| false).map(|_| ())
     }
 
     /// Waits until the filesystem is unmounted from outside (`strata umount`).
@@ -174,14 +237,44 @@ impl Mounted {
     }
 }
 
+/// Unmounts `mnt` (`lazy`: detached now, ended when its last open file closes): with
+/// `umount2` as root, else with `fusermount3`, as an unprivileged user must. A mount still in
+/// use answers `EBUSY` unless lazy.
+fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } == 0 {
+        let path =
+            std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+        let flags = if lazy { libc::MNT_DETACH } else { 0 };
+        // SAFETY: `path` is NUL-terminated and lives across the call.
+        if unsafe { libc::umount2(path.as_ptr(), flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(());
+    }
+    let mut cmd = Command::new("fusermount3");
+    cmd.arg(if lazy { "-uz" } else { "-u" }).arg(mnt);
+    let out = cmd.output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if why.contains("busy") {
+        return Err(io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    Err(io::Error::other(format!("fusermount3: {why}")))
+}
+
 /// Mounts `fs` at `mountpoint` and serves it on background threads until unmounted.
 pub fn spawn(fs: StrataFs, mountpoint: &Path, c: &MountConfig) -> io::Result<Mounted> {
     let invalidator = fs.invalidator();
     let serving = fs.serving();
-    let session = session(fs, mountpoint, c)?.spawn()?;
+    let session = session(fs.clone(), mountpoint, c)?.spawn()?;
     invalidator.attach(session.notifier());
     Ok(Mounted {
         session,
+        fs,
+        mountpoint: mountpoint.to_path_buf(),
         invalidator,
         serving,
     })

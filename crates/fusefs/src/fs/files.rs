@@ -78,7 +78,7 @@ pub(super) fn uncached_flags(flags: OpenFlags) -> FopenFlags {
     }
 }
 
-impl StrataFs {
+impl FsCore {
     /// The length an open file's pending writes give it.
     pub(super) fn unflushed_len(&self, ino: u64) -> Option<u64> {
         self.files.lock().inode(ino)?.pending_len()
@@ -360,6 +360,45 @@ impl StrataFs {
         let _tree = self.tree.read();
         let mut pending = h.file.pending.lock();
         self.flush_file(&h.file, &mut pending, sync)
+    }
+}
+
+impl FsCore {
+    /// Stores the pending writes of every open file, then syncs the WAL: whatever was written
+    /// through the mount so far is durable, whether or not its files are ever closed. What a
+    /// shutdown does first.
+    pub fn store_open_files(&self) -> Result<()> {
+        let open: Vec<Arc<OpenInode>> = {
+            let files = self.files.lock();
+            files.inodes.values().map(|(f, _)| f.clone()).collect()
+        };
+        let mut first_failure = None;
+        for file in open {
+            let _tree = self.tree.read();
+            let mut pending = file.pending.lock();
+            if let Err(e) = self.flush_file(&file, &mut pending, false) {
+                log::error!(target: "strata::fs", "storing an open file: {e}");
+                first_failure.get_or_insert(e);
+            }
+        }
+        if !self.config.read_only {
+            self.store.db.sync_wal()?;
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// The paths of the files open now (an unlinked one shows as its orphan key).
+    pub fn open_paths(&self) -> Vec<String> {
+        let inos: Vec<u64> = self.files.lock().inodes.keys().copied().collect();
+        let inodes = self.inodes.lock();
+        inos.into_iter()
+            .map(|ino| {
+                inodes.key(ino).map_or_else(
+                    || format!("inode {ino}"),
+                    |k| String::from_utf8_lossy(k).into_owned(),
+                )
+            })
+            .collect()
     }
 }
 

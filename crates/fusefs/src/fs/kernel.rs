@@ -34,7 +34,7 @@ failable!(
     ReplyDirectoryPlus
 );
 
-impl StrataFs {
+impl FsCore {
     /// Answers with `ok` on success, else with the failure's errno (logged if the store's).
     fn answer<R: Failable, T>(&self, op: &str, reply: R, r: Result<T>, ok: impl FnOnce(R, T)) {
         match r {

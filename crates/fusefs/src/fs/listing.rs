@@ -34,7 +34,7 @@ pub(super) enum Sink<'a> {
     Plus(&'a mut ReplyDirectoryPlus),
 }
 
-impl StrataFs {
+impl FsCore {
     /// Adds one entry; true when the reply is full and the entry was not added.
     fn add_entry(
         &self,

@@ -108,9 +108,24 @@ impl Default for FsConfig {
     }
 }
 
-/// A Strata column family as a filesystem: keys are paths, values are file contents.
-#[derive(Debug)]
+/// A Strata column family as a filesystem: keys are paths, values are file contents. Cheap to
+/// share: the mount serves one, and [`StrataFs::stopper`] hands out another view of the same
+/// state, so that a shutdown can store every open file before it unmounts.
+#[derive(Debug, Clone)]
 pub struct StrataFs {
+    core: Arc<FsCore>,
+}
+
+impl std::ops::Deref for StrataFs {
+    type Target = FsCore;
+    fn deref(&self) -> &FsCore {
+        &self.core
+    }
+}
+
+/// What a [`StrataFs`] is made of (reached through it; not nameable outside the crate).
+#[derive(Debug)]
+pub struct FsCore {
     store: Store,
     config: FsConfig,
     /// Times shown for entries without a record: the mount's start, stable while mounted.
@@ -178,6 +193,14 @@ impl StrataFs {
     /// A filesystem over column family `config.column_family` of `db` (created, with its
     /// metadata column family, if missing and writable).
     pub fn new(db: Arc<Db>, config: FsConfig) -> Result<StrataFs> {
+        Ok(StrataFs {
+            core: Arc::new(FsCore::new(db, config)?),
+        })
+    }
+}
+
+impl FsCore {
+    fn new(db: Arc<Db>, config: FsConfig) -> Result<FsCore> {
         let store = Store::new(db, &config.column_family, config.read_only)?;
         if !config.read_only {
             // Files unlinked while open when the last mount stopped without closing them.
@@ -188,7 +211,7 @@ impl StrataFs {
             Some(serving) => KeepAwake::new(CPU_LATENCY_DEVICE, BURST, serving.clone()),
             None => KeepAwake::off(),
         };
-        Ok(StrataFs {
+        Ok(FsCore {
             store,
             config,
             epoch: SystemTime::now(),

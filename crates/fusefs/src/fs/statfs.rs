@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl StrataFs {
+impl FsCore {
     pub(super) fn do_statfs(&self) -> Result<(u64, u64, u64, u64, u64)> {
         let path = std::ffi::CString::new(self.store.db.path().as_os_str().as_bytes())
             .map_err(|_| FsError::posix(libc::EINVAL, "store path holds NUL"))?;

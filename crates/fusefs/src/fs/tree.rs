@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl StrataFs {
+impl FsCore {
     /// Makes a new non-directory entry `name` in `parent` holding `meta` (and, for a file, no
     /// bytes yet).
     pub(super) fn make(&self, parent: u64, name: &OsStr, meta: Meta) -> Result<(Vec<u8>, Entry)> {

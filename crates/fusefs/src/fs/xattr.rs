@@ -30,7 +30,7 @@ fn check_room(meta: &Meta, name: &[u8], value: &[u8]) -> Result<()> {
     Ok(())
 }
 
-impl StrataFs {
+impl FsCore {
     /// An entry's key and its record (or the defaults), for an attribute change or read.
     pub(super) fn meta_for_xattr(&self, ino: u64) -> Result<(Vec<u8>, Meta)> {
         let key = self.key_of(ino)?;
