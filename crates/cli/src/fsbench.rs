@@ -117,6 +117,10 @@ pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
         },
     ];
     let result = workloads(&sides, &args).and_then(|()| deep_listing(&db, &mnt, &args));
+    println!(
+        "peak RSS of this process (mount included): {:.1} MiB",
+        proc_status_kib("VmHWM:") as f64 / 1024.0
+    );
     let unmounted = mounted.unmount().map_err(|e| format!("unmount: {e}"));
     db.close().map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&plain);
@@ -270,6 +274,7 @@ fn workloads(sides: &[Side<'_>], a: &FsBenchArgs) -> Result<(), String> {
             line("read-seq", s.name, a.big_mib, a.big_mib << 20, t)
         );
     }
+    large_file(sides)?;
     for s in sides {
         let dir = s.root.join("tree");
         std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
@@ -284,6 +289,118 @@ fn workloads(sides: &[Side<'_>], a: &FsBenchArgs) -> Result<(), String> {
             line("rename-dir", s.name, 1, 0, t),
             a.dir_files
         );
+    }
+    Ok(())
+}
+
+/// A figure of `/proc/self/status` in KiB (0 if absent).
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes this process has caused to be written to storage so far (`write_bytes` of
+/// `/proc/self/io`: pages dirtied, the mount's own threads included).
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Appends, concurrent appenders, random reads and a move on the large file the sequential
+/// workloads left, each with the bytes the process wrote for it.
+fn large_file(sides: &[Side<'_>]) -> Result<(), String> {
+    const APPENDS: u64 = 1000;
+    const READS: u64 = 10_000;
+    let with_written = |l: String, written: u64| format!("{l} {:>10} bytes written", written);
+    for s in sides {
+        let p = s.root.join("big.bin");
+        let before = written_bytes();
+        let t = timed(|| {
+            for _ in 0..APPENDS {
+                // As `echo ... >> big.bin` does: open to append, write, close.
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&p)
+                    .map_err(io("append", &p))?;
+                f.write_all(&[b'a'; 100]).map_err(io("append", &p))?;
+            }
+            Ok(())
+        })?;
+        let l = line("append-100B", s.name, APPENDS, APPENDS * 100, t);
+        println!("{}", with_written(l, written_bytes() - before));
+    }
+    for s in sides {
+        let p = s.root.join("log");
+        let t = timed(|| {
+            std::thread::scope(|scope| {
+                let appenders: Vec<_> = (0..2)
+                    .map(|_| {
+                        scope.spawn(|| -> Result<(), String> {
+                            let mut f = std::fs::OpenOptions::new()
+                                .create(true)
+                                .append(true)
+                                .open(&p)
+                                .map_err(io("append", &p))?;
+                            for _ in 0..APPENDS {
+                                f.write_all(&[b'l'; 99]).map_err(io("append", &p))?;
+                                f.write_all(b"\n").map_err(io("append", &p))?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                appenders
+                    .into_iter()
+                    .try_for_each(|h| h.join().map_err(|_| "an appender panicked".to_string())?)
+            })
+        })?;
+        let len = std::fs::metadata(&p).map_err(io("stat", &p))?.len();
+        if len != 2 * APPENDS * 100 {
+            return Err(format!("{}: {len} bytes after two appenders", p.display()));
+        }
+        println!("{}", line("append-2fd", s.name, 2 * APPENDS, len, t));
+    }
+    for s in sides {
+        let p = s.root.join("big.bin");
+        let len = std::fs::metadata(&p).map_err(io("stat", &p))?.len();
+        let f = std::fs::File::open(&p).map_err(io("open", &p))?;
+        let mut buf = vec![0u8; 4096];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut read = || -> Result<(), String> {
+            for _ in 0..READS {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x % (len / 4096)) * 4096;
+                std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, at)
+                    .map_err(io("read", &p))?;
+            }
+            Ok(())
+        };
+        // The first pass fills the caches; the second is timed.
+        read()?;
+        let t = timed(read)?;
+        println!("{}", line("randread-4K", s.name, READS, READS * 4096, t));
+    }
+    for s in sides {
+        let (from, to) = (s.root.join("big.bin"), s.root.join("big.moved"));
+        let before = written_bytes();
+        let t = timed(|| std::fs::rename(&from, &to).map_err(io("rename", &from)))?;
+        let written = written_bytes() - before;
+        std::fs::rename(&to, &from).map_err(io("rename", &to))?;
+        println!("{}", with_written(line("mv-big", s.name, 1, 0, t), written));
     }
     Ok(())
 }

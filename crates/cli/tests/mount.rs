@@ -343,3 +343,49 @@ fn a_stop_while_files_are_open_loses_no_write() {
     let got = ok(&strata(&db, &["get", "--raw", "forced"]));
     assert_eq!(got.len(), 1 << 20);
 }
+
+/// `strata fs-bench`, small: every workload runs on both sides and prints its line.
+#[test]
+fn fs_bench_prints_every_workload_for_both_sides() {
+    let Some((_dir, db, _mnt)) = store_and_mountpoint() else {
+        return;
+    };
+    let out = ok(&strata(
+        &db,
+        &[
+            "fs-bench",
+            "--files",
+            "50",
+            "--list-files",
+            "100",
+            "--big-mib",
+            "8",
+            "--dir-files",
+            "50",
+            "--deep-keys",
+            "1000",
+        ],
+    ));
+    for workload in [
+        "create",
+        "stat",
+        "read",
+        "rename",
+        "unlink",
+        "ls-l",
+        "write-seq",
+        "read-seq",
+        "append-100B",
+        "append-2fd",
+        "randread-4K",
+        "mv-big",
+        "rename-dir",
+    ] {
+        for side in ["plain", "strata"] {
+            let name = format!("{workload}.{side} ");
+            assert!(out.lines().any(|l| l.starts_with(&name)), "{name}:\n{out}");
+        }
+    }
+    assert!(out.contains("ls-deep.strata"), "{out}");
+    assert!(out.contains("peak RSS"), "{out}");
+}

@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, OnceLock};
 
 use fuser::{INodeNo, Notifier};
@@ -11,11 +12,16 @@ use parking_lot::Mutex;
 use crate::inodes::InodeTable;
 use crate::path;
 
+/// Where `pages_changed` sends (inode, first stale byte): to the thread that tells the kernel.
+type PageRanges = Arc<OnceLock<Mutex<Sender<(u64, u64)>>>>;
+
 /// Cheap to clone; calls before the filesystem is mounted do nothing.
 #[derive(Clone)]
 pub struct Invalidator {
     inodes: Arc<Mutex<InodeTable>>,
     notifier: Arc<OnceLock<Notifier>>,
+    /// Page ranges to drop, sent by a thread of their own (`pages_changed`).
+    pages: PageRanges,
 }
 
 impl std::fmt::Debug for Invalidator {
@@ -31,6 +37,7 @@ impl Invalidator {
         Invalidator {
             inodes,
             notifier: Arc::new(OnceLock::new()),
+            pages: Arc::new(OnceLock::new()),
         }
     }
 
@@ -52,6 +59,27 @@ impl Invalidator {
             t
         };
         send(n, &targets);
+    }
+
+    /// The mount wrote inode `ino` from byte `from` on without the kernel's page cache (a
+    /// write-only or appending descriptor): the kernel drops the pages it cached there, and
+    /// keeps the rest, so appending to a large file does not cost its readers their cache. Sent
+    /// from a thread of its own: a request being answered (a read that flushed pending writes)
+    /// may hold the very pages the kernel must drop.
+    pub(crate) fn pages_changed(&self, ino: u64, from: u64) {
+        let Some(n) = self.notifier.get() else { return };
+        let sender = self.pages.get_or_init(|| {
+            let (tx, rx) = channel::<(u64, u64)>();
+            let n = n.clone();
+            std::thread::spawn(move || {
+                for (ino, from) in rx {
+                    // ENOENT only says the kernel had nothing cached.
+                    let _ = n.inval_inode(INodeNo(ino), from as i64, 0);
+                }
+            });
+            Mutex::new(tx)
+        });
+        let _ = sender.lock().send((ino, from));
     }
 
     /// Every key in `[start, end)` was deleted.

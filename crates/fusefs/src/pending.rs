@@ -16,7 +16,7 @@ pub(crate) enum Op {
 }
 
 /// Writes waiting for the store, and what they make of the file's length.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Pending {
     ops: Vec<Op>,
     bytes: usize,
@@ -24,9 +24,32 @@ pub(crate) struct Pending {
     len: Option<u64>,
     /// A write asked for the set-user-ID and set-group-ID bits to be cleared.
     pub(crate) kill_suidgid: bool,
+    /// A write went past the kernel's page cache (a write-only or appending descriptor): the
+    /// kernel's pages from `written_from` on are stale once these writes land.
+    pub(crate) uncached: bool,
+    /// Where the first byte written lies, at the latest.
+    written_from: u64,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            ops: Vec::new(),
+            bytes: 0,
+            len: None,
+            kill_suidgid: false,
+            uncached: false,
+            written_from: u64::MAX,
+        }
+    }
 }
 
 impl Pending {
+    /// Where the first byte the pending writes change lies (at the latest); `None` when none.
+    pub(crate) fn written_from(&self) -> Option<u64> {
+        (!self.is_empty()).then_some(self.written_from)
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
@@ -41,24 +64,31 @@ impl Pending {
         self.len
     }
 
-    /// Adds `op`. `stored_len` gives the file's length in the store, asked only for the first
-    /// write after a flush. Contiguous writes join the one before, so a file written front to
-    /// back reaches the store as one range per flush.
-    pub(crate) fn push(&mut self, op: Op, stored_len: impl FnOnce() -> u64) {
+    /// Adds a write of `data`, at `offset` or (`None`) at the end. `stored_len` gives the
+    /// file's length in the store, asked only for the first write after a flush. Contiguous
+    /// writes join the one before, so a file written front to back reaches the store as one
+    /// range per flush; the bytes are copied once.
+    pub(crate) fn push(
+        &mut self,
+        offset: Option<u64>,
+        data: &[u8],
+        stored_len: impl FnOnce() -> u64,
+    ) {
         let len = self.len.unwrap_or_else(stored_len);
-        self.len = Some(match &op {
-            Op::At(offset, data) => len.max(offset + data.len() as u64),
-            Op::Append(data) => len + data.len() as u64,
+        // An append lands at the end as the store has it then, which is never before `len`.
+        self.written_from = self.written_from.min(offset.unwrap_or(len));
+        self.len = Some(match offset {
+            Some(at) => len.max(at + data.len() as u64),
+            None => len + data.len() as u64,
         });
-        self.bytes += match &op {
-            Op::At(_, data) | Op::Append(data) => data.len(),
-        };
-        match (self.ops.last_mut(), op) {
-            (Some(Op::At(at, prev)), Op::At(offset, data)) if *at + prev.len() as u64 == offset => {
-                prev.extend_from_slice(&data)
+        self.bytes += data.len();
+        match (self.ops.last_mut(), offset) {
+            (Some(Op::At(at, prev)), Some(offset)) if *at + prev.len() as u64 == offset => {
+                prev.extend_from_slice(data)
             }
-            (Some(Op::Append(prev)), Op::Append(data)) => prev.extend_from_slice(&data),
-            (_, op) => self.ops.push(op),
+            (Some(Op::Append(prev)), None) => prev.extend_from_slice(data),
+            (_, Some(offset)) => self.ops.push(Op::At(offset, data.to_vec())),
+            (_, None) => self.ops.push(Op::Append(data.to_vec())),
         }
     }
 
@@ -75,6 +105,8 @@ impl Pending {
         self.bytes = 0;
         self.len = None;
         self.kill_suidgid = false;
+        self.uncached = false;
+        self.written_from = u64::MAX;
     }
 
     #[cfg(test)]
@@ -90,11 +122,11 @@ mod tests {
     #[test]
     fn contiguous_writes_join_and_others_keep_their_order() {
         let mut p = Pending::default();
-        p.push(Op::At(0, b"ab".to_vec()), || 10);
-        p.push(Op::At(2, b"cd".to_vec()), || unreachable!());
-        p.push(Op::At(1, b"X".to_vec()), || unreachable!());
-        p.push(Op::Append(b"1".to_vec()), || unreachable!());
-        p.push(Op::Append(b"2".to_vec()), || unreachable!());
+        p.push(Some(0), b"ab", || 10);
+        p.push(Some(2), b"cd", || unreachable!());
+        p.push(Some(1), b"X", || unreachable!());
+        p.push(None, b"1", || unreachable!());
+        p.push(None, b"2", || unreachable!());
         assert_eq!(
             p.ops(),
             [
@@ -105,33 +137,40 @@ mod tests {
         );
         assert_eq!(p.bytes(), 7);
         assert_eq!(p.len(), Some(12));
+        assert_eq!(p.written_from(), Some(0));
     }
 
     #[test]
     fn the_length_follows_every_kind_of_write() {
         let mut p = Pending::default();
         assert_eq!(p.len(), None);
-        p.push(Op::At(100, b"x".to_vec()), || 5);
+        p.push(Some(100), b"x", || 5);
         assert_eq!(p.len(), Some(101));
-        p.push(Op::At(0, b"y".to_vec()), || unreachable!());
+        assert_eq!(p.written_from(), Some(100));
+        p.push(Some(0), b"y", || unreachable!());
         assert_eq!(p.len(), Some(101));
-        p.push(Op::Append(b"zz".to_vec()), || unreachable!());
+        p.push(None, b"zz", || unreachable!());
         assert_eq!(p.len(), Some(103));
+        assert_eq!(p.written_from(), Some(0));
+        let mut appends = Pending::default();
+        appends.push(None, b"a", || 40);
+        assert_eq!(appends.written_from(), Some(40));
     }
 
     #[test]
     fn a_drained_set_is_empty_and_asks_the_store_again() {
         let mut p = Pending::default();
-        p.push(Op::Append(b"a".to_vec()), || 1);
+        p.push(None, b"a", || 1);
         p.kill_suidgid = true;
         let mut batch = WriteBatch::new();
         let dir = tempfile::tempdir().unwrap();
         let db = strata_engine::Db::open(dir.path(), strata_engine::Options::default()).unwrap();
         p.drain_into(&mut batch, &db.default_cf(), b"k");
         assert!(p.is_empty() && p.bytes() == 0 && p.len().is_none() && !p.kill_suidgid);
+        assert_eq!(p.written_from(), None);
         assert_eq!(batch.len(), 1);
         let mut asked = false;
-        p.push(Op::At(0, b"b".to_vec()), || {
+        p.push(Some(0), b"b", || {
             asked = true;
             7
         });

@@ -13,8 +13,14 @@ use crate::coding::{get_varint64, put_varint64};
 pub(crate) const EXTENTS: u8 = 3;
 /// Inline pieces longer than this are written to a blob record.
 pub(crate) const INLINE_EXTENT_MAX: u64 = 1 << 10;
-/// A list longer than this is folded down to `FOLDED_EXTENTS` pieces.
+/// A list longer than this is folded down to `FOLDED_EXTENTS` pieces, joining only pieces
+/// smaller than `LARGE_PIECE`: a list of large pieces may stay longer.
 pub(crate) const MAX_EXTENTS: usize = 256;
+/// A piece this long is never copied by a fold: joining it would copy megabytes under the WAL
+/// lock to save a few dozen bytes of list (a file written in 4 MiB steps and then appended to
+/// had every 64th append copy hundreds of MiB). A list of such pieces is at most
+/// `MAX_VALUE_SIZE / LARGE_PIECE` long (3,072 pieces, ~60 KiB rewritten per write).
+pub(crate) const LARGE_PIECE: u64 = 1 << 20;
 pub(crate) const FOLDED_EXTENTS: usize = 192;
 
 const ZEROS: u8 = 0;

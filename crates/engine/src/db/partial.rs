@@ -11,7 +11,7 @@ use super::batch::{BatchRecord, LastWrite, Latest, Op, PartialOp, WriteBatch};
 use super::blob::{PendingBlobs, ttl_bucket};
 use super::column_family::ColumnFamilyData;
 use crate::blob::extents::{
-    EXTENTS, Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, MAX_EXTENTS, Piece,
+    EXTENTS, Extent, Extents, FOLDED_EXTENTS, INLINE_EXTENT_MAX, LARGE_PIECE, MAX_EXTENTS, Piece,
 };
 use crate::blob::{BlobIndex, BlobRef, encode_inline};
 use crate::error::{Error, Result, show_key};
@@ -303,8 +303,9 @@ impl DbInner {
 
     /// Folds `x` down to `FOLDED_EXTENTS` pieces: repeatedly joins the neighbouring pair with
     /// the fewest bytes, then copies each joined run into one new record. Zero runs are never
-    /// joined (a hole costs nothing as it is and could be gigabytes written out), so a list of
-    /// many holes may stay longer.
+    /// joined (a hole costs nothing as it is and could be gigabytes written out), nor runs of
+    /// `LARGE_PIECE` bytes or more (a fold copies at most two pieces smaller than that per
+    /// join), so a list of many holes or large pieces may stay longer.
     fn fold(
         &self,
         cf: &ColumnFamilyData,
@@ -319,12 +320,12 @@ impl DbInner {
             .enumerate()
             .map(|(i, e)| (i, i, e.len))
             .collect();
-        let zeros = |run: &(usize, usize, u64)| {
-            run.0 == run.1 && matches!(x.list[run.0].piece, Piece::Zeros)
+        let joinable = |run: &(usize, usize, u64)| {
+            run.2 < LARGE_PIECE && !(run.0 == run.1 && matches!(x.list[run.0].piece, Piece::Zeros))
         };
         while runs.len() > FOLDED_EXTENTS {
             let Some(i) = (0..runs.len() - 1)
-                .filter(|&i| !zeros(&runs[i]) && !zeros(&runs[i + 1]))
+                .filter(|&i| joinable(&runs[i]) && joinable(&runs[i + 1]))
                 .min_by_key(|&i| runs[i].2 + runs[i + 1].2)
             else {
                 break;

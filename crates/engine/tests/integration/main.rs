@@ -15,6 +15,7 @@ mod damage;
 mod db;
 mod fault_injection;
 mod files;
+mod folding;
 mod module_graph;
 mod multi_get;
 mod partial;

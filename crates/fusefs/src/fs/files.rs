@@ -3,7 +3,7 @@
 //! bytes), and attribute changes (chmod, chown, utimens, truncate).
 
 use super::*;
-use crate::pending::{Op, Pending};
+use crate::pending::Pending;
 
 /// `OpenInode::pending_len` when nothing is pending.
 const NO_PENDING: u64 = u64::MAX;
@@ -44,6 +44,8 @@ pub(super) struct Handle {
     append: bool,
     /// `O_SYNC` or `O_DSYNC`: a write is durable when it returns.
     sync: bool,
+    /// Its I/O bypasses the kernel's page cache ([`uncached_flags`]).
+    uncached: bool,
 }
 
 /// The descriptors open now, and the files they share.
@@ -119,6 +121,9 @@ impl FsCore {
         }
         meta.ctime = now;
         let mut batch = WriteBatch::new();
+        let stale_from = pending
+            .as_ref()
+            .and_then(|p| p.written_from().filter(|_| p.uncached));
         // The file's pending writes land first, in this batch: a flush after it would set the
         // times again (`cp -p` writes, then sets them).
         if let Some(p) = pending.as_mut()
@@ -152,6 +157,9 @@ impl FsCore {
         if let Some(f) = &open {
             f.pending_len.store(NO_PENDING, Ordering::Release);
         }
+        if let Some(from) = stale_from {
+            self.invalidator.pages_changed(ino, from);
+        }
         if change.size.is_some() {
             self.inodes.lock().changed(ino);
         }
@@ -171,6 +179,9 @@ impl FsCore {
         }
         let key = self.key_of(file.ino)?;
         let kill_suidgid = pending.kill_suidgid;
+        // Pages the kernel cached are stale where a write went past its cache; writes through
+        // it it has already.
+        let stale_from = pending.written_from().filter(|_| pending.uncached);
         let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
         pending.drain_into(&mut batch, &self.store.data, &key);
         let written = {
@@ -189,7 +200,9 @@ impl FsCore {
         };
         // Landed or lost, nothing is pending any more: the store's length is the file's.
         file.pending_len.store(NO_PENDING, Ordering::Release);
-        self.inodes.lock().changed(file.ino);
+        if let Some(from) = stale_from {
+            self.invalidator.pages_changed(file.ino, from);
+        }
         written
     }
 
@@ -248,6 +261,7 @@ impl FsCore {
             writable: flags.acc_mode() != OpenAccMode::O_RDONLY,
             append: flags.0 & libc::O_APPEND != 0,
             sync: flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            uncached: !uncached_flags(flags).is_empty(),
         };
         files.handles.insert(fh, Arc::new(handle));
         fh
@@ -331,18 +345,15 @@ impl FsCore {
         let _tree = self.tree.read();
         let key = self.key_of(h.file.ino)?;
         let mut pending = h.file.pending.lock();
-        let op = if h.append {
-            Op::Append(data.to_vec())
-        } else {
-            Op::At(offset, data.to_vec())
-        };
         // The length the store has is asked only by the first write after a flush.
         let stored_len = match pending.is_empty() {
             true => self.store.db.value_size_cf(&self.store.data, &key)?,
             false => None,
         };
-        pending.push(op, || stored_len.unwrap_or(0));
+        let at = (!h.append).then_some(offset);
+        pending.push(at, data, || stored_len.unwrap_or(0));
         pending.kill_suidgid |= kill_suidgid;
+        pending.uncached |= h.uncached;
         if let Some(len) = pending.len() {
             h.file.pending_len.store(len, Ordering::Release);
         }

@@ -131,6 +131,8 @@ pub struct FsCore {
     /// Times shown for entries without a record: the mount's start, stable while mounted.
     epoch: SystemTime,
     inodes: Arc<Mutex<InodeTable>>,
+    /// The one the mount attaches its notifier to, so the filesystem can use it too.
+    invalidator: Invalidator,
     /// Shared by every change that finds an inode's key and then reads or writes under it (a
     /// flush, a write's first load, setattr, xattrs); exclusive for changes to which key names
     /// which inode (create, unlink, rename). Without it a flush racing a rename wrote the file
@@ -207,6 +209,7 @@ impl FsCore {
             store.reclaim_orphans()?;
         }
         let serving = config.keep_cpus_awake.then(Arc::<Serving>::default);
+        let inodes = Arc::new(Mutex::new(InodeTable::default()));
         let awake = match &serving {
             Some(serving) => KeepAwake::new(CPU_LATENCY_DEVICE, BURST, serving.clone()),
             None => KeepAwake::off(),
@@ -215,7 +218,8 @@ impl FsCore {
             store,
             config,
             epoch: SystemTime::now(),
-            inodes: Arc::new(Mutex::new(InodeTable::default())),
+            inodes: inodes.clone(),
+            invalidator: Invalidator::new(inodes),
             tree: RwLock::new(()),
             records: std::array::from_fn(|_| Mutex::new(())),
             files: Mutex::new(OpenFiles::default()),
@@ -256,7 +260,7 @@ impl FsCore {
 
     /// A handle other faces in this process use to tell the kernel which keys they changed.
     pub fn invalidator(&self) -> Invalidator {
-        Invalidator::new(self.inodes.clone())
+        self.invalidator.clone()
     }
 
     /// Inodes the kernel holds now (the root among them): what the mount's memory follows.

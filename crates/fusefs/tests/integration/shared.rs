@@ -337,3 +337,28 @@ fn extended_attributes_keep_within_ext4s_limits() {
     let len = unsafe { libc::listxattr(p.as_ptr(), std::ptr::null_mut(), 0) };
     assert!(len > 0 && len <= 64 << 10, "{len}");
 }
+
+/// Writes that bypass the kernel's page cache (appending and write-only descriptors) make only
+/// the pages they changed stale: a reader never sees cached bytes from before them, and the
+/// rest of the file stays cached.
+#[test]
+fn uncached_writes_leave_no_stale_page_behind() {
+    use std::io::Write;
+    let Some(m) = Mount::new() else { return };
+    let f = m.path().join("cached");
+    std::fs::write(&f, vec![b'a'; 5000]).unwrap();
+    for round in 0..3u8 {
+        // Fills the kernel's cache, the last page only partly.
+        let before = std::fs::read(&f).unwrap();
+        let mut appender = OpenOptions::new().append(true).open(&f).unwrap();
+        appender.write_all(&[b'X' + round; 3]).unwrap();
+        drop(appender);
+        let writer = OpenOptions::new().write(true).open(&f).unwrap();
+        writer.write_all_at(&[b'B' + round; 3], 100).unwrap();
+        drop(writer);
+        let mut want = before.clone();
+        want.extend_from_slice(&[b'X' + round; 3]);
+        want[100..103].copy_from_slice(&[b'B' + round; 3]);
+        assert_eq!(std::fs::read(&f).unwrap(), want, "round {round}");
+    }
+}
