@@ -1,31 +1,34 @@
-//! A file's writes not yet in the store: byte ranges in the order they were made, shared by every
-//! descriptor of the file, and the length they give it. They reach the store as one batch of
-//! partial writes (`WriteBatch::write_at` and `append`), so what each write costs is the
-//! bytes it wrote, never the file's size.
+//! A file's writes not yet in the store, shared by every descriptor of it: the dirty byte
+//! ranges (kept merged: a byte written twice is held once, the newer bytes winning) and then
+//! the bytes appended at the end (`O_APPEND`), with the length they give the file. They reach
+//! the store as one batch of partial writes (`WriteBatch::write_at`, then `append`), so what a
+//! write costs is the bytes it changed, never the file's size.
+//!
+//! Invariants:
+//! - `ranges` never overlap or touch: a write that meets a range joins it.
+//! - Appended bytes come after every range in time: a positional write arriving while bytes
+//!   wait to be appended is refused (`push` answers `false`) and the caller flushes first.
+//! - `bytes` is the sum of what the ranges and the tail hold: memory follows it.
+
+use std::collections::BTreeMap;
 
 use strata_engine::{ColumnFamily, WriteBatch};
-
-/// One write, as the store will apply it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// Bytes at an offset; a gap before them reads as zeros.
-    At(u64, Vec<u8>),
-    /// Bytes at the file's end as the store has it when the batch lands (`O_APPEND`), which
-    /// another door may have moved.
-    Append(Vec<u8>),
-}
 
 /// Writes waiting for the store, and what they make of the file's length.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    ops: Vec<Op>,
+    /// Dirty ranges by offset.
+    ranges: BTreeMap<u64, Vec<u8>>,
+    /// Bytes to append at the file's end as the store has it when the batch lands.
+    tail: Vec<u8>,
     bytes: usize,
     /// The length the file has with these writes applied; `None` while there are none.
     len: Option<u64>,
     /// A write asked for the set-user-ID and set-group-ID bits to be cleared.
     pub(crate) kill_suidgid: bool,
-    /// A write went past the kernel's page cache (a write-only or appending descriptor): the
-    /// kernel's pages from `written_from` on are stale once these writes land.
+    /// A write went past the kernel's page cache (a write-only descriptor, or an append the
+    /// store may place elsewhere than the kernel did): the kernel's pages from `written_from`
+    /// on are stale once these writes land.
     pub(crate) uncached: bool,
     /// Where the first byte written lies, at the latest.
     written_from: u64,
@@ -34,7 +37,8 @@ pub(crate) struct Pending {
 impl Default for Pending {
     fn default() -> Self {
         Pending {
-            ops: Vec::new(),
+            ranges: BTreeMap::new(),
+            tail: Vec::new(),
             bytes: 0,
             len: None,
             kill_suidgid: false,
@@ -45,13 +49,8 @@ impl Default for Pending {
 }
 
 impl Pending {
-    /// Where the first byte the pending writes change lies (at the latest); `None` when none.
-    pub(crate) fn written_from(&self) -> Option<u64> {
-        (!self.is_empty()).then_some(self.written_from)
-    }
-
     pub(crate) fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ranges.is_empty() && self.tail.is_empty()
     }
 
     /// Bytes held.
@@ -59,108 +58,173 @@ impl Pending {
         self.bytes
     }
 
+    /// Separate ranges held (each one partial write in the batch).
+    pub(crate) fn ranges(&self) -> usize {
+        self.ranges.len()
+    }
+
     /// The file's length with the pending writes applied, if there are any.
     pub(crate) fn len(&self) -> Option<u64> {
         self.len
     }
 
-    /// Adds a write of `data`, at `offset` or (`None`) at the end. `stored_len` gives the
-    /// file's length in the store, asked only for the first write after a flush. Contiguous
-    /// writes join the one before, so a file written front to back reaches the store as one
-    /// range per flush; the bytes are copied once.
-    pub(crate) fn push(
-        &mut self,
-        offset: Option<u64>,
-        data: &[u8],
-        stored_len: impl FnOnce() -> u64,
-    ) {
-        let len = self.len.unwrap_or_else(stored_len);
-        // An append lands at the end as the store has it then, which is never before `len`.
-        self.written_from = self.written_from.min(offset.unwrap_or(len));
-        self.len = Some(match offset {
-            Some(at) => len.max(at + data.len() as u64),
-            None => len + data.len() as u64,
-        });
-        self.bytes += data.len();
-        match (self.ops.last_mut(), offset) {
-            (Some(Op::At(at, prev)), Some(offset)) if *at + prev.len() as u64 == offset => {
-                prev.extend_from_slice(data)
-            }
-            (Some(Op::Append(prev)), None) => prev.extend_from_slice(data),
-            (_, Some(offset)) => self.ops.push(Op::At(offset, data.to_vec())),
-            (_, None) => self.ops.push(Op::Append(data.to_vec())),
-        }
+    /// Where the first byte the pending writes change lies (at the latest); `None` when none.
+    pub(crate) fn written_from(&self) -> Option<u64> {
+        (!self.is_empty()).then_some(self.written_from)
     }
 
-    /// Moves the writes into `batch` as partial writes of `key` in `cf`, in order, and forgets
-    /// them: a batch that then fails loses them, as a failed write-back does, and says so to
-    /// whoever flushed.
-    pub(crate) fn drain_into(&mut self, batch: &mut WriteBatch, cf: &ColumnFamily, key: &[u8]) {
-        for op in self.ops.drain(..) {
-            match op {
-                Op::At(offset, data) => batch.write_at_cf(cf, key, offset, data),
-                Op::Append(data) => batch.append_cf(cf, key, data),
+    /// Adds a write of `data` at `offset`, or appended at the end (`append`; `offset` is then
+    /// where the kernel believed the end was). `stored_len` gives the file's length in the
+    /// store, asked only for the first write after a flush. Returns `false`, changing nothing,
+    /// for a positional write while appended bytes wait: flush, then push again.
+    #[must_use]
+    pub(crate) fn push(
+        &mut self,
+        offset: u64,
+        append: bool,
+        data: &[u8],
+        stored_len: impl FnOnce() -> u64,
+    ) -> bool {
+        if !append && !self.tail.is_empty() {
+            return false;
+        }
+        let len = self.len.unwrap_or_else(stored_len);
+        let n = data.len() as u64;
+        if append {
+            // The store puts them at its end, which is never before `len`; the kernel may have
+            // cached them at `offset`.
+            self.written_from = self.written_from.min(offset).min(len);
+            self.len = Some(len + n);
+            self.tail.extend_from_slice(data);
+            self.bytes += data.len();
+            return true;
+        }
+        self.written_from = self.written_from.min(offset);
+        self.len = Some(len.max(offset + n));
+        self.write_range(offset, data);
+        true
+    }
+
+    /// Merges `data` at `at` into the ranges, the newer bytes winning.
+    fn write_range(&mut self, at: u64, data: &[u8]) {
+        let end = at + data.len() as u64;
+        // The range that starts at or before `at` and reaches it is extended in place.
+        let (start, mut buf) = match self.ranges.range(..=at).next_back() {
+            Some((&s, v)) if s + v.len() as u64 >= at => {
+                let v = self.ranges.remove(&s).unwrap_or_default();
+                (s, v)
+            }
+            _ => (at, Vec::new()),
+        };
+        self.bytes -= buf.len();
+        let from = (at - start) as usize;
+        if buf.len() < from + data.len() {
+            buf.resize(from + data.len(), 0);
+        }
+        buf[from..from + data.len()].copy_from_slice(data);
+        // Ranges starting inside or right after it: their bytes past it join it.
+        loop {
+            let buf_end = start + buf.len() as u64;
+            let Some(&s) = self.ranges.range(at..=buf_end).next().map(|(s, _)| s) else {
+                break;
+            };
+            let v = self.ranges.remove(&s).unwrap_or_default();
+            self.bytes -= v.len();
+            let v_end = s + v.len() as u64;
+            if v_end > buf_end {
+                buf.extend_from_slice(&v[(buf_end - s) as usize..]);
             }
         }
-        self.bytes = 0;
-        self.len = None;
-        self.kill_suidgid = false;
-        self.uncached = false;
-        self.written_from = u64::MAX;
+        debug_assert!(start + buf.len() as u64 >= end);
+        self.bytes += buf.len();
+        self.ranges.insert(start, buf);
+    }
+
+    /// Moves the writes into `batch` as partial writes of `key` in `cf` (the ranges, then the
+    /// appended bytes) and forgets them.
+    pub(crate) fn drain_into(&mut self, batch: &mut WriteBatch, cf: &ColumnFamily, key: &[u8]) {
+        for (offset, data) in std::mem::take(&mut self.ranges) {
+            batch.write_at_cf(cf, key, offset, data);
+        }
+        if !self.tail.is_empty() {
+            batch.append_cf(cf, key, std::mem::take(&mut self.tail));
+        }
+        *self = Pending::default();
     }
 
     #[cfg(test)]
-    fn ops(&self) -> &[Op] {
-        &self.ops
+    fn ranges_held(&self) -> Vec<(u64, Vec<u8>)> {
+        self.ranges.iter().map(|(&s, v)| (s, v.clone())).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn at(p: &mut Pending, offset: u64, data: &[u8]) {
+        assert!(p.push(offset, false, data, || 10));
+    }
+
     #[test]
-    fn contiguous_writes_join_and_others_keep_their_order() {
+    fn writes_merge_into_ranges_and_the_newer_bytes_win() {
         let mut p = Pending::default();
-        p.push(Some(0), b"ab", || 10);
-        p.push(Some(2), b"cd", || unreachable!());
-        p.push(Some(1), b"X", || unreachable!());
-        p.push(None, b"1", || unreachable!());
-        p.push(None, b"2", || unreachable!());
+        at(&mut p, 0, b"ab");
+        at(&mut p, 2, b"cd");
+        at(&mut p, 1, b"X");
+        at(&mut p, 20, b"far");
         assert_eq!(
-            p.ops(),
-            [
-                Op::At(0, b"abcd".to_vec()),
-                Op::At(1, b"X".to_vec()),
-                Op::Append(b"12".to_vec())
-            ]
+            p.ranges_held(),
+            [(0, b"aXcd".to_vec()), (20, b"far".to_vec())]
         );
-        assert_eq!(p.bytes(), 7);
-        assert_eq!(p.len(), Some(12));
+        // One write spanning both joins them, keeping the second's bytes past it.
+        at(&mut p, 3, &[b'-'; 18]);
+        assert_eq!(p.ranges_held(), [(0, b"aXc------------------ar".to_vec())]);
+        assert_eq!(p.bytes(), 23);
+        assert_eq!(p.len(), Some(23));
         assert_eq!(p.written_from(), Some(0));
     }
 
     #[test]
-    fn the_length_follows_every_kind_of_write() {
+    fn rewriting_one_place_holds_it_once() {
         let mut p = Pending::default();
-        assert_eq!(p.len(), None);
-        p.push(Some(100), b"x", || 5);
+        for i in 0..10_000u32 {
+            at(&mut p, 0, &i.to_le_bytes());
+        }
+        assert_eq!(p.ranges(), 1);
+        assert_eq!(p.bytes(), 4);
+        assert_eq!(p.ranges_held(), [(0, 9_999u32.to_le_bytes().to_vec())]);
+    }
+
+    #[test]
+    fn a_write_before_a_range_and_touching_it_joins_it() {
+        let mut p = Pending::default();
+        at(&mut p, 5, b"world");
+        at(&mut p, 0, b"hello");
+        assert_eq!(p.ranges_held(), [(0, b"helloworld".to_vec())]);
+        assert_eq!(p.bytes(), 10);
+    }
+
+    #[test]
+    fn appends_follow_the_ranges_and_a_later_positional_write_waits() {
+        let mut p = Pending::default();
+        at(&mut p, 100, b"x");
         assert_eq!(p.len(), Some(101));
-        assert_eq!(p.written_from(), Some(100));
-        p.push(Some(0), b"y", || unreachable!());
-        assert_eq!(p.len(), Some(101));
-        p.push(None, b"zz", || unreachable!());
+        assert!(p.push(101, true, b"zz", || unreachable!()));
         assert_eq!(p.len(), Some(103));
-        assert_eq!(p.written_from(), Some(0));
+        assert!(!p.push(0, false, b"y", || unreachable!()));
+        assert_eq!(p.len(), Some(103));
         let mut appends = Pending::default();
-        appends.push(None, b"a", || 40);
+        assert!(appends.push(60, true, b"a", || 40));
         assert_eq!(appends.written_from(), Some(40));
     }
 
     #[test]
     fn a_drained_set_is_empty_and_asks_the_store_again() {
         let mut p = Pending::default();
-        p.push(None, b"a", || 1);
+        at(&mut p, 0, b"b");
+        assert!(p.push(1, true, b"a", || unreachable!()));
         p.kill_suidgid = true;
         let mut batch = WriteBatch::new();
         let dir = tempfile::tempdir().unwrap();
@@ -168,12 +232,12 @@ mod tests {
         p.drain_into(&mut batch, &db.default_cf(), b"k");
         assert!(p.is_empty() && p.bytes() == 0 && p.len().is_none() && !p.kill_suidgid);
         assert_eq!(p.written_from(), None);
-        assert_eq!(batch.len(), 1);
+        assert_eq!(batch.len(), 2);
         let mut asked = false;
-        p.push(Some(0), b"b", || {
+        assert!(p.push(0, false, b"b", || {
             asked = true;
             7
-        });
+        }));
         assert!(asked);
         assert_eq!(p.len(), Some(7));
     }

@@ -8,6 +8,20 @@ use crate::pending::Pending;
 /// `OpenInode::pending_len` when nothing is pending.
 const NO_PENDING: u64 = u64::MAX;
 
+/// Separate dirty ranges a file holds before they go to the store, whatever their bytes: each
+/// is a partial write of the batch, which the engine resolves one by one.
+const MAX_RANGES: usize = 1024;
+
+/// How one `write` is to be done, from the descriptor's flags at the time of the call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriteHow {
+    pub(super) kill_suidgid: bool,
+    /// `O_SYNC` or `O_DSYNC`: durable when `write` returns.
+    pub(super) sync: bool,
+    /// `O_APPEND`: at the file's end as the store has it when the write lands.
+    pub(super) append: bool,
+}
+
 /// A file while any descriptor has it open.
 #[derive(Debug)]
 pub(super) struct OpenInode {
@@ -18,6 +32,10 @@ pub(super) struct OpenInode {
     /// The length the pending writes give the file: what `stat` shows, without waiting for a
     /// flush in progress.
     pending_len: AtomicU64,
+    /// Write-backs that failed, and the errno of the last: as Linux's errseq, every descriptor
+    /// open when one failed is told at its next flush, fsync or close, whoever's flush it was.
+    errors: AtomicU64,
+    last_errno: std::sync::atomic::AtomicI32,
 }
 
 impl OpenInode {
@@ -26,6 +44,8 @@ impl OpenInode {
             ino,
             pending: Mutex::new(Pending::default()),
             pending_len: AtomicU64::new(NO_PENDING),
+            errors: AtomicU64::new(0),
+            last_errno: std::sync::atomic::AtomicI32::new(0),
         }
     }
 
@@ -40,10 +60,10 @@ impl OpenInode {
 pub(super) struct Handle {
     pub(super) file: Arc<OpenInode>,
     writable: bool,
-    /// `O_APPEND`: every write lands at the file's end as the store has it then.
-    append: bool,
-    /// `O_SYNC` or `O_DSYNC`: a write is durable when it returns.
+    /// `O_SYNC` or `O_DSYNC` at open: a write is durable when it returns.
     sync: bool,
+    /// The file's failed write-backs this descriptor has been told of.
+    errors_seen: AtomicU64,
     /// Its I/O bypasses the kernel's page cache ([`uncached_flags`]).
     uncached: bool,
 }
@@ -70,10 +90,11 @@ impl OpenFiles {
 /// How the kernel handles an open file's I/O. A file opened write-only bypasses the page
 /// cache (`FOPEN_DIRECT_IO`): it cannot be read or mapped through that descriptor, so there is
 /// nothing to cache, and a cached write would cost a `security.capability` lookup per `write`
-/// call. So does one opened to append: the kernel would cache its writes where it believes the
-/// end is, and the store puts them at the true end, which another door may have moved.
+/// call. (An append may land elsewhere than the kernel cached it, if another door moved the
+/// end: its flush drops the kernel's pages from there on, so appending descriptors keep the
+/// cache, and `mmap`.)
 pub(super) fn uncached_flags(flags: OpenFlags) -> FopenFlags {
-    if flags.acc_mode() == OpenAccMode::O_WRONLY || flags.0 & libc::O_APPEND != 0 {
+    if flags.acc_mode() == OpenAccMode::O_WRONLY {
         FopenFlags::FOPEN_DIRECT_IO
     } else {
         FopenFlags::empty()
@@ -120,24 +141,7 @@ impl FsCore {
             meta.mtime = resolve_time(t, now);
         }
         meta.ctime = now;
-        let mut batch = WriteBatch::new();
-        let stale_from = pending
-            .as_ref()
-            .and_then(|p| p.written_from().filter(|_| p.uncached));
-        // The file's pending writes land first, in this batch: a flush after it would set the
-        // times again (`cp -p` writes, then sets them).
-        if let Some(p) = pending.as_mut()
-            && !p.is_empty()
-        {
-            if change.mtime.is_none() {
-                meta.mtime = now;
-            }
-            // The writes came before this change: a mode it sets stands.
-            if p.kill_suidgid && change.mode.is_none() {
-                meta.clear_suidgid();
-            }
-            p.drain_into(&mut batch, &self.store.data, &key);
-        }
+        // Every check first: a change refused leaves the pending writes as they were.
         if let Some(size) = change.size {
             if e.kind != Kind::File {
                 return Err(FsError::posix(libc::EISDIR, "truncate of a non-file"));
@@ -148,15 +152,42 @@ impl FsCore {
             if change.mtime.is_none() {
                 meta.mtime = now;
             }
+        }
+        let mut batch = WriteBatch::new();
+        let stale_from = pending
+            .as_ref()
+            .and_then(|p| p.written_from().filter(|_| p.uncached));
+        // The file's pending writes land first, in this batch: a flush after it would set the
+        // times again (`cp -p` writes, then sets them).
+        let drained = pending.as_ref().is_some_and(|p| !p.is_empty());
+        if let (Some(p), Some(f)) = (pending.as_mut(), &open)
+            && drained
+        {
+            if change.mtime.is_none() {
+                meta.mtime = now;
+            }
+            // The writes came before this change: a mode it sets stands.
+            if p.kill_suidgid && change.mode.is_none() {
+                meta.clear_suidgid();
+            }
+            p.drain_into(&mut batch, &self.store.data, &key);
+            f.pending_len.store(NO_PENDING, Ordering::Release);
+        }
+        if let Some(size) = change.size {
             batch.truncate_cf(&self.store.data, &key, size);
         }
         if !is_orphan(&key) {
             self.store.put_meta(&mut batch, &key, &meta);
         }
-        self.write("setattr", &key, batch, false)?;
-        if let Some(f) = &open {
-            f.pending_len.store(NO_PENDING, Ordering::Release);
+        let written = self.write("setattr", &key, batch, false);
+        if let (Err(e), Some(f)) = (&written, &open)
+            && drained
+        {
+            // The pending writes went with the batch: every descriptor hears of it.
+            f.last_errno.store(i32::from(e.errno()), Ordering::Release);
+            f.errors.fetch_add(1, Ordering::AcqRel);
         }
+        written?;
         if let Some(from) = stale_from {
             self.invalidator.pages_changed(ino, from);
         }
@@ -177,33 +208,60 @@ impl FsCore {
             }
             return Ok(());
         }
+        let written = self.write_back(file, pending, sync);
+        if let Err(e) = &written {
+            file.last_errno
+                .store(i32::from(e.errno()), Ordering::Release);
+            file.errors.fetch_add(1, Ordering::AcqRel);
+        }
+        written
+    }
+
+    /// [`FsCore::flush_file`]'s batch: the pending writes and the file's record with new
+    /// times. Pending writes are drained only once nothing can fail before the write: landed
+    /// or lost (and the loss reported to every descriptor), nothing is pending afterwards.
+    fn write_back(&self, file: &OpenInode, pending: &mut Pending, sync: bool) -> Result<()> {
         let key = self.key_of(file.ino)?;
-        let kill_suidgid = pending.kill_suidgid;
         // Pages the kernel cached are stale where a write went past its cache; writes through
         // it it has already.
         let stale_from = pending.written_from().filter(|_| pending.uncached);
-        let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
-        pending.drain_into(&mut batch, &self.store.data, &key);
-        let written = {
-            let _record = self.record_lock(file.ino);
-            if !is_orphan(&key) {
+        let _record = self.record_lock(file.ino);
+        let meta = match is_orphan(&key) {
+            true => None,
+            false => {
                 let now = SystemTime::now();
                 let mut meta = self.file_record(&key, now)?;
                 meta.mtime = now;
                 meta.ctime = now;
-                if kill_suidgid {
+                if pending.kill_suidgid {
                     meta.clear_suidgid();
                 }
-                self.store.put_meta(&mut batch, &key, &meta);
+                Some(meta)
             }
-            self.write("write", &key, batch, sync)
         };
-        // Landed or lost, nothing is pending any more: the store's length is the file's.
+        let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
+        pending.drain_into(&mut batch, &self.store.data, &key);
         file.pending_len.store(NO_PENDING, Ordering::Release);
+        if let Some(meta) = &meta {
+            self.store.put_meta(&mut batch, &key, meta);
+        }
+        let written = self.write("write", &key, batch, sync);
         if let Some(from) = stale_from {
             self.invalidator.pages_changed(file.ino, from);
         }
         written
+    }
+
+    /// The file's write-back failures `h` has not been told of yet, as an error (once).
+    fn unseen_failure(&self, h: &Handle) -> Result<()> {
+        let errors = h.file.errors.load(Ordering::Acquire);
+        if h.errors_seen.swap(errors, Ordering::AcqRel) == errors {
+            return Ok(());
+        }
+        Err(FsError::posix(
+            h.file.last_errno.load(Ordering::Acquire),
+            "an earlier write-back of this file failed",
+        ))
     }
 
     /// Opens `ino`: a handle, and whether the kernel may keep the pages it cached of the file
@@ -211,16 +269,8 @@ impl FsCore {
     pub(super) fn open_file(&self, ino: u64, flags: OpenFlags) -> Result<(u64, FopenFlags)> {
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let truncate = writable && flags.0 & libc::O_TRUNC != 0;
-        {
-            let _tree = self.tree.read();
-            let key = self.key_of(ino)?;
-            let e = self.entry(&key, Some(ino))?;
-            if e.kind == Kind::Dir {
-                return Err(FsError::posix(libc::EISDIR, "is a directory"));
-            }
-            if writable {
-                self.check_writable()?;
-            }
+        if writable {
+            self.check_writable()?;
         }
         if truncate {
             self.do_setattr(
@@ -232,7 +282,17 @@ impl FsCore {
                 },
             )?;
         }
-        let fh = self.attach(ino, flags);
+        // Checked and attached under one hold of the tree: an unlink or rename either comes
+        // before (and the open fails) or after (and finds the file open, so keeps its bytes).
+        let fh = {
+            let _tree = self.tree.read();
+            let key = self.key_of(ino)?;
+            let e = self.entry(&key, Some(ino))?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::posix(libc::EISDIR, "is a directory"));
+            }
+            self.attach(ino, flags)
+        };
         let mut fopen = uncached_flags(flags);
         if !truncate && self.inodes.lock().open_keeps_cache(ino) {
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
@@ -256,11 +316,12 @@ impl FsCore {
             *count += 1;
             file.clone()
         };
+        let errors = file.errors.load(Ordering::Acquire);
         let handle = Handle {
             file,
             writable: flags.acc_mode() != OpenAccMode::O_RDONLY,
-            append: flags.0 & libc::O_APPEND != 0,
             sync: flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            errors_seen: AtomicU64::new(errors),
             uncached: !uncached_flags(flags).is_empty(),
         };
         files.handles.insert(fh, Arc::new(handle));
@@ -327,14 +388,7 @@ impl FsCore {
         Ok(range.map(|r| r.bytes))
     }
 
-    pub(super) fn do_write(
-        &self,
-        fh: u64,
-        offset: u64,
-        data: &[u8],
-        kill_suidgid: bool,
-        sync: bool,
-    ) -> Result<u32> {
+    pub(super) fn do_write(&self, fh: u64, offset: u64, data: &[u8], how: WriteHow) -> Result<u32> {
         let h = self.handle(fh)?;
         if !h.writable {
             return Err(FsError::posix(libc::EBADF, "not open for writing"));
@@ -345,20 +399,28 @@ impl FsCore {
         let _tree = self.tree.read();
         let key = self.key_of(h.file.ino)?;
         let mut pending = h.file.pending.lock();
-        // The length the store has is asked only by the first write after a flush.
-        let stored_len = match pending.is_empty() {
-            true => self.store.db.value_size_cf(&self.store.data, &key)?,
-            false => None,
-        };
-        let at = (!h.append).then_some(offset);
-        pending.push(at, data, || stored_len.unwrap_or(0));
-        pending.kill_suidgid |= kill_suidgid;
-        pending.uncached |= h.uncached;
+        loop {
+            // The length the store has is asked only by the first write after a flush.
+            let stored_len = match pending.is_empty() {
+                true => self.store.db.value_size_cf(&self.store.data, &key)?,
+                false => None,
+            };
+            if pending.push(offset, how.append, data, || stored_len.unwrap_or(0)) {
+                break;
+            }
+            // A positional write after appends: they land first.
+            self.flush_file(&h.file, &mut pending, false)?;
+        }
+        pending.kill_suidgid |= how.kill_suidgid;
+        pending.uncached |= h.uncached || how.append;
         if let Some(len) = pending.len() {
             h.file.pending_len.store(len, Ordering::Release);
         }
-        let sync = sync || h.sync;
-        if sync || pending.bytes() as u64 >= self.config.write_back {
+        let sync = how.sync || h.sync;
+        if sync
+            || pending.bytes() as u64 >= self.config.write_back
+            || pending.ranges() >= MAX_RANGES
+        {
             self.flush_file(&h.file, &mut pending, sync)?;
         }
         Ok(data.len() as u32)
@@ -370,7 +432,14 @@ impl FsCore {
         let h = self.handle(fh)?;
         let _tree = self.tree.read();
         let mut pending = h.file.pending.lock();
-        self.flush_file(&h.file, &mut pending, sync)
+        match self.flush_file(&h.file, &mut pending, sync) {
+            Err(e) => {
+                // Told now: not again.
+                let _ = self.unseen_failure(&h);
+                Err(e)
+            }
+            Ok(()) => self.unseen_failure(&h),
+        }
     }
 }
 

@@ -47,10 +47,9 @@ impl FsCore {
         self.answer(op, reply, r, |reply, ()| reply.ok());
     }
 
-    /// A new entry: counted as looked up, as the kernel now holds it.
-    fn answer_entry(&self, op: &str, reply: ReplyEntry, r: Result<(Vec<u8>, Entry)>) {
-        self.answer(op, reply, r, |reply, (key, e)| {
-            let (attr, generation) = self.looked_up(&key, &e);
+    /// A new entry, already counted as looked up.
+    fn answer_entry(&self, op: &str, reply: ReplyEntry, r: Result<Made>) {
+        self.answer(op, reply, r, |reply, (attr, generation, _)| {
             reply.entry(&self.config.ttl, &attr, generation);
         });
     }
@@ -75,7 +74,9 @@ impl Filesystem for StrataFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _request = self.busy();
         let r = self.child(parent.0, name).and_then(|key| {
-            let e = self.entry(&key, None)?;
+            // An open file's pending writes give it its length, as the kernel must see it.
+            let ino = self.inodes.lock().peek(&key);
+            let e = self.entry(&key, ino)?;
             Ok(self.looked_up(&key, &e))
         });
         match r {
@@ -175,7 +176,7 @@ impl Filesystem for StrataFs {
             Some(kind) => {
                 let mut meta = made_by(req, kind, mode & !umask);
                 meta.rdev = rdev;
-                self.make(parent.0, name, meta)
+                self.make(parent.0, name, meta, None)
             }
         };
         self.answer_entry("mknod", reply, r)
@@ -192,7 +193,7 @@ impl Filesystem for StrataFs {
     ) {
         let _request = self.busy();
         let meta = made_by(req, Kind::Dir, mode & !umask);
-        self.answer_entry("mkdir", reply, self.make(parent.0, name, meta))
+        self.answer_entry("mkdir", reply, self.make(parent.0, name, meta, None))
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -216,7 +217,7 @@ impl Filesystem for StrataFs {
         let _request = self.busy();
         let mut meta = made_by(req, Kind::Symlink, 0o777);
         meta.target = target.as_os_str().as_bytes().to_vec();
-        self.answer_entry("symlink", reply, self.make(parent.0, link_name, meta))
+        self.answer_entry("symlink", reply, self.make(parent.0, link_name, meta, None))
     }
 
     fn rename(
@@ -310,11 +311,15 @@ impl Filesystem for StrataFs {
         let _request = self.busy();
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         // The descriptor's flags as they are now (`fcntl` may have changed them since open).
-        let sync = flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0;
+        let how = files::WriteHow {
+            kill_suidgid: kill,
+            sync: flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            append: flags.0 & libc::O_APPEND != 0,
+        };
         self.answer(
             "write",
             reply,
-            self.do_write(fh.0, offset, data, kill, sync),
+            self.do_write(fh.0, offset, data, how),
             |reply, n| reply.written(n),
         )
     }
@@ -522,16 +527,17 @@ impl Filesystem for StrataFs {
     ) {
         let _request = self.busy();
         let meta = made_by(req, Kind::File, mode & !umask);
-        let r = self.make(parent.0, name, meta).map(|(key, e)| {
-            let (attr, generation) = self.looked_up(&key, &e);
-            let fh = self.attach(attr.ino.0, OpenFlags(flags));
-            (
-                attr,
-                generation,
-                fh,
-                files::uncached_flags(OpenFlags(flags)),
-            )
-        });
+        let r = self.make(parent.0, name, meta, Some(OpenFlags(flags))).map(
+            |(attr, generation, fh)| {
+                let fh = fh.unwrap_or_default();
+                (
+                    attr,
+                    generation,
+                    fh,
+                    files::uncached_flags(OpenFlags(flags)),
+                )
+            },
+        );
         match r {
             Ok((attr, generation, fh, open_flags)) => reply.created(
                 &self.config.ttl,

@@ -56,10 +56,17 @@ impl FsCore {
             }
             Sink::Plus(reply) => {
                 // Gone since the step found it: listed without attributes it would not stat.
-                let Some(e) = self.store.resolve(key)? else {
+                let Some(mut e) = self.store.resolve(key)? else {
                     return Ok(false);
                 };
                 let ino = self.inodes.lock().lookup(key);
+                // An open file's pending writes give it its length, as `stat` shows it: the
+                // kernel applies these attributes to the inode its writers use.
+                if e.kind == Kind::File
+                    && let Some(len) = self.unflushed_len(ino)
+                {
+                    e.size = len;
+                }
                 let attr = self.attr(ino, &e);
                 let full = reply.add(
                     INodeNo(ino),

@@ -177,7 +177,15 @@ fn name_error(e: NameError) -> FsError {
     }
 }
 
+/// A new entry: its attributes, generation and (when opened) descriptor.
+type Made = (FileAttr, Generation, Option<u64>);
+
 fn enoent(key: &[u8]) -> FsError {
+    // An inode whose path is gone (unlinked or renamed over, and not open): the kernel looks
+    // the name up again on ESTALE, and finds whatever is there now.
+    if is_orphan(key) {
+        return FsError::posix(libc::ESTALE, "the entry was replaced or removed");
+    }
     FsError::posix(
         libc::ENOENT,
         format!("no entry {}", String::from_utf8_lossy(key)),

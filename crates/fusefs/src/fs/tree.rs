@@ -3,9 +3,16 @@
 use super::*;
 
 impl FsCore {
-    /// Makes a new non-directory entry `name` in `parent` holding `meta` (and, for a file, no
-    /// bytes yet).
-    pub(super) fn make(&self, parent: u64, name: &OsStr, meta: Meta) -> Result<(Vec<u8>, Entry)> {
+    /// Makes a new entry `name` in `parent` holding `meta` (and, for a file, no bytes yet),
+    /// counted as looked up, and (`open`) a descriptor of it: both before another change can
+    /// rename or unlink it.
+    pub(super) fn make(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        meta: Meta,
+        open: Option<OpenFlags>,
+    ) -> Result<Made> {
         self.check_writable()?;
         let _tree = self.tree.write();
         let key = self.child(parent, name)?;
@@ -25,15 +32,14 @@ impl FsCore {
             _ => "mknod",
         };
         self.write(what, &key, batch, false)?;
-        let size = meta.target.len() as u64;
-        Ok((
-            key,
-            Entry {
-                kind: meta.kind,
-                size,
-                meta: Some(meta),
-            },
-        ))
+        let e = Entry {
+            kind: meta.kind,
+            size: meta.target.len() as u64,
+            meta: Some(meta),
+        };
+        let (attr, generation) = self.looked_up(&key, &e);
+        let fh = open.map(|flags| self.attach(attr.ino.0, flags));
+        Ok((attr, generation, fh))
     }
 
     pub(super) fn do_unlink(&self, parent: u64, name: &OsStr, dir: bool) -> Result<()> {

@@ -60,6 +60,10 @@ impl FsCore {
         check_room(&meta, name.as_bytes(), value)?;
         meta.set_xattr(name.as_bytes(), value);
         meta.ctime = SystemTime::now();
+        if is_orphan(&key) {
+            // An unlinked file open somewhere keeps no record (its path is gone).
+            return Err(FsError::posix(libc::ENOENT, "the file was unlinked"));
+        }
         let mut batch = WriteBatch::new();
         self.store.put_meta(&mut batch, &key, &meta);
         self.write("setxattr", &key, batch, false)
@@ -75,6 +79,10 @@ impl FsCore {
             return Err(FsError::posix(libc::ENODATA, "no such attribute"));
         }
         meta.ctime = SystemTime::now();
+        if is_orphan(&key) {
+            // An unlinked file open somewhere keeps no record (its path is gone).
+            return Err(FsError::posix(libc::ENOENT, "the file was unlinked"));
+        }
         let mut batch = WriteBatch::new();
         self.store.put_meta(&mut batch, &key, &meta);
         self.write("removexattr", &key, batch, false)
