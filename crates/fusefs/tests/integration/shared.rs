@@ -465,7 +465,10 @@ fn a_file_replaced_by_rename_is_never_missing() {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    eprintln!("{} opens met a stale inode twice", stale.load(Ordering::Relaxed));
+    eprintln!(
+        "{} opens met a stale inode twice",
+        stale.load(Ordering::Relaxed)
+    );
     assert_eq!(missing.load(Ordering::Relaxed), 0);
 }
 
