@@ -15,12 +15,45 @@ use crate::blob::extents::{
 };
 use crate::blob::{BlobIndex, BlobRef, encode_inline};
 use crate::error::{Error, Result, show_key};
-use crate::key::{Lookup, ValueKind};
+use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
 
 /// A result at most this long (and without a TTL) is stored as a plain value: small files stay
 /// plain puts, readable without a blob file.
 const PLAIN_MAX: u64 = 4 << 10;
+
+/// The batches before a partial write, each indexed once however many partial writes ask:
+/// the group's earlier batches, and the records already resolved for this batch.
+struct Before<'a> {
+    earlier: Vec<(&'a WriteBatch, Latest)>,
+    out: Latest,
+}
+
+impl<'a> Before<'a> {
+    fn new(earlier: &[&'a WriteBatch]) -> Before<'a> {
+        Before {
+            earlier: earlier.iter().map(|&b| (b, Latest::default())).collect(),
+            out: Latest::default(),
+        }
+    }
+
+    /// What the newest of these batches (`out` last) to write `key` of column family `cf` left
+    /// it holding; `None` when none wrote it.
+    fn last_write(&mut self, out: &WriteBatch, cf: u32, key: &[u8]) -> Result<Option<Current>> {
+        let newest_first = std::iter::once((out, &mut self.out))
+            .chain(self.earlier.iter_mut().rev().map(|(b, l)| (*b, l)));
+        for (batch, index) in newest_first {
+            if let Some(last) = index.find(batch, cf, key).map_err(Error::InvalidArgument)? {
+                return Ok(Some(match last {
+                    LastWrite::Put(v) => Current::Plain(v.to_vec()),
+                    LastWrite::BlobIndex(v) => Current::Index(v.to_vec()),
+                    LastWrite::Deleted => Current::Missing,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
 
 /// What a key holds as a partial write finds it.
 enum Current {
@@ -44,7 +77,7 @@ impl DbInner {
         pending: &mut PendingBlobs,
     ) -> Result<WriteBatch> {
         let mut out = WriteBatch::with_capacity(batch.size_in_bytes());
-        let mut latest = Latest::default();
+        let mut before = Before::new(earlier);
         let mut failure = None;
         batch
             .for_each(|r| {
@@ -54,7 +87,7 @@ impl DbInner {
                 if r.op != Op::Partial {
                     return out.add_decoded(&r);
                 }
-                if let Err(e) = self.resolve_one(&r, earlier, (&mut out, &mut latest), pending) {
+                if let Err(e) = self.resolve_one(&r, &mut out, &mut before, pending) {
                     failure = Some(e);
                 }
             })
@@ -68,8 +101,8 @@ impl DbInner {
     fn resolve_one(
         &self,
         r: &BatchRecord<'_>,
-        earlier: &[&WriteBatch],
-        (out, latest): (&mut WriteBatch, &mut Latest),
+        out: &mut WriteBatch,
+        before: &mut Before<'_>,
         pending: &mut PendingBlobs,
     ) -> Result<()> {
         let op = PartialOp::decode(r.value)
@@ -100,7 +133,7 @@ impl DbInner {
         // A record read here may be in a file garbage collection is retiring meanwhile: then the
         // value is read again (it has moved on).
         for _ in 0..3 {
-            let current = self.current_value(&cf, source, earlier, (out, latest))?;
+            let current = self.current_value(&cf, source, out, before)?;
             let mut x = match self.as_extents(current, source)? {
                 Some(x) => x,
                 None if matches!(op, PartialOp::Append(_)) => Extents::default(),
@@ -173,49 +206,17 @@ impl DbInner {
         Ok(Some(value))
     }
 
-    /// What `key` of `cf` holds after the store's last commit, `earlier` and `out` (newest last;
-    /// `latest` indexes `out`).
+    /// What `key` of `cf` holds after the store's last commit, the group's earlier batches and
+    /// `out` (the records resolved so far for this batch), the newest winning.
     fn current_value(
         &self,
         cf: &Arc<ColumnFamilyData>,
         key: &[u8],
-        earlier: &[&WriteBatch],
-        (out, latest): (&WriteBatch, &mut Latest),
+        out: &WriteBatch,
+        before: &mut Before<'_>,
     ) -> Result<Current> {
-        if let Some(last) = latest
-            .find(out, cf.id, key)
-            .map_err(Error::InvalidArgument)?
-        {
-            return Ok(match last {
-                LastWrite::Put(v) => Current::Plain(v.to_vec()),
-                LastWrite::BlobIndex(v) => Current::Index(v.to_vec()),
-                LastWrite::Deleted => Current::Missing,
-            });
-        }
-        let mut found = None;
-        for b in earlier {
-            b.for_each(|r| {
-                if r.cf != cf.id {
-                    return;
-                }
-                match r.op {
-                    Op::Point(ValueKind::Put) if r.key == key => {
-                        found = Some(Current::Plain(r.value.to_vec()))
-                    }
-                    Op::Point(ValueKind::BlobIndex) if r.key == key => {
-                        found = Some(Current::Index(r.value.to_vec()))
-                    }
-                    Op::Point(ValueKind::Delete) if r.key == key => found = Some(Current::Missing),
-                    Op::DeleteRange if r.key <= key && key < r.value => {
-                        found = Some(Current::Missing)
-                    }
-                    _ => {}
-                }
-            })
-            .map_err(Error::InvalidArgument)?;
-        }
-        if let Some(f) = found {
-            return Ok(f);
+        if let Some(found) = before.last_write(out, cf.id, key)? {
+            return Ok(found);
         }
         let (found, _view) = self.get_entry(&ReadOptions::default(), cf, key)?;
         Ok(match found {

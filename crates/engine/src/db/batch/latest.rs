@@ -1,7 +1,8 @@
-//! The latest record of each key in a batch being built, found without scanning the batch.
-//! Partial writes resolve against the records before them in their own batch; a batch of
-//! thousands of them (a directory renamed by the mount: one move per key) would otherwise cost
-//! the square of its length while the write leader holds the WAL lock.
+//! The latest record of each key in a batch (one being built, or one already resolved), found
+//! without scanning the batch. Partial writes resolve against the records before them, in
+//! their own batch and in the group's earlier ones; a batch of thousands of them (a directory
+//! renamed by the mount: one move per key) would otherwise cost the square of its length while
+//! the write leader holds the WAL lock.
 
 use std::collections::HashMap;
 
