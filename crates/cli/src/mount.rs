@@ -205,12 +205,7 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
         session.join()
     } else {
         log::info!(target: "strata::fs", "stopping: storing open files, then unmounting");
-        match session.stop(|| signals.asked()) {
-            Ok(strata_fusefs::Stopped::Forced { open }) => {
-                forced_exit(&db, &open);
-            }
-            stopped => stopped.map(|_| ()),
-        }
+        stop(session, &db, &signals)
     };
     signals.close();
     db.close().map_err(|e| format!("closing the store: {e}"))?;
@@ -262,10 +257,19 @@ impl Stops {
     }
 }
 
+/// Stops `mounted` (`Mounted::stop`), forced by a further signal to `signals`; returns once
+/// every serving thread has ended, so the store may close. A forced stop ends the process.
+pub fn stop(mounted: strata_fusefs::Mounted, db: &Db, signals: &Stops) -> std::io::Result<()> {
+    match mounted.stop(|| signals.asked())? {
+        strata_fusefs::Stopped::Unmounted => Ok(()),
+        strata_fusefs::Stopped::Forced { open } => forced_exit(db, &open),
+    }
+}
+
 /// A stop forced while files were open: their writes are stored and synced, but the mount
 /// still serves them, so the store is left open and the process ends (the kernel then fails
 /// their further use with ENOTCONN).
-pub fn forced_exit(db: &Db, open: &[String]) -> ! {
+fn forced_exit(db: &Db, open: &[String]) -> ! {
     log::warn!(
         target: "strata::fs",
         "forced while {} files were open ({}): their writes so far are stored",
@@ -280,7 +284,7 @@ pub fn forced_exit(db: &Db, open: &[String]) -> ! {
 
 fn init_logging() {
     // fuser warns that its own unmount failed when the mount was already gone, which is how
-    // every mount here ends (`strata umount`, or the signal handler's fusermount3).
+    // every mount here ends (`strata umount`, or `Mounted::stop` on a signal).
     let env = env_logger::Env::default().default_filter_or("info,fuser::mnt=error");
     let _ = env_logger::Builder::from_env(env).try_init();
 }
@@ -300,18 +304,8 @@ pub fn unmount(mnt: &Path) -> Result<(), String> {
     let owner = strata_fusefs::mount_source(mnt)
         .and_then(|s| s.strip_prefix(SOURCE_PREFIX)?.parse::<u32>().ok())
         .filter(|&pid| pid != std::process::id());
-    let out = Command::new("fusermount3")
-        .arg("-u")
-        .arg(mnt)
-        .output()
-        .map_err(|e| format!("cannot run fusermount3 (install fuse3): {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cannot unmount {}: {}",
-            mnt.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    strata_fusefs::unmount(mnt, false)
+        .map_err(|e| format!("cannot unmount {}: {e}", mnt.display()))?;
     let Some(pid) = owner else {
         return Ok(());
     };

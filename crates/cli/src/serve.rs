@@ -113,12 +113,9 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     let unmounted = match mounted {
         Some(m) => {
             let again = crate::mount::Stops::watch()?;
-            let stopped = m.stop(|| again.asked());
-            if let Ok(strata_fusefs::Stopped::Forced { open }) = &stopped {
-                crate::mount::forced_exit(&db, open);
-            }
+            let stopped = crate::mount::stop(m, &db, &again);
             again.close();
-            stopped.map(|_| ()).map_err(|e| format!("unmount: {e}"))
+            stopped.map_err(|e| format!("unmount: {e}"))
         }
         None => Ok(()),
     };

@@ -12,6 +12,10 @@ pub(crate) const ROOT: u64 = 1;
 /// NUL), so listings never show it.
 const ORPHAN: &[u8] = b"\0orphan\0";
 
+/// Where one side of a `RENAME_EXCHANGE` is put aside (followed by its key) while the other
+/// moves across: a key no path can be, used by the store's batch and by this table alike.
+pub(crate) const EXCHANGE_ASIDE: &[u8] = b"\0exchange\0";
+
 /// The key of inode `ino` once it is unlinked or renamed over while open.
 pub(crate) fn orphan_key(ino: u64) -> Vec<u8> {
     [ORPHAN, &ino.to_be_bytes()].concat()
@@ -162,7 +166,7 @@ impl InodeTable {
 
     /// Swaps the entries at `a` and `b` (`RENAME_EXCHANGE`).
     pub fn exchange(&mut self, a: &[u8], b: &[u8]) {
-        let swap: Vec<u8> = [&b"\0exchange\0"[..], a].concat();
+        let swap: Vec<u8> = [EXCHANGE_ASIDE, a].concat();
         self.rename(a, &swap);
         self.rename(b, a);
         self.rename(&swap, b);

@@ -37,6 +37,7 @@ pub use fs::{DEFAULT_TTL, FsConfig, FsStats, StrataFs, WRITE_BACK};
 pub use invalidate::Invalidator;
 pub use mount::{
     MIN_THREADS, MountConfig, Mounted, Stopped, check_fuse, is_mounted, mount_source, run, spawn,
+    unmount,
 };
 pub use store::{
     data_cf_options, delete_range_with_metadata, delete_with_metadata, meta_cf_name,

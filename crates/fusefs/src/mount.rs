@@ -237,10 +237,10 @@ impl Mounted {
     }
 }
 
-/// Unmounts `mnt` (`lazy`: detached now, ended when its last open file closes): with
-/// `umount2` as root, else with `fusermount3`, as an unprivileged user must. A mount still in
-/// use answers `EBUSY` unless lazy.
-fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
+/// Unmounts the FUSE filesystem at `mnt` (`lazy`: detached now, ended when its last open file
+/// closes): with `umount2` as root, else with `fusermount3`, as an unprivileged user must. A
+/// mount still in use answers `EBUSY` unless lazy.
+pub fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } == 0 {
         let path =
@@ -254,7 +254,9 @@ fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
     }
     let mut cmd = Command::new("fusermount3");
     cmd.arg(if lazy { "-uz" } else { "-u" }).arg(mnt);
-    let out = cmd.output()?;
+    let out = cmd
+        .output()
+        .map_err(|e| io::Error::other(format!("cannot run fusermount3 (install fuse3): {e}")))?;
     if out.status.success() {
         return Ok(());
     }

@@ -73,6 +73,12 @@ impl Pending {
         (!self.is_empty()).then_some(self.written_from)
     }
 
+    /// From where the kernel's cached pages are stale once these writes land: writes through
+    /// its cache it has already; one that went past it (`uncached`) it has not.
+    pub(crate) fn stale_from(&self) -> Option<u64> {
+        self.written_from().filter(|_| self.uncached)
+    }
+
     /// Adds a write of `data` at `offset`, or appended at the end (`append`; `offset` is then
     /// where the kernel believed the end was). `stored_len` gives the file's length in the
     /// store, asked only for the first write after a flush. Returns `false`, changing nothing,

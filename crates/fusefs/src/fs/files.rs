@@ -53,6 +53,19 @@ impl OpenInode {
         let len = self.pending_len.load(Ordering::Acquire);
         (len != NO_PENDING).then_some(len)
     }
+
+    /// Publishes the length `pending` gives the file (none once drained), for `stat`.
+    fn show_len(&self, pending: &Pending) {
+        let len = pending.len().unwrap_or(NO_PENDING);
+        self.pending_len.store(len, Ordering::Release);
+    }
+
+    /// Pending writes of the file were lost with a failed batch: every descriptor hears of it.
+    fn record_failure(&self, e: &FsError) {
+        self.last_errno
+            .store(i32::from(e.errno()), Ordering::Release);
+        self.errors.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// One descriptor: what it may do, and the file it shares with the others.
@@ -107,12 +120,7 @@ impl FsCore {
         self.files.lock().inode(ino)?.pending_len()
     }
 
-    pub(super) fn do_setattr(
-        &self,
-        ino: u64,
-        _fh: Option<u64>,
-        change: AttrChange,
-    ) -> Result<FileAttr> {
+    pub(super) fn do_setattr(&self, ino: u64, change: AttrChange) -> Result<FileAttr> {
         let _tree = self.tree.read();
         let open = self.files.lock().inode(ino);
         let mut pending = open.as_ref().map(|f| f.pending.lock());
@@ -154,9 +162,7 @@ impl FsCore {
             }
         }
         let mut batch = WriteBatch::new();
-        let stale_from = pending
-            .as_ref()
-            .and_then(|p| p.written_from().filter(|_| p.uncached));
+        let stale_from = pending.as_ref().and_then(|p| p.stale_from());
         // The file's pending writes land first, in this batch: a flush after it would set the
         // times again (`cp -p` writes, then sets them).
         let drained = pending.as_ref().is_some_and(|p| !p.is_empty());
@@ -171,7 +177,7 @@ impl FsCore {
                 meta.clear_suidgid();
             }
             p.drain_into(&mut batch, &self.store.data, &key);
-            f.pending_len.store(NO_PENDING, Ordering::Release);
+            f.show_len(p);
         }
         if let Some(size) = change.size {
             batch.truncate_cf(&self.store.data, &key, size);
@@ -183,9 +189,7 @@ impl FsCore {
         if let (Err(e), Some(f)) = (&written, &open)
             && drained
         {
-            // The pending writes went with the batch: every descriptor hears of it.
-            f.last_errno.store(i32::from(e.errno()), Ordering::Release);
-            f.errors.fetch_add(1, Ordering::AcqRel);
+            f.record_failure(e);
         }
         written?;
         if let Some(from) = stale_from {
@@ -210,9 +214,7 @@ impl FsCore {
         }
         let written = self.write_back(file, pending, sync);
         if let Err(e) = &written {
-            file.last_errno
-                .store(i32::from(e.errno()), Ordering::Release);
-            file.errors.fetch_add(1, Ordering::AcqRel);
+            file.record_failure(e);
         }
         written
     }
@@ -222,9 +224,7 @@ impl FsCore {
     /// or lost (and the loss reported to every descriptor), nothing is pending afterwards.
     fn write_back(&self, file: &OpenInode, pending: &mut Pending, sync: bool) -> Result<()> {
         let key = self.key_of(file.ino)?;
-        // Pages the kernel cached are stale where a write went past its cache; writes through
-        // it it has already.
-        let stale_from = pending.written_from().filter(|_| pending.uncached);
+        let stale_from = pending.stale_from();
         let _record = self.record_lock(file.ino);
         let meta = match is_orphan(&key) {
             true => None,
@@ -241,7 +241,7 @@ impl FsCore {
         };
         let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
         pending.drain_into(&mut batch, &self.store.data, &key);
-        file.pending_len.store(NO_PENDING, Ordering::Release);
+        file.show_len(pending);
         if let Some(meta) = &meta {
             self.store.put_meta(&mut batch, &key, meta);
         }
@@ -275,7 +275,6 @@ impl FsCore {
         if truncate {
             self.do_setattr(
                 ino,
-                None,
                 AttrChange {
                     size: Some(0),
                     ..AttrChange::default()
@@ -413,9 +412,7 @@ impl FsCore {
         }
         pending.kill_suidgid |= how.kill_suidgid;
         pending.uncached |= h.uncached || how.append;
-        if let Some(len) = pending.len() {
-            h.file.pending_len.store(len, Ordering::Release);
-        }
+        h.file.show_len(&pending);
         let sync = how.sync || h.sync;
         if sync
             || pending.bytes() as u64 >= self.config.write_back

@@ -122,7 +122,7 @@ impl Filesystem for StrataFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
+        _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -141,7 +141,7 @@ impl Filesystem for StrataFs {
         self.answer(
             "setattr",
             reply,
-            self.do_setattr(ino.0, fh.map(|f| f.0), change),
+            self.do_setattr(ino.0, change),
             |reply, attr| reply.attr(&self.config.ttl, &attr),
         )
     }

@@ -1,6 +1,7 @@
 //! Changes to the tree: new entries, unlink and rmdir, rename (files and whole subtrees).
 
 use super::*;
+use crate::inodes::EXCHANGE_ASIDE;
 
 impl FsCore {
     /// Makes a new entry `name` in `parent` holding `meta` (and, for a file, no bytes yet),
@@ -180,7 +181,7 @@ impl FsCore {
         match (dst, exchange) {
             (Some(d), true) => {
                 let coming = keys(to, d.kind)?;
-                let aside = [&b"\0exchange\0"[..], from].concat();
+                let aside = [EXCHANGE_ASIDE, from].concat();
                 rename_keys(&mut batch, [data, meta], &moving, from, &aside);
                 rename_keys(&mut batch, [data, meta], &coming, to, from);
                 let aside_keys = moving
