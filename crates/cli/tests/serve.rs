@@ -37,8 +37,8 @@ fn path_key(k: &str) -> String {
     strata_admin_api::codec::encode_path_key(k.as_bytes())
 }
 
-#[test]
-fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
+/// Whether this machine can mount; under `CI` it must.
+fn fuse_required() -> bool {
     let mount = strata_fusefs::check_fuse().is_ok();
     if !mount {
         assert!(
@@ -46,35 +46,89 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
             "CI is set but FUSE is missing"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (db, mnt) = (dir.path().join("db"), dir.path().join("mnt"));
-    std::fs::create_dir(&mnt).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
-    cmd.arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "127.0.0.1:0"]);
-    if mount {
-        cmd.arg("--mount").arg(&mnt);
+    mount
+}
+
+/// A running `strata serve` on loopback, with its store and (when asked) its mount.
+struct Served {
+    child: std::process::Child,
+    addr: SocketAddr,
+    token: String,
+    db: std::path::PathBuf,
+    mnt: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn start(mount: bool) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, mnt) = (dir.path().join("db"), dir.path().join("mnt"));
+        std::fs::create_dir(&mnt).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+        cmd.arg("--db")
+            .arg(&db)
+            .args(["serve", "--listen", "127.0.0.1:0"]);
+        if mount {
+            cmd.arg("--mount").arg(&mnt);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr: SocketAddr = first
+            .split("http://")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let token = std::fs::read_to_string(db.join("serve.token")).unwrap();
+        // Not a terminal: the console's link carries no token into a log.
+        assert_eq!(
+            lines.next().unwrap().unwrap(),
+            format!("console: http://{addr}/")
+        );
+        Served {
+            child,
+            addr,
+            token,
+            db,
+            mnt,
+            _dir: dir,
+        }
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr: SocketAddr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
-    let token = std::fs::read_to_string(db.join("serve.token")).unwrap();
-    // Not a terminal: the console's link carries no token into a log.
-    assert_eq!(
-        lines.next().unwrap().unwrap(),
-        format!("console: http://{addr}/")
+
+    fn terminate(&self) {
+        // SAFETY: kill sends a signal to our own child, whose pid is valid until we wait on it.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+    }
+}
+
+impl Drop for Served {
+    /// A failed test leaves no server or mount behind.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = strata_fusefs::unmount(&self.mnt, true);
+        }
+    }
+}
+
+#[test]
+fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
+    let mount = fuse_required();
+    let mut served = Served::start(mount);
+    let (addr, token, db, mnt) = (
+        served.addr,
+        served.token.clone(),
+        served.db.clone(),
+        served.mnt.clone(),
     );
 
     let put = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
@@ -116,10 +170,7 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
     });
     // SIGTERM: store open files, unmount (lazily while one is open), close, exit 0; every
     // acknowledged write is there afterwards.
-    // SAFETY: kill sends a signal to our own child, whose pid is valid until we wait on it.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    served.terminate();
     if let Some(f) = held {
         use std::os::unix::fs::FileExt;
         let start = std::time::Instant::now();
@@ -128,12 +179,12 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(
-            child.try_wait().unwrap().is_none(),
+            served.child.try_wait().unwrap().is_none(),
             "closed under an open file"
         );
         f.write_all_at(b"after it", 16).unwrap();
     }
-    let status = child.wait().unwrap();
+    let status = served.child.wait().unwrap();
     assert!(status.success(), "{status}");
     let want = if mount { "kept\n" } else { "from the api\n" };
     assert_eq!(stdout(&strata(&db, &["get", "docs/a.md"])), want);
@@ -143,6 +194,82 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
             "before the stop;after it\n"
         );
     }
+}
+
+/// Directories renamed through the mount while two clients PUT keys under them with `sync=1`:
+/// every acknowledged key is afterwards under the old name or the new one, with its value.
+#[test]
+fn a_rename_through_the_mount_never_loses_a_rest_write() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if !fuse_required() {
+        return;
+    }
+    let mut served = Served::start(true);
+    let (addr, token, mnt) = (served.addr, served.token.as_str(), served.mnt.as_path());
+    const ROUNDS: usize = 8;
+    const FILES: usize = 1500;
+    let round = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let acked = Mutex::new(Vec::<String>::new());
+    let mut renamed = Vec::new();
+    std::thread::scope(|s| {
+        for client in 0..2 {
+            let (round, stop, acked) = (&round, &stop, &acked);
+            s.spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("src{}/put-{client}-{i}", round.load(Ordering::Relaxed));
+                    let put = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key(&key));
+                    let body = format!(r#"{{"value":"{key}"}}"#);
+                    let (status, answer) = http(addr, "PUT", &put, token, &body);
+                    assert_eq!(status, 204, "{key}: {answer}");
+                    acked.lock().unwrap().push(key);
+                    i += 1;
+                }
+            });
+        }
+        for r in 0..ROUNDS {
+            let src = mnt.join(format!("src{r}"));
+            std::fs::create_dir_all(&src).unwrap();
+            for f in 0..FILES {
+                std::fs::write(src.join(format!("seed{f}")), b"s").unwrap();
+            }
+            round.store(r, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(20));
+            let start = std::time::Instant::now();
+            std::fs::rename(&src, mnt.join(format!("dst{r}"))).unwrap();
+            renamed.push(start.elapsed());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let acked = acked.into_inner().unwrap();
+    let moved = acked
+        .iter()
+        .filter(|key| {
+            let (dir, name) = key.split_once('/').unwrap();
+            let to = mnt.join(dir.replace("src", "dst")).join(name);
+            let read = std::fs::read_to_string(mnt.join(key))
+                .or_else(|_| std::fs::read_to_string(&to))
+                .unwrap_or_else(|e| panic!("{key} was acknowledged and is gone: {e}"));
+            assert_eq!(&read, *key);
+            to.exists()
+        })
+        .count();
+    for r in 0..ROUNDS {
+        let dst = mnt.join(format!("dst{r}"));
+        for f in 0..FILES {
+            assert!(dst.join(format!("seed{f}")).exists(), "dst{r}/seed{f}");
+        }
+    }
+    eprintln!(
+        "{} acknowledged PUTs, {moved} of them moved by renames taking {renamed:?}",
+        acked.len()
+    );
+    assert!(acked.len() > 100, "{} PUTs", acked.len());
+    served.terminate();
+    assert!(served.child.wait().unwrap().success());
 }
 
 #[test]

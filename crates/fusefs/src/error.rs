@@ -47,6 +47,11 @@ impl FsError {
         Errno::from_i32(self.raw_errno())
     }
 
+    /// The store refused the change for a full disk.
+    pub(crate) fn is_no_space(&self) -> bool {
+        self.raw_errno() == libc::ENOSPC
+    }
+
     fn raw_errno(&self) -> i32 {
         match self {
             FsError::Posix { errno, .. } => *errno,

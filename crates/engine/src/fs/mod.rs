@@ -16,11 +16,15 @@ mod fault;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
 #[cfg(target_os = "linux")]
+mod small_disk;
+#[cfg(target_os = "linux")]
 mod uring;
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod wasip2;
 pub(crate) use batch::{BatchRead, read_batch};
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
+#[cfg(target_os = "linux")]
+pub use small_disk::SmallDisk;
 
 /// A file being written from start to end (WAL, table, MANIFEST).
 pub trait WritableFile: Send + Sync + Debug {

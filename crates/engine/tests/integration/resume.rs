@@ -218,54 +218,19 @@ fn a_write_refused_by_a_full_log_never_happened() {
 }
 
 /// A tmpfs of `bytes` mounted on a new temporary directory, unmounted on drop; `None` where
-/// this process may not mount (not root), which fails the run when `CI` is set. Mounted with
-/// the syscall, not a `mount` process: a fork while other tests hold their stores' locks would
-/// carry those locks into the child until it execs.
+/// this process may not mount (not root), which fails the run when `CI` is set.
 #[cfg(target_os = "linux")]
 struct SmallDisk {
+    _disk: strata_engine::fs::SmallDisk,
     dir: tempfile::TempDir,
 }
 
 #[cfg(target_os = "linux")]
 impl SmallDisk {
     fn mount(bytes: u64) -> Option<SmallDisk> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
         let dir = crate::common::tempdir();
-        let target = CString::new(dir.path().as_os_str().as_bytes()).unwrap();
-        let options = CString::new(format!("size={bytes},mode=0700")).unwrap();
-        // SAFETY: every pointer is a NUL-terminated string that outlives the call; mount(2)
-        // only reads them. Exercised by this test whenever it runs as root (CI does).
-        let mounted = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                options.as_ptr().cast(),
-            )
-        } == 0;
-        if !mounted {
-            let why = std::io::Error::last_os_error();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but a tmpfs cannot be mounted for the full-disk test: {why}"
-            );
-            eprintln!("skipped: cannot mount a tmpfs: {why}");
-            return None;
-        }
-        Some(SmallDisk { dir })
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        use std::os::unix::ffi::OsStrExt;
-        if let Ok(target) = std::ffi::CString::new(self.dir.path().as_os_str().as_bytes()) {
-            // SAFETY: `target` is a NUL-terminated path that outlives the call.
-            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-        }
+        let disk = strata_engine::fs::SmallDisk::for_test(dir.path(), bytes)?;
+        Some(SmallDisk { _disk: disk, dir })
     }
 }
 

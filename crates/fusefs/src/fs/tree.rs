@@ -56,15 +56,27 @@ impl FsCore {
             }
             _ => {}
         }
-        let mut batch = WriteBatch::new();
-        if dir {
-            batch.delete_cf(&self.store.meta, meta_key(&key, Kind::Dir));
-        } else {
-            self.orphan_if_open(&mut batch, &key, &e);
-            self.store.delete_entry(&mut batch, &key, e.kind);
+        let removal = |times: bool| -> Result<WriteBatch> {
+            let mut batch = WriteBatch::new();
+            if dir {
+                batch.delete_cf(&self.store.meta, meta_key(&key, Kind::Dir));
+            } else {
+                self.orphan_if_open(&mut batch, &key, &e);
+                self.store.delete_entry(&mut batch, &key, e.kind);
+            }
+            if times {
+                self.touch_parents(&mut batch, &[&key], SystemTime::now())?;
+            }
+            Ok(batch)
+        };
+        let what = if dir { "rmdir" } else { "unlink" };
+        match self.write(what, &key, removal(true)?, false) {
+            // A full disk still takes a batch of deletions alone (it may spend the store's disk
+            // reserve), so `rm` frees room: the parent keeps its old times rather than the
+            // removal failing.
+            Err(e) if e.is_no_space() => self.write(what, &key, removal(false)?, false)?,
+            done => done?,
         }
-        self.touch_parents(&mut batch, &[&key], SystemTime::now())?;
-        self.write(if dir { "rmdir" } else { "unlink" }, &key, batch, false)?;
         self.inodes.lock().detach_subtree(&key);
         Ok(())
     }

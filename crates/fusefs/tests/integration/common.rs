@@ -88,6 +88,16 @@ impl Mount {
         }
     }
 
+    /// Unmounts; hands back the store and its directory, for a reopen.
+    pub fn unmount_keeping_store(mut self) -> (Arc<Db>, tempfile::TempDir) {
+        if let Some(m) = self.mounted.take() {
+            let _starting = starting_processes();
+            m.unmount().unwrap();
+        }
+        let store = std::mem::replace(&mut self.store, tempfile::tempdir().unwrap());
+        (self.db.clone(), store)
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -3,7 +3,9 @@
 //! store's keys.
 
 mod common;
+mod disk;
 mod ops;
+mod processes;
 mod shared;
 mod times;
 
