@@ -37,7 +37,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_bytes: 64 << 20,
-            raw_value_bytes: strata_engine::MAX_VALUE_SIZE,
+            raw_value_bytes: strata_engine::MAX_WRITE_SIZE,
             batch_get_keys: 1000,
             batch_write_ops: 10_000,
             scan_page: 1000,

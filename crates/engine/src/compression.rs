@@ -3,7 +3,8 @@
 
 use std::cell::RefCell;
 
-/// The largest frame a block or blob value can be (values are at most 3 GiB).
+/// The largest frame a block or blob record can be (one write carries at most
+/// `MAX_WRITE_SIZE`, 3 GiB).
 const MAX_FRAME: u64 = 4 << 30;
 
 thread_local! {

@@ -66,8 +66,8 @@ pub use events::{
 pub use fs::{FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, WritableFile};
 pub use key::SequenceNumber;
 pub use options::{
-    CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options,
-    ReadOptions, WalRecovery, WriteOptions,
+    CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+    MAX_WRITE_SIZE, Options, ReadOptions, WalRecovery, WriteOptions,
 };
 pub use sst::{BlobReference, TableProperties};
 pub use stats::Statistics;

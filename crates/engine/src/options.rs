@@ -32,8 +32,15 @@ pub(crate) fn oversized_key(len: usize) -> Option<String> {
     (len > MAX_KEY_SIZE).then(|| format!("key of {len} bytes exceeds the limit of {MAX_KEY_SIZE}"))
 }
 
-/// Largest accepted value.
-pub const MAX_VALUE_SIZE: u64 = 3 << 30;
+/// Largest value a key holds. One above [`MAX_WRITE_SIZE`] is built by partial writes
+/// (`write_at`, `append`, `truncate`) as a list of pieces, each from a write of its own; the list
+/// is rewritten at each write, so its length (one piece per MiB at most, but small ones) is
+/// what bounds this.
+pub const MAX_VALUE_SIZE: u64 = 64 << 30;
+
+/// Largest number of bytes one write carries: a whole value (`put`, a value file) or the data
+/// of one partial write. A blob record's value length is 32 bits.
+pub const MAX_WRITE_SIZE: u64 = 3 << 30;
 
 /// Per-block compression of tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -8,9 +8,10 @@
 use super::ColumnFamily;
 use crate::coding::{
     fixed32, fixed64, get_length_prefixed, get_varint32, put_length_prefixed, put_varint32,
+    put_varint64,
 };
 use crate::key::{SequenceNumber, ValueKind};
-use crate::options::{MAX_VALUE_SIZE, oversized_key};
+use crate::options::{MAX_WRITE_SIZE, oversized_key};
 use crate::range_del::RANGE_DELETION_KIND;
 
 mod latest;
@@ -82,8 +83,8 @@ fn add_once(cfs: &mut Vec<u32>, cf: u32) {
 
 /// Why a value of `len` bytes cannot be written, if it cannot.
 fn oversized_value(len: usize) -> Option<String> {
-    (len as u64 > MAX_VALUE_SIZE)
-        .then(|| format!("value of {len} bytes exceeds the limit of {MAX_VALUE_SIZE}"))
+    (len as u64 > MAX_WRITE_SIZE)
+        .then(|| format!("value of {len} bytes exceeds the limit of {MAX_WRITE_SIZE}"))
 }
 
 /// Capacity from which a new batch's memory is faulted in up front.
@@ -179,7 +180,7 @@ impl WriteBatch {
             }
             return;
         }
-        if value.len() as u64 > MAX_VALUE_SIZE {
+        if value.len() as u64 > MAX_WRITE_SIZE {
             return self.add(ValueKind::Put, cf, key, Some(value));
         }
         let index = crate::blob::encode_inline(expiration, value);
@@ -298,18 +299,31 @@ impl WriteBatch {
     }
 
     fn add_record(&mut self, kind: u8, cf: u32, key: &[u8], value: Option<&[u8]>) {
+        self.add_record_in_parts(kind, cf, key, value.map(|v| (&[][..], v)));
+    }
+
+    /// [`WriteBatch::add_record`] of a value given as a head and the rest, copied once into the
+    /// batch rather than joined first.
+    fn add_record_in_parts(
+        &mut self,
+        kind: u8,
+        cf: u32,
+        key: &[u8],
+        value: Option<(&[u8], &[u8])>,
+    ) {
+        let value_len = value.map(|(head, rest)| head.len() + rest.len());
         if self.invalid.is_none() {
             self.invalid = oversized_key(key.len());
         }
         if self.invalid.is_none() {
-            self.invalid = value.and_then(|v| oversized_value(v.len()));
+            self.invalid = value_len.and_then(oversized_value);
         }
         self.note_cf(cf);
         // One reservation per record: growing by doubling would copy a large value's bytes
         // several times over.
         let varints = 1 + 5 + 10 + if value.is_some() { 10 } else { 0 };
         self.rep
-            .reserve(varints + key.len() + value.map_or(0, <[u8]>::len));
+            .reserve(varints + key.len() + value_len.unwrap_or(0));
         if cf == 0 {
             self.rep.push(kind | IN_DEFAULT_CF);
         } else {
@@ -317,8 +331,10 @@ impl WriteBatch {
             put_varint32(&mut self.rep, cf);
         }
         put_length_prefixed(&mut self.rep, key);
-        if let Some(v) = value {
-            put_length_prefixed(&mut self.rep, v);
+        if let (Some((head, rest)), Some(len)) = (value, value_len) {
+            put_varint64(&mut self.rep, len as u64);
+            self.rep.extend_from_slice(head);
+            self.rep.extend_from_slice(rest);
         }
         let count = fixed32(&self.rep, 8) + 1;
         self.rep[8..12].copy_from_slice(&count.to_le_bytes());

@@ -16,7 +16,7 @@ use crate::blob::{BlobHeader, ChunkSums, HEADER_SIZE, RECORD_HEADER_SIZE};
 use crate::db::column_family::ColumnFamily;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PositionalFile};
-use crate::options::{MAX_VALUE_SIZE, WriteOptions, oversized_key};
+use crate::options::{MAX_WRITE_SIZE, WriteOptions, oversized_key};
 
 /// How much of a value file commit reads at a time when it must checksum the value again.
 const READ_BACK_CHUNK: usize = 1 << 20;
@@ -62,9 +62,9 @@ impl ValueFile {
     }
 
     fn check_end(end: Option<u64>) -> Result<u64> {
-        end.filter(|&e| e <= MAX_VALUE_SIZE).ok_or_else(|| {
+        end.filter(|&e| e <= MAX_WRITE_SIZE).ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "value would exceed the limit of {MAX_VALUE_SIZE} bytes"
+                "value would exceed the limit of {MAX_WRITE_SIZE} bytes"
             ))
         })
     }
@@ -136,7 +136,7 @@ impl Drop for ValueFile {
 impl Db {
     /// A new, empty value file for `key` of `cf`, whose options must keep blob files
     /// (`enable_blob_files`). Write it with [`ValueFile::write_at`], then store it with
-    /// [`Db::write_with_value_file`]. Values of any size (up to [`MAX_VALUE_SIZE`]) work; it pays
+    /// [`Db::write_with_value_file`]. Values of any size (up to [`MAX_WRITE_SIZE`]) work; it pays
     /// off for values too large to hold in memory comfortably.
     pub fn create_value_file(&self, cf: &ColumnFamily, key: impl AsRef<[u8]>) -> Result<ValueFile> {
         let inner = &self.inner;

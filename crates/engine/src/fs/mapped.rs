@@ -43,6 +43,11 @@ const CHUNK: usize = 512 << 10;
 /// A record at least this large that does not land on populated pages is written with pwrite
 /// at once rather than buffered.
 const WRITE_THROUGH: usize = 1 << 20;
+/// Pages this far behind the writer leave the mapping (`MADV_DONTNEED`). They stay in the page
+/// cache, dirty until written back, so nothing is lost; but otherwise every page stored through
+/// the mapping would stay in this process's resident set until the file is finished, up to the
+/// whole blob file (256 MiB by default) for each file being written.
+const DROP_BEHIND: usize = 4 << 20;
 /// Mappings stay below this; a larger expected size is written past it with pwrite.
 const MAX_MAPPING: u64 = 1 << 30;
 
@@ -169,6 +174,8 @@ pub(crate) struct MappedWritableFile {
     len: u64,
     /// The last appended bytes, past the populated pages: written by pwrite on flush.
     pending: Vec<u8>,
+    /// Bytes from the start whose pages have left the mapping (`DROP_BEHIND`).
+    dropped: usize,
 }
 
 impl MappedWritableFile {
@@ -221,6 +228,7 @@ impl MappedWritableFile {
             populator,
             len: 0,
             pending: Vec::new(),
+            dropped: 0,
         };
         file.want_populated(0);
         Ok(Some(file))
@@ -235,6 +243,35 @@ impl MappedWritableFile {
             let target = (end + ahead).next_multiple_of(region.page).min(region.len);
             region.wanted.store(target, Ordering::Relaxed);
             self.populator.thread.unpark();
+        }
+    }
+
+    /// Lets go of the mapped pages more than `DROP_BEHIND` behind the writer: whole pages below
+    /// both what was appended (less what waits in `pending`) and what the helper populated, which
+    /// the writer never stores into again.
+    fn drop_behind(&mut self) {
+        let Some(region) = &self.region else { return };
+        let stored = (self.len as usize - self.pending.len())
+            .min(region.populated.load(Ordering::Acquire))
+            .min(region.len);
+        let until = stored.saturating_sub(DROP_BEHIND) / region.page * region.page;
+        if until < self.dropped + DROP_BEHIND {
+            return;
+        }
+        // SAFETY: [dropped, until) is whole pages inside the mapping (until <= region.len), all
+        // below anything the writer will store into again, and the helper only populates
+        // above `populated`. For a shared file mapping MADV_DONTNEED only unmaps the pages from
+        // this process: their contents, dirty or not, stay in the file's page cache.
+        let rc = unsafe {
+            libc::madvise(
+                region.base.add(self.dropped).cast(),
+                until - self.dropped,
+                libc::MADV_DONTNEED,
+            )
+        };
+        // A refusal only leaves the pages mapped, as they were.
+        if rc == 0 {
+            self.dropped = until;
         }
     }
 
@@ -280,6 +317,7 @@ impl WritableFile for MappedWritableFile {
         }
         self.len = end as u64;
         self.want_populated(end);
+        self.drop_behind();
         Ok(())
     }
 
@@ -393,6 +431,50 @@ mod tests {
                 assert_eq!(&seen[..expected.len()], &expected[..], "after {i} appends");
             }
         }
+        f.sync().unwrap();
+        f.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    /// Resident kilobytes of the mapping that starts at `base`, from /proc/self/smaps.
+    fn resident_kib(base: *mut u8) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", base as usize);
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+        lines.next().expect("the mapping is listed");
+        lines
+            .find_map(|l| l.strip_prefix("Rss:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn pages_far_behind_the_writer_leave_the_mapping_and_keep_their_bytes() {
+        let dir = crate::test_dir::tempdir();
+        let path = dir.path().join("f");
+        let mut f = create(&path, 64 << 20);
+        let base = f.region.as_ref().unwrap().base;
+        let mut expected = Vec::new();
+        for i in 0..512 {
+            let r = record(i, 64 << 10);
+            // Every record goes through the mapping.
+            wait_populated(&f, expected.len() + r.len());
+            f.append(&r).unwrap();
+            expected.extend_from_slice(&r);
+        }
+        assert!(f.pending.is_empty());
+        assert!(
+            f.dropped >= expected.len() - 3 * DROP_BEHIND,
+            "{}",
+            f.dropped
+        );
+        let resident = resident_kib(base) << 10;
+        assert!(
+            resident <= (2 * DROP_BEHIND + MAX_AHEAD + (64 << 10)) as u64,
+            "{resident} bytes of the mapping resident after {} appended",
+            expected.len()
+        );
         f.sync().unwrap();
         f.finish().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), expected);

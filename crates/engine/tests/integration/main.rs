@@ -16,6 +16,7 @@ mod db;
 mod fault_injection;
 mod files;
 mod folding;
+mod huge;
 mod module_graph;
 mod multi_get;
 mod partial;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use strata_engine::fs::FaultInjectionFs;
 use strata_engine::{
-    ColumnFamilyOptions, Db, ErrorKind, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions,
+    ColumnFamilyOptions, Db, ErrorKind, MAX_WRITE_SIZE, Options, WriteBatch, WriteOptions,
     verify_store,
 };
 
@@ -125,9 +125,9 @@ fn bad_uses_are_refused_with_invalid_argument() {
     let e = db.create_value_file(&plain, "k").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let mut vf = db.create_value_file(&db.default_cf(), "k").unwrap();
-    let e = vf.write_at(MAX_VALUE_SIZE, b"x").unwrap_err();
+    let e = vf.write_at(MAX_WRITE_SIZE, b"x").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = vf.set_len(MAX_VALUE_SIZE + 1).unwrap_err();
+    let e = vf.set_len(MAX_WRITE_SIZE + 1).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     db.drop_cf(&plain).unwrap();
     let other = db.create_cf("other", options().cf).unwrap();

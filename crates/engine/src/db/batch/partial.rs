@@ -30,17 +30,29 @@ pub(crate) enum PartialOp<'a> {
 }
 
 impl<'a> PartialOp<'a> {
+    /// The encoding as a short head and the bytes that follow it (a write's data, which the
+    /// batch copies once, straight from the caller's buffer).
+    fn encode_parts(&self) -> (Vec<u8>, &'a [u8]) {
+        match *self {
+            PartialOp::WriteAt { offset, data } => {
+                let mut head = vec![WRITE_AT];
+                put_varint64(&mut head, offset);
+                (head, data)
+            }
+            PartialOp::Append(data) => (vec![APPEND], data),
+            _ => (self.encode(), &[]),
+        }
+    }
+
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match *self {
             PartialOp::WriteAt { offset, data } => {
-                out.reserve(11 + data.len());
                 out.push(WRITE_AT);
                 put_varint64(&mut out, offset);
                 out.extend_from_slice(data);
             }
             PartialOp::Append(data) => {
-                out.reserve(1 + data.len());
                 out.push(APPEND);
                 out.extend_from_slice(data);
             }
@@ -123,9 +135,9 @@ impl WriteBatch {
         if self.invalid.is_none() {
             self.invalid = op.invalid(key);
         }
-        let encoded = op.encode();
+        let (head, data) = op.encode_parts();
         self.partial_ops += 1;
-        self.add_record(PARTIAL_KIND, cf, key, Some(&encoded));
+        self.add_record_in_parts(PARTIAL_KIND, cf, key, Some((&head, data)));
     }
 
     /// Writes `data` at `offset` of `key`'s value, which must exist: bytes past its end extend
