@@ -137,6 +137,26 @@ fn check_mountpoint(mnt: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Malloc arenas a long-running door keeps: glibc gives each thread that allocates at once an
+/// arena of its own (up to 8 per core), and each keeps the multi-MiB buffers its thread freed
+/// (a file's write-back ranges, the batches they become). With the mount's 16 serving threads,
+/// copying a 4 GiB file in peaked at 316 MiB of RSS with the default and at 135 MiB with two,
+/// at the same speed.
+const MALLOC_ARENAS: i32 = 2;
+
+/// Bounds the malloc arenas ([`MALLOC_ARENAS`]) before the door starts its threads; a
+/// `MALLOC_ARENA_MAX` in the environment wins.
+pub fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a tunable of the allocator; it is called before the door's
+        // threads start. Every test of `strata mount` and `strata serve` runs through it.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+        }
+    }
+}
+
 /// Bytes of disk a served or mounted store holds back for deletions on a full disk.
 const SERVED_DISK_RESERVE: u64 = 16 << 20;
 
@@ -182,6 +202,7 @@ pub fn filesystem(
 }
 
 fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
+    bound_malloc_arenas();
     init_logging();
     let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
     let fs = filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;

@@ -176,7 +176,7 @@ impl FsCore {
             if p.kill_suidgid && change.mode.is_none() {
                 meta.clear_suidgid();
             }
-            p.drain_into(&mut batch, &self.store.data, &key);
+            self.drain(p, &mut batch, &key);
             f.show_len(p);
         }
         if let Some(size) = change.size {
@@ -240,7 +240,7 @@ impl FsCore {
             }
         };
         let mut batch = WriteBatch::with_capacity(pending.bytes() + 2 * key.len() + 256);
-        pending.drain_into(&mut batch, &self.store.data, &key);
+        self.drain(pending, &mut batch, &key);
         file.show_len(pending);
         if let Some(meta) = &meta {
             self.store.put_meta(&mut batch, &key, meta);
@@ -250,6 +250,15 @@ impl FsCore {
             self.invalidator.pages_changed(file.ino, from);
         }
         written
+    }
+
+    /// Moves `pending` into `batch` as partial writes of `key`, and out of the mount's total.
+    fn drain(&self, pending: &mut Pending, batch: &mut WriteBatch, key: &[u8]) {
+        let bytes = pending.bytes() as u64;
+        pending.drain_into(batch, &self.store.data, key);
+        self.stats
+            .write_back_held
+            .fetch_sub(bytes, Ordering::Relaxed);
     }
 
     /// The file's write-back failures `h` has not been told of yet, as an error (once).
@@ -398,6 +407,8 @@ impl FsCore {
         let _tree = self.tree.read();
         let key = self.key_of(h.file.ino)?;
         let mut pending = h.file.pending.lock();
+        // Bytes of this file already in the mount's total.
+        let mut counted = pending.bytes();
         loop {
             // The length the store has is asked only by the first write after a flush.
             let stored_len = match pending.is_empty() {
@@ -409,13 +420,21 @@ impl FsCore {
             }
             // A positional write after appends: they land first.
             self.flush_file(&h.file, &mut pending, false)?;
+            counted = 0;
         }
         pending.kill_suidgid |= how.kill_suidgid;
         pending.uncached |= h.uncached || how.append;
         h.file.show_len(&pending);
+        let grew = pending.bytes().saturating_sub(counted);
+        let held = self
+            .stats
+            .write_back_held
+            .fetch_add(grew as u64, Ordering::Relaxed)
+            + grew as u64;
         let sync = how.sync || h.sync;
         if sync
             || pending.bytes() as u64 >= self.config.write_back
+            || held >= self.config.write_back_total
             || pending.ranges() >= MAX_RANGES
         {
             self.flush_file(&h.file, &mut pending, sync)?;

@@ -46,6 +46,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 /// Bytes of writes an open file holds in memory before they go to the store.
 pub const WRITE_BACK: u64 = 4 << 20;
 
+/// Bytes of writes all open files together hold before each write goes to the store at once.
+pub const WRITE_BACK_TOTAL: u64 = 64 << 20;
+
 /// Stripes of [`StrataFs`]'s record locks: changes to different entries rarely wait on each
 /// other.
 const RECORD_STRIPES: usize = 64;
@@ -58,6 +61,9 @@ pub struct FsStats {
     pub hidden_entries: AtomicU64,
     /// Batches written.
     pub writes: AtomicU64,
+    /// Bytes of writes open files hold, not yet in the store (at most about
+    /// [`FsConfig::write_back_total`]).
+    pub write_back_held: AtomicU64,
     /// Operations that failed for a reason other than the caller's (engine or I/O errors).
     pub errors: AtomicU64,
     /// Bursts of requests during which the mount kept CPUs awake
@@ -78,9 +84,12 @@ pub struct FsConfig {
     /// Owner of entries that carry no record (keys another face wrote).
     pub uid: u32,
     pub gid: u32,
-    /// Bytes of writes an open file holds before they go to the store ([`WRITE_BACK`]): what
-    /// bounds a mount's memory, with the number of files open for writing.
+    /// Bytes of writes an open file holds before they go to the store ([`WRITE_BACK`]).
     pub write_back: u64,
+    /// Bytes of writes all open files hold together ([`WRITE_BACK_TOTAL`]): past it, a file's
+    /// writes go to the store as they come, so however many files are open for writing, this
+    /// bounds the mount's memory for them.
+    pub write_back_total: u64,
     /// How long the kernel keeps entries and attributes ([`DEFAULT_TTL`]).
     pub ttl: Duration,
     /// During a burst of requests ([`BURST`]), take the wake-ups off each round trip: one
@@ -102,6 +111,7 @@ impl Default for FsConfig {
             uid,
             gid,
             write_back: WRITE_BACK,
+            write_back_total: WRITE_BACK_TOTAL,
             ttl: DEFAULT_TTL,
             keep_cpus_awake: true,
         }

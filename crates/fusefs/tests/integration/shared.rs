@@ -170,6 +170,71 @@ fn a_large_file_moves_by_reference() {
     assert!(m.db.get_cf(&m.cf(), "from").unwrap().is_none());
 }
 
+/// A file past 4 GiB (sparse: a grown truncate, then writes near its end) reads back by range
+/// from another descriptor, keeps its size, and moves by reference.
+#[test]
+fn a_file_past_four_gib_works() {
+    let Some(m) = Mount::new() else { return };
+    const SIZE: u64 = 5 << 30;
+    let f = m.path().join("huge");
+    {
+        let h = std::fs::File::create(&f).unwrap();
+        h.set_len(SIZE).unwrap();
+        h.write_all_at(b"mid", 4 << 30).unwrap();
+        h.write_all_at(b"end", SIZE - 3).unwrap();
+        h.sync_all().unwrap();
+    }
+    let before = store_bytes(&m);
+    std::fs::rename(&f, m.path().join("moved")).unwrap();
+    assert!(store_bytes(&m) - before < 1 << 20);
+    let h = std::fs::File::open(m.path().join("moved")).unwrap();
+    assert_eq!(h.metadata().unwrap().len(), SIZE);
+    let mut buf = [9u8; 3];
+    for (at, want) in [
+        (4u64 << 30, b"mid"),
+        (SIZE - 3, b"end"),
+        (3 << 30, &[0u8; 3]),
+    ] {
+        h.read_exact_at(&mut buf, at).unwrap();
+        assert_eq!(&buf, want, "at {at}");
+    }
+    assert_eq!(m.db.value_size_cf(&m.cf(), "moved").unwrap(), Some(SIZE));
+}
+
+/// Twelve files open for writing, each below its own write-back limit: together they hold no
+/// more than the mount's total, and every byte lands.
+#[test]
+fn files_open_for_writing_hold_at_most_the_mounts_total() {
+    const TOTAL: u64 = 4 << 20;
+    let config = strata_fusefs::FsConfig {
+        write_back: 1 << 20,
+        write_back_total: TOTAL,
+        ..strata_fusefs::FsConfig::default()
+    };
+    let Some(m) = Mount::with(config, false) else {
+        return;
+    };
+    let held = || m.stats.write_back_held.load(Ordering::Relaxed);
+    let data = |i: usize| vec![i as u8 + 1; 900 << 10];
+    let files: Vec<std::fs::File> = (0..12)
+        .map(|i| {
+            let f = std::fs::File::create(m.path().join(format!("f{i}"))).unwrap();
+            f.write_all_at(&data(i), 0).unwrap();
+            assert!(held() <= TOTAL + (1 << 20), "{} bytes held", held());
+            f
+        })
+        .collect();
+    assert!(
+        held() > 0,
+        "nothing held: the writes went straight to the store"
+    );
+    drop(files);
+    assert_eq!(held(), 0);
+    for i in 0..12 {
+        assert!(std::fs::read(m.path().join(format!("f{i}"))).unwrap() == data(i));
+    }
+}
+
 #[test]
 fn an_unlinked_file_stays_usable_through_its_open_descriptor() {
     let Some(m) = Mount::new() else { return };
