@@ -67,7 +67,7 @@ fn line(name: &str, side: &str, ops: u64, bytes: u64, elapsed: Duration) -> Stri
 }
 
 pub fn run(db_dir: &Path, args: FsBenchArgs) -> Result<(), String> {
-    crate::mount::bound_malloc_arenas();
+    crate::mount::tune_malloc();
     if db_dir.exists()
         && std::fs::read_dir(db_dir)
             .map_err(io("read", db_dir))?

@@ -43,7 +43,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
-    crate::mount::bound_malloc_arenas();
+    crate::mount::tune_malloc();
     let env = env_logger::Env::default().default_filter_or("info");
     let _ = env_logger::Builder::from_env(env).try_init();
     let hub = Arc::new(strata_admin_api::EventHub::default());

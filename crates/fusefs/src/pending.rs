@@ -124,8 +124,17 @@ impl Pending {
         };
         self.bytes -= buf.len();
         let from = (at - start) as usize;
-        if buf.len() < from + data.len() {
-            buf.resize(from + data.len(), 0);
+        let need = from + data.len();
+        if buf.len() < need {
+            if need > buf.capacity() {
+                // Doubling, but not past a write-back's worth: a range that outgrows it is
+                // flushed right after this write, and doubling 4 MiB to 8 MiB for its last
+                // write would hold twice the memory configured.
+                let want =
+                    (buf.capacity() * 2).clamp(need, need.max(crate::fs::WRITE_BACK as usize));
+                buf.reserve_exact(want - buf.len());
+            }
+            buf.resize(need, 0);
         }
         buf[from..from + data.len()].copy_from_slice(data);
         // Ranges starting inside or right after it: their bytes past it join it.

@@ -18,6 +18,9 @@ use crate::error::{Error, Result, show_key};
 use crate::key::Lookup;
 use crate::options::{MAX_VALUE_SIZE, ReadOptions};
 
+/// Bytes reserved up front for a batch's resolved records (it grows past them as needed).
+const RESOLVED_CAPACITY: usize = 64 << 10;
+
 /// A result at most this long (and without a TTL) is stored as a plain value: small files stay
 /// plain puts, readable without a blob file.
 const PLAIN_MAX: u64 = 4 << 10;
@@ -76,7 +79,9 @@ impl DbInner {
         earlier: &[&WriteBatch],
         pending: &mut PendingBlobs,
     ) -> Result<WriteBatch> {
-        let mut out = WriteBatch::with_capacity(batch.size_in_bytes());
+        // A partial write's data goes to a blob file, not into `out`: sized to the whole batch,
+        // `out` would take a write-back's worth of memory to hold a few hundred bytes.
+        let mut out = WriteBatch::with_capacity(batch.size_in_bytes().min(RESOLVED_CAPACITY));
         let mut before = Before::new(earlier);
         let mut failure = None;
         batch
