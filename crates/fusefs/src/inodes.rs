@@ -43,6 +43,9 @@ struct Node {
     version: u64,
     /// The version the kernel's page cache was last filled from (at an open).
     cached: Option<u64>,
+    /// Unlinked or renamed over, its bytes were moved to its orphan key, to go when the kernel
+    /// forgets it.
+    kept: bool,
 }
 
 #[derive(Debug)]
@@ -66,6 +69,7 @@ impl Default for InodeTable {
                 lookups: 1,
                 version: 0,
                 cached: None,
+                kept: false,
             },
         );
         t.by_key.insert(Vec::new(), ROOT);
@@ -101,6 +105,7 @@ impl InodeTable {
                 lookups: 1,
                 version: 0,
                 cached: None,
+                kept: false,
             },
         );
         self.by_key.insert(key.to_vec(), ino);
@@ -125,21 +130,30 @@ impl InodeTable {
         keep
     }
 
-    /// The kernel dropped `n` references to `ino`.
-    pub fn forget(&mut self, ino: u64, n: u64) {
+    /// The kernel dropped `n` references to `ino`. Returns the orphan key whose bytes were kept
+    /// for it ([`InodeTable::keep`]) when this was its last: they can go.
+    pub fn forget(&mut self, ino: u64, n: u64) -> Option<Vec<u8>> {
         if ino == ROOT {
-            return;
+            return None;
         }
-        let Some(node) = self.nodes.get_mut(&ino) else {
-            return;
-        };
+        let node = self.nodes.get_mut(&ino)?;
         node.lookups = node.lookups.saturating_sub(n);
-        if node.lookups == 0 {
-            let key = std::mem::take(&mut node.key);
-            self.nodes.remove(&ino);
-            if self.by_key.get(&key) == Some(&ino) {
-                self.by_key.remove(&key);
-            }
+        if node.lookups > 0 {
+            return None;
+        }
+        let key = std::mem::take(&mut node.key);
+        let kept = node.kept;
+        self.nodes.remove(&ino);
+        if self.by_key.get(&key) == Some(&ino) {
+            self.by_key.remove(&key);
+        }
+        (kept && is_orphan(&key)).then_some(key)
+    }
+
+    /// The bytes of `ino` are being moved to its orphan key, to stay until it is forgotten.
+    pub fn keep(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.kept = true;
         }
     }
 

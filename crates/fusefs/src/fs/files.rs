@@ -336,8 +336,9 @@ impl FsCore {
         fh
     }
 
-    /// Closes descriptor `fh` after flushing the file. The last descriptor of a file that was
-    /// unlinked or renamed over takes its bytes with it.
+    /// Closes descriptor `fh` after flushing the file. The bytes of a file unlinked or renamed
+    /// over go when the kernel forgets its inode ([`FsCore::forgotten`]), which it does only
+    /// after the last close; should it have forgotten first, the last close takes them.
     pub(super) fn release_handle(&self, fh: u64) -> Result<()> {
         let flushed = self.flush_handle(fh, false);
         let _tree = self.tree.read();
@@ -357,14 +358,30 @@ impl FsCore {
         };
         if let Some(ino) = last
             && !self.config.read_only
-            && let Some(key) = self.inodes.lock().key(ino).map(<[u8]>::to_vec)
-            && is_orphan(&key)
+            && self.inodes.lock().key(ino).is_none()
         {
-            let mut batch = WriteBatch::new();
-            batch.delete_cf(&self.store.data, &key);
-            self.write("reclaim", &key, batch, false)?;
+            self.reclaim(&orphan_key(ino))?;
         }
         flushed
+    }
+
+    /// The kernel forgot `ino`, whose bytes were kept at orphan key `key` when it was unlinked
+    /// or renamed over: they go, unless a descriptor still has the file open (then its last
+    /// close takes them). A failure leaves them to the next mount's start.
+    pub(super) fn forgotten(&self, ino: u64, key: &[u8]) {
+        if self.config.read_only || self.files.lock().is_open(ino) {
+            return;
+        }
+        let _tree = self.tree.read();
+        if let Err(e) = self.reclaim(key) {
+            log::warn!(target: "strata::fs", "reclaiming {}: {e}", String::from_utf8_lossy(key));
+        }
+    }
+
+    fn reclaim(&self, orphan: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_cf(&self.store.data, orphan);
+        self.write("reclaim", orphan, batch, false)
     }
 
     pub(super) fn handle(&self, fh: u64) -> Result<Arc<Handle>> {

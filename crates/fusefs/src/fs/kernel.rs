@@ -98,7 +98,10 @@ impl Filesystem for StrataFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.inodes.lock().forget(ino.0, nlookup);
+        let kept = self.inodes.lock().forget(ino.0, nlookup);
+        if let Some(orphan) = kept {
+            self.forgotten(ino.0, &orphan);
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {

@@ -56,15 +56,17 @@ impl FsCore {
             }
             _ => {}
         }
-        let removal = |times: bool| -> Result<WriteBatch> {
+        // `roomy`: not the retry on a full disk, which deletes alone (unless a descriptor has the
+        // file open, when it must keep the bytes).
+        let removal = |roomy: bool| -> Result<WriteBatch> {
             let mut batch = WriteBatch::new();
             if dir {
                 batch.delete_cf(&self.store.meta, meta_key(&key, Kind::Dir));
             } else {
-                self.orphan_if_open(&mut batch, &key, &e);
+                self.keep_if_held(&mut batch, &key, &e, roomy);
                 self.store.delete_entry(&mut batch, &key, e.kind);
             }
-            if times {
+            if roomy {
                 self.touch_parents(&mut batch, &[&key], SystemTime::now())?;
             }
             Ok(batch)
@@ -72,8 +74,8 @@ impl FsCore {
         let what = if dir { "rmdir" } else { "unlink" };
         match self.write(what, &key, removal(true)?, false) {
             // A full disk still takes a batch of deletions alone (it may spend the store's disk
-            // reserve), so `rm` frees room: the parent keeps its old times rather than the
-            // removal failing.
+            // reserve), so `rm` frees room: the parent keeps its old times, and an open racing
+            // the removal may get ESTALE, rather than the removal failing.
             Err(e) if e.is_no_space() => self.write(what, &key, removal(false)?, false)?,
             done => done?,
         }
@@ -206,7 +208,7 @@ impl FsCore {
                 if d.kind == Kind::Dir {
                     batch.delete_cf(meta, meta_key(to, Kind::Dir));
                 } else {
-                    self.orphan_if_open(&mut batch, to, d);
+                    self.keep_if_held(&mut batch, to, d, true);
                     self.store.delete_entry(&mut batch, to, d.kind);
                 }
                 rename_keys(&mut batch, [data, meta], &moving, from, to);
@@ -240,18 +242,23 @@ impl FsCore {
         Ok(())
     }
 
-    /// Adds to `batch` the move of the file at `key` to its orphan key when a descriptor has it
-    /// open: unlinked or renamed over, it stays readable and writable through them until the
-    /// last closes.
-    fn orphan_if_open(&self, batch: &mut WriteBatch, key: &[u8], e: &Entry) {
+    /// Adds to `batch` the move of the file at `key` to its orphan key while the kernel holds
+    /// its inode (or, with `!keep_unopened`, only while a descriptor has it open). Unlinked or
+    /// renamed over, the file stays readable and writable through its descriptors, and an open
+    /// the kernel began on the inode before it went still finds its bytes, as on ext4 (not
+    /// ESTALE). The bytes go when the kernel forgets the inode ([`FsCore::forgotten`]).
+    fn keep_if_held(&self, batch: &mut WriteBatch, key: &[u8], e: &Entry, keep_unopened: bool) {
         if e.kind != Kind::File {
             return;
         }
-        let Some(ino) = self.inodes.lock().peek(key) else {
+        let mut inodes = self.inodes.lock();
+        let Some(ino) = inodes.peek(key) else {
             return;
         };
-        if self.files.lock().is_open(ino) {
+        if keep_unopened || self.files.lock().is_open(ino) {
             batch.rename_cf(&self.store.data, key, orphan_key(ino));
+            // Should the batch fail, the inode keeps its key and its forget deletes nothing.
+            inodes.keep(ino);
         }
     }
 }
