@@ -33,9 +33,12 @@ pub(crate) fn oversized_key(len: usize) -> Option<String> {
 }
 
 /// Largest value a key holds. One above [`MAX_WRITE_SIZE`] is built by partial writes
-/// (`write_at`, `append`, `truncate`) as a list of pieces, each from a write of its own; the list
-/// is rewritten at each write, so its length (one piece per MiB at most, but small ones) is
-/// what bounds this.
+/// (`write_at`, `append`, `truncate`) as a list of pieces, each from a write of its own. The
+/// list is rewritten at each write, and it grows with the value: pieces of 1 MiB or more are
+/// never folded (a 64 GiB value written in 1 MiB steps has 65,536, about 1.3 MiB of list),
+/// and holes are not folded either, so sparse small writes add pieces without bound. This
+/// limit keeps the common case (large sequential steps) to a list a write can afford. Reads
+/// of a whole value stop at `MAX_WRITE_SIZE`; longer ones are read by range.
 pub const MAX_VALUE_SIZE: u64 = 64 << 30;
 
 /// Largest number of bytes one write carries: a whole value (`put`, a value file) or the data

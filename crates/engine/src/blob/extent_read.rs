@@ -9,6 +9,7 @@ use super::extents::{Extent, Extents, Piece};
 use super::format::Owner;
 use super::index::BlobRef;
 use crate::error::{Error, Result};
+use crate::options::MAX_WRITE_SIZE;
 use crate::value::clip;
 
 impl BlobStore {
@@ -59,7 +60,7 @@ impl BlobStore {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         match &e.piece {
-            Piece::Zeros => out.resize(out.len() + len as usize, 0),
+            Piece::Zeros => out.resize(out.len() + in_memory(len, key)?, 0),
             Piece::Inline(bytes) => {
                 out.extend_from_slice(&bytes[from as usize..(from + len) as usize]);
             }
@@ -78,7 +79,7 @@ impl BlobStore {
         (offset, len): (u64, u64),
     ) -> Result<Vec<u8>> {
         let (start, end) = clip(offset, len, x.len());
-        let mut out = Vec::with_capacity((end - start) as usize);
+        let mut out = Vec::with_capacity(in_memory(end - start, key)?);
         for (e, from, n) in x.covering(start, end) {
             self.read_extent_into(e, (from, n), key, &mut out)?;
         }
@@ -99,8 +100,28 @@ impl BlobStore {
     }
 
     /// The whole extent value of `index`.
+    /// Refuses a value longer than one write carries ([`MAX_WRITE_SIZE`]): built by partial
+    /// writes, it may be up to `MAX_VALUE_SIZE`, which no caller should have to hold at once.
     pub(crate) fn read_whole_extents(&self, index: &[u8], key: &[u8]) -> Result<Arc<Vec<u8>>> {
         let x = self.decode_extents(index, key)?;
+        if x.len() > MAX_WRITE_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "the value of key {} is {} bytes, more than a whole read returns ({MAX_WRITE_SIZE}): \
+                 read it by range",
+                crate::error::show_key(key),
+                x.len()
+            )));
+        }
         Ok(Arc::new(self.read_extents(&x, key, (0, u64::MAX))?))
     }
+}
+
+/// `len` bytes as a length in memory; an error where it does not fit (a 32-bit target).
+fn in_memory(len: u64, key: &[u8]) -> Result<usize> {
+    usize::try_from(len).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{len} bytes of key {} do not fit in this process's memory",
+            crate::error::show_key(key)
+        ))
+    })
 }

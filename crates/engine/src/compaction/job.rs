@@ -391,11 +391,12 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
                     // From where the value was read: a relocated one's new file is not readable
                     // until the compaction installs it.
                     ValueKind::BlobIndex => filter_value(ctx, user_key, it.value())?,
-                    _ => Cow::Borrowed(&*value),
+                    _ => Some(Cow::Borrowed(&*value)),
                 };
-                let decision = ctx.filter.map_or(FilterDecision::Keep, |f| {
-                    f.filter(spec.output_level, user_key, &resolved)
-                });
+                let decision = match (ctx.filter, &resolved) {
+                    (Some(f), Some(v)) => f.filter(spec.output_level, user_key, v),
+                    _ => FilterDecision::Keep,
+                };
                 match decision {
                     FilterDecision::Keep => out.add(ikey, &value)?,
                     FilterDecision::ChangeValue(v) => {
@@ -436,24 +437,27 @@ fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>)
 }
 
 /// The value a compaction filter sees for a blob index: the inline value, or the blob read.
+/// `None` for a value longer than one write carries (built by partial writes, up to
+/// `MAX_VALUE_SIZE`): it is kept unfiltered rather than read whole into memory.
 fn filter_value<'v>(
     ctx: &JobContext<'_>,
     user_key: &[u8],
     index: &'v [u8],
-) -> Result<Cow<'v, [u8]>> {
-    match BlobIndex::decode(index) {
-        Some(BlobIndex::Inline { value, .. }) => Ok(Cow::Borrowed(value)),
-        Some(BlobIndex::Blob { blob, .. }) => Ok(Cow::Owned(
-            ctx.blobs.store.fetch(blob, user_key, false)?.to_vec(),
-        )),
-        Some(BlobIndex::Extents { .. }) => Ok(Cow::Owned(
-            ctx.blobs
-                .store
-                .read_whole_extents(index, user_key)?
-                .to_vec(),
-        )),
-        None => Ok(Cow::Borrowed(index)),
-    }
+) -> Result<Option<Cow<'v, [u8]>>> {
+    Ok(Some(match BlobIndex::decode(index) {
+        Some(BlobIndex::Inline { value, .. }) => Cow::Borrowed(value),
+        Some(BlobIndex::Blob { blob, .. }) => {
+            Cow::Owned(ctx.blobs.store.fetch(blob, user_key, false)?.to_vec())
+        }
+        Some(BlobIndex::Extents { data, .. }) => {
+            let store = &ctx.blobs.store;
+            if store.decode_extents(data, user_key)?.len() > crate::options::MAX_WRITE_SIZE {
+                return Ok(None);
+            }
+            Cow::Owned(store.read_whole_extents(index, user_key)?.to_vec())
+        }
+        None => Cow::Borrowed(index),
+    }))
 }
 
 #[cfg(test)]

@@ -256,12 +256,21 @@ impl WriteBatch {
         fixed32(&self.rep, 8) as usize
     }
 
-    /// True when every update the batch holds (perhaps none) is a deletion or range deletion:
-    /// one that can only make the store smaller.
-    pub(crate) fn holds_only_deletions(&self) -> bool {
+    /// True when every update the batch holds (perhaps none) is a deletion, a range deletion or
+    /// a rename: one that adds no data (a rename moves a value, by reference once it is in a
+    /// blob file). A filesystem's unlink of a file still open is a rename to a private key:
+    /// on a full disk it must go through like any deletion, so that `rm` frees room.
+    pub(crate) fn holds_only_removals(&self) -> bool {
         let mut only = true;
         let decoded = self.for_each(|r| {
-            only &= matches!(r.op, Op::DeleteRange | Op::Point(ValueKind::Delete));
+            only &= match r.op {
+                Op::DeleteRange | Op::Point(ValueKind::Delete) => true,
+                Op::Partial => matches!(
+                    partial::PartialOp::decode(r.value),
+                    Some(partial::PartialOp::Rename { .. })
+                ),
+                _ => false,
+            };
         });
         only && decoded.is_ok()
     }

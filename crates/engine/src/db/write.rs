@@ -247,12 +247,12 @@ impl DbInner {
                 }
             }
         }
-        // A group that can only make the store smaller may spend the disk reserve.
-        let deletions_only = |writes: &[PendingWrite]| {
+        // A group that adds no data (deletions, renames) may spend the disk reserve.
+        let removals_only = |writes: &[PendingWrite]| {
             writes.iter().any(|w| !w.batch.is_empty())
-                && writes.iter().all(|w| w.batch.holds_only_deletions())
+                && writes.iter().all(|w| w.batch.holds_only_removals())
         };
-        self.make_room_for_write(&mut wal, group_bytes, &touched, &|| deletions_only(writes))?;
+        self.make_room_for_write(&mut wal, group_bytes, &touched, &|| removals_only(writes))?;
         // New blob records of partial writes stay unevictable until the group lands.
         let mut pending = PendingBlobs::default();
         self.resolve_group(writes, &mut pending);

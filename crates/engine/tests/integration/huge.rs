@@ -52,6 +52,10 @@ fn a_value_past_four_gib_is_built_by_partial_writes() {
     let db = Db::open(dir.path(), o).unwrap();
     check(&db, "g");
     assert!(db.get("f").unwrap().is_none());
+    // Too long to read whole: a typed error, not an allocation of 5 GiB.
+    let whole = db.get("g").unwrap_err();
+    assert_eq!(whole.kind(), ErrorKind::InvalidArgument, "{whole}");
+    assert!(whole.to_string().contains("by range"), "{whole}");
     // The limit holds past it.
     for refused in [
         write(&db, |b| b.write_at("g", MAX_VALUE_SIZE, "x")),
