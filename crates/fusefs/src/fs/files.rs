@@ -252,6 +252,34 @@ impl FsCore {
         written
     }
 
+    /// Past the mount's total even after a writer's own file went to the store: the files
+    /// holding the most go too, until half the total is free. Without it, files open but idle
+    /// kept their writes, and every other file wrote through in small pieces until they closed.
+    /// A file another thread has busy is passed over; a failed flush reaches its descriptors.
+    fn relieve_write_back(&self) {
+        let open: Vec<Arc<OpenInode>> = {
+            let files = self.files.lock();
+            files.inodes.values().map(|(f, _)| Arc::clone(f)).collect()
+        };
+        let mut holding: Vec<(usize, Arc<OpenInode>)> = open
+            .into_iter()
+            .filter_map(|f| {
+                let bytes = f.pending.try_lock()?.bytes();
+                (bytes > 0).then_some((bytes, f))
+            })
+            .collect();
+        holding.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
+        for (_, f) in holding {
+            if self.stats.write_back_held.load(Ordering::Relaxed) < self.config.write_back_total / 2
+            {
+                break;
+            }
+            if let Some(mut pending) = f.pending.try_lock() {
+                let _ = self.flush_file(&f, &mut pending, false);
+            }
+        }
+    }
+
     /// Moves `pending` into `batch` as partial writes of `key`, and out of the mount's total.
     fn drain(&self, pending: &mut Pending, batch: &mut WriteBatch, key: &[u8]) {
         let bytes = pending.bytes() as u64;
@@ -353,14 +381,18 @@ impl FsCore {
                     *count -= 1;
                     None
                 }
-                _ => files.inodes.remove(&ino).map(|_| ino),
+                _ => files.inodes.remove(&ino).map(|_| handle.file.clone()),
             }
         };
-        if let Some(ino) = last
-            && !self.config.read_only
-            && self.inodes.lock().key(ino).is_none()
-        {
-            self.reclaim(&orphan_key(ino))?;
+        let Some(file) = last else { return flushed };
+        // A flush that failed before taking the writes (reported above) leaves them: they go
+        // with the file, and out of the mount's total.
+        let left = std::mem::take(&mut *file.pending.lock());
+        self.stats
+            .write_back_held
+            .fetch_sub(left.bytes() as u64, Ordering::Relaxed);
+        if !self.config.read_only && self.inodes.lock().key(file.ino).is_none() {
+            self.reclaim(&orphan_key(file.ino))?;
         }
         flushed
     }
@@ -455,6 +487,10 @@ impl FsCore {
             || pending.ranges() >= MAX_RANGES
         {
             self.flush_file(&h.file, &mut pending, sync)?;
+        }
+        drop(pending);
+        if held >= self.config.write_back_total {
+            self.relieve_write_back();
         }
         Ok(data.len() as u32)
     }

@@ -73,6 +73,9 @@ impl Filesystem for StrataFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _request = self.busy();
+        // Shared with flushes and reads; a rename (exclusive) is seen whole: its batch and which
+        // inode each key names, never the new bytes under an inode the name no longer has.
+        let _tree = self.tree.read();
         let r = self.child(parent.0, name).and_then(|key| {
             // An open file's pending writes give it its length, as the kernel must see it.
             let ino = self.inodes.lock().peek(&key);
@@ -106,6 +109,8 @@ impl Filesystem for StrataFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _request = self.busy();
+        // As in `lookup`: an inode renamed over mid-rename showed the new file's length.
+        let _tree = self.tree.read();
         let r = self
             .key_of(ino.0)
             .and_then(|key| self.entry(&key, Some(ino.0)));

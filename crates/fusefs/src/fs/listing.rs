@@ -124,6 +124,8 @@ impl FsCore {
             .cloned()
             .ok_or_else(|| FsError::posix(libc::EBADF, "unknown directory handle"))?;
         let mut d = d.lock();
+        // As in `lookup`: the attributes `readdirplus` gives never mix two sides of a rename.
+        let _tree = self.tree.read();
         let dir_key = d.key.clone();
         if offset < 1 && self.add_dot(&mut sink, ino, &dir_key, 1, ".")? {
             return Ok(());

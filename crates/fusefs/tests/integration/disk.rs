@@ -70,11 +70,20 @@ fn a_full_disk_answers_enospc_keeps_rm_working_and_carries_on_when_room_returns(
     assert_eq!(std::fs::read(m.path().join("f0")).unwrap(), contents(0));
     assert!(std::fs::read_dir(m.path()).unwrap().count() >= acked.len());
 
-    // `rm` works on the full disk: a third of the files go.
+    // `rm` works on the full disk: a third of the files go, one of them held open (its bytes
+    // must stay for the descriptor: the unlink is a move), and it goes first.
     let removed: Vec<usize> = acked.iter().copied().filter(|i| i % 3 == 0).collect();
+    let held = std::fs::File::open(m.path().join(format!("f{}", removed[0]))).unwrap();
     for i in &removed {
         std::fs::remove_file(m.path().join(format!("f{i}"))).unwrap();
     }
+    let mut still = Vec::new();
+    std::io::Read::read_to_end(&mut &held, &mut still).unwrap();
+    assert!(
+        still == contents(removed[0]),
+        "the open file lost its bytes"
+    );
+    drop(held);
     // The room comes back; the mount carries on by itself.
     std::fs::remove_file(&filler).unwrap();
     for i in 1000..1040 {
