@@ -451,10 +451,11 @@ fn filter_value<'v>(
         }
         Some(BlobIndex::Extents { data, .. }) => {
             let store = &ctx.blobs.store;
-            if store.decode_extents(data, user_key)?.len() > crate::options::MAX_WRITE_SIZE {
+            let x = store.decode_extents(data, user_key)?;
+            if x.len() > crate::options::MAX_WRITE_SIZE {
                 return Ok(None);
             }
-            Cow::Owned(store.read_whole_extents(index, user_key)?.to_vec())
+            Cow::Owned(store.read_extents(&x, user_key, (0, u64::MAX))?)
         }
         None => Cow::Borrowed(index),
     }))

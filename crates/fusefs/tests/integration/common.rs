@@ -105,6 +105,16 @@ impl Mount {
     pub fn cf(&self) -> ColumnFamily {
         self.db.default_cf()
     }
+
+    /// Every key of the mounted (data) column family, in order.
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        self.db
+            .iter_cf(&strata_engine::ReadOptions::default(), &self.cf())
+            .unwrap()
+            .forward()
+            .map(|e| e.unwrap().0)
+            .collect()
+    }
 }
 
 impl Drop for Mount {
