@@ -369,6 +369,7 @@ fn fs_bench_prints_every_workload_for_both_sides() {
     for workload in [
         "create",
         "stat",
+        "restat",
         "read",
         "rename",
         "unlink",

@@ -50,7 +50,7 @@ mod verify;
 mod version;
 mod wal;
 
-pub use blob::{BlobFileProperties, BlobFileState, Expiration};
+pub use blob::{BlobFileProperties, BlobFileState, Expiration, ValueInfo};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,

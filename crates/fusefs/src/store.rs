@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use strata_engine::{ColumnFamily, ColumnFamilyOptions, Db, DbIterator, ReadOptions, WriteBatch};
-use strata_engine::{Compression, Options, WriteOptions};
+use strata_engine::{Compression, Expiration, Options, WriteOptions};
 
 use crate::error::{FsError, Result};
 use crate::meta::{Kind, Meta};
@@ -73,6 +73,9 @@ pub(crate) struct Entry {
     pub size: u64,
     /// Its record, when one was written (keys from other faces have none).
     pub meta: Option<Meta>,
+    /// When the value expires, in seconds since the Unix epoch (a key another face wrote with
+    /// a TTL); 0 for never. The kernel keeps the entry no longer than that.
+    pub expires: u64,
 }
 
 /// The two column families and how they are read and written.
@@ -173,12 +176,16 @@ impl Store {
     /// else a metadata record of another kind (a symlink, a fifo ...).
     pub(crate) fn resolve_leaf(&self, key: &[u8]) -> Result<Option<Entry>> {
         // A large file's length comes from its blob index: a stat never reads the file.
-        if let Some(size) = self.db.value_size_cf(&self.data, key)? {
+        if let Some(info) = self.db.value_info_cf(&self.data, key)? {
             let meta = self.get_meta(key)?.filter(|m| m.kind == Kind::File);
             return Ok(Some(Entry {
                 kind: Kind::File,
-                size,
+                size: info.len,
                 meta,
+                expires: match info.expiration {
+                    Expiration::At(at) => at,
+                    _ => 0,
+                },
             }));
         }
         Ok(self
@@ -188,6 +195,7 @@ impl Store {
                 kind: m.kind,
                 size: m.target.len() as u64,
                 meta: Some(m),
+                expires: 0,
             }))
     }
 
@@ -206,6 +214,7 @@ impl Store {
                 kind: Kind::Dir,
                 size: 0,
                 meta: Some(m),
+                expires: 0,
             }));
         }
         let prefix = path::dir_prefix(key);
@@ -217,6 +226,7 @@ impl Store {
                 kind: Kind::Dir,
                 size: 0,
                 meta: None,
+                expires: 0,
             }));
         }
         Ok(None)
@@ -227,6 +237,7 @@ impl Store {
             kind: Kind::Dir,
             size: 0,
             meta: self.get_meta(&meta_key(key, Kind::Dir))?,
+            expires: 0,
         })
     }
 

@@ -103,6 +103,15 @@ pub enum Expiration {
     At(u64),
 }
 
+/// A value's length and expiry, as [`crate::Db::value_info_cf`] reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ValueInfo {
+    /// Bytes.
+    pub len: u64,
+    pub expiration: Expiration,
+}
+
 /// Where the records of a file with `footer` end.
 pub(crate) fn records_end(footer: &BlobFooter) -> u64 {
     format::HEADER_SIZE as u64 + footer.record_bytes
@@ -563,17 +572,28 @@ impl BlobStore {
     /// The length of the value blob index `index` stands for, reading at most a record's
     /// header; `None` when it expired or its file was evicted.
     pub(crate) fn value_len(&self, index: &[u8], key: &[u8], now: u64) -> Result<Option<u64>> {
+        Ok(self.value_info(index, key, now)?.map(|(len, _)| len))
+    }
+
+    /// The length of the value blob index `index` stands for and when it expires (0: never);
+    /// `None` when it expired or its file was evicted.
+    pub(crate) fn value_info(
+        &self,
+        index: &[u8],
+        key: &[u8],
+        now: u64,
+    ) -> Result<Option<(u64, u64)>> {
         let decoded = self.decode_index(index, key)?;
         if !self.is_live(&decoded, now) {
             return Ok(None);
         }
-        match decoded {
-            BlobIndex::Inline { value, .. } => Ok(Some(value.len() as u64)),
-            BlobIndex::Blob { blob, .. } => {
-                Ok(Some(self.reader(blob.file, key)?.value_len(blob, key)?))
-            }
-            BlobIndex::Extents { data, .. } => Ok(Some(self.decode_extents(data, key)?.len())),
-        }
+        let expiration = decoded.expiration();
+        let len = match decoded {
+            BlobIndex::Inline { value, .. } => value.len() as u64,
+            BlobIndex::Blob { blob, .. } => self.reader(blob.file, key)?.value_len(blob, key)?,
+            BlobIndex::Extents { data, .. } => self.decode_extents(data, key)?.len(),
+        };
+        Ok(Some((len, expiration)))
     }
 
     /// `offset..offset + len` of the value the blob index `found` (the value of `key`) stands

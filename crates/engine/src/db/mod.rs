@@ -313,9 +313,19 @@ impl Db {
     /// return the length of, without reading a value that lives in a blob file (a compressed
     /// one's record header is read). A file system's `stat` of a large file costs this much.
     pub fn value_size_cf(&self, cf: &ColumnFamily, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        Ok(self.value_info_cf(cf, key)?.map(|i| i.len))
+    }
+
+    /// The length of the value of `key` in column family `cf` and when it expires, from one
+    /// lookup (as [`Db::value_size_cf`], which reads no value); `None` when it is absent.
+    pub fn value_info_cf(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<crate::ValueInfo>> {
         self.inner.check_open()?;
         self.inner
-            .value_size(cf.resolve(self.inner.id)?, key.as_ref())
+            .value_info(cf.resolve(self.inner.id)?, key.as_ref())
     }
 
     /// When `key` of column family `cf` expires; `None` when it is absent (or already expired,

@@ -94,13 +94,27 @@ impl DbInner {
     }
 
     /// The length of `user_key`'s value, reading no more of a blob file than a record's header.
-    pub(super) fn value_size(&self, cf: &ColumnFamilyData, user_key: &[u8]) -> Result<Option<u64>> {
+    pub(super) fn value_info(
+        &self,
+        cf: &ColumnFamilyData,
+        user_key: &[u8],
+    ) -> Result<Option<crate::ValueInfo>> {
         let (found, _view) = self.get_entry(&ReadOptions::default(), cf, user_key)?;
-        Ok(match found {
-            Lookup::Found(v) => Some(v.len() as u64),
-            Lookup::Indexed(index) => self.blobs.value_len(&index, user_key, self.now())?,
-            Lookup::Deleted | Lookup::NotFound => None,
-        })
+        let (len, expiration) = match found {
+            Lookup::Found(v) => (v.len() as u64, 0),
+            Lookup::Indexed(index) => match self.blobs.value_info(&index, user_key, self.now())? {
+                Some(info) => info,
+                None => return Ok(None),
+            },
+            Lookup::Deleted | Lookup::NotFound => return Ok(None),
+        };
+        Ok(Some(crate::ValueInfo {
+            len,
+            expiration: match expiration {
+                0 => crate::Expiration::Never,
+                at => crate::Expiration::At(at),
+            },
+        }))
     }
 
     /// When the value of `user_key` expires: `None` when the key is absent (or expired).

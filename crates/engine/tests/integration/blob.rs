@@ -839,6 +839,17 @@ fn value_size_measures_every_kind_of_value_without_reading_blobs() {
             ("never", None),
         ] {
             assert_eq!(db.value_size_cf(&cf, key).unwrap(), want, "{round}: {key}");
+            // The same lookup tells when the value goes, as `get_expiration` does.
+            let info = db.value_info_cf(&cf, key).unwrap();
+            assert_eq!(info.map(|i| i.len), want, "{round}: info {key}");
+            assert_eq!(
+                info.map(|i| i.expiration),
+                db.get_expiration(&cf, key).unwrap(),
+                "{round}: {key}"
+            );
+            if key.ends_with("-ttl") {
+                assert_eq!(info.unwrap().expiration, Expiration::At(NOW + 50));
+            }
             let got = db.get(key).unwrap().map(|v| v.len() as u64);
             assert_eq!(got, want, "{round}: get {key}");
         }

@@ -120,7 +120,8 @@ impl FsCore {
         self.files.lock().inode(ino)?.pending_len()
     }
 
-    pub(super) fn do_setattr(&self, ino: u64, change: AttrChange) -> Result<FileAttr> {
+    /// The attributes after the change, and how long the kernel may keep them.
+    pub(super) fn do_setattr(&self, ino: u64, change: AttrChange) -> Result<(FileAttr, Duration)> {
         let _tree = self.tree.read();
         let open = self.files.lock().inode(ino);
         let mut pending = open.as_ref().map(|f| f.pending.lock());
@@ -129,7 +130,7 @@ impl FsCore {
         let e = self.entry(&key, Some(ino))?;
         let now = SystemTime::now();
         if change.is_empty() {
-            return Ok(self.attr(ino, &e));
+            return Ok((self.attr(ino, &e), self.ttl_of(&e)));
         }
         self.check_writable()?;
         let mut meta = self.record_of(&e);
@@ -199,7 +200,7 @@ impl FsCore {
             self.inodes.lock().changed(ino);
         }
         let e = self.entry(&key, Some(ino))?;
-        Ok(self.attr(ino, &e))
+        Ok((self.attr(ino, &e), self.ttl_of(&e)))
     }
 
     /// Writes `file`'s pending writes to the store with its new times, in one batch (sync:

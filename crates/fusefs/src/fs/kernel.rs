@@ -80,7 +80,7 @@ impl Filesystem for StrataFs {
             // An open file's pending writes give it its length, as the kernel must see it.
             let ino = self.inodes.lock().peek(&key);
             let e = self.entry(&key, ino)?;
-            Ok(self.looked_up(&key, &e))
+            Ok((self.looked_up(&key, &e), self.ttl_of(&e)))
         });
         match r {
             // A name that is not there is cached as such for the TTL (node 0 is the kernel's
@@ -91,11 +91,12 @@ impl Filesystem for StrataFs {
                     kind: Kind::File,
                     size: 0,
                     meta: None,
+                    expires: 0,
                 };
                 reply.entry(&self.config.ttl, &self.attr(0, &absent), Generation(0));
             }
-            r => self.answer("lookup", reply, r, |reply, (attr, generation)| {
-                reply.entry(&self.config.ttl, &attr, generation)
+            r => self.answer("lookup", reply, r, |reply, ((attr, generation), ttl)| {
+                reply.entry(&ttl, &attr, generation)
             }),
         }
     }
@@ -115,7 +116,7 @@ impl Filesystem for StrataFs {
             .key_of(ino.0)
             .and_then(|key| self.entry(&key, Some(ino.0)));
         self.answer("getattr", reply, r, |reply, e| {
-            reply.attr(&self.config.ttl, &self.attr(ino.0, &e))
+            reply.attr(&self.ttl_of(&e), &self.attr(ino.0, &e))
         })
     }
 
@@ -150,7 +151,7 @@ impl Filesystem for StrataFs {
             "setattr",
             reply,
             self.do_setattr(ino.0, change),
-            |reply, attr| reply.attr(&self.config.ttl, &attr),
+            |reply, (attr, ttl)| reply.attr(&ttl, &attr),
         )
     }
 

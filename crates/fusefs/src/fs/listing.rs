@@ -72,7 +72,7 @@ impl FsCore {
                     INodeNo(ino),
                     cookie,
                     name,
-                    &self.config.ttl,
+                    &self.ttl_of(&e),
                     &attr,
                     Generation(0),
                 );

@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
@@ -38,10 +38,13 @@ use listing::{FIRST_COOKIE, OpenDir};
 
 /// How long the kernel may keep an entry or its attributes without asking again. Every change
 /// to the mounted column family goes through this process (the store is locked to it): the
-/// mount's own changes update the kernel as they happen, and other faces in the process call
-/// [`StrataFs::invalidator`]'s methods, so a longer time costs nothing in freshness. One second
-/// bounds what a face that forgets to notify can leave stale.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
+/// mount's own changes update the kernel as they happen, and other doors in the process call
+/// [`StrataFs::invalidator`]'s methods, which drop what the kernel cached at once. So a `stat`
+/// or a path walk is answered from the kernel's caches, as on a local file system, and a long
+/// time costs nothing in freshness. A value written with a TTL is kept no longer than it lives.
+/// What changes without a write (a blob file evicted by its column family's FIFO limit) shows
+/// after at most this long.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 
 /// Bytes of writes an open file holds in memory before they go to the store.
 pub const WRITE_BACK: u64 = 4 << 20;
@@ -352,6 +355,20 @@ impl FsCore {
 
     fn new_handle(&self) -> u64 {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// How long the kernel may keep `e` and its attributes: the mount's TTL, but never past
+    /// the moment its value expires.
+    fn ttl_of(&self, e: &Entry) -> Duration {
+        if e.expires == 0 {
+            return self.config.ttl;
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Duration::from_secs(e.expires)
+            .saturating_sub(now)
+            .min(self.config.ttl)
     }
 
     fn looked_up(&self, key: &[u8], e: &Entry) -> (FileAttr, Generation) {

@@ -37,6 +37,7 @@ impl FsCore {
             kind: meta.kind,
             size: meta.target.len() as u64,
             meta: Some(meta),
+            expires: 0,
         };
         let (attr, generation) = self.looked_up(&key, &e);
         let fh = open.map(|flags| self.attach(attr.ino.0, flags));

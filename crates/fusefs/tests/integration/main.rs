@@ -4,6 +4,7 @@
 
 mod common;
 mod disk;
+mod doors;
 mod ops;
 mod processes;
 mod shared;
@@ -21,7 +22,7 @@ use common::{
 use ops::{Op, apply, same_failure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Db, Options, WriteBatch, WriteOptions};
 use strata_fusefs::FsConfig;
 
 fn s(x: &str) -> String {
@@ -607,64 +608,6 @@ fn a_read_only_mount_refuses_changes() {
     ] {
         assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EROFS));
     }
-}
-
-#[test]
-fn changes_from_another_face_show_at_once() {
-    // Long enough that only an invalidation can explain a fresh answer.
-    let config = FsConfig {
-        ttl: Duration::from_secs(600),
-        ..FsConfig::default()
-    };
-    let Some(m) = Mount::with(config, false) else {
-        return;
-    };
-    let cf = m.cf();
-    std::fs::create_dir_all(m.path().join("tree/sub")).unwrap();
-    std::fs::write(m.path().join("tree/sub/f"), b"short").unwrap();
-    std::fs::write(m.path().join("tree/g"), b"g").unwrap();
-    assert_eq!(
-        std::fs::metadata(m.path().join("tree/sub/f"))
-            .unwrap()
-            .len(),
-        5
-    );
-    m.db.put_cf(&cf, "tree/sub/f", b"much longer now").unwrap();
-    m.invalidator.key_changed(b"tree/sub/f");
-    assert_eq!(
-        std::fs::metadata(m.path().join("tree/sub/f"))
-            .unwrap()
-            .len(),
-        15
-    );
-    assert_eq!(
-        std::fs::read(m.path().join("tree/sub/f")).unwrap(),
-        b"much longer now"
-    );
-    // A name looked up and not found is cached as absent, until another face's write of it,
-    // or of a key below it, is notified.
-    for (probe, key) in [("tree/h", "tree/h"), ("fresh", "fresh/dir/x")] {
-        assert!(!m.path().join(probe).exists());
-        m.db.put_cf(&cf, key, b"new").unwrap();
-        assert!(
-            !m.path().join(probe).exists(),
-            "{probe} was looked up again"
-        );
-        m.invalidator.key_changed(key.as_bytes());
-        assert_eq!(std::fs::read(m.path().join(key)).unwrap(), b"new");
-    }
-    // A subtree deleted from another face vanishes, directories made by mkdir included.
-    let mut batch = WriteBatch::new();
-    strata_fusefs::delete_range_with_metadata(&m.db, &mut batch, &cf, b"tree/", b"tree0");
-    strata_fusefs::delete_range_with_metadata(&m.db, &mut batch, &cf, b"fresh/", b"fresh0");
-    m.db.write(batch, &WriteOptions::default()).unwrap();
-    m.invalidator.range_deleted(b"tree/", b"tree0");
-    m.invalidator.range_deleted(b"fresh/", b"fresh0");
-    assert!(!m.path().join("tree/sub/f").exists());
-    assert!(!m.path().join("tree").exists());
-    let mut it = m.db.iter_cf(&ReadOptions::default(), &cf).unwrap();
-    it.seek_to_first();
-    assert!(!it.valid());
 }
 
 #[test]

@@ -492,7 +492,17 @@ fn uncached_writes_leave_no_stale_page_behind() {
 #[test]
 fn pending_writes_give_the_length_every_lookup_shows() {
     use std::io::{Seek, SeekFrom, Write};
-    let Some(m) = Mount::new() else { return };
+    // A short TTL, so that the `stat` below asks the mount, not the kernel's cache.
+    let ttl = std::time::Duration::from_millis(300);
+    let Some(m) = Mount::with(
+        strata_fusefs::FsConfig {
+            ttl,
+            ..strata_fusefs::FsConfig::default()
+        },
+        false,
+    ) else {
+        return;
+    };
     let f = m.path().join("growing");
     let mut h = OpenOptions::new()
         .read(true)
@@ -502,7 +512,7 @@ fn pending_writes_give_the_length_every_lookup_shows() {
         .open(&f)
         .unwrap();
     h.write_all(&[b'A'; 1000]).unwrap();
-    std::thread::sleep(strata_fusefs::DEFAULT_TTL + std::time::Duration::from_millis(200));
+    std::thread::sleep(ttl + std::time::Duration::from_millis(200));
     assert_eq!(std::fs::metadata(&f).unwrap().len(), 1000);
     let names: Vec<_> = std::fs::read_dir(m.path()).unwrap().collect();
     assert_eq!(names.len(), 1);
