@@ -59,9 +59,7 @@ test: deps web web-check
 # Threads, processes, file locks and catching panics are not there: those tests are marked
 # ignore on WASI; background work runs through Db::maintenance, as a host drives it.
 wasm-test:
-	$(CARGO) build --workspace --bin strata-wasi-run # the workspace's features: cargo test's build
-	CARGO_TARGET_WASM32_WASIP2_RUNNER="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/strata-wasi-run" \
-		$(CARGO) test -p strata-engine --target wasm32-wasip2 --lib --tests -- --test-threads=1
+	./scripts/wasm-test.sh
 
 fmt:
 	$(CARGO) fmt --all

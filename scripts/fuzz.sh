@@ -13,7 +13,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 secs="${FUZZ_SECS:-10}"
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/fuzz}"
-for target in block table wal manifest blob ops; do
+targets=(block table wal manifest blob ops)
+# Built once (every target), then run as many at a time as there are cores: each fuzzer is
+# one process.
+cargo +nightly fuzz build
+fuzz_one() {
+  local target="$1" work log
   # The corpus grows in a scratch copy: the repository keeps only the seeds.
   work="$(mktemp -d)"
   cp -r "corpus/$target/." "$work/"
@@ -21,9 +26,22 @@ for target in block table wal manifest blob ops; do
   if ! cargo +nightly fuzz run "$target" "$work" -- -max_total_time="$secs" -rss_limit_mb=4096 >"$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz: $target FAILED (artifacts in fuzz/artifacts/$target)"
-    exit 1
+    return 1
   fi
   execs="$(grep -o 'Done [0-9]* runs' "$log" | tail -1 || true)"
   echo "fuzz: $target: ${execs:-done} in ${secs} s"
   rm -rf "$work" "$log"
+}
+jobs_at_once="$(nproc)"
+failed=0
+pids=()
+for target in "${targets[@]}"; do
+  fuzz_one "$target" &
+  pids+=($!)
+  if [ "${#pids[@]}" -ge "$jobs_at_once" ]; then
+    wait "${pids[0]}" || failed=1
+    pids=("${pids[@]:1}")
+  fi
 done
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+exit "$failed"
