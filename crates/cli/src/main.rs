@@ -133,8 +133,14 @@ enum Command {
     /// Runs db_stress-style randomized operations verified against an expected-state file, or
     /// with --crash_test, kills and restarts such runs to check recovery.
     Stress(Box<stress::StressArgs>),
+    /// Lets the owner's group read the store: its directory becomes 0750 and its files 0640,
+    /// and files made later follow the directory (`chmod 700 DIR` and `chmod 600 DIR/*` make it
+    /// private again).
+    Share,
     /// Checks every checksum of every file of a closed store and that each file the MANIFEST
-    /// names exists; exits non-zero when anything is damaged.
+    /// names exists; exits non-zero when anything is damaged. Warns about file modes looser
+    /// than the store's directory says (a private store's 0640 file, anything other accounts
+    /// may read).
     Verify {
         /// As JSON instead of a table.
         #[arg(long)]
@@ -322,6 +328,9 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
             );
         }
     }
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     match report.damaged().count() {
         0 => Ok(()),
         n => Err(format!(
@@ -329,6 +338,21 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
             report.files.len()
         )),
     }
+}
+
+fn share(dir: &std::path::Path) -> Result<(), String> {
+    let opts = Options {
+        create_if_missing: false,
+        share_with_group: true,
+        ..Options::default()
+    };
+    let db = Db::open(dir, opts).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    db.close().map_err(|e| e.to_string())?;
+    println!(
+        "{}: shared with its owner's group (directory 0750, files 0640)",
+        dir.display()
+    );
+    Ok(())
 }
 
 fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
@@ -378,6 +402,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Bench(args) => bench::run(&cli.db, *args),
         Command::Verify { json } => verify(&cli.db, json),
+        Command::Share => share(&cli.db),
         Command::Repair { json } => repair(&cli.db, json),
         Command::Stress(args) => stress::run(&cli.db, *args),
         Command::Mount(args) => mount::run(&cli.db, &cli.cf, args),

@@ -292,6 +292,44 @@ fn verify_reports_a_damaged_file_and_exits_non_zero() {
 }
 
 #[test]
+fn verify_warns_of_loose_modes_and_share_opens_the_store_to_its_group() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    stdout(&strata(&db, &["put", "k", "v"]));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let set = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let quiet = strata(&db, &["verify"]);
+    assert!(quiet.status.success());
+    assert!(!stderr_of(&quiet).contains("warning"), "{quiet:?}");
+    // Readable by every account: a warning naming the file and the fix, not damage.
+    set(&db.join("CURRENT"), 0o644);
+    let loose = strata(&db, &["verify"]);
+    assert!(loose.status.success(), "{loose:?}");
+    let err = stderr_of(&loose);
+    assert!(
+        err.contains("warning:") && err.contains("CURRENT") && err.contains("chmod o-rwx"),
+        "{err}"
+    );
+    set(&db.join("CURRENT"), 0o600);
+
+    let shared = strata(&db, &["share"]);
+    assert!(shared.status.success(), "{shared:?}");
+    stdout(&strata(&db, &["put", "k2", "v2"]));
+    assert_eq!(mode(&db), 0o750);
+    for entry in std::fs::read_dir(&db).unwrap() {
+        let file = entry.unwrap().path();
+        if file.is_file() {
+            assert_eq!(mode(&file), 0o640, "{}", file.display());
+        }
+    }
+    let quiet = strata(&db, &["verify"]);
+    assert!(!stderr_of(&quiet).contains("warning"), "{quiet:?}");
+}
+
+#[test]
 fn stress_verifies_every_read_and_rejects_bad_flags() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");

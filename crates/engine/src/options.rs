@@ -318,6 +318,12 @@ pub struct Options {
     pub column_families: HashMap<String, ColumnFamilyOptions>,
     /// Told about flushes, compactions, stalls and background errors.
     pub listeners: Vec<Arc<dyn crate::EventListener>>,
+    /// Let the owner's group read the store (default false: its owner's alone). A writable open
+    /// makes the directory 0750 and its 0600 files 0640, and every file made later follows the
+    /// directory. Without it a store keeps what it has: a new one is 0700 with 0600 files, and
+    /// `chmod 750 DIR` shares it as well (`strata verify` names anything looser than the
+    /// directory says).
+    pub share_with_group: bool,
     /// The default column family's options.
     pub cf: ColumnFamilyOptions,
 }
@@ -343,6 +349,7 @@ impl Default for Options {
             delayed_write_rate: 16 << 20,
             max_total_wal_size: 0,
             reserved_disk_bytes: 0,
+            share_with_group: false,
             create_missing_column_families: false,
             column_families: HashMap::new(),
             listeners: Vec::new(),

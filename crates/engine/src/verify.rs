@@ -47,6 +47,10 @@ pub struct FileReport {
 pub struct VerifyReport {
     /// Every file checked, in name order, then files the MANIFEST names that are missing.
     pub files: Vec<FileReport>,
+    /// What is open to more accounts than the store means to be (its directory or a file
+    /// other accounts may read; a file its group may read in a store not shared with it), a
+    /// line each with the fix. Not damage.
+    pub warnings: Vec<String>,
 }
 
 impl VerifyReport {
@@ -85,7 +89,10 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         .max();
     let mut seals = BTreeMap::new();
     let referenced = versions.as_ref().ok().map(Referenced::new);
-    let mut report = VerifyReport::default();
+    let mut report = VerifyReport {
+        warnings: fs.loose_modes(dir),
+        ..VerifyReport::default()
+    };
     for name in names {
         let path = dir.join(&name);
         let kind = filename::parse(&name);
@@ -149,7 +156,10 @@ pub fn verify_live(db: &crate::Db) -> Result<VerifyReport> {
     let props = db.properties();
     let fs = db.filesystem();
     let dir = db.path();
-    let mut report = VerifyReport::default();
+    let mut report = VerifyReport {
+        warnings: fs.loose_modes(dir),
+        ..VerifyReport::default()
+    };
     let tables = props.column_families.iter().flat_map(|cf| {
         cf.levels
             .iter()

@@ -1551,6 +1551,11 @@ export interface components {
         VerifyReply: {
             files: components["schemas"]["FileReport"][];
             ok: boolean;
+            /**
+             * @description What is open to more accounts than the store means to be (file modes looser than its
+             *     directory says), a line each with the fix; not damage: `ok` does not count them.
+             */
+            warnings: string[];
         };
     };
     responses: never;

@@ -109,6 +109,11 @@ export function ActionsPage() {
               {report.files.length} files, {bytes(report.files.reduce((a, f) => a + f.bytes, 0))}
             </Text>
           </Group>
+          {report.warnings.map((w) => (
+            <Text key={w} size="sm" c="orange.9" data-testid="verify-warning">
+              Warning: {w}
+            </Text>
+          ))}
           <VirtualTable
             label="Files checked"
             rows={report.files}

@@ -123,6 +123,9 @@ pub(crate) struct Stats {
 pub(crate) struct VerifyReply {
     ok: bool,
     files: Vec<FileReport>,
+    /// What is open to more accounts than the store means to be (file modes looser than its
+    /// directory says), a line each with the fix; not damage: `ok` does not count them.
+    warnings: Vec<String>,
 }
 
 #[utoipa::path(get, path = "/api/v1/stats", tag = "observe", responses((status = 200, description = "the engine's properties and statistics", body = Stats)), security(("bearer" = []), ("cookie" = [])))]
@@ -145,6 +148,7 @@ pub(crate) async fn verify(State(state): State<AppState>) -> Result<Json<VerifyR
         Ok(Json(VerifyReply {
             ok: report.is_ok(),
             files: report.files,
+            warnings: report.warnings,
         }))
     })
     .await

@@ -64,6 +64,9 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     } else {
         Some(fs.lock(&dir.join(LOCK))?)
     };
+    if opts.share_with_group && !read_only {
+        fs.share_with_group(dir)?;
+    }
     let stats = Arc::new(Stats::default());
     let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(BlockCache::new(

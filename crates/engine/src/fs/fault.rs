@@ -430,6 +430,14 @@ impl RandomAccessFile for FaultRandomAccessFile {
 }
 
 impl FileSystem for FaultInjectionFs {
+    fn share_with_group(&self, dir: &Path) -> Result<()> {
+        super::modes::share_with_group(dir)
+    }
+
+    fn loose_modes(&self, dir: &Path) -> Vec<String> {
+        super::modes::loose_modes(dir)
+    }
+
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         self.check(FsOp::Create, path)?;
         let file = super::create_truncated(path)?;

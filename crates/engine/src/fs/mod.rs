@@ -15,6 +15,7 @@ pub(crate) mod buffers;
 mod fault;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
+mod modes;
 #[cfg(target_os = "linux")]
 mod small_disk;
 #[cfg(target_os = "linux")]
@@ -142,6 +143,18 @@ pub trait FileSystem: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Takes an exclusive lock on `path`; `Busy` when another process holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Lets the owner's group read the store in `dir` from now on (its directory and files),
+    /// where the filesystem has owners and modes.
+    fn share_with_group(&self, dir: &Path) -> Result<()> {
+        let _ = dir;
+        Ok(())
+    }
+    /// What in the store's directory `dir` is open to more accounts than the store means to
+    /// be, a line each (`strata verify` prints them as warnings).
+    fn loose_modes(&self, dir: &Path) -> Vec<String> {
+        let _ = dir;
+        Vec::new()
+    }
 }
 
 /// The operating system's filesystem.
@@ -160,18 +173,18 @@ impl StdFileSystem {
 fn create_truncated(path: &Path) -> Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(true);
-    private(&mut opts);
+    private(&mut opts, path);
     opts.open(path).map_err(|e| io_err("create", path, e))
 }
 
-/// A store's files are its owner's alone, whatever the umask: another account on the machine
-/// must not read what the REST token and the mount's modes guard. (An existing file keeps its
-/// mode.)
-fn private(opts: &mut OpenOptions) {
+/// A store's files are its owner's alone (or its group's too, once shared: `modes.rs`),
+/// whatever the umask: another account on the machine must not read what the REST token and the
+/// mount's modes guard. (An existing file keeps its mode.)
+fn private(opts: &mut OpenOptions, path: &Path) {
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(opts, 0o600);
+    std::os::unix::fs::OpenOptionsExt::mode(opts, modes::new_file_mode(path));
     #[cfg(not(unix))]
-    let _ = opts;
+    let _ = (opts, path);
 }
 
 /// Opens an existing `path` for writing, cut to `len` bytes (synced) and positioned at its end.
@@ -550,7 +563,7 @@ impl FileSystem for StdFileSystem {
         builder.recursive(true);
         // The store's directory is its owner's alone, as its files are (`private`).
         #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, modes::PRIVATE_DIR);
         builder
             .create(dir)
             .map_err(|e| io_err("create directory", dir, e))
@@ -575,10 +588,18 @@ impl FileSystem for StdFileSystem {
         path.exists()
     }
 
+    fn share_with_group(&self, dir: &Path) -> Result<()> {
+        modes::share_with_group(dir)
+    }
+
+    fn loose_modes(&self, dir: &Path) -> Vec<String> {
+        modes::loose_modes(dir)
+    }
+
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
-        private(&mut opts);
+        private(&mut opts, path);
         let file = opts
             .open(path)
             .map_err(|e| io_err("open lock file", path, e))?;
