@@ -194,8 +194,12 @@ enum CfCommand {
 }
 
 fn main() -> ExitCode {
-    restore_sigpipe();
     let cli = Cli::parse();
+    // A server outlives whoever read its first lines (`strata serve | head -1`, a supervisor
+    // that closed its stdout): for it a broken pipe is an error to report, never the end.
+    if !matches!(cli.command, Command::Serve(_) | Command::Mount(_)) {
+        restore_sigpipe();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -209,8 +213,9 @@ fn main() -> ExitCode {
 /// as it does for other Unix tools, instead of a panic in `println!`.
 fn restore_sigpipe() {
     #[cfg(unix)]
-    // SAFETY: called first thing in `main`, before any other thread exists, and SIG_DFL is a
-    // valid disposition for SIGPIPE. Exercised by the CLI test that pipes `scan` into `head`.
+    // SAFETY: called in `main` before any other thread exists (parsing the arguments starts
+    // none), and SIG_DFL is a valid disposition for SIGPIPE. Exercised by the CLI test that
+    // pipes `scan` into `head`.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

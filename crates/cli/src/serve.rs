@@ -1,5 +1,6 @@
 //! `strata serve`: one open store behind the REST API and, with `--mount`, the mount too.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,10 +105,17 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         .map(|m| format!("mounted at {}\n", m.display()))
         .unwrap_or_default();
     let served = strata_admin_api::serve(db.clone(), config, |addr| {
-        println!(
-            "serving {} on http://{addr} (token in {token_hint})\nconsole: http://{addr}/{console_link}\n{mount_line}try: curl -H \"Authorization: Bearer $(cat {token_hint})\" http://{addr}/api/v1/stats\nCtrl-C stops",
+        let banner = format!(
+            "serving {} on http://{addr} (token in {token_hint})\nconsole: http://{addr}/{console_link}\n{mount_line}try: curl -H \"Authorization: Bearer $(cat {token_hint})\" http://{addr}/api/v1/stats\nCtrl-C stops\n",
             db_dir.display()
         );
+        // In one write, and never fatal: a reader that stops after the first line (a script
+        // taking the address, `strata serve | head -1`) or a closed stdout must not stop the
+        // server, as `println!` would by panicking on the broken pipe.
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(banner.as_bytes()).and_then(|()| out.flush()) {
+            log::warn!(target: "strata::api", "printing the address to stdout: {e}");
+        }
     });
     // Unmount first, storing open files: the kernel must stop sending requests before the
     // store closes. Files still open keep the mount alive; another signal forces.

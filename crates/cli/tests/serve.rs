@@ -120,6 +120,55 @@ impl Drop for Served {
     }
 }
 
+/// A closed stdout (a script that read the address and went, `strata serve | head -1`) never
+/// stops the server: printing its address once panicked on the broken pipe and ended it.
+#[test]
+fn serve_goes_on_serving_when_its_stdout_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // A pipe whose reading end is closed before the server writes a byte.
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two new descriptors into the array it is given.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fds[0] is the reading end just made, closed once; fds[1] is handed to `Stdio`,
+    // which owns and closes it.
+    let write_end = unsafe {
+        libc::close(fds[0]);
+        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    let healthy = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("strata serve ended ({status}) with its stdout closed");
+        }
+        if TcpStream::connect(addr).is_ok() {
+            let token = std::fs::read_to_string(db.join("serve.token")).unwrap();
+            break http(addr, "GET", "/api/v1/stats", &token, "").0;
+        }
+        assert!(std::time::Instant::now() < give_up, "never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(healthy, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "strata serve ended");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
     let mount = fuse_required();
