@@ -59,7 +59,7 @@ test: deps web web-check
 # Threads, processes, file locks and catching panics are not there: those tests are marked
 # ignore on WASI; background work runs through Db::maintenance, as a host drives it.
 wasm-test:
-	./scripts/wasm-test.sh
+	CARGO="$(CARGO)" ./scripts/wasm-test.sh
 
 fmt:
 	$(CARGO) fmt --all

@@ -7,12 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 # Built with the workspace's features, as cargo test's build, so it is not rebuilt.
-cargo build --workspace --bin strata-wasi-run
+"${CARGO:-cargo}" build --workspace --bin strata-wasi-run
 export CARGO_TARGET_WASM32_WASIP2_RUNNER="$target_dir/debug/strata-wasi-run"
-run() { cargo test -p strata-engine --target wasm32-wasip2 "$@" -- --test-threads=1; }
+run() { "${CARGO:-cargo}" test -p strata-engine --target wasm32-wasip2 "$@" -- --test-threads=1; }
 run --lib --tests --no-run
 logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
+# Shown however the script ends (a failure, or a CI timeout's SIGTERM), then removed.
+trap 'cat "$logs/model" 2>/dev/null; rm -rf "$logs"' EXIT
 run --test model >"$logs/model" 2>&1 &
 model=$!
 status=0
@@ -22,10 +23,10 @@ for t in crates/engine/tests/*.rs crates/engine/tests/*/main.rs; do
   name="$(basename "${t%/main.rs}" .rs)"
   [ "$name" = model ] || others+=(--test "$name")
 done
-run --lib "${others[@]}" >"$logs/rest" 2>&1 || status=$?
+# The rest streams as it runs; the model test's output follows it (from the trap).
+run --lib "${others[@]}" || status=$?
 wait "$model" || status=$?
-cat "$logs/rest" "$logs/model"
 if [ "$status" -ne 0 ]; then
-  echo "wasm-test: FAILED (output above)"
+  echo "wasm-test: FAILED (the output is above, the model test's last)"
 fi
 exit "$status"

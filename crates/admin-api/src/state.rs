@@ -246,21 +246,28 @@ impl Inner {
         p.live.retain(|_, (_, used)| used.elapsed() < ttl);
     }
 
+    /// Whether the mount shows `cf`: its data, or the metadata records (`cf.fsmeta`) that give
+    /// its entries their modes, owners, times and kinds, keyed by path (a directory's with a
+    /// trailing `/`).
+    fn mounted(&self, cf: &ColumnFamily) -> Option<&MountLink> {
+        self.mount.as_ref().filter(|m| {
+            m.column_family == cf.name()
+                || strata_fusefs::meta_cf_name(&m.column_family) == cf.name()
+        })
+    }
+
     /// Tells the mount, if it shows `cf`, that these keys changed.
     pub fn changed(&self, cf: &ColumnFamily, keys: impl IntoIterator<Item = Vec<u8>>) {
-        if let Some(m) = &self.mount
-            && m.column_family == cf.name()
-        {
+        if let Some(m) = self.mounted(cf) {
             for k in keys {
-                m.invalidator.key_changed(&k);
+                let path = k.strip_suffix(b"/").unwrap_or(&k);
+                m.invalidator.key_changed(path);
             }
         }
     }
 
     pub fn range_deleted(&self, cf: &ColumnFamily, start: &[u8], end: &[u8]) {
-        if let Some(m) = &self.mount
-            && m.column_family == cf.name()
-        {
+        if let Some(m) = self.mounted(cf) {
             m.invalidator.range_deleted(start, end);
         }
     }

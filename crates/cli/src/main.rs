@@ -346,6 +346,10 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
 }
 
 fn share(dir: &std::path::Path) -> Result<(), String> {
+    // Never the modes of a directory that holds no store (a mistyped `--db ~`).
+    if !holds_store_files(dir) {
+        return Err(format!("no store at {}", dir.display()));
+    }
     let opts = Options {
         create_if_missing: false,
         share_with_group: true,

@@ -1,5 +1,6 @@
 //! `strata mount` and `strata umount`: the store's column family as a FUSE filesystem.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -108,7 +109,10 @@ pub fn run(db_dir: &Path, cf: &str, args: MountArgs) -> Result<(), String> {
             ));
         }
         if strata_fusefs::is_mounted(&args.mountpoint) {
-            eprintln!(
+            // Not `eprintln!`: with SIGPIPE ignored (a server's choice) a closed stderr would
+            // panic after the mount succeeded.
+            let _ = writeln!(
+                std::io::stderr(),
                 "mounted {} at {} (process {}, log {})",
                 db_dir.display(),
                 args.mountpoint.display(),

@@ -327,6 +327,15 @@ fn verify_warns_of_loose_modes_and_share_opens_the_store_to_its_group() {
     }
     let quiet = strata(&db, &["verify"]);
     assert!(!stderr_of(&quiet).contains("warning"), "{quiet:?}");
+    // A directory that holds no store (a mistyped `--db ~`) keeps its modes.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("secret"), b"k").unwrap();
+    set(&home.join("secret"), 0o600);
+    let refused = strata(&home, &["share"]);
+    assert!(!refused.status.success() && stderr_of(&refused).contains("no store"));
+    assert_eq!(mode(&home.join("secret")), 0o600);
+    assert!(!home.join("LOCK").exists());
 }
 
 #[test]

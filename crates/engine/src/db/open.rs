@@ -64,9 +64,6 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     } else {
         Some(fs.lock(&dir.join(LOCK))?)
     };
-    if opts.share_with_group && !read_only {
-        fs.share_with_group(dir)?;
-    }
     let stats = Arc::new(Stats::default());
     let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(BlockCache::new(
@@ -359,6 +356,16 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     inner.update_blob_threshold();
     if read_only {
         return Ok(inner);
+    }
+    if inner.opts.share_with_group {
+        // Only now that recovery proved this a store, and only its own files.
+        let names: Vec<String> = inner
+            .fs
+            .list(dir)?
+            .into_iter()
+            .filter(|n| is_store_file(n))
+            .collect();
+        inner.fs.share_with_group(dir, &names)?;
     }
     inner.reserve.ensure(inner.fs.as_ref())?;
     inner.scheduler.start(threads, inner.clone())?;
@@ -895,4 +902,13 @@ fn missing_blob(
         ));
     }
     Ok(missing)
+}
+
+/// Whether `name` is one of the files a store keeps in its directory (what sharing opens to the
+/// group; a token file or anything else a user keeps there is not).
+fn is_store_file(name: &str) -> bool {
+    matches!(
+        filename::parse(name),
+        FileKind::Table(_) | FileKind::Wal(_) | FileKind::Blob(_) | FileKind::Manifest(_)
+    ) || [CURRENT, LOCK, super::reserve::RESERVE].contains(&name)
 }

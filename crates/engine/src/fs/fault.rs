@@ -430,8 +430,8 @@ impl RandomAccessFile for FaultRandomAccessFile {
 }
 
 impl FileSystem for FaultInjectionFs {
-    fn share_with_group(&self, dir: &Path) -> Result<()> {
-        super::modes::share_with_group(dir)
+    fn share_with_group(&self, dir: &Path, files: &[String]) -> Result<()> {
+        super::modes::share_with_group(dir, files)
     }
 
     fn loose_modes(&self, dir: &Path) -> Vec<String> {

@@ -34,7 +34,7 @@ static HELD_IN_PROCESS: parking_lot::Mutex<std::collections::BTreeSet<PathBuf>> 
 pub(super) fn lock_file(path: &Path) -> Result<Box<dyn FileLock>> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(false);
-    private(&mut opts, path);
+    let _ = private(&mut opts, path);
     let file = opts
         .open(path)
         .map_err(|e| io_err("open lock file", path, e))?;

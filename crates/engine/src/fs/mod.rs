@@ -144,10 +144,10 @@ pub trait FileSystem: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Takes an exclusive lock on `path`; `Busy` when another process holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
-    /// Lets the owner's group read the store in `dir` from now on (its directory and files),
-    /// where the filesystem has owners and modes.
-    fn share_with_group(&self, dir: &Path) -> Result<()> {
-        let _ = dir;
+    /// Lets the owner's group read the store in `dir` from now on: the directory, and `files`
+    /// (the store's own, by name), where the filesystem has owners and modes.
+    fn share_with_group(&self, dir: &Path, files: &[String]) -> Result<()> {
+        let _ = (dir, files);
         Ok(())
     }
     /// What in the store's directory `dir` is open to more accounts than the store means to
@@ -174,18 +174,24 @@ impl StdFileSystem {
 fn create_truncated(path: &Path) -> Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(true);
-    private(&mut opts, path);
-    opts.open(path).map_err(|e| io_err("create", path, e))
+    let mode = private(&mut opts, path);
+    let file = opts.open(path).map_err(|e| io_err("create", path, e))?;
+    #[cfg(unix)]
+    modes::settle_new_file(&file, path, mode)?;
+    let _ = mode;
+    Ok(file)
 }
 
 /// A store's files are its owner's alone (or its group's too, once shared: `modes.rs`),
 /// whatever the umask: another account on the machine must not read what the REST token and the
 /// mount's modes guard. (An existing file keeps its mode.)
-fn private(opts: &mut OpenOptions, path: &Path) {
+fn private(opts: &mut OpenOptions, path: &Path) -> u32 {
+    let mode = modes::new_file_mode(path);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(opts, modes::new_file_mode(path));
+    std::os::unix::fs::OpenOptionsExt::mode(opts, mode);
     #[cfg(not(unix))]
-    let _ = (opts, path);
+    let _ = opts;
+    mode
 }
 
 /// Opens an existing `path` for writing, cut to `len` bytes (synced) and positioned at its end.
@@ -567,8 +573,8 @@ impl FileSystem for StdFileSystem {
         path.exists()
     }
 
-    fn share_with_group(&self, dir: &Path) -> Result<()> {
-        modes::share_with_group(dir)
+    fn share_with_group(&self, dir: &Path, files: &[String]) -> Result<()> {
+        modes::share_with_group(dir, files)
     }
 
     fn loose_modes(&self, dir: &Path) -> Vec<String> {

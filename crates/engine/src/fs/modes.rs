@@ -1,10 +1,12 @@
 //! Who may read a store's files (doc/architecture.md, "Private files"): its owner alone, or its
 //! owner's group too once the store is shared. The store's directory holds the choice, so that
 //! it survives restarts and every file made later follows it:
-//! - a directory that grants its group nothing (0700, how `Db::open` makes it) gets files 0600;
-//! - a directory that grants its group search (0750, `Options::share_with_group` or
-//!   `chmod g+rx`) gets files 0640: the group reads, only the owner writes;
-//! - nothing the engine makes is ever open to other accounts.
+//! - a directory that grants its group search and other accounts nothing (0750,
+//!   `Options::share_with_group` or `chmod 750`) gets files 0640: the group reads, only the
+//!   owner writes;
+//! - any other directory gets files 0600: 0700 (how `Db::open` makes it), and also a 0755
+//!   directory made by `mkdir`, which says nothing deliberate about the group;
+//! - nothing the engine makes is ever open to other accounts, whatever the umask.
 //!
 //! On targets without Unix modes (WASI) the host decides who reads; every function here is then
 //! a no-op.
@@ -30,12 +32,29 @@ const GROUP_SEARCH: u32 = 0o050;
 /// Every bit that lets another account (not the owner, not the group) in.
 const OTHERS: u32 = 0o007;
 
-/// The mode of a new file at `path`: shared when its directory grants its group search.
+/// Whether a directory of mode `dir` shares its store with its group.
+fn is_shared(dir: u32) -> bool {
+    dir & GROUP_SEARCH == GROUP_SEARCH && dir & OTHERS == 0
+}
+
+/// The mode of a new file at `path`: shared when its directory is.
 pub(crate) fn new_file_mode(path: &Path) -> u32 {
     match path.parent().and_then(mode_of) {
-        Some(dir) if dir & GROUP_SEARCH == GROUP_SEARCH => SHARED_FILE,
+        Some(dir) if is_shared(dir) => SHARED_FILE,
         _ => PRIVATE_FILE,
     }
+}
+
+/// Gives the file just made at `path` the mode its directory asks for, past the umask (which
+/// `open` applies: a 077 umask would make a shared store's files 0600).
+#[cfg(unix)]
+pub(crate) fn settle_new_file(file: &std::fs::File, path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if mode == PRIVATE_FILE {
+        return Ok(());
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| super::io_err("change the mode of", path, e))
 }
 
 #[cfg(unix)]
@@ -63,17 +82,18 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .map_err(|e| super::io_err("change the mode of", path, e))
 }
 
-/// Shares the store in `dir` with its owner's group: the directory becomes 0750 and each of
-/// its files that is its owner's alone (0600) becomes 0640. Files with other modes are left as
-/// they are (`loose_modes` reports what is too open).
+/// Shares the store in `dir` with its owner's group: the directory becomes 0750 (keeping a
+/// setgid bit, which gives new files the directory's group) and each of the store's `files`
+/// (names in `dir`) that is its owner's alone (0600) becomes 0640. Nothing else in the
+/// directory is touched: a token file or a user's own file stays as it is. Symbolic links are
+/// never followed.
 #[cfg(unix)]
-pub(crate) fn share_with_group(dir: &Path) -> Result<()> {
-    set_mode(dir, SHARED_DIR)?;
-    let entries = std::fs::read_dir(dir).map_err(|e| super::io_err("list", dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| super::io_err("list", dir, e))?;
-        let path = entry.path();
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+pub(crate) fn share_with_group(dir: &Path, files: &[String]) -> Result<()> {
+    let setgid = mode_of(dir).unwrap_or(0) & 0o2000;
+    set_mode(dir, SHARED_DIR | setgid)?;
+    for name in files {
+        let path = dir.join(name);
+        let is_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
         if is_file && mode_of(&path) == Some(PRIVATE_FILE) {
             set_mode(&path, SHARED_FILE)?;
         }
@@ -82,7 +102,7 @@ pub(crate) fn share_with_group(dir: &Path) -> Result<()> {
 }
 
 #[cfg(not(unix))]
-pub(crate) fn share_with_group(_dir: &Path) -> Result<()> {
+pub(crate) fn share_with_group(_dir: &Path, _files: &[String]) -> Result<()> {
     Ok(())
 }
 
@@ -94,12 +114,18 @@ pub(crate) fn loose_modes(dir: &Path) -> Vec<String> {
     let Some(dir_mode) = mode_of(dir) else {
         return Vec::new();
     };
-    let shared = dir_mode & GROUP_SEARCH == GROUP_SEARCH;
+    let shared = is_shared(dir_mode);
     let mut warnings = Vec::new();
     if dir_mode & OTHERS != 0 {
         warnings.push(format!(
             "{} is mode {dir_mode:04o}: other accounts may enter the store \
              (chmod o-rwx {0})",
+            dir.display()
+        ));
+    } else if dir_mode & 0o020 != 0 {
+        warnings.push(format!(
+            "{} is mode {dir_mode:04o}: its group may add and remove the store's files \
+             (chmod g-w {0})",
             dir.display()
         ));
     }
@@ -124,6 +150,11 @@ pub(crate) fn loose_modes(dir: &Path) -> Vec<String> {
                  (chmod g-rwx {0}, or share the store: chmod 750 {1})",
                 path.display(),
                 dir.display()
+            ));
+        } else if mode & 0o020 != 0 {
+            warnings.push(format!(
+                "{} is mode {mode:04o}: its group may write it (chmod g-w {0})",
+                path.display()
             ));
         }
     }
@@ -160,17 +191,30 @@ mod tests {
             "{w:?}"
         );
 
-        // Shared: the same file is as meant, new files are 0640, and 0600 files are opened up.
+        // Shared: the same file is as meant, new files are 0640, and 0600 files are opened up;
+        // a file that is not the store's is left alone.
         set(&file, PRIVATE_FILE);
-        share_with_group(store).unwrap();
+        let token = store.join("serve.token");
+        std::fs::write(&token, b"secret").unwrap();
+        set(&token, PRIVATE_FILE);
+        share_with_group(store, &["000001.sst".to_string()]).unwrap();
+        assert_eq!(mode_of(&token), Some(PRIVATE_FILE));
         assert_eq!(mode_of(store), Some(SHARED_DIR));
         assert_eq!(mode_of(&file), Some(SHARED_FILE));
         assert_eq!(new_file_mode(&file), SHARED_FILE);
         assert!(loose_modes(store).is_empty(), "{:?}", loose_modes(store));
 
-        // Anything open to other accounts is named, the directory too.
+        // Group write in a shared store is named.
+        set(&file, 0o660);
+        let w = loose_modes(store);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("may write"), "{w:?}");
+
+        // Anything open to other accounts is named, the directory too; a 0755 directory (as
+        // `mkdir` makes one) shares nothing by accident.
         set(&file, 0o644);
         set(store, 0o755);
+        assert_eq!(new_file_mode(&file), PRIVATE_FILE);
         let w = loose_modes(store);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w.iter().all(|l| l.contains("other accounts")), "{w:?}");

@@ -106,11 +106,16 @@ fn a_store_shared_with_its_group_stays_shared_and_verify_names_loose_modes() {
             .warnings
             .is_empty()
     );
-    // Open to other accounts: named, the directory too.
+    // A directory other accounts may enter is named, and shares nothing (a 0755 one is what
+    // `mkdir` makes, not a choice): the group's files are then named too.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let warnings = strata_engine::verify_store(&path, &Options::default())
         .unwrap()
         .warnings;
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings.len(), 1 + files.len(), "{warnings:?}");
     assert!(warnings[0].contains("other accounts"), "{warnings:?}");
+    assert!(
+        warnings[1..].iter().all(|w| w.contains("not shared")),
+        "{warnings:?}"
+    );
 }

@@ -46,6 +46,9 @@ use listing::{FIRST_COOKIE, OpenDir};
 /// after at most this long.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 
+/// How long the kernel keeps a directory that exists only because keys lie below it.
+const IMPLIED_DIR_TTL: Duration = Duration::from_secs(1);
+
 /// Bytes of writes an open file holds in memory before they go to the store.
 pub const WRITE_BACK: u64 = 4 << 20;
 
@@ -360,6 +363,11 @@ impl FsCore {
     /// How long the kernel may keep `e` and its attributes: the mount's TTL, but never past
     /// the moment its value expires.
     fn ttl_of(&self, e: &Entry) -> Duration {
+        // A directory no `mkdir` made exists while keys lie below it: when the last goes (an
+        // unlink or rename here, a delete or an expiry elsewhere) nothing tells the kernel.
+        if e.kind == Kind::Dir && e.meta.is_none() {
+            return self.config.ttl.min(IMPLIED_DIR_TTL);
+        }
         if e.expires == 0 {
             return self.config.ttl;
         }

@@ -110,3 +110,17 @@ fn a_value_written_with_a_ttl_leaves_the_mount_when_it_expires() {
     assert_eq!(listed(&m), ["lasting"]);
     assert_eq!(std::fs::read(m.path().join("lasting")).unwrap(), b"stays");
 }
+
+#[test]
+fn a_directory_only_keys_implied_goes_with_its_last_key() {
+    let Some(m) = Mount::new() else { return };
+    let cf = m.cf();
+    m.db.put_cf(&cf, "implied/f", b"x").unwrap();
+    m.invalidator.key_changed(b"implied/f");
+    assert!(m.path().join("implied").is_dir());
+    // Deleted with nothing told to the kernel (as when the last key below expires).
+    m.db.delete_cf(&cf, "implied/f").unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    let gone = std::fs::metadata(m.path().join("implied")).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT));
+}
