@@ -103,6 +103,16 @@ pub enum Expiration {
     At(u64),
 }
 
+impl Expiration {
+    /// An expiration as blob indexes record it: seconds since the Unix epoch, 0 for never.
+    pub(crate) fn from_secs(secs: u64) -> Expiration {
+        match secs {
+            0 => Expiration::Never,
+            at => Expiration::At(at),
+        }
+    }
+}
+
 /// A value's length and expiry, as [`crate::Db::value_info_cf`] reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

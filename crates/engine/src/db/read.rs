@@ -110,10 +110,7 @@ impl DbInner {
         };
         Ok(Some(crate::ValueInfo {
             len,
-            expiration: match expiration {
-                0 => crate::Expiration::Never,
-                at => crate::Expiration::At(at),
-            },
+            expiration: crate::Expiration::from_secs(expiration),
         }))
     }
 
@@ -128,13 +125,9 @@ impl DbInner {
             Lookup::Found(_) => Some(crate::Expiration::Never),
             Lookup::Indexed(index) => {
                 let decoded = self.blobs.decode_index(&index, user_key)?;
-                if !self.blobs.is_live(&decoded, self.now()) {
-                    None
-                } else if decoded.expiration() == 0 {
-                    Some(crate::Expiration::Never)
-                } else {
-                    Some(crate::Expiration::At(decoded.expiration()))
-                }
+                self.blobs
+                    .is_live(&decoded, self.now())
+                    .then(|| crate::Expiration::from_secs(decoded.expiration()))
             }
             Lookup::Deleted | Lookup::NotFound => None,
         })

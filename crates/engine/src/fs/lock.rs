@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::{FileLock, io_err, private};
+use super::{FileLock, io_err, open_private};
 use crate::error::{Error, Result};
 
 #[derive(Debug)]
@@ -34,10 +34,7 @@ static HELD_IN_PROCESS: parking_lot::Mutex<std::collections::BTreeSet<PathBuf>> 
 pub(super) fn lock_file(path: &Path) -> Result<Box<dyn FileLock>> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(false);
-    let _ = private(&mut opts, path);
-    let file = opts
-        .open(path)
-        .map_err(|e| io_err("open lock file", path, e))?;
+    let file = open_private(&mut opts, path, "open lock file")?;
     match file.try_lock() {
         Ok(()) => {
             record_holder(&file);

@@ -174,24 +174,23 @@ impl StdFileSystem {
 fn create_truncated(path: &Path) -> Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(true);
-    let mode = private(&mut opts, path);
-    let file = opts.open(path).map_err(|e| io_err("create", path, e))?;
-    #[cfg(unix)]
-    modes::settle_new_file(&file, path, mode)?;
-    let _ = mode;
-    Ok(file)
+    open_private(&mut opts, path, "create")
 }
 
-/// A store's files are its owner's alone (or its group's too, once shared: `modes.rs`),
-/// whatever the umask: another account on the machine must not read what the REST token and the
-/// mount's modes guard. (An existing file keeps its mode.)
-fn private(opts: &mut OpenOptions, path: &Path) -> u32 {
+/// Opens `path` with `opts` (`what` names the step in an error). A store's files are its
+/// owner's alone (or its group's too, once shared: `modes.rs`), whatever the umask: another
+/// account on the machine must not read what the REST token and the mount's modes guard. A new
+/// file is made with that mode; a file a shared store opens is given it.
+fn open_private(opts: &mut OpenOptions, path: &Path, what: &str) -> Result<File> {
     let mode = modes::new_file_mode(path);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(opts, mode);
+    let file = opts.open(path).map_err(|e| io_err(what, path, e))?;
+    #[cfg(unix)]
+    modes::settle_new_file(&file, path, mode)?;
     #[cfg(not(unix))]
-    let _ = opts;
-    mode
+    let _ = mode;
+    Ok(file)
 }
 
 /// Opens an existing `path` for writing, cut to `len` bytes (synced) and positioned at its end.

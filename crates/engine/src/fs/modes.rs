@@ -45,7 +45,7 @@ pub(crate) fn new_file_mode(path: &Path) -> u32 {
     }
 }
 
-/// Gives the file just made at `path` the mode its directory asks for, past the umask (which
+/// Gives the file just opened at `path` the mode its directory asks for, past the umask (which
 /// `open` applies: a 077 umask would make a shared store's files 0600).
 #[cfg(unix)]
 pub(crate) fn settle_new_file(file: &std::fs::File, path: &Path, mode: u32) -> Result<()> {
