@@ -52,6 +52,25 @@ install_tool wac wac-cli 0.12.0 --no-default-features
 install_tool wasmtime wasmtime-cli 48.0.8 --no-default-features \
   --features run,cranelift,component-model,parallel-compilation
 
+# SeaweedFS, the S3-compatible server the bucket backend's tests run against (crates/bucket). Its
+# go.mod has a replace directive, so `go install` refuses it: the module is downloaded from the Go
+# module proxy and built from a copy (about 7 minutes on two cores, once).
+WEED_MODULE=github.com/seaweedfs/seaweedfs
+WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+if [ "$(cat "$TOOLS/bin/weed.version" 2>/dev/null)" != "$WEED_VERSION" ] || [ ! -x "$TOOLS/bin/weed" ]; then
+  command -v go >/dev/null || { echo "building SeaweedFS needs Go (the go command)" >&2; exit 1; }
+  echo "building SeaweedFS $WEED_VERSION into $TOOLS/bin/weed (once)"
+  src=$(go mod download -json "$WEED_MODULE@$WEED_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -n "$src" ] || { echo "go mod download $WEED_MODULE@$WEED_VERSION gave no directory" >&2; exit 1; }
+  build=$(mktemp -d)
+  cp -r "$src/." "$build"
+  chmod -R u+w "$build"
+  mkdir -p "$TOOLS/bin"
+  (cd "$build" && CGO_ENABLED=0 go build -o "$TOOLS/bin/weed" ./weed)
+  rm -rf "$build"
+  echo "$WEED_VERSION" > "$TOOLS/bin/weed.version"
+fi
+
 # Vite 7 needs Node 20.19 or newer.
 if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
   echo "the console's build needs Node.js 20.19 or newer; found $(node --version)" >&2

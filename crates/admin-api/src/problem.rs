@@ -58,6 +58,7 @@ impl From<strata_engine::Error> for Problem {
             ErrorKind::ReadOnly => (StatusCode::FORBIDDEN, "read_only"),
             ErrorKind::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
             ErrorKind::Busy => (StatusCode::CONFLICT, "busy"),
+            ErrorKind::Fenced => (StatusCode::CONFLICT, "fenced"),
             ErrorKind::Closed => (StatusCode::SERVICE_UNAVAILABLE, "closed"),
             ErrorKind::NotSupported => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             ErrorKind::Corruption => (StatusCode::INTERNAL_SERVER_ERROR, "corruption"),
@@ -101,6 +102,8 @@ mod tests {
         );
         let p = Problem::from(strata_engine::Error::ReadOnly("d".into()));
         assert_eq!(p.status, 403);
+        let p = Problem::from(strata_engine::Error::Fenced("a newer writer".into()));
+        assert_eq!((p.status, p.engine_error.as_deref()), (409, Some("fenced")));
         let p = Problem::from(strata_engine::Error::Corruption {
             file: "000001.sst".into(),
             detail: "bad".into(),

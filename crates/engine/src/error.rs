@@ -39,6 +39,10 @@ pub enum Error {
     /// a missing, deleted or expired key).
     #[error("not found: {0}")]
     NotFound(String),
+    /// Another writer took the store over (a bucket store's newer writer epoch): this handle
+    /// acknowledges nothing more; reopen to read what the new writer wrote.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 /// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
@@ -66,6 +70,8 @@ pub enum ErrorKind {
     ReadOnly,
     /// The key a write needs has no value.
     NotFound,
+    /// Another writer took the store over; this handle writes no more.
+    Fenced,
 }
 
 /// The engine's result type.
@@ -103,6 +109,7 @@ impl Error {
             Error::Background(_) => ErrorKind::Background,
             Error::ReadOnly(_) => ErrorKind::ReadOnly,
             Error::NotFound(_) => ErrorKind::NotFound,
+            Error::Fenced(_) => ErrorKind::Fenced,
         }
     }
 
@@ -129,6 +136,7 @@ impl Error {
             Error::Background(s) => Error::Background(s.clone()),
             Error::ReadOnly(s) => Error::ReadOnly(s.clone()),
             Error::NotFound(s) => Error::NotFound(s.clone()),
+            Error::Fenced(s) => Error::Fenced(s.clone()),
         }
     }
 }

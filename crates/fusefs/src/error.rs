@@ -61,7 +61,8 @@ impl FsError {
                 ErrorKind::NoSpace => libc::ENOSPC,
                 // A partial write to a key another door deleted meanwhile.
                 ErrorKind::NotFound => libc::ENOENT,
-                ErrorKind::ReadOnly => libc::EROFS,
+                // Another writer owns the store now: it reads on, but writes no more.
+                ErrorKind::ReadOnly | ErrorKind::Fenced => libc::EROFS,
                 ErrorKind::InvalidArgument => libc::EINVAL,
                 ErrorKind::Busy => libc::EBUSY,
                 ErrorKind::NotSupported => libc::EOPNOTSUPP,
@@ -86,6 +87,8 @@ mod tests {
     fn engine_error_kinds_map_to_errnos() {
         let ro = FsError::from(strata_engine::Error::ReadOnly("d".into()));
         assert_eq!(i32::from(ro.errno()), libc::EROFS);
+        let fenced = FsError::from(strata_engine::Error::Fenced("newer writer".into()));
+        assert_eq!(i32::from(fenced.errno()), libc::EROFS);
         let bad = FsError::from(strata_engine::Error::InvalidArgument("x".into()));
         assert_eq!(i32::from(bad.errno()), libc::EINVAL);
         let gone = FsError::posix(libc::ENOENT, "no such entry");

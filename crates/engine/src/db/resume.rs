@@ -44,9 +44,12 @@ impl Db {
 }
 
 /// The error a write gets while writes are stopped by `stopped_by`: of kind `NoSpace` when a
-/// full disk stopped them (they resume once space returns), `Background` otherwise.
+/// full disk stopped them (they resume once space returns), `Fenced` when another writer took
+/// the store over, `Background` otherwise.
 pub(super) fn writes_stopped(stopped_by: &Error) -> Error {
-    if stopped_by.kind() == ErrorKind::NoSpace {
+    if stopped_by.kind() == ErrorKind::Fenced {
+        stopped_by.duplicate()
+    } else if stopped_by.kind() == ErrorKind::NoSpace {
         Error::io(
             "writes are stopped until the disk has room again (they resume by themselves)",
             std::io::Error::new(std::io::ErrorKind::StorageFull, stopped_by.to_string()),

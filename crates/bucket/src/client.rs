@@ -1,0 +1,309 @@
+//! The bucket, called from the engine's threads: `object_store`'s S3 client on a private Tokio
+//! runtime, every call blocking until it is answered, every failure an engine error naming the
+//! object. The request counters feed `stats` and `/metrics`.
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+};
+use strata_engine::{Error, Result};
+
+use crate::open::Credentials;
+use crate::url::BucketUrl;
+
+/// What a create-only PUT found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// The object is ours.
+    Yes,
+    /// An object of that name was there already; ours was not written.
+    AlreadyThere,
+}
+
+/// Requests made and bytes moved since the store opened.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub gets: AtomicU64,
+    pub puts: AtomicU64,
+    pub deletes: AtomicU64,
+    pub lists: AtomicU64,
+    pub bytes_up: AtomicU64,
+    pub bytes_down: AtomicU64,
+}
+
+/// A snapshot of [`RequestCounts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub gets: u64,
+    pub puts: u64,
+    pub deletes: u64,
+    pub lists: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+/// One bucket and prefix.
+#[derive(Debug)]
+pub struct Client {
+    store: Arc<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    url: BucketUrl,
+    counts: RequestCounts,
+}
+
+/// How long one request may take, and how often a failed one is tried again, before the call
+/// fails: the engine then stops writes rather than wait forever on a bucket that went away.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRIES: usize = 3;
+const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Client {
+    /// A client for `url`: credentials and region from the standard `AWS_*` variables, the
+    /// endpoint from `endpoint` (else `AWS_ENDPOINT_URL`, else AWS itself).
+    pub fn connect(
+        url: &BucketUrl,
+        endpoint: Option<&str>,
+        credentials: Option<&Credentials>,
+    ) -> Result<Client> {
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&url.bucket);
+        if let Some(c) = credentials {
+            builder = builder
+                .with_access_key_id(&c.access_key_id)
+                .with_secret_access_key(&c.secret_access_key);
+        }
+        if let Some(endpoint) = endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        if std::env::var_os("AWS_REGION").is_none()
+            && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+        {
+            builder = builder.with_region("us-east-1");
+        }
+        let plain_http = endpoint.is_some_and(|e| e.starts_with("http://"));
+        let options = ClientOptions::new()
+            .with_allow_http(plain_http)
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_connect_timeout(CONNECT_TIMEOUT);
+        let retry = RetryConfig {
+            max_retries: RETRIES,
+            retry_timeout: RETRY_TIMEOUT,
+            ..RetryConfig::default()
+        };
+        let store = builder
+            .with_client_options(options)
+            .with_retry(retry)
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("bucket {url}: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("strata-bucket")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Io {
+                context: "starting the bucket client's runtime".into(),
+                source: e,
+            })?;
+        Ok(Client {
+            store: Arc::new(store),
+            runtime,
+            url: url.clone(),
+            counts: RequestCounts::default(),
+        })
+    }
+
+    pub fn url(&self) -> &BucketUrl {
+        &self.url
+    }
+
+    /// The object `key` (relative to the prefix) as `object_store` names it.
+    pub fn object(&self, key: &str) -> String {
+        if self.url.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}/{key}", self.url.prefix)
+        }
+    }
+
+    /// Runs `f` on the client's runtime and waits for it. Safe from any thread, a Tokio worker of
+    /// another runtime included (it blocks that thread, as any file read would).
+    fn run<T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'static) -> Result<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        rx.recv().map_err(|_| task_lost())
+    }
+
+    fn error(&self, op: &str, key: &str, e: object_store::Error) -> Error {
+        let kind = match &e {
+            object_store::Error::NotFound { .. } => std::io::ErrorKind::NotFound,
+            _ => std::io::ErrorKind::Other,
+        };
+        Error::Io {
+            context: format!("bucket {}: {op} {}", self.url, self.object(key)),
+            source: std::io::Error::new(kind, e.to_string()),
+        }
+    }
+
+    /// PUTs `data` as `key` only if no object has that name (`If-None-Match: *`).
+    pub fn put_create(&self, key: &str, data: Bytes) -> Result<Created> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        let len = data.len() as u64;
+        self.counts.puts.fetch_add(1, Ordering::Relaxed);
+        let opts = PutOptions::from(PutMode::Create);
+        let put =
+            self.run(async move { store.put_opts(&path, PutPayload::from(data), opts).await })?;
+        match put {
+            Ok(_) => {
+                self.counts.bytes_up.fetch_add(len, Ordering::Relaxed);
+                Ok(Created::Yes)
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(Created::AlreadyThere),
+            Err(e) => Err(self.error("PUT", key, e)),
+        }
+    }
+
+    /// PUTs `data` as `key`, replacing what is there (only the conformance probe does this).
+    pub fn put_overwrite(&self, key: &str, data: Bytes) -> Result<()> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.puts.fetch_add(1, Ordering::Relaxed);
+        self.run(async move { store.put(&path, PutPayload::from(data)).await })?
+            .map(|_| ())
+            .map_err(|e| self.error("PUT", key, e))
+    }
+
+    /// The whole object, or `None` when there is none.
+    pub fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let got = self.run(async move {
+            match store.get(&path).await {
+                Ok(r) => r.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })?;
+        let got = got.map_err(|e| self.error("GET", key, e))?;
+        if let Some(b) = &got {
+            self.counts
+                .bytes_down
+                .fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        Ok(got)
+    }
+
+    /// Streams the object into `out` (a bounded buffer at a time); its length and CRC32C.
+    pub fn get_into(&self, key: &str, out: &mut impl Write) -> Result<(u64, u32)> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<object_store::Result<Bytes>>(4);
+        self.runtime.spawn(async move {
+            let mut stream = match store.get(&path).await {
+                Ok(r) => r.into_stream(),
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            while let Some(chunk) = stream.next().await {
+                if tx.send(chunk).is_err() {
+                    return;
+                }
+            }
+        });
+        let (mut len, mut crc) = (0u64, 0u32);
+        for chunk in rx {
+            let chunk = chunk.map_err(|e| self.error("GET", key, e))?;
+            out.write_all(&chunk).map_err(|e| Error::Io {
+                context: format!("writing the cached copy of {}", self.object(key)),
+                source: e,
+            })?;
+            crc = crc32c::crc32c_append(crc, &chunk);
+            len += chunk.len() as u64;
+        }
+        self.counts.bytes_down.fetch_add(len, Ordering::Relaxed);
+        Ok((len, crc))
+    }
+
+    /// The object's length, or `None` when there is none.
+    pub fn head(&self, key: &str) -> Result<Option<u64>> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let meta = self.run(async move {
+            match store.head(&path).await {
+                Ok(m) => Ok(Some(m.size)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })?;
+        meta.map_err(|e| self.error("HEAD", key, e))
+    }
+
+    /// The keys (relative to the prefix) under `dir/`, sorted.
+    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(dir));
+        self.counts.lists.fetch_add(1, Ordering::Relaxed);
+        let listed = self.run(async move {
+            let mut names = Vec::new();
+            let mut stream = store.list(Some(&path));
+            while let Some(meta) = stream.next().await {
+                names.push(meta?.location.to_string());
+            }
+            Ok::<_, object_store::Error>(names)
+        })?;
+        let mut names = listed.map_err(|e| self.error("LIST", dir, e))?;
+        let strip = self.object("");
+        for n in &mut names {
+            if let Some(rest) = n.strip_prefix(&strip) {
+                *n = rest.to_string();
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    pub fn delete(&self, key: &str) -> Result<()> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.deletes.fetch_add(1, Ordering::Relaxed);
+        self.run(async move { store.delete(&path).await })?
+            .map_err(|e| self.error("DELETE", key, e))
+    }
+
+    pub fn requests(&self) -> Requests {
+        let c = &self.counts;
+        Requests {
+            gets: c.gets.load(Ordering::Relaxed),
+            puts: c.puts.load(Ordering::Relaxed),
+            deletes: c.deletes.load(Ordering::Relaxed),
+            lists: c.lists.load(Ordering::Relaxed),
+            bytes_up: c.bytes_up.load(Ordering::Relaxed),
+            bytes_down: c.bytes_down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A request's task ended without an answer (it panicked inside the S3 client).
+#[cold]
+fn task_lost() -> Error {
+    Error::Io {
+        context: "the bucket client".into(),
+        source: std::io::Error::other("a request ended without an answer"),
+    }
+}

@@ -1,0 +1,213 @@
+//! The engine's open files on a bucket store: local files in the working copy whose syncs also
+//! reach the log, each as its kind of file needs (doc/format.md, "A store in a bucket").
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use strata_engine::{PositionalFile, Result, WritableFile};
+
+use crate::fs::Shared;
+
+/// What a file is to the bucket, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// `MANIFEST-*`, `CURRENT` and its temporary: each sync is a record of its own.
+    Meta,
+    /// A table: placed whole when synced (it is synced once, complete).
+    Table,
+    /// A blob file: appends ride with the next record; placed whole when sealed.
+    Blob,
+    /// A value file being written at offsets (`*.blob.tmp`): its synced ranges ride with the next
+    /// record.
+    ValueFile,
+    /// A WAL: a record per sync at `bucket` durability, never logged at `local`.
+    Wal,
+    /// Not part of the store's data (the locks, the disk reserve, the serve token).
+    Local,
+}
+
+impl Class {
+    pub fn of(name: &str) -> Class {
+        if name == "CURRENT" || name == "CURRENT.tmp" || name.starts_with("MANIFEST-") {
+            Class::Meta
+        } else if name.ends_with(".sst") {
+            Class::Table
+        } else if name.ends_with(".blob") {
+            Class::Blob
+        } else if name.ends_with(".blob.tmp") {
+            Class::ValueFile
+        } else if name.ends_with(".log") {
+            Class::Wal
+        } else {
+            Class::Local
+        }
+    }
+}
+
+/// A file appended to by one writer.
+#[derive(Debug)]
+pub struct LoggedFile {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) class: Class,
+    pub(crate) inner: Box<dyn WritableFile>,
+    pub(crate) len: u64,
+    /// How much of the file the log has (or has queued).
+    pub(crate) logged: u64,
+}
+
+impl LoggedFile {
+    fn log_synced(&mut self, sealing: bool) -> Result<()> {
+        let shared = &self.shared;
+        match self.class {
+            Class::Local => {}
+            Class::Wal if !shared.logs_wal() => {}
+            Class::Table => {
+                if self.len != self.logged {
+                    let placed = shared.place(&self.name, &self.path, self.len)?;
+                    shared.log()?.defer(placed);
+                }
+            }
+            Class::Blob if sealing => {
+                let placed = shared.place(&self.name, &self.path, self.len)?;
+                shared.log()?.defer(placed);
+            }
+            Class::Meta | Class::Wal => {
+                let entries =
+                    shared.ranges_as_entries(&self.name, &self.path, &[(self.logged, self.len)])?;
+                shared.commit(entries)?;
+            }
+            Class::Blob | Class::ValueFile => {
+                let entries =
+                    shared.ranges_as_entries(&self.name, &self.path, &[(self.logged, self.len)])?;
+                let log = shared.log()?;
+                for e in entries {
+                    log.defer(e);
+                }
+            }
+        }
+        self.logged = self.len;
+        Ok(())
+    }
+}
+
+impl WritableFile for LoggedFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.shared.check_writable()?;
+        self.inner.append(data)?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()?;
+        self.log_synced(false)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.inner.finish()?;
+        self.log_synced(true)
+    }
+}
+
+/// A value file, written at offsets: the ranges written since the last sync are logged at the
+/// next one.
+#[derive(Debug)]
+pub struct LoggedPositional {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) inner: Box<dyn PositionalFile>,
+    /// Written, not yet logged: start → end, disjoint and not touching.
+    pub(crate) dirty: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl LoggedPositional {
+    fn mark(&self, start: u64, end: u64) {
+        let mut dirty = self.dirty.lock();
+        let (mut start, mut end) = (start, end);
+        let touching: Vec<(u64, u64)> = dirty
+            .range(..=end)
+            .rev()
+            .take_while(|&(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            dirty.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        dirty.insert(start, end);
+    }
+}
+
+impl PositionalFile for LoggedPositional {
+    fn write_all_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        self.shared.check_writable()?;
+        self.inner.write_all_at(data, offset)?;
+        self.mark(offset, offset + data.len() as u64);
+        Ok(())
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.shared.check_writable()?;
+        self.inner.set_len(len)?;
+        let mut dirty = self.dirty.lock();
+        // What lies past the new end is gone: the log must not read it back at the next sync.
+        dirty.retain(|&s, _| s < len);
+        for e in dirty.values_mut() {
+            *e = (*e).min(len);
+        }
+        drop(dirty);
+        self.shared.log()?.defer(crate::record::Entry::Truncate {
+            name: self.name.clone(),
+            len,
+        });
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()?;
+        let ranges: Vec<(u64, u64)> = std::mem::take(&mut *self.dirty.lock())
+            .into_iter()
+            .collect();
+        let entries = self
+            .shared
+            .ranges_as_entries(&self.name, &self.path, &ranges)?;
+        let log = self.shared.log()?;
+        for e in entries {
+            log.defer(e);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_say_what_reaches_the_bucket() {
+        assert_eq!(Class::of("MANIFEST-000007"), Class::Meta);
+        assert_eq!(Class::of("CURRENT"), Class::Meta);
+        assert_eq!(Class::of("CURRENT.tmp"), Class::Meta);
+        assert_eq!(Class::of("000012.sst"), Class::Table);
+        assert_eq!(Class::of("000012.blob"), Class::Blob);
+        assert_eq!(Class::of("000012.blob.tmp"), Class::ValueFile);
+        assert_eq!(Class::of("000012.log"), Class::Wal);
+        assert_eq!(Class::of("LOCK"), Class::Local);
+        assert_eq!(Class::of("RESERVE"), Class::Local);
+        assert_eq!(Class::of("serve.token"), Class::Local);
+    }
+}

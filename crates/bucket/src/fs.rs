@@ -1,0 +1,412 @@
+//! `BucketFs`: the engine's `FileSystem` for a store in a bucket. The engine works on a local
+//! working copy (the cache directory); this decides what reaches the bucket, and fetches what the
+//! working copy lacks.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strata_engine::{
+    Error, FileLock, FileSystem, PositionalFile, RandomAccessFile, Result, StdFileSystem,
+    WritableFile,
+};
+
+use crate::client::{Client, Requests};
+use crate::files::{Class, LoggedFile, LoggedPositional};
+use crate::log::{INLINE_LIMIT, Log};
+use crate::record::Entry;
+
+/// How far a synced write goes before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The WAL on the local disk; tables, blob files and the MANIFEST in the bucket. Losing the
+    /// machine loses what was not flushed.
+    #[default]
+    Local,
+    /// A synced write returns once its WAL bytes are a record in the bucket.
+    Bucket,
+}
+
+/// Appended bytes go up in objects of at most this many, so memory stays bounded.
+const PIECE: u64 = 8 << 20;
+
+/// A placed file the working copy does not hold (yet).
+#[derive(Debug, Clone)]
+pub(crate) struct Remote {
+    pub key: String,
+    pub len: u64,
+    pub crc: u32,
+}
+
+/// What the open files and the `FileSystem` share.
+#[derive(Debug)]
+pub struct Shared {
+    pub(crate) root: PathBuf,
+    pub(crate) local: StdFileSystem,
+    pub(crate) client: Client,
+    /// `None` when opened read-only.
+    pub(crate) log: Option<Log>,
+    pub(crate) durability: Durability,
+    pub(crate) remote: Mutex<BTreeMap<String, Remote>>,
+    /// One fetch at a time, so two readers of one missing file fetch it once.
+    pub(crate) fetching: Mutex<()>,
+    /// The cache directory is this process's while the store is open.
+    pub(crate) _lock: crate::open::DirLock,
+}
+
+impl Shared {
+    pub(crate) fn log(&self) -> Result<&Log> {
+        self.log.as_ref().ok_or_else(|| {
+            Error::ReadOnly(format!(
+                "{} (a bucket store opened to read)",
+                self.client.url()
+            ))
+        })
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.log()?.check()
+    }
+
+    pub(crate) fn logs_wal(&self) -> bool {
+        self.durability == Durability::Bucket
+    }
+
+    pub(crate) fn commit(&self, entries: Vec<Entry>) -> Result<()> {
+        self.log()?.commit(&self.client, entries)
+    }
+
+    /// PUTs `bytes` as the data object `key`, create-only, and checks what the bucket holds.
+    fn upload(&self, key: &str, bytes: Bytes) -> Result<()> {
+        let len = bytes.len() as u64;
+        // Only this writer makes names under its epoch: an object already there is an earlier
+        // try of this PUT whose answer was lost, and its length says whether it is whole.
+        let _ = self.client.put_create(key, bytes)?;
+        match self.client.head(key)? {
+            Some(n) if n == len => Ok(()),
+            found => Err(Error::Io {
+                context: format!(
+                    "bucket {}: checking {key} after its upload",
+                    self.client.url()
+                ),
+                source: std::io::Error::other(format!(
+                    "the bucket holds {found:?} bytes, {len} were sent"
+                )),
+            }),
+        }
+    }
+
+    /// Uploads the file whole (its first `len` bytes) and returns the entry that places it.
+    pub(crate) fn place(&self, name: &str, path: &Path, len: u64) -> Result<Entry> {
+        let log = self.log()?;
+        log.check()?;
+        let bytes = read_range(path, 0, len)?;
+        let crc = crc32c::crc32c(&bytes);
+        let key = log.data_key(name);
+        self.upload(&key, Bytes::from(bytes))?;
+        Ok(Entry::Placed {
+            name: name.to_string(),
+            len,
+            crc,
+            object: key,
+        })
+    }
+
+    /// The entries that carry the file's bytes in `ranges`: inline when small, else uploaded in
+    /// objects of at most `PIECE` bytes.
+    pub(crate) fn ranges_as_entries(
+        &self,
+        name: &str,
+        path: &Path,
+        ranges: &[(u64, u64)],
+    ) -> Result<Vec<Entry>> {
+        let log = self.log()?;
+        let mut entries = Vec::new();
+        for &(start, end) in ranges {
+            if end <= start {
+                continue;
+            }
+            if end - start <= INLINE_LIMIT as u64 {
+                entries.push(Entry::Append {
+                    name: name.to_string(),
+                    offset: start,
+                    bytes: Bytes::from(read_range(path, start, end - start)?),
+                });
+                continue;
+            }
+            let mut at = start;
+            while at < end {
+                let n = PIECE.min(end - at);
+                let bytes = read_range(path, at, n)?;
+                let crc = crc32c::crc32c(&bytes);
+                let key = log.data_key(&format!("{name}.{at}"));
+                self.upload(&key, Bytes::from(bytes))?;
+                entries.push(Entry::AppendObject {
+                    name: name.to_string(),
+                    offset: at,
+                    len: n,
+                    crc,
+                    object: key,
+                });
+                at += n;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The name of `path` when it is a file of the store (directly in the working copy).
+    fn store_name(&self, path: &Path) -> Option<String> {
+        (path.parent()? == self.root)
+            .then(|| path.file_name()?.to_str().map(str::to_string))
+            .flatten()
+    }
+
+    /// The logged name of `path`, if changes to it reach the bucket.
+    fn logged_name(&self, path: &Path) -> Option<String> {
+        let name = self.store_name(path)?;
+        match Class::of(&name) {
+            Class::Local => None,
+            Class::Wal if !self.logs_wal() => None,
+            _ => Some(name),
+        }
+    }
+
+    /// Fetches `path` into the working copy if the bucket holds it and the copy does not.
+    fn ensure_local(&self, path: &Path) -> Result<()> {
+        let Some(name) = self.store_name(path) else {
+            return Ok(());
+        };
+        if !self.remote.lock().contains_key(&name) {
+            return Ok(());
+        }
+        let _one = self.fetching.lock();
+        let Some(remote) = self.remote.lock().get(&name).cloned() else {
+            return Ok(()); // fetched meanwhile
+        };
+        crate::open::fetch_placed(&self.client, &remote, path)?;
+        self.remote.lock().remove(&name);
+        Ok(())
+    }
+
+    /// Creates the logged file `name` locally with `create`, and queues the entry that makes it
+    /// empty in the log too (replacing whatever the bucket held under that name).
+    fn created<T>(&self, name: &str, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        let file = create()?;
+        self.forget_remote(name);
+        self.log()?.defer(Entry::Truncate {
+            name: name.to_string(),
+            len: 0,
+        });
+        Ok(file)
+    }
+
+    fn forget_remote(&self, name: &str) {
+        self.remote.lock().remove(name);
+    }
+}
+
+/// A store's files in a bucket, worked on in a local cache directory.
+#[derive(Debug, Clone)]
+pub struct BucketFs {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl BucketFs {
+    /// The working copy's directory: the path the engine opens.
+    pub fn root(&self) -> &Path {
+        &self.shared.root
+    }
+
+    /// This writer's epoch (0 when opened read-only).
+    pub fn epoch(&self) -> u64 {
+        self.shared.log.as_ref().map_or(0, Log::epoch)
+    }
+
+    /// Records this writer added to the log.
+    pub fn records_written(&self) -> u64 {
+        self.shared.log.as_ref().map_or(0, Log::records_written)
+    }
+
+    /// Requests made and bytes moved since the open.
+    pub fn requests(&self) -> Requests {
+        self.shared.client.requests()
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.shared.durability
+    }
+}
+
+pub(crate) fn read_range(path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    let io = |e| Error::Io {
+        context: format!("reading {} to upload it", path.display()),
+        source: e,
+    };
+    let file = File::open(path).map_err(io)?;
+    let n = usize::try_from(len)
+        .map_err(|_| io(std::io::Error::other("a range past the address space")))?;
+    let mut buf = vec![0u8; n];
+    file.read_exact_at(&mut buf, offset).map_err(io)?;
+    Ok(buf)
+}
+
+impl FileSystem for BucketFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let s = &self.shared;
+        let Some(name) = s.logged_name(path) else {
+            return s.local.create(path);
+        };
+        let inner = s.created(&name, || s.local.create(path))?;
+        Ok(Box::new(LoggedFile {
+            shared: s.clone(),
+            class: Class::of(&name),
+            name,
+            path: path.to_path_buf(),
+            inner,
+            len: 0,
+            logged: 0,
+        }))
+    }
+
+    fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
+        let s = &self.shared;
+        let Some(name) = s.logged_name(path) else {
+            return s.local.create_positional(path);
+        };
+        let inner = s.created(&name, || s.local.create_positional(path))?;
+        Ok(Box::new(LoggedPositional {
+            shared: s.clone(),
+            name,
+            path: path.to_path_buf(),
+            inner,
+            dirty: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
+        let s = &self.shared;
+        let Some(name) = s.logged_name(path) else {
+            return s.local.reopen(path, len);
+        };
+        s.check_writable()?;
+        s.ensure_local(path)?;
+        let inner = s.local.reopen(path, len)?;
+        s.log()?.defer(Entry::Truncate {
+            name: name.clone(),
+            len,
+        });
+        Ok(Box::new(LoggedFile {
+            shared: s.clone(),
+            class: Class::of(&name),
+            name,
+            path: path.to_path_buf(),
+            inner,
+            len,
+            logged: len,
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.shared.ensure_local(path)?;
+        self.shared.local.open_random(path)
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        self.shared.ensure_local(path)?;
+        self.shared.local.read_all(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let s = &self.shared;
+        let (Some(old), Some(new)) = (s.logged_name(from), s.logged_name(to)) else {
+            return s.local.rename(from, to);
+        };
+        s.check_writable()?;
+        s.ensure_local(from)?;
+        s.local.rename(from, to)?;
+        s.forget_remote(&new);
+        let switches_manifest = Class::of(&new) == Class::Meta;
+        let entry = Entry::Rename { from: old, to: new };
+        if switches_manifest {
+            // `CURRENT` names the MANIFEST: the switch is a record of its own, at once.
+            s.commit(vec![entry])
+        } else {
+            s.log()?.defer(entry);
+            Ok(())
+        }
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let s = &self.shared;
+        let Some(name) = s.logged_name(path) else {
+            return s.local.remove(path);
+        };
+        s.check_writable()?;
+        let was_remote = s.remote.lock().remove(&name).is_some();
+        match s.local.remove(path) {
+            // Never fetched: the bucket's copy was all there was.
+            Err(Error::Io { source, .. })
+                if was_remote && source.kind() == std::io::ErrorKind::NotFound => {}
+            other => other?,
+        }
+        s.log()?.defer(Entry::Remove { name });
+        Ok(())
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> Result<()> {
+        let s = &self.shared;
+        let Some(name) = s.logged_name(path) else {
+            return s.local.truncate(path, len);
+        };
+        s.check_writable()?;
+        s.ensure_local(path)?;
+        s.local.truncate(path, len)?;
+        s.log()?.defer(Entry::Truncate { name, len });
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = self.shared.local.list(dir)?;
+        if dir == self.shared.root {
+            for name in self.shared.remote.lock().keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.shared.local.create_dir_all(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.shared.local.sync_dir(dir)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.shared.local.exists(path)
+            || self
+                .shared
+                .store_name(path)
+                .is_some_and(|n| self.shared.remote.lock().contains_key(&n))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.shared.local.lock(path)
+    }
+
+    fn share_with_group(&self, dir: &Path, files: &[String]) -> Result<()> {
+        self.shared.local.share_with_group(dir, files)
+    }
+
+    fn loose_modes(&self, dir: &Path) -> Vec<String> {
+        self.shared.local.loose_modes(dir)
+    }
+}

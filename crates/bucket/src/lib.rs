@@ -1,0 +1,38 @@
+//! A Strata store in an S3-compatible bucket: the engine's files as objects through
+//! `object_store`, a log of create-only records that orders every change and fences every
+//! writer but the newest, and a local working copy the engine runs on (doc/format.md, "A store
+//! in a bucket").
+//!
+//! ```no_run
+//! use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Durability};
+//! use strata_engine::{Db, Options};
+//! # fn main() -> strata_engine::Result<()> {
+//! let fs = BucketFs::open(&BucketConfig {
+//!     url: BucketUrl::parse("s3://my-bucket/stores/one")?,
+//!     endpoint: Some("http://127.0.0.1:8333".into()),
+//!     credentials: None,
+//!     cache_dir: "/var/cache/strata/one".into(),
+//!     durability: Durability::Local,
+//!     read_only: false,
+//! })?;
+//! let root = fs.root().to_path_buf();
+//! let opts = Options { create_if_missing: true, filesystem: std::sync::Arc::new(fs), ..Options::default() };
+//! let db = Db::open(&root, opts)?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod files;
+mod fs;
+mod log;
+mod open;
+mod probe;
+mod record;
+mod replay;
+mod url;
+
+pub use client::{Client, Requests};
+pub use fs::{BucketFs, Durability};
+pub use open::{BucketConfig, Credentials};
+pub use probe::check as check_conformance;
+pub use url::BucketUrl;

@@ -1,0 +1,410 @@
+//! Opening a bucket store: the conformance check, replaying the log, the working copy made to
+//! match it, and the claim that fences every earlier writer.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
+
+use crate::client::{Client, Created};
+use crate::files::Class;
+use crate::fs::{BucketFs, Durability, Remote, Shared};
+use crate::log::{Log, log_key, parse_log_key};
+use crate::record::{Entry, Record};
+use crate::replay::{FileRecipe, Replayed, Source, Step};
+use crate::url::BucketUrl;
+
+/// Where the store is and how to open it.
+#[derive(Debug, Clone)]
+pub struct BucketConfig {
+    pub url: BucketUrl,
+    /// The S3 endpoint (`http://127.0.0.1:8333`); `None` for `AWS_ENDPOINT_URL` or AWS itself.
+    pub endpoint: Option<String>,
+    /// The access key and secret; `None` for the standard `AWS_*` variables.
+    pub credentials: Option<Credentials>,
+    /// The local working copy and cache.
+    pub cache_dir: PathBuf,
+    pub durability: Durability,
+    /// Open to read: no claim, nothing written to the bucket.
+    pub read_only: bool,
+}
+
+/// An access key and its secret.
+#[derive(Clone)]
+pub struct Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret, in logs or panics.
+        write!(f, "Credentials({}, <secret>)", self.access_key_id)
+    }
+}
+
+/// The working copy's own files, never part of the store.
+const STATE: &str = "bucket.state";
+const LOCK: &str = "bucket.lock";
+/// How many times an open that lost a race to claim the store replays and tries again.
+const CLAIM_TRIES: usize = 16;
+
+/// A held lock on the cache directory, kept as long as the store is open.
+#[derive(Debug)]
+pub(crate) struct DirLock(#[allow(dead_code)] Box<dyn FileLock>);
+
+impl BucketFs {
+    /// Opens the store at `config.url`, claiming it for writing unless `read_only`.
+    pub fn open(config: &BucketConfig) -> Result<BucketFs> {
+        let local = StdFileSystem;
+        let root = config.cache_dir.clone();
+        local.create_dir_all(&root)?;
+        let lock = DirLock(local.lock(&root.join(LOCK)).map_err(|e| {
+            Error::Busy(format!(
+                "the cache directory {} is in use by another process: {e}",
+                root.display()
+            ))
+        })?);
+        let client = Client::connect(
+            &config.url,
+            config.endpoint.as_deref(),
+            config.credentials.as_ref(),
+        )?;
+        let writer = writer_id();
+        if !config.read_only {
+            crate::probe::check(&client, &writer)?;
+        }
+        let ours = read_state(&root, &config.url);
+        for _ in 0..CLAIM_TRIES {
+            let replayed = replay(&client)?;
+            let valid = ours
+                .iter()
+                .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
+                && replayed.epoch != 0;
+            if config.read_only {
+                let remote = reconcile(&client, &root, &replayed, valid)?;
+                return Ok(Self::assemble(config, root, client, None, remote, lock));
+            }
+            let epoch = replayed.max_epoch + 1;
+            let seq = replayed.last_seq + 1;
+            // Written down before the claim: a crash right after it must still find this
+            // directory's WAL its own.
+            let mut claims: Vec<(u64, String)> = ours
+                .iter()
+                .filter(|_| valid)
+                .filter(|(e, _)| *e == replayed.epoch)
+                .cloned()
+                .collect();
+            claims.push((epoch, writer.clone()));
+            write_state(&root, &config.url, &claims)?;
+            let claim = Bytes::from(
+                Record {
+                    epoch,
+                    entries: vec![Entry::Claim {
+                        writer: writer.clone(),
+                    }],
+                }
+                .encode(),
+            );
+            let won = match client.put_create(&log_key(seq), claim.clone())? {
+                Created::Yes => true,
+                Created::AlreadyThere => client.get(&log_key(seq))?.as_ref() == Some(&claim),
+            };
+            if !won {
+                continue;
+            }
+            let remote = reconcile(&client, &root, &replayed, valid)?;
+            write_state(&root, &config.url, &[(epoch, writer.clone())])?;
+            let log = Log::new(epoch, seq);
+            return Ok(Self::assemble(
+                config,
+                root,
+                client,
+                Some(log),
+                remote,
+                lock,
+            ));
+        }
+        Err(Error::Busy(format!(
+            "{}: other writers claimed the store {CLAIM_TRIES} times while this one tried",
+            config.url
+        )))
+    }
+
+    fn assemble(
+        config: &BucketConfig,
+        root: PathBuf,
+        client: Client,
+        log: Option<Log>,
+        remote: BTreeMap<String, Remote>,
+        lock: DirLock,
+    ) -> BucketFs {
+        BucketFs {
+            shared: Arc::new(Shared {
+                root,
+                local: StdFileSystem,
+                client,
+                log,
+                durability: config.durability,
+                remote: Mutex::new(remote),
+                fetching: Mutex::new(()),
+                _lock: lock,
+            }),
+        }
+    }
+}
+
+/// Who this process is, in its claim: host, process and a clock reading, so that two openers
+/// never write the same claim.
+fn writer_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{host}-{}-{nanos}", std::process::id())
+}
+
+/// Every record of the log, in order.
+pub(crate) fn replay(client: &Client) -> Result<Replayed> {
+    let mut replayed = Replayed::default();
+    let keys = client.list("log/")?;
+    for (i, key) in keys.iter().enumerate() {
+        let Some(seq) = parse_log_key(key) else {
+            continue;
+        };
+        let expected = i as u64 + 1;
+        if seq != expected {
+            return Err(Error::Corruption {
+                file: PathBuf::from(client.object(&log_key(expected))),
+                detail: format!("the store's log has no record {expected} (the next is {seq})"),
+            });
+        }
+        let corrupt = |detail: String| Error::Corruption {
+            file: PathBuf::from(client.object(key)),
+            detail,
+        };
+        let bytes = client
+            .get(key)?
+            .ok_or_else(|| corrupt("listed, then gone".into()))?;
+        let record = Record::decode(&bytes).map_err(|e| corrupt(e.0.into()))?;
+        replayed.apply(seq, &record);
+    }
+    Ok(replayed)
+}
+
+/// Makes the working copy match the log; returns the placed files it leaves in the bucket until
+/// first read. With `trusted` (this directory's writer is the newest) local files are kept as
+/// they are: they hold at least what the log does, and local WALs the log never saw. Otherwise
+/// every local store file the log does not vouch for is moved to `lost/`.
+fn reconcile(
+    client: &Client,
+    root: &Path,
+    replayed: &Replayed,
+    trusted: bool,
+) -> Result<BTreeMap<String, Remote>> {
+    let local = StdFileSystem;
+    let mut present = Vec::new();
+    for name in local.list(root)? {
+        let path = root.join(&name);
+        if Class::of(&name) == Class::Local || !path.is_file() || name.ends_with(".fetch.tmp") {
+            continue;
+        }
+        let keep = trusted
+            || match replayed.files.get(&name) {
+                Some(FileRecipe::Placed { len, crc, .. }) => same_contents(&path, *len, *crc),
+                _ => false,
+            };
+        if keep {
+            present.push(name);
+        } else {
+            set_aside(root, &name)?;
+        }
+    }
+    let mut remote = BTreeMap::new();
+    for (name, recipe) in &replayed.files {
+        if present.contains(name) {
+            continue;
+        }
+        match recipe {
+            FileRecipe::Placed { key, len, crc } => {
+                remote.insert(
+                    name.clone(),
+                    Remote {
+                        key: key.clone(),
+                        len: *len,
+                        crc: *crc,
+                    },
+                );
+            }
+            FileRecipe::Steps(steps) => build(client, &root.join(name), steps)?,
+        }
+    }
+    local.sync_dir(root)?;
+    Ok(remote)
+}
+
+fn same_contents(path: &Path, len: u64, crc: u32) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if meta.len() != len {
+        return false;
+    }
+    std::fs::read(path).is_ok_and(|b| crc32c::crc32c(&b) == crc)
+}
+
+/// Moves a working-copy file the log does not vouch for into `lost/`, never deleting it.
+fn set_aside(root: &Path, name: &str) -> Result<()> {
+    let lost = root.join("lost");
+    StdFileSystem.create_dir_all(&lost)?;
+    let mut to = lost.join(name);
+    let mut n = 1;
+    while to.exists() {
+        to = lost.join(format!("{name}.{n}"));
+        n += 1;
+    }
+    log::warn!(
+        "{}: not in the bucket's log as it is here; moved to {}",
+        root.join(name).display(),
+        to.display()
+    );
+    StdFileSystem.rename(&root.join(name), &to)
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |e| Error::Io {
+        context: what,
+        source: e,
+    }
+}
+
+/// A temporary file beside `path`, private to its owner.
+fn temp_beside(path: &Path) -> Result<(PathBuf, File)> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".fetch.tmp");
+    let tmp = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io(format!("creating {}", tmp.display())))?;
+    Ok((tmp, file))
+}
+
+fn install(tmp: &Path, file: File, path: &Path) -> Result<()> {
+    file.sync_all()
+        .map_err(io(format!("syncing {}", tmp.display())))?;
+    drop(file);
+    std::fs::rename(tmp, path).map_err(io(format!("renaming {} into place", tmp.display())))
+}
+
+/// Writes into a file from an offset.
+struct At<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl Write for At<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write_all_at(buf, self.pos)?;
+        self.pos += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Downloads `key` into `file` at `offset`, checking it is the `len` bytes of CRC `crc` the log
+/// recorded.
+fn fetch_into(
+    client: &Client,
+    key: &str,
+    file: &File,
+    offset: u64,
+    len: u64,
+    crc: u32,
+) -> Result<()> {
+    let (got_len, got_crc) = client.get_into(key, &mut At { file, pos: offset })?;
+    if (got_len, got_crc) != (len, crc) {
+        return Err(Error::Corruption {
+            file: PathBuf::from(client.object(key)),
+            detail: format!(
+                "holds {got_len} bytes of CRC {got_crc:#010x}; the log recorded {len} of {crc:#010x}"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Fetches a placed file into the working copy.
+pub(crate) fn fetch_placed(client: &Client, remote: &Remote, path: &Path) -> Result<()> {
+    let (tmp, file) = temp_beside(path)?;
+    fetch_into(client, &remote.key, &file, 0, remote.len, remote.crc)?;
+    install(&tmp, file, path)
+}
+
+/// Builds a file from its steps.
+fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
+    let (tmp, file) = temp_beside(path)?;
+    for step in steps {
+        match step {
+            Step::Write {
+                offset,
+                source: Source::Inline(bytes),
+            } => file
+                .write_all_at(bytes, *offset)
+                .map_err(io(format!("writing {}", tmp.display())))?,
+            Step::Write {
+                offset,
+                source: Source::Object { key, len, crc },
+            } => fetch_into(client, key, &file, *offset, *len, *crc)?,
+            Step::SetLen(len) => file
+                .set_len(*len)
+                .map_err(io(format!("sizing {}", tmp.display())))?,
+        }
+    }
+    install(&tmp, file, path)
+}
+
+/// The claims this directory made that may be the newest: `url` then `epoch writer` lines.
+fn read_state(root: &Path, url: &BucketUrl) -> Vec<(u64, String)> {
+    let Ok(text) = std::fs::read_to_string(root.join(STATE)) else {
+        return Vec::new();
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(url.to_string().as_str()) {
+        return Vec::new();
+    }
+    lines
+        .filter_map(|l| {
+            let (epoch, writer) = l.split_once(' ')?;
+            Some((epoch.parse().ok()?, writer.to_string()))
+        })
+        .collect()
+}
+
+fn write_state(root: &Path, url: &BucketUrl, claims: &[(u64, String)]) -> Result<()> {
+    let mut text = format!("{url}\n");
+    for (epoch, writer) in claims {
+        text.push_str(&format!("{epoch} {writer}\n"));
+    }
+    let path = root.join(STATE);
+    let (tmp, mut file) = temp_beside(&path)?;
+    file.write_all(text.as_bytes())
+        .map_err(io(format!("writing {}", tmp.display())))?;
+    install(&tmp, file, &path)?;
+    StdFileSystem.sync_dir(root)
+}

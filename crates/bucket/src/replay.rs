@@ -1,0 +1,237 @@
+//! The store's files as the log left them: what replaying its records from the first gives. Pure:
+//! the records come in, the files' recipes come out.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::record::{Entry, Record};
+
+/// Where some of a file's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Inline(Bytes),
+    Object { key: String, len: u64, crc: u32 },
+}
+
+/// One step of rebuilding a file, applied in order to an empty file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The bytes of `source` at `offset`.
+    Write { offset: u64, source: Source },
+    /// Cut or zero-extend to `len`.
+    SetLen(u64),
+}
+
+/// A file the log names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileRecipe {
+    /// Exactly one object's bytes: fetched when first read.
+    Placed { key: String, len: u64, crc: u32 },
+    /// Built from its steps.
+    Steps(Vec<Step>),
+}
+
+/// The files, and who wrote last.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    pub files: BTreeMap<String, FileRecipe>,
+    /// The newest claim's epoch (0 before any).
+    pub epoch: u64,
+    /// Who made the newest claim.
+    pub claimer: String,
+    /// The highest epoch any record carried.
+    pub max_epoch: u64,
+    /// The last record's number (0 for an empty log).
+    pub last_seq: u64,
+}
+
+impl Replayed {
+    /// Applies record number `seq`.
+    pub fn apply(&mut self, seq: u64, record: &Record) {
+        self.last_seq = seq;
+        self.max_epoch = self.max_epoch.max(record.epoch);
+        for e in &record.entries {
+            match e {
+                Entry::Claim { writer } => {
+                    self.epoch = record.epoch;
+                    self.claimer = writer.clone();
+                }
+                Entry::Append {
+                    name,
+                    offset,
+                    bytes,
+                } => self.push(
+                    name,
+                    Step::Write {
+                        offset: *offset,
+                        source: Source::Inline(bytes.clone()),
+                    },
+                ),
+                Entry::AppendObject {
+                    name,
+                    offset,
+                    len,
+                    crc,
+                    object,
+                } => self.push(
+                    name,
+                    Step::Write {
+                        offset: *offset,
+                        source: Source::Object {
+                            key: object.clone(),
+                            len: *len,
+                            crc: *crc,
+                        },
+                    },
+                ),
+                Entry::Placed {
+                    name,
+                    len,
+                    crc,
+                    object,
+                } => {
+                    self.files.insert(
+                        name.clone(),
+                        FileRecipe::Placed {
+                            key: object.clone(),
+                            len: *len,
+                            crc: *crc,
+                        },
+                    );
+                }
+                Entry::Truncate { name, len } => {
+                    if *len == 0 {
+                        // Nothing before matters: keep no steps that only get cut away.
+                        self.files
+                            .insert(name.clone(), FileRecipe::Steps(vec![Step::SetLen(0)]));
+                    } else {
+                        self.push(name, Step::SetLen(*len));
+                    }
+                }
+                Entry::Rename { from, to } => {
+                    if let Some(f) = self.files.remove(from) {
+                        self.files.insert(to.clone(), f);
+                    }
+                }
+                Entry::Remove { name } => {
+                    self.files.remove(name);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, name: &str, step: Step) {
+        let recipe = self
+            .files
+            .entry(name.to_string())
+            .or_insert_with(|| FileRecipe::Steps(Vec::new()));
+        match recipe {
+            FileRecipe::Steps(steps) => steps.push(step),
+            FileRecipe::Placed { key, len, crc } => {
+                // Written to after it was placed: the object is the base, the step follows.
+                let base = Step::Write {
+                    offset: 0,
+                    source: Source::Object {
+                        key: std::mem::take(key),
+                        len: *len,
+                        crc: *crc,
+                    },
+                };
+                *recipe = FileRecipe::Steps(vec![base, step]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rec(epoch: u64, entries: Vec<Entry>) -> Record {
+        Record { epoch, entries }
+    }
+
+    fn append(name: &str, offset: u64, b: &'static [u8]) -> Entry {
+        Entry::Append {
+            name: name.into(),
+            offset,
+            bytes: Bytes::from_static(b),
+        }
+    }
+
+    #[test]
+    fn replay_follows_claims_renames_and_removes() {
+        let mut r = Replayed::default();
+        r.apply(
+            1,
+            &rec(
+                1,
+                vec![
+                    Entry::Claim { writer: "a".into() },
+                    Entry::Truncate {
+                        name: "CURRENT.tmp".into(),
+                        len: 0,
+                    },
+                    append("CURRENT.tmp", 0, b"MANIFEST-000002\n"),
+                    Entry::Rename {
+                        from: "CURRENT.tmp".into(),
+                        to: "CURRENT".into(),
+                    },
+                    Entry::Placed {
+                        name: "000005.sst".into(),
+                        len: 10,
+                        crc: 1,
+                        object: "data/x".into(),
+                    },
+                ],
+            ),
+        );
+        r.apply(
+            2,
+            &rec(
+                2,
+                vec![
+                    Entry::Claim { writer: "b".into() },
+                    Entry::Remove {
+                        name: "000005.sst".into(),
+                    },
+                ],
+            ),
+        );
+        assert_eq!((r.epoch, r.max_epoch, r.last_seq), (2, 2, 2));
+        assert_eq!(r.files.keys().collect::<Vec<_>>(), vec!["CURRENT"]);
+        let FileRecipe::Steps(steps) = &r.files["CURRENT"] else {
+            panic!("CURRENT is built from steps");
+        };
+        assert_eq!(steps.len(), 2);
+    }
+
+    #[test]
+    fn a_write_after_a_placement_keeps_the_object_as_its_base() {
+        let mut r = Replayed::default();
+        r.apply(
+            1,
+            &rec(
+                1,
+                vec![
+                    Entry::Placed {
+                        name: "f".into(),
+                        len: 3,
+                        crc: 9,
+                        object: "data/f".into(),
+                    },
+                    append("f", 3, b"xy"),
+                ],
+            ),
+        );
+        let FileRecipe::Steps(steps) = &r.files["f"] else {
+            panic!("f is built from steps");
+        };
+        assert!(
+            matches!(&steps[0], Step::Write { offset: 0, source: Source::Object { key, .. } } if key == "data/f")
+        );
+        assert_eq!(steps.len(), 2);
+    }
+}
