@@ -210,6 +210,16 @@ impl Shared {
     }
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // What the engine queued last (removals at close) goes up with the last record; a
+        // failure only leaves files the next open finds unreferenced.
+        if let Some(Err(e)) = self.log.as_ref().map(|l| l.commit(&self.client, Vec::new())) {
+            log::warn!("{}: the last record was not written: {e}", self.client.url());
+        }
+    }
+}
+
 /// A store's files in a bucket, worked on in a local cache directory.
 #[derive(Debug, Clone)]
 pub struct BucketFs {
@@ -387,7 +397,13 @@ impl FileSystem for BucketFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.shared.local.sync_dir(dir)
+        self.shared.local.sync_dir(dir)?;
+        // The engine syncs the directory to make its creations, renames and removals durable:
+        // the queued entries that record them go to the bucket now too.
+        match &self.shared.log {
+            Some(log) if dir == self.shared.root => log.commit(&self.shared.client, Vec::new()),
+            _ => Ok(()),
+        }
     }
 
     fn exists(&self, path: &Path) -> bool {

@@ -220,7 +220,9 @@ fn reconcile(
         let keep = trusted
             || match replayed.files.get(&name) {
                 Some(FileRecipe::Placed { len, crc, .. }) => same_contents(&path, *len, *crc),
-                _ => false,
+                // Rebuilt below, and compared then.
+                Some(FileRecipe::Steps(_)) => continue,
+                None => false,
             };
         if keep {
             present.push(name);
@@ -251,14 +253,29 @@ fn reconcile(
     Ok(remote)
 }
 
-fn same_contents(path: &Path, len: u64, crc: u32) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    if meta.len() != len {
-        return false;
+/// Reads `path` a bounded buffer at a time, handing each piece to `each`.
+fn for_each_piece(path: &Path, mut each: impl FnMut(&[u8])) -> std::io::Result<u64> {
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = std::io::Read::read(&mut file, &mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        each(&buf[..n]);
+        total += n as u64;
     }
-    std::fs::read(path).is_ok_and(|b| crc32c::crc32c(&b) == crc)
+}
+
+fn crc_of(path: &Path) -> Option<(u64, u32)> {
+    let mut crc = 0u32;
+    let len = for_each_piece(path, |b| crc = crc32c::crc32c_append(crc, b)).ok()?;
+    Some((len, crc))
+}
+
+fn same_contents(path: &Path, len: u64, crc: u32) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() == len) && crc_of(path) == Some((len, crc))
 }
 
 /// Moves a working-copy file the log does not vouch for into `lost/`, never deleting it.
@@ -356,7 +373,7 @@ pub(crate) fn fetch_placed(client: &Client, remote: &Remote, path: &Path) -> Res
     install(&tmp, file, path)
 }
 
-/// Builds a file from its steps.
+/// Builds a file from its steps; a different file already there is set aside first.
 fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
     let (tmp, file) = temp_beside(path)?;
     for step in steps {
@@ -374,6 +391,17 @@ fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
             Step::SetLen(len) => file
                 .set_len(*len)
                 .map_err(io(format!("sizing {}", tmp.display())))?,
+        }
+    }
+    if path.exists() {
+        let same = crc_of(path).is_some() && crc_of(path) == crc_of(&tmp);
+        if same {
+            drop(file);
+            return std::fs::remove_file(&tmp).map_err(io(format!("removing {}", tmp.display())));
+        }
+        if let (Some(root), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        {
+            set_aside(root, name)?;
         }
     }
     install(&tmp, file, path)

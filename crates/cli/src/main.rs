@@ -7,6 +7,7 @@ mod demo;
 mod fsbench;
 mod mount;
 mod serve;
+mod store;
 mod stress;
 mod wasm;
 
@@ -25,9 +26,12 @@ use strata_engine::{
     about = "Strata: an LSM-tree key-value store"
 )]
 struct Cli {
-    /// The store's directory.
+    /// The store: a directory, or `s3://BUCKET/PREFIX` for a store in an S3-compatible bucket
+    /// (see --cache-dir, --s3-endpoint and --durability).
     #[arg(long, global = true, default_value = "./strata-data")]
-    db: PathBuf,
+    db: String,
+    #[command(flatten)]
+    bucket: store::BucketArgs,
     /// The column family the data commands, `flush` and `compact` work on.
     #[arg(long, global = true, default_value = "default")]
     cf: String,
@@ -152,6 +156,9 @@ enum Command {
     /// Serves the store: the REST API (and console) on --listen, and with --mount the same
     /// store as a filesystem, until Ctrl-C or SIGTERM.
     Serve(serve::ServeArgs),
+    /// Commands about buckets (`--db s3://BUCKET/PREFIX`).
+    #[command(subcommand)]
+    Bucket(BucketCommand),
     /// The REST API over loopback from many connections beside the engine doing the same work
     /// (GET, PUT, batchGet of 100, scan of 100), or a mixed load read back (--mixed-only). Needs
     /// a new store at --db.
@@ -180,6 +187,16 @@ enum BlobCommand {
         /// As JSON (one array) instead of a table.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BucketCommand {
+    /// Checks that the S3 server at --s3-endpoint refuses a create-only PUT over an existing
+    /// object, as a store's fencing needs (a store refuses to open for writing otherwise).
+    Check {
+        /// s3://BUCKET/PREFIX: where the probe object is written (and deleted).
+        url: String,
     },
 }
 
@@ -237,7 +254,7 @@ enum Access {
 fn open(dir: &PathBuf, access: Access) -> Result<Db, String> {
     let opts = Options {
         create_if_missing: access == Access::Create,
-        ..Options::default()
+        ..store::options(access == Access::Read)?
     };
     let opened = match access {
         Access::Read => Db::open_read_only(dir, opts),
@@ -309,10 +326,11 @@ fn holds_store_files(dir: &std::path::Path) -> bool {
 }
 
 fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
+    let opts = store::options(true)?;
     if !holds_store_files(dir) {
-        return Err(format!("no store at {}", dir.display()));
+        return Err(format!("no store at {}", store::describe(dir)));
     }
-    let report = strata_engine::verify_store(dir, &Options::default())
+    let report = strata_engine::verify_store(dir, &opts)
         .map_err(|e| format!("cannot verify {}: {e}", dir.display()))?;
     if json {
         println!(
@@ -346,6 +364,11 @@ fn verify(dir: &std::path::Path, json: bool) -> Result<(), String> {
 }
 
 fn share(dir: &std::path::Path) -> Result<(), String> {
+    if store::is_bucket() {
+        return Err(
+            "share is for a store in a directory; a bucket's access is the bucket's policy".into(),
+        );
+    }
     // Never the modes of a directory that holds no store (a mistyped `--db ~`).
     if !holds_store_files(dir) {
         return Err(format!("no store at {}", dir.display()));
@@ -365,10 +388,11 @@ fn share(dir: &std::path::Path) -> Result<(), String> {
 }
 
 fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
+    let opts = store::options(false)?;
     if !holds_store_files(dir) {
-        return Err(format!("no store at {}", dir.display()));
+        return Err(format!("no store at {}", store::describe(dir)));
     }
-    let report = strata_engine::repair_store(dir, &Options::default())
+    let report = strata_engine::repair_store(dir, &opts)
         .map_err(|e| format!("cannot repair {}: {e}", dir.display()))?;
     if json {
         println!(
@@ -405,27 +429,47 @@ fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
+    if let Command::Bucket(BucketCommand::Check { url }) = &cli.command {
+        return store::check(url, &cli.bucket);
+    }
+    let db = store::resolve(&cli.db, &cli.bucket)?;
+    if store::is_bucket() {
+        let local_only = match cli.command {
+            _ if cli.engine == EngineChoice::Wasm => Some("--engine wasm"),
+            Command::Bench(_) => Some("bench"),
+            Command::Stress(_) => Some("stress"),
+            Command::FsBench(_) => Some("fs-bench"),
+            Command::ApiBench(_) => Some("api-bench"),
+            _ => None,
+        };
+        if let Some(what) = local_only {
+            return Err(format!(
+                "{what} runs on a store in a directory, not in a bucket"
+            ));
+        }
+    }
     if cli.engine == EngineChoice::Wasm {
-        return wasm::run(&cli.db, &cli.cf, cli.command);
+        return wasm::run(&db, &cli.cf, cli.command);
     }
     match cli.command {
-        Command::Bench(args) => bench::run(&cli.db, *args),
-        Command::Verify { json } => verify(&cli.db, json),
-        Command::Share => share(&cli.db),
-        Command::Repair { json } => repair(&cli.db, json),
-        Command::Stress(args) => stress::run(&cli.db, *args),
-        Command::Mount(args) => mount::run(&cli.db, &cli.cf, args),
+        Command::Bucket(_) => Ok(()),
+        Command::Bench(args) => bench::run(&db, *args),
+        Command::Verify { json } => verify(&db, json),
+        Command::Share => share(&db),
+        Command::Repair { json } => repair(&db, json),
+        Command::Stress(args) => stress::run(&db, *args),
+        Command::Mount(args) => mount::run(&db, &cli.cf, args),
         Command::Umount { mountpoint } => mount::unmount(&mountpoint),
-        Command::FsBench(args) => fsbench::run(&cli.db, args),
-        Command::Serve(args) => serve::run(&cli.db, &cli.cf, args),
-        Command::ApiBench(args) => apibench::run(&cli.db, args),
+        Command::FsBench(args) => fsbench::run(&db, args),
+        Command::Serve(args) => serve::run(&db, &cli.cf, args),
+        Command::ApiBench(args) => apibench::run(&db, args),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,
                 CfCommand::Drop { .. } => Access::Write,
                 CfCommand::List => Access::Read,
             };
-            let db = open(&cli.db, access)?;
+            let db = open(&db, access)?;
             match command {
                 CfCommand::Create { name } => db
                     .create_cf(&name, ColumnFamilyOptions::default())
@@ -447,7 +491,7 @@ fn run(cli: Cli) -> Result<(), String> {
             ttl,
             append,
             offset,
-        } => write_one(&cli.db, &cli.cf, Access::Create, sync, |_, batch, cf| {
+        } => write_one(&db, &cli.cf, Access::Create, sync, |_, batch, cf| {
             let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
             if append {
                 batch.append_cf(cf, key, value);
@@ -469,7 +513,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }),
         Command::Blob(BlobCommand::List { json }) => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
+            let (db, cf) = open_cf(&db, &cli.cf, Access::Read)?;
             let files = db.properties_cf(&cf).map_err(err)?.blob_files;
             if json {
                 println!(
@@ -497,7 +541,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Get { key, raw, range } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
+            let (db, cf) = open_cf(&db, &cli.cf, Access::Read)?;
             let opts = ReadOptions::default();
             let Some(mut reader) = db
                 .value_reader_cf(&opts, &cf, codec::decode(&key)?)
@@ -513,13 +557,13 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         // A mounted file's record goes with its key, and a subtree's directories with it.
         Command::Delete { key, sync } => {
-            write_one(&cli.db, &cli.cf, Access::Write, sync, |db, batch, cf| {
+            write_one(&db, &cli.cf, Access::Write, sync, |db, batch, cf| {
                 strata_fusefs::delete_with_metadata(db, batch, cf, &codec::decode(&key)?);
                 Ok(())
             })
         }
         Command::DeleteRange { from, to, sync } => {
-            write_one(&cli.db, &cli.cf, Access::Write, sync, |db, batch, cf| {
+            write_one(&db, &cli.cf, Access::Write, sync, |db, batch, cf| {
                 let (from, to) = (codec::decode(&from)?, codec::decode(&to)?);
                 strata_fusefs::delete_range_with_metadata(db, batch, cf, &from, &to);
                 Ok(())
@@ -531,7 +575,7 @@ fn run(cli: Cli) -> Result<(), String> {
             to,
             limit,
         } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Read)?;
+            let (db, cf) = open_cf(&db, &cli.cf, Access::Read)?;
             let mut opts = ReadOptions {
                 fill_cache: false,
                 ..Default::default()
@@ -553,7 +597,7 @@ fn run(cli: Cli) -> Result<(), String> {
             it.status().map_err(err)
         }
         Command::Stats => {
-            let db = open(&cli.db, Access::Read)?;
+            let db = open(&db, Access::Read)?;
             let out = serde_json::json!({
                 "properties": db.properties(),
                 "statistics": db.statistics(),
@@ -565,11 +609,11 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Flush => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
+            let (db, cf) = open_cf(&db, &cli.cf, Access::Write)?;
             db.flush_cf(&cf).map_err(err)
         }
         Command::Compact { from, to } => {
-            let (db, cf) = open_cf(&cli.db, &cli.cf, Access::Write)?;
+            let (db, cf) = open_cf(&db, &cli.cf, Access::Write)?;
             let from = from.as_deref().map(codec::decode).transpose()?;
             let to = to.as_deref().map(codec::decode).transpose()?;
             db.compact_range_cf(&cf, from.as_deref(), to.as_deref())

@@ -201,7 +201,7 @@ pub fn open_store(
         create_if_missing: !read_only,
         // A long-running store that fills its disk can still take deletions, and so shrink.
         reserved_disk_bytes: SERVED_DISK_RESERVE,
-        ..Options::default()
+        ..crate::store::options(read_only)?
     };
     strata_fusefs::prepare_options(&mut opts, cf);
     opts.listeners = listeners;

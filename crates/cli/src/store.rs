@@ -1,0 +1,129 @@
+//! Where `--db` points: a directory, or `s3://BUCKET/PREFIX`, a store in a bucket worked on in a
+//! local cache directory. Every command opens its store through [`options`], so each accepts
+//! both.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Durability};
+use strata_engine::Options;
+
+/// The `--db` flags of a bucket store.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BucketArgs {
+    /// For an `s3://` store: the local working copy and cache (default:
+    /// ~/.cache/strata/bucket/BUCKET/PREFIX). One process at a time uses a cache directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// For an `s3://` store: the S3 endpoint (`http://127.0.0.1:8333`); default
+    /// `AWS_ENDPOINT_URL`, else AWS. Credentials and region come from the `AWS_*` variables.
+    #[arg(long, global = true, value_name = "URL")]
+    pub s3_endpoint: Option<String>,
+    /// For an `s3://` store: `local` (the WAL on this disk; tables and the MANIFEST in the
+    /// bucket, so losing this machine loses what was not flushed) or `bucket` (a synced write
+    /// returns once it is in the bucket).
+    #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Local)]
+    pub durability: DurabilityArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DurabilityArg {
+    Local,
+    Bucket,
+}
+
+/// A bucket store's settings, once `--db` named one.
+#[derive(Debug)]
+struct Bucket {
+    url: BucketUrl,
+    args: BucketArgs,
+    cache_dir: PathBuf,
+}
+
+static BUCKET: OnceLock<Bucket> = OnceLock::new();
+
+/// Reads `--db`: the directory the engine opens (a bucket store's cache directory).
+pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
+    if !BucketUrl::is_bucket(db) {
+        if args.cache_dir.is_some() || args.s3_endpoint.is_some() {
+            return Err(format!(
+                "--cache-dir and --s3-endpoint are for a store in a bucket (--db s3://…), not {db}"
+            ));
+        }
+        return Ok(PathBuf::from(db));
+    }
+    let url = BucketUrl::parse(db).map_err(|e| e.to_string())?;
+    let cache_dir = match &args.cache_dir {
+        Some(d) => d.clone(),
+        None => default_cache_dir(&url)?,
+    };
+    let bucket = Bucket {
+        url,
+        args: args.clone(),
+        cache_dir: cache_dir.clone(),
+    };
+    let _ = BUCKET.set(bucket);
+    Ok(cache_dir)
+}
+
+fn default_cache_dir(url: &BucketUrl) -> Result<PathBuf, String> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or("no --cache-dir, and neither XDG_CACHE_HOME nor HOME is set")?;
+    let mut dir = base.join("strata/bucket").join(&url.bucket);
+    if !url.prefix.is_empty() {
+        dir = dir.join(&url.prefix);
+    }
+    Ok(dir)
+}
+
+/// Whether `--db` named a bucket store.
+pub fn is_bucket() -> bool {
+    BUCKET.get().is_some()
+}
+
+/// The options a command opens the store at `dir` with: the defaults, and for a bucket store
+/// the bucket's filesystem, claimed for writing unless `read_only`.
+pub fn options(read_only: bool) -> Result<Options, String> {
+    let Some(b) = BUCKET.get() else {
+        return Ok(Options::default());
+    };
+    let config = BucketConfig {
+        url: b.url.clone(),
+        endpoint: b.args.s3_endpoint.clone(),
+        credentials: None,
+        cache_dir: b.cache_dir.clone(),
+        durability: match b.args.durability {
+            DurabilityArg::Local => Durability::Local,
+            DurabilityArg::Bucket => Durability::Bucket,
+        },
+        read_only,
+    };
+    let fs = BucketFs::open(&config).map_err(|e| format!("cannot open {}: {e}", b.url))?;
+    Ok(Options {
+        filesystem: Arc::new(fs),
+        ..Options::default()
+    })
+}
+
+/// `strata bucket check URL`: the conformance check, with the flags' endpoint.
+pub fn check(url: &str, args: &BucketArgs) -> Result<(), String> {
+    let url = BucketUrl::parse(url).map_err(|e| e.to_string())?;
+    let client = strata_bucket::Client::connect(&url, args.s3_endpoint.as_deref(), None)
+        .map_err(|e| e.to_string())?;
+    let who = format!("check-{}", std::process::id());
+    strata_bucket::check_conformance(&client, &who).map_err(|e| e.to_string())?;
+    println!(
+        "{url}: conditional writes are honoured (a create-only PUT over an object is refused)"
+    );
+    Ok(())
+}
+
+/// For messages: what `--db` named.
+pub fn describe(dir: &Path) -> String {
+    match BUCKET.get() {
+        Some(b) => format!("{} (cached in {})", b.url, dir.display()),
+        None => dir.display().to_string(),
+    }
+}
