@@ -256,6 +256,11 @@ impl Client {
 
     /// The keys (relative to the prefix) under `dir/`, sorted.
     pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        Ok(self.list_aged(dir)?.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// The keys under `dir/`, sorted, each with the Unix second it was last written.
+    pub fn list_aged(&self, dir: &str) -> Result<Vec<(String, i64)>> {
         let store = self.store.clone();
         let path = ObjectPath::from(self.object(dir));
         self.counts.lists.fetch_add(1, Ordering::Relaxed);
@@ -263,19 +268,46 @@ impl Client {
             let mut names = Vec::new();
             let mut stream = store.list(Some(&path));
             while let Some(meta) = stream.next().await {
-                names.push(meta?.location.to_string());
+                let meta = meta?;
+                names.push((meta.location.to_string(), meta.last_modified.timestamp()));
             }
             Ok::<_, object_store::Error>(names)
         })?;
         let mut names = listed.map_err(|e| self.error("LIST", dir, e))?;
         let strip = self.object("");
-        for n in &mut names {
+        for (n, _) in &mut names {
             if let Some(rest) = n.strip_prefix(&strip) {
                 *n = rest.to_string();
             }
         }
         names.sort();
         Ok(names)
+    }
+
+    /// Deletes `keys` (a multi-object DELETE per thousand); a key already gone is no error.
+    pub fn delete_many(&self, keys: Vec<String>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let paths: Vec<object_store::Result<ObjectPath>> = keys
+            .iter()
+            .map(|k| Ok(ObjectPath::from(self.object(k))))
+            .collect();
+        self.counts
+            .deletes
+            .fetch_add(keys.len().div_ceil(1000) as u64, Ordering::Relaxed);
+        let deleted = self.run(async move {
+            let mut results = store.delete_stream(futures_util::stream::iter(paths).boxed());
+            while let Some(r) = results.next().await {
+                match r {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })?;
+        deleted.map_err(|e| self.error("DELETE", &keys[0], e))
     }
 
     pub fn delete(&self, key: &str) -> Result<()> {

@@ -214,8 +214,15 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // What the engine queued last (removals at close) goes up with the last record; a
         // failure only leaves files the next open finds unreferenced.
-        if let Some(Err(e)) = self.log.as_ref().map(|l| l.commit(&self.client, Vec::new())) {
-            log::warn!("{}: the last record was not written: {e}", self.client.url());
+        if let Some(Err(e)) = self
+            .log
+            .as_ref()
+            .map(|l| l.commit(&self.client, Vec::new()))
+        {
+            log::warn!(
+                "{}: the last record was not written: {e}",
+                self.client.url()
+            );
         }
     }
 }
@@ -249,6 +256,11 @@ impl BucketFs {
 
     pub fn durability(&self) -> Durability {
         self.shared.durability
+    }
+
+    /// Deletes the data objects nothing can reach any more and that are older than `min_age`.
+    pub fn collect_garbage(&self, min_age: std::time::Duration) -> Result<crate::GcReport> {
+        crate::gc::collect(&self.shared, min_age)
     }
 }
 

@@ -7,13 +7,11 @@
 //! use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Durability};
 //! use strata_engine::{Db, Options};
 //! # fn main() -> strata_engine::Result<()> {
+//! let url = BucketUrl::parse("s3://my-bucket/stores/one")?;
 //! let fs = BucketFs::open(&BucketConfig {
-//!     url: BucketUrl::parse("s3://my-bucket/stores/one")?,
 //!     endpoint: Some("http://127.0.0.1:8333".into()),
-//!     credentials: None,
-//!     cache_dir: "/var/cache/strata/one".into(),
 //!     durability: Durability::Local,
-//!     read_only: false,
+//!     ..BucketConfig::new(url, "/var/cache/strata/one".into())
 //! })?;
 //! let root = fs.root().to_path_buf();
 //! let opts = Options { create_if_missing: true, filesystem: std::sync::Arc::new(fs), ..Options::default() };
@@ -24,6 +22,7 @@
 mod client;
 mod files;
 mod fs;
+mod gc;
 mod log;
 mod open;
 mod probe;
@@ -33,6 +32,7 @@ mod url;
 
 pub use client::{Client, Requests};
 pub use fs::{BucketFs, Durability};
+pub use gc::GcReport;
 pub use open::{BucketConfig, Credentials};
 pub use probe::check as check_conformance;
 pub use url::BucketUrl;

@@ -9,19 +9,37 @@ use strata_engine::{Error, Result};
 
 use crate::client::{Client, Created};
 use crate::record::{Entry, Record};
+use crate::replay::Replayed;
 
 /// The name of record `seq`.
 pub fn log_key(seq: u64) -> String {
     format!("log/{seq:020}")
 }
 
+/// The name of the checkpoint taken after record `seq`.
+pub fn checkpoint_key(seq: u64) -> String {
+    format!("checkpoint/{seq:020}")
+}
+
 /// The number of the record named `key`, if it is one.
 pub fn parse_log_key(key: &str) -> Option<u64> {
-    let digits = key.strip_prefix("log/")?;
+    parse_numbered(key, "log/")
+}
+
+/// The record number of the checkpoint named `key`, if it is one.
+pub fn parse_checkpoint_key(key: &str) -> Option<u64> {
+    parse_numbered(key, "checkpoint/")
+}
+
+fn parse_numbered(key: &str, dir: &str) -> Option<u64> {
+    let digits = key.strip_prefix(dir)?;
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
 }
+
+/// A checkpoint is written after this many records, so an open replays at most about as many.
+pub const CHECKPOINT_EVERY: u64 = 64;
 
 /// Entries larger than this go to an object of their own, named by the record.
 pub const INLINE_LIMIT: usize = 64 << 10;
@@ -34,9 +52,27 @@ struct Tail {
     pending: Vec<Entry>,
     /// A record whose PUT failed without an answer: it may be in the bucket. It is PUT again
     /// before anything else, so the log never has a gap or a second version of it.
-    in_doubt: Option<Bytes>,
+    in_doubt: Option<Record>,
     /// Why this writer stopped: set once, for good.
     fenced: Option<String>,
+    /// The store's files as of the last record.
+    state: Replayed,
+    /// Records since the last checkpoint.
+    since_checkpoint: u64,
+    /// The checkpoints in the bucket, oldest first.
+    checkpoints: Vec<u64>,
+    /// Records below this number are deleted (or never were).
+    kept_from: u64,
+}
+
+/// The log as an open found it.
+#[derive(Debug, Default)]
+pub struct LogView {
+    pub replayed: Replayed,
+    /// The checkpoints in the bucket, oldest first.
+    pub checkpoints: Vec<u64>,
+    /// The oldest record in the bucket.
+    pub first_record: u64,
 }
 
 /// One writer's log.
@@ -49,8 +85,11 @@ pub struct Log {
 }
 
 impl Log {
-    /// The log of writer `epoch`, whose claim is record `claim_seq`.
-    pub fn new(epoch: u64, claim_seq: u64) -> Log {
+    /// The log of writer `epoch`, whose claim `claim` is record `claim_seq`, after `view`.
+    pub fn new(epoch: u64, claim_seq: u64, claim: &Record, view: LogView) -> Log {
+        let mut state = view.replayed;
+        let since_checkpoint = claim_seq - view.checkpoints.last().copied().unwrap_or(0);
+        state.apply(claim_seq, claim);
         Log {
             epoch,
             tail: Mutex::new(Tail {
@@ -58,6 +97,10 @@ impl Log {
                 pending: Vec::new(),
                 in_doubt: None,
                 fenced: None,
+                state,
+                since_checkpoint,
+                checkpoints: view.checkpoints,
+                kept_from: view.first_record,
             }),
             objects: AtomicU64::new(0),
             records: AtomicU64::new(0),
@@ -87,6 +130,21 @@ impl Log {
         }
     }
 
+    /// The data objects waiting in queued (or in-doubt) entries: uploaded, named by no record
+    /// yet, and not garbage.
+    pub fn waiting_objects(&self) -> Vec<String> {
+        let tail = self.tail.lock();
+        let queued = Record {
+            epoch: self.epoch,
+            entries: tail.pending.clone(),
+        };
+        let mut out: Vec<String> = queued.objects().map(str::to_string).collect();
+        if let Some(doubt) = &tail.in_doubt {
+            out.extend(doubt.objects().map(str::to_string));
+        }
+        out
+    }
+
     /// Queues `entry` for the next record.
     pub fn defer(&self, entry: Entry) {
         self.tail.lock().pending.push(entry);
@@ -99,30 +157,40 @@ impl Log {
         if let Some(why) = &tail.fenced {
             return Err(Error::Fenced(why.clone()));
         }
-        if let Some(doubt) = tail.in_doubt.clone() {
-            self.put(client, &mut tail, doubt)?;
-            tail.in_doubt = None;
+        if let Some(doubt) = tail.in_doubt.take()
+            && let Err(e) = self.put(client, &mut tail, doubt.clone())
+        {
+            if tail.fenced.is_none() {
+                tail.in_doubt = Some(doubt);
+            }
+            return Err(e);
         }
         let mut all = std::mem::take(&mut tail.pending);
         all.extend(entries);
         if all.is_empty() {
             return Ok(());
         }
-        let bytes = Bytes::from(
-            Record {
-                epoch: self.epoch,
-                entries: all,
+        let record = Record {
+            epoch: self.epoch,
+            entries: all,
+        };
+        if let Err(e) = self.put(client, &mut tail, record.clone()) {
+            if tail.fenced.is_none() {
+                // It may be in the bucket: PUT again, as is, before anything else.
+                tail.in_doubt = Some(record);
             }
-            .encode(),
-        );
-        self.put(client, &mut tail, bytes)
+            return Err(e);
+        }
+        self.maybe_checkpoint(client, &mut tail);
+        Ok(())
     }
 
-    fn put(&self, client: &Client, tail: &mut Tail, bytes: Bytes) -> Result<()> {
+    fn put(&self, client: &Client, tail: &mut Tail, record: Record) -> Result<()> {
         let key = log_key(tail.next_seq);
-        match client.put_create(&key, bytes.clone()) {
-            Ok(Created::Yes) => {}
-            Ok(Created::AlreadyThere) => {
+        let bytes = Bytes::from(record.encode());
+        match client.put_create(&key, bytes.clone())? {
+            Created::Yes => {}
+            Created::AlreadyThere => {
                 // Ours, if an earlier try of this very PUT landed and only its answer was lost;
                 // anyone else's means a newer writer claimed the store.
                 let there = client.get(&key)?;
@@ -138,14 +206,45 @@ impl Log {
                     return Err(Error::Fenced(why));
                 }
             }
-            Err(e) => {
-                tail.in_doubt = Some(bytes);
-                return Err(e);
-            }
         }
+        let seq = tail.next_seq;
+        tail.state.apply(seq, &record);
         tail.next_seq += 1;
+        tail.since_checkpoint += 1;
         self.records.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Every `CHECKPOINT_EVERY` records: the state as one object, then the records and
+    /// checkpoints older than the previous checkpoint deleted (an open that listed the previous
+    /// one can still read everything after it). A failure here fails no write: the next record
+    /// tries again.
+    fn maybe_checkpoint(&self, client: &Client, tail: &mut Tail) {
+        if tail.since_checkpoint < CHECKPOINT_EVERY {
+            return;
+        }
+        let seq = tail.next_seq - 1;
+        let bytes = Bytes::from(tail.state.to_record().encode());
+        if let Err(e) = client.put_create(&checkpoint_key(seq), bytes) {
+            log::warn!("{}: checkpoint {seq} not written: {e}", client.url());
+            return;
+        }
+        tail.since_checkpoint = 0;
+        tail.checkpoints.push(seq);
+        let n = tail.checkpoints.len();
+        if n < 2 {
+            return;
+        }
+        let floor = tail.checkpoints[n - 2];
+        let mut doomed: Vec<String> = (tail.kept_from..floor).map(log_key).collect();
+        doomed.extend(tail.checkpoints[..n - 2].iter().map(|&c| checkpoint_key(c)));
+        match client.delete_many(doomed) {
+            Ok(()) => {
+                tail.kept_from = tail.kept_from.max(floor);
+                tail.checkpoints.drain(..n - 2);
+            }
+            Err(e) => log::warn!("{}: old records not deleted: {e}", client.url()),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -15,7 +16,7 @@ use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 use crate::client::{Client, Created};
 use crate::files::Class;
 use crate::fs::{BucketFs, Durability, Remote, Shared};
-use crate::log::{Log, log_key, parse_log_key};
+use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
 use crate::replay::{FileRecipe, Replayed, Source, Step};
 use crate::url::BucketUrl;
@@ -33,6 +34,27 @@ pub struct BucketConfig {
     pub durability: Durability,
     /// Open to read: no claim, nothing written to the bucket.
     pub read_only: bool,
+    /// How often a writer collects garbage in the background; `None` for never.
+    pub gc_interval: Option<Duration>,
+    /// How old an unreachable data object must be before garbage collection deletes it: a
+    /// second guard, for readers that opened an older view of the log.
+    pub gc_min_age: Duration,
+}
+
+impl BucketConfig {
+    /// The defaults for everything but where the store and its cache are.
+    pub fn new(url: BucketUrl, cache_dir: PathBuf) -> BucketConfig {
+        BucketConfig {
+            url,
+            endpoint: None,
+            credentials: None,
+            cache_dir,
+            durability: Durability::Local,
+            read_only: false,
+            gc_interval: Some(Duration::from_secs(600)),
+            gc_min_age: Duration::from_secs(3600),
+        }
+    }
 }
 
 /// An access key and its secret.
@@ -82,13 +104,14 @@ impl BucketFs {
         }
         let ours = read_state(&root, &config.url);
         for _ in 0..CLAIM_TRIES {
-            let replayed = replay(&client)?;
+            let view = replay(&client)?;
+            let replayed = &view.replayed;
             let valid = ours
                 .iter()
                 .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
                 && replayed.epoch != 0;
             if config.read_only {
-                let remote = reconcile(&client, &root, &replayed, valid)?;
+                let remote = reconcile(&client, &root, replayed, valid)?;
                 return Ok(Self::assemble(config, root, client, None, remote, lock));
             }
             let epoch = replayed.max_epoch + 1;
@@ -103,33 +126,28 @@ impl BucketFs {
                 .collect();
             claims.push((epoch, writer.clone()));
             write_state(&root, &config.url, &claims)?;
-            let claim = Bytes::from(
-                Record {
-                    epoch,
-                    entries: vec![Entry::Claim {
-                        writer: writer.clone(),
-                    }],
-                }
-                .encode(),
-            );
-            let won = match client.put_create(&log_key(seq), claim.clone())? {
+            let claim = Record {
+                epoch,
+                entries: vec![Entry::Claim {
+                    writer: writer.clone(),
+                }],
+            };
+            let bytes = Bytes::from(claim.encode());
+            let won = match client.put_create(&log_key(seq), bytes.clone())? {
                 Created::Yes => true,
-                Created::AlreadyThere => client.get(&log_key(seq))?.as_ref() == Some(&claim),
+                Created::AlreadyThere => client.get(&log_key(seq))?.as_ref() == Some(&bytes),
             };
             if !won {
                 continue;
             }
-            let remote = reconcile(&client, &root, &replayed, valid)?;
+            let remote = reconcile(&client, &root, replayed, valid)?;
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
-            let log = Log::new(epoch, seq);
-            return Ok(Self::assemble(
-                config,
-                root,
-                client,
-                Some(log),
-                remote,
-                lock,
-            ));
+            let log = Log::new(epoch, seq, &claim, view);
+            let fs = Self::assemble(config, root, client, Some(log), remote, lock);
+            if let Some(interval) = config.gc_interval {
+                crate::gc::start_background(&fs.shared, interval, config.gc_min_age);
+            }
+            return Ok(fs);
         }
         Err(Error::Busy(format!(
             "{}: other writers claimed the store {CLAIM_TRIES} times while this one tried",
@@ -172,32 +190,67 @@ fn writer_id() -> String {
     format!("{host}-{}-{nanos}", std::process::id())
 }
 
-/// Every record of the log, in order.
-pub(crate) fn replay(client: &Client) -> Result<Replayed> {
-    let mut replayed = Replayed::default();
-    let keys = client.list("log/")?;
-    for (i, key) in keys.iter().enumerate() {
-        let Some(seq) = parse_log_key(key) else {
-            continue;
-        };
-        let expected = i as u64 + 1;
-        if seq != expected {
-            return Err(Error::Corruption {
-                file: PathBuf::from(client.object(&log_key(expected))),
-                detail: format!("the store's log has no record {expected} (the next is {seq})"),
-            });
+/// The log from its newest checkpoint on. A writer deleting old records and checkpoints while
+/// this lists can leave a view with a hole: it is listed again.
+pub(crate) fn replay(client: &Client) -> Result<LogView> {
+    const TRIES: usize = 3;
+    for attempt in 1..=TRIES {
+        match replay_once(client) {
+            Err(Error::Corruption { .. }) if attempt < TRIES => continue,
+            other => return other,
         }
-        let corrupt = |detail: String| Error::Corruption {
-            file: PathBuf::from(client.object(key)),
-            detail,
-        };
-        let bytes = client
-            .get(key)?
-            .ok_or_else(|| corrupt("listed, then gone".into()))?;
-        let record = Record::decode(&bytes).map_err(|e| corrupt(e.0.into()))?;
-        replayed.apply(seq, &record);
     }
-    Ok(replayed)
+    unreachable_tries()
+}
+
+#[cold]
+fn unreachable_tries() -> Result<LogView> {
+    Err(Error::Io {
+        context: "replaying the log".into(),
+        source: std::io::Error::other("no tries"),
+    })
+}
+
+fn replay_once(client: &Client) -> Result<LogView> {
+    let checkpoints: Vec<u64> = client
+        .list("checkpoint/")?
+        .iter()
+        .filter_map(|k| parse_checkpoint_key(k))
+        .collect();
+    let records: Vec<u64> = client
+        .list("log/")?
+        .iter()
+        .filter_map(|k| parse_log_key(k))
+        .collect();
+    let corrupt = |key: String, detail: String| Error::Corruption {
+        file: PathBuf::from(client.object(&key)),
+        detail,
+    };
+    let read = |key: String| -> Result<Record> {
+        let bytes = client
+            .get(&key)?
+            .ok_or_else(|| corrupt(key.clone(), "listed, then gone".into()))?;
+        Record::decode(&bytes).map_err(|e| corrupt(key, e.0.into()))
+    };
+    let mut replayed = Replayed::default();
+    let base = checkpoints.last().copied().unwrap_or(0);
+    if base > 0 {
+        replayed.apply(base, &read(checkpoint_key(base))?);
+    }
+    for (expected, &seq) in (base + 1..).zip(records.iter().filter(|&&s| s > base)) {
+        if seq != expected {
+            return Err(corrupt(
+                log_key(expected),
+                format!("the store's log has no record {expected} (the next is {seq})"),
+            ));
+        }
+        replayed.apply(seq, &read(log_key(seq))?);
+    }
+    Ok(LogView {
+        replayed,
+        first_record: records.first().copied().unwrap_or(1),
+        checkpoints,
+    })
 }
 
 /// Makes the working copy match the log; returns the placed files it leaves in the bucket until

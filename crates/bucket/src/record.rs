@@ -67,6 +67,16 @@ pub struct Record {
 pub struct BadRecord(pub &'static str);
 
 impl Record {
+    /// The data objects this record names.
+    pub fn objects(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().filter_map(|e| match e {
+            Entry::AppendObject { object, .. } | Entry::Placed { object, .. } => {
+                Some(object.as_str())
+            }
+            _ => None,
+        })
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);

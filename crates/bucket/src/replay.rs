@@ -121,6 +121,60 @@ impl Replayed {
         }
     }
 
+    /// A record that, replayed alone, gives this state: a checkpoint.
+    pub fn to_record(&self) -> Record {
+        let mut entries = Vec::new();
+        if self.epoch != 0 {
+            entries.push(Entry::Claim {
+                writer: self.claimer.clone(),
+            });
+        }
+        for (name, recipe) in &self.files {
+            match recipe {
+                FileRecipe::Placed { key, len, crc } => entries.push(Entry::Placed {
+                    name: name.clone(),
+                    len: *len,
+                    crc: *crc,
+                    object: key.clone(),
+                }),
+                FileRecipe::Steps(steps) => {
+                    // Replayed in order these rebuild the steps exactly: an append creates the
+                    // file, and a cut to zero only ever comes first.
+                    for step in steps {
+                        entries.push(match step {
+                            Step::Write {
+                                offset,
+                                source: Source::Inline(bytes),
+                            } => Entry::Append {
+                                name: name.clone(),
+                                offset: *offset,
+                                bytes: bytes.clone(),
+                            },
+                            Step::Write {
+                                offset,
+                                source: Source::Object { key, len, crc },
+                            } => Entry::AppendObject {
+                                name: name.clone(),
+                                offset: *offset,
+                                len: *len,
+                                crc: *crc,
+                                object: key.clone(),
+                            },
+                            Step::SetLen(len) => Entry::Truncate {
+                                name: name.clone(),
+                                len: *len,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        Record {
+            epoch: self.max_epoch,
+            entries,
+        }
+    }
+
     fn push(&mut self, name: &str, step: Step) {
         let recipe = self
             .files
@@ -206,6 +260,41 @@ mod tests {
             panic!("CURRENT is built from steps");
         };
         assert_eq!(steps.len(), 2);
+    }
+
+    #[test]
+    fn a_checkpoint_replays_to_the_state_it_was_taken_of() {
+        let mut r = Replayed::default();
+        r.apply(
+            1,
+            &rec(
+                3,
+                vec![
+                    Entry::Claim { writer: "w".into() },
+                    append("MANIFEST-000002", 0, b"abc"),
+                    Entry::Truncate {
+                        name: "MANIFEST-000002".into(),
+                        len: 2,
+                    },
+                    Entry::AppendObject {
+                        name: "000009.blob".into(),
+                        offset: 0,
+                        len: 100,
+                        crc: 4,
+                        object: "data/b".into(),
+                    },
+                    Entry::Placed {
+                        name: "000005.sst".into(),
+                        len: 10,
+                        crc: 1,
+                        object: "data/x".into(),
+                    },
+                ],
+            ),
+        );
+        let mut again = Replayed::default();
+        again.apply(1, &r.to_record());
+        assert_eq!(again, r);
     }
 
     #[test]

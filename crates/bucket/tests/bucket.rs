@@ -151,3 +151,60 @@ fn seaweedfs_passes_the_conformance_check() {
             .unwrap();
     strata_bucket::check_conformance(&client, "test").unwrap();
 }
+
+#[test]
+fn checkpoints_bound_the_log_and_garbage_goes_without_losing_data() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("gc");
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = open(s, &url, &tmp.path().join("writer"), Durability::Bucket);
+    let handle = fs.clone();
+    let db = open_db(fs);
+    let key = |i: usize| format!("key-{i:05}");
+    for i in 0..300 {
+        db.put_with(&synced(), key(i).as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+        if i % 100 == 99 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    // The records that placed the compacted tables pass out of the log (two checkpoints on).
+    for i in 300..500 {
+        db.put_with(&synced(), key(i).as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+    }
+    let client =
+        strata_bucket::Client::connect(&url, Some(&s.endpoint), Some(&seaweed::credentials()))
+            .unwrap();
+    let records = client.list("log/").unwrap().len();
+    let checkpoints = client.list("checkpoint/").unwrap().len();
+    // 500 synced writes and a few flushes: a record each, but at most two checkpoints' worth
+    // kept.
+    assert!(records <= 2 * 64 + 1, "{records} records kept");
+    assert!((1..=2).contains(&checkpoints), "{checkpoints} checkpoints");
+    let report = handle.collect_garbage(std::time::Duration::ZERO).unwrap();
+    assert!(report.deleted > 0, "{report:?}");
+    assert_eq!(report.young, 0);
+    let again = handle.collect_garbage(std::time::Duration::ZERO).unwrap();
+    assert_eq!(again.deleted, 0, "{again:?}");
+    db.put_with(&synced(), b"after-gc", b"1").unwrap();
+    drop(db);
+    drop(handle);
+    // Another machine, from nothing: every key, through the checkpoint and what followed it.
+    let db = open_db(open(
+        s,
+        &url,
+        &tmp.path().join("reader"),
+        Durability::Bucket,
+    ));
+    for i in 0..500 {
+        assert_eq!(
+            get(&db, &key(i)),
+            Some(format!("v{i}").into_bytes()),
+            "{}",
+            key(i)
+        );
+    }
+    assert_eq!(get(&db, "after-gc").as_deref(), Some(&b"1"[..]));
+}

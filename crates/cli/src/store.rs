@@ -90,15 +90,13 @@ pub fn options(read_only: bool) -> Result<Options, String> {
         return Ok(Options::default());
     };
     let config = BucketConfig {
-        url: b.url.clone(),
         endpoint: b.args.s3_endpoint.clone(),
-        credentials: None,
-        cache_dir: b.cache_dir.clone(),
         durability: match b.args.durability {
             DurabilityArg::Local => Durability::Local,
             DurabilityArg::Bucket => Durability::Bucket,
         },
         read_only,
+        ..BucketConfig::new(b.url.clone(), b.cache_dir.clone())
     };
     let fs = BucketFs::open(&config).map_err(|e| format!("cannot open {}: {e}", b.url))?;
     Ok(Options {

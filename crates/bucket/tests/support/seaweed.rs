@@ -176,12 +176,12 @@ impl Seaweed {
         durability: Durability,
     ) -> BucketConfig {
         BucketConfig {
-            url: url.clone(),
             endpoint: Some(self.endpoint.clone()),
             credentials: Some(credentials()),
-            cache_dir,
             durability,
-            read_only: false,
+            // The tests collect garbage when they mean to.
+            gc_interval: None,
+            ..BucketConfig::new(url.clone(), cache_dir)
         }
     }
 }

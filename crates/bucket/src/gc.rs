@@ -1,0 +1,125 @@
+//! Garbage collection: deleting the data objects nothing can reach. An object goes only when no
+//! checkpoint and no record in the bucket names it, no queued entry of this writer names it, it
+//! is older than the minimum age (a second guard, never the only one), and this writer is not
+//! fenced.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use strata_engine::{Error, Result};
+
+use crate::fs::Shared;
+use crate::log::{parse_checkpoint_key, parse_log_key};
+use crate::record::Record;
+
+/// What one pass found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Data objects in the bucket.
+    pub objects: usize,
+    /// Of those, named by a checkpoint, a record or a queued entry.
+    pub reachable: usize,
+    /// Unreachable but younger than the minimum age: left for a later pass.
+    pub young: usize,
+    /// Deleted.
+    pub deleted: usize,
+}
+
+/// The objects the record or checkpoint `key` names; none if it was deleted since it was listed.
+fn named_by(shared: &Shared, key: &str) -> Result<Vec<String>> {
+    let client = &shared.client;
+    let Some(bytes) = client.get(key)? else {
+        return Ok(Vec::new());
+    };
+    let record = Record::decode(&bytes).map_err(|e| Error::Corruption {
+        file: client.object(key).into(),
+        detail: e.0.into(),
+    })?;
+    Ok(record.objects().map(str::to_string).collect())
+}
+
+pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
+    let log = shared.log()?;
+    log.check()?;
+    let client = &shared.client;
+    // The data objects are listed first: one uploaded after this is not in the list, and one
+    // uploaded before is named by the records and queued entries read after.
+    let objects = client.list_aged("data/")?;
+    let mut reachable: BTreeSet<String> = log.waiting_objects().into_iter().collect();
+    for key in client
+        .list("checkpoint/")?
+        .into_iter()
+        .chain(client.list("log/")?)
+    {
+        if parse_checkpoint_key(&key).is_none() && parse_log_key(&key).is_none() {
+            continue;
+        }
+        // One deleted since it was listed (a record past a checkpoint) named nothing the
+        // newer checkpoint does not.
+        reachable.extend(named_by(shared, &key)?);
+    }
+    // Checkpoints written meanwhile (this writer's own) name what the records they replaced
+    // and deleted named, if it is still reachable.
+    for key in client.list("checkpoint/")? {
+        reachable.extend(named_by(shared, &key)?);
+    }
+    reachable.extend(log.waiting_objects());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let mut report = GcReport {
+        objects: objects.len(),
+        ..GcReport::default()
+    };
+    let mut doomed = Vec::new();
+    for (key, modified) in objects {
+        if reachable.contains(&key) {
+            report.reachable += 1;
+        } else if now.saturating_sub(modified) < min_age.as_secs() as i64 {
+            report.young += 1;
+        } else {
+            doomed.push(key);
+        }
+    }
+    // Fenced meanwhile: the new writer's records were not read, so nothing is provably garbage.
+    log.check()?;
+    report.deleted = doomed.len();
+    client.delete_many(doomed)?;
+    Ok(report)
+}
+
+/// Runs `collect` every `interval` while the store is open, on a thread of its own.
+pub(crate) fn start_background(shared: &Arc<Shared>, interval: Duration, min_age: Duration) {
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let spawned = std::thread::Builder::new()
+        .name("strata-bucket-gc".into())
+        .spawn(move || {
+            let mut next = Instant::now() + interval;
+            loop {
+                // Wakes each second to notice the store closed.
+                std::thread::sleep(Duration::from_secs(1).min(interval));
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                if Instant::now() < next {
+                    continue;
+                }
+                next = Instant::now() + interval;
+                match collect(&shared, min_age) {
+                    Ok(r) if r.deleted > 0 => log::info!(
+                        "{}: garbage collection deleted {} of {} data objects",
+                        shared.client.url(),
+                        r.deleted,
+                        r.objects
+                    ),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == strata_engine::ErrorKind::Fenced => return,
+                    Err(e) => log::warn!("{}: garbage collection: {e}", shared.client.url()),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("no background garbage collection: {e}");
+    }
+}
