@@ -1,9 +1,9 @@
 # `make run`: build, then serve ./strata-data (seeded with a demo keyspace when empty) over the REST
 # API on 127.0.0.1:7070, mounted at ./strata-mnt when FUSE is usable, until Ctrl-C.
 # `make test`: install what is missing, build the console, then its checks, format check, clippy,
-# every test (the crash test and the WASI component's among them), the engine's unit tests on
-# wasm32-wasip2 under wasmtime, a short run of each fuzz target, and the console's Playwright
-# tests (see doc/testing.md).
+# every test (the crash test and the WASI component's among them), the bucket backend's against
+# SeaweedFS, the engine's unit tests on wasm32-wasip2 under wasmtime, a short run of each fuzz
+# target, and the console's Playwright tests (see doc/testing.md).
 
 CARGO ?= cargo
 DATA ?= ./strata-data
@@ -47,10 +47,10 @@ test: deps web web-check
 	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
 	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 --all-targets -- -D warnings
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude strata-bucket
 	./scripts/readme-test.sh
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
-	$(MAKE) wasm-test
+	CARGO="$(CARGO)" ./scripts/bucket-test.sh $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
 	./scripts/fuzz.sh
 	$(PLAYWRIGHT) # the console was built above, before cargo embedded it
 

@@ -59,6 +59,7 @@ impl From<strata_engine::Error> for Problem {
             ErrorKind::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
             ErrorKind::Busy => (StatusCode::CONFLICT, "busy"),
             ErrorKind::Fenced => (StatusCode::CONFLICT, "fenced"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ErrorKind::Closed => (StatusCode::SERVICE_UNAVAILABLE, "closed"),
             ErrorKind::NotSupported => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             ErrorKind::Corruption => (StatusCode::INTERNAL_SERVER_ERROR, "corruption"),
@@ -104,6 +105,11 @@ mod tests {
         assert_eq!(p.status, 403);
         let p = Problem::from(strata_engine::Error::Fenced("a newer writer".into()));
         assert_eq!((p.status, p.engine_error.as_deref()), (409, Some("fenced")));
+        let p = Problem::from(strata_engine::Error::Unavailable("bucket down".into()));
+        assert_eq!(
+            (p.status, p.engine_error.as_deref()),
+            (503, Some("unavailable"))
+        );
         let p = Problem::from(strata_engine::Error::Corruption {
             file: "000001.sst".into(),
             detail: "bad".into(),

@@ -17,6 +17,7 @@ use object_store::{
 };
 use strata_engine::{Error, Result};
 
+use crate::fault::{FaultPlan, FaultyStore};
 use crate::open::Credentials;
 use crate::url::BucketUrl;
 
@@ -75,6 +76,16 @@ impl Client {
         endpoint: Option<&str>,
         credentials: Option<&Credentials>,
     ) -> Result<Client> {
+        Self::connect_with_faults(url, endpoint, credentials, None)
+    }
+
+    /// `connect`, with `faults` injected between this client and the server (tests).
+    pub fn connect_with_faults(
+        url: &BucketUrl,
+        endpoint: Option<&str>,
+        credentials: Option<&Credentials>,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> Result<Client> {
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&url.bucket);
         if let Some(c) = credentials {
             builder = builder
@@ -113,8 +124,15 @@ impl Client {
                 context: "starting the bucket client's runtime".into(),
                 source: e,
             })?;
+        let store: Arc<dyn ObjectStore> = match faults {
+            Some(plan) => Arc::new(FaultyStore {
+                inner: Arc::new(store),
+                plan,
+            }),
+            None => Arc::new(store),
+        };
         Ok(Client {
-            store: Arc::new(store),
+            store,
             runtime,
             url: url.clone(),
             counts: RequestCounts::default(),

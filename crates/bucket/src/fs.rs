@@ -7,6 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -51,6 +52,8 @@ pub struct Shared {
     /// `None` when opened read-only.
     pub(crate) log: Option<Log>,
     pub(crate) durability: Durability,
+    /// How long a call waits for a bucket that does not answer before it fails.
+    pub(crate) patience: Duration,
     pub(crate) remote: Mutex<BTreeMap<String, Remote>>,
     /// One fetch at a time, so two readers of one missing file fetch it once.
     pub(crate) fetching: Mutex<()>,
@@ -77,7 +80,42 @@ impl Shared {
     }
 
     pub(crate) fn commit(&self, entries: Vec<Entry>) -> Result<()> {
-        self.log()?.commit(&self.client, entries)
+        let log = self.log()?;
+        // After a failed try the entries wait in the log's queue (or its record in doubt).
+        let mut entries = Some(entries);
+        self.patiently("writing the store's log", || {
+            log.commit(&self.client, entries.take().unwrap_or_default())
+        })
+    }
+
+    /// Runs `call` until it succeeds, fails for a reason other than the bucket not answering, or
+    /// the bucket has not answered for `patience`: then `Unavailable`. Writes wait meanwhile,
+    /// which is the back-pressure an outage puts on them.
+    pub(crate) fn patiently<T>(
+        &self,
+        what: &str,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + self.patience;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match call() {
+                Err(Error::Io { context, source })
+                    if source.kind() != std::io::ErrorKind::NotFound =>
+                {
+                    if Instant::now() + pause > deadline {
+                        return Err(Error::Unavailable(format!(
+                            "{what}: {context}: {source} (the bucket has not answered for {:?}; \
+                             writes resume by themselves once it does)",
+                            self.patience
+                        )));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// PUTs `bytes` as the data object `key`, create-only, and checks what the bucket holds.
@@ -85,8 +123,11 @@ impl Shared {
         let len = bytes.len() as u64;
         // Only this writer makes names under its epoch: an object already there is an earlier
         // try of this PUT whose answer was lost, and its length says whether it is whole.
-        let _ = self.client.put_create(key, bytes)?;
-        match self.client.head(key)? {
+        let found = self.patiently("uploading", || {
+            self.client.put_create(key, bytes.clone())?;
+            self.client.head(key)
+        })?;
+        match found {
             Some(n) if n == len => Ok(()),
             found => Err(Error::Io {
                 context: format!(
@@ -187,7 +228,9 @@ impl Shared {
         let Some(remote) = self.remote.lock().get(&name).cloned() else {
             return Ok(()); // fetched meanwhile
         };
-        crate::open::fetch_placed(&self.client, &remote, path)?;
+        self.patiently("fetching a file", || {
+            crate::open::fetch_placed(&self.client, &remote, path)
+        })?;
         self.remote.lock().remove(&name);
         Ok(())
     }
@@ -412,9 +455,10 @@ impl FileSystem for BucketFs {
         self.shared.local.sync_dir(dir)?;
         // The engine syncs the directory to make its creations, renames and removals durable:
         // the queued entries that record them go to the bucket now too.
-        match &self.shared.log {
-            Some(log) if dir == self.shared.root => log.commit(&self.shared.client, Vec::new()),
-            _ => Ok(()),
+        if self.shared.log.is_some() && dir == self.shared.root {
+            self.shared.commit(Vec::new())
+        } else {
+            Ok(())
         }
     }
 

@@ -20,6 +20,7 @@
 //! ```
 
 mod client;
+mod fault;
 mod files;
 mod fs;
 mod gc;
@@ -31,6 +32,7 @@ mod replay;
 mod url;
 
 pub use client::{Client, Requests};
+pub use fault::{Fault, FaultPlan, Request};
 pub use fs::{BucketFs, Durability};
 pub use gc::GcReport;
 pub use open::{BucketConfig, Credentials};

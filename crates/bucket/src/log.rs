@@ -157,6 +157,8 @@ impl Log {
         if let Some(why) = &tail.fenced {
             return Err(Error::Fenced(why.clone()));
         }
+        // Queued first: if the record in doubt cannot be settled, these wait for the next try.
+        tail.pending.extend(entries);
         if let Some(doubt) = tail.in_doubt.take()
             && let Err(e) = self.put(client, &mut tail, doubt.clone())
         {
@@ -165,8 +167,7 @@ impl Log {
             }
             return Err(e);
         }
-        let mut all = std::mem::take(&mut tail.pending);
-        all.extend(entries);
+        let all = std::mem::take(&mut tail.pending);
         if all.is_empty() {
             return Ok(());
         }

@@ -39,6 +39,11 @@ pub struct BucketConfig {
     /// How old an unreachable data object must be before garbage collection deletes it: a
     /// second guard, for readers that opened an older view of the log.
     pub gc_min_age: Duration,
+    /// How long a write (or a read that must fetch) waits for a bucket that does not answer
+    /// before it fails with `Unavailable`.
+    pub patience: Duration,
+    /// Faults injected between the store and the bucket (tests); `None` in use.
+    pub faults: Option<Arc<crate::FaultPlan>>,
 }
 
 impl BucketConfig {
@@ -53,6 +58,8 @@ impl BucketConfig {
             read_only: false,
             gc_interval: Some(Duration::from_secs(600)),
             gc_min_age: Duration::from_secs(3600),
+            patience: Duration::from_secs(30),
+            faults: None,
         }
     }
 }
@@ -93,10 +100,11 @@ impl BucketFs {
                 root.display()
             ))
         })?);
-        let client = Client::connect(
+        let client = Client::connect_with_faults(
             &config.url,
             config.endpoint.as_deref(),
             config.credentials.as_ref(),
+            config.faults.clone(),
         )?;
         let writer = writer_id();
         if !config.read_only {
@@ -170,6 +178,7 @@ impl BucketFs {
                 client,
                 log,
                 durability: config.durability,
+                patience: config.patience,
                 remote: Mutex::new(remote),
                 fetching: Mutex::new(()),
                 _lock: lock,

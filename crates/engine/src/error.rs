@@ -43,6 +43,10 @@ pub enum Error {
     /// acknowledges nothing more; reopen to read what the new writer wrote.
     #[error("fenced: {0}")]
     Fenced(String),
+    /// The storage could not be reached (a bucket store's server is down or unreachable): the
+    /// same call may succeed later, and writes stopped by it resume by themselves.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
@@ -72,6 +76,16 @@ pub enum ErrorKind {
     NotFound,
     /// Another writer took the store over; this handle writes no more.
     Fenced,
+    /// The storage could not be reached; trying again later may succeed.
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// Whether writes this stopped resume by themselves once the cause passes (space comes
+    /// back, the storage answers again), as opposed to staying stopped until a reopen.
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorKind::NoSpace | ErrorKind::Unavailable)
+    }
 }
 
 /// The engine's result type.
@@ -110,6 +124,7 @@ impl Error {
             Error::ReadOnly(_) => ErrorKind::ReadOnly,
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::Fenced(_) => ErrorKind::Fenced,
+            Error::Unavailable(_) => ErrorKind::Unavailable,
         }
     }
 
@@ -137,6 +152,7 @@ impl Error {
             Error::ReadOnly(s) => Error::ReadOnly(s.clone()),
             Error::NotFound(s) => Error::NotFound(s.clone()),
             Error::Fenced(s) => Error::Fenced(s.clone()),
+            Error::Unavailable(s) => Error::Unavailable(s.clone()),
         }
     }
 }

@@ -67,7 +67,12 @@ impl FsError {
                 ErrorKind::Busy => libc::EBUSY,
                 ErrorKind::NotSupported => libc::EOPNOTSUPP,
                 ErrorKind::Closed => libc::ESHUTDOWN,
-                ErrorKind::Io | ErrorKind::Corruption | ErrorKind::Background => libc::EIO,
+                // A bucket store's server unreachable: the write may succeed later, but this
+                // one failed, as a disk's would.
+                ErrorKind::Io
+                | ErrorKind::Corruption
+                | ErrorKind::Background
+                | ErrorKind::Unavailable => libc::EIO,
                 _ => libc::EIO,
             },
         }

@@ -1,15 +1,16 @@
-//! Durability barriers and resuming writes after a full disk.
+//! Durability barriers and resuming writes after a full disk or a storage outage.
 //!
 //! `Db::sync_wal` is RocksDB's `SyncWAL`: every write acknowledged before it is durable when it
 //! returns (a synced empty batch means the same). A failed log write, flush or compaction stops
-//! writes (the background error); when it failed because the disk was full, the store resumes by
-//! itself on the next write (or `Db::resume`) once space returns, as RocksDB's auto-resume does:
+//! writes (the background error); when it failed because the disk was full or the storage could
+//! not be reached (a bucket store's server down), the store resumes by itself on the next write
+//! (or `Db::resume`) once space returns or the storage answers, as RocksDB's auto-resume does:
 //! - a log whose append, sync or seal failed is cut back to its last acknowledged record, sealed,
 //!   and replaced by a new one; every column family with data in it is flushed, so the damaged log
 //!   is never needed again (a failed sync may have lost pages the kernel had accepted);
 //! - memtables whose flush failed are flushed again, and compactions are queued again;
 //! - writes are accepted only once all of that succeeded; until then they fail with the
-//!   `NoSpace` error, and reads keep working.
+//!   `NoSpace` (or `Unavailable`) error, and reads keep working.
 //!
 //! Every step runs under the WAL lock, so no group commits while the log is being repaired.
 
@@ -33,8 +34,9 @@ impl Db {
         self.inner.sync_wal_locked(&mut wal)
     }
 
-    /// Resumes writes stopped by a full disk (they also resume by themselves on the next write).
-    /// `Ok` when writes are accepted; the `NoSpace` error while the disk is still full; the
+    /// Resumes writes stopped by a full disk or a storage outage (they also resume by themselves
+    /// on the next write). `Ok` when writes are accepted; the `NoSpace` (`Unavailable`) error
+    /// while the disk is still full (the storage still unreachable); the
     /// background error when the failure was of another kind, which only a reopen clears.
     pub fn resume(&self) -> Result<()> {
         self.inner.check_writable()?;
@@ -44,10 +46,14 @@ impl Db {
 }
 
 /// The error a write gets while writes are stopped by `stopped_by`: of kind `NoSpace` when a
-/// full disk stopped them (they resume once space returns), `Fenced` when another writer took
-/// the store over, `Background` otherwise.
+/// full disk stopped them (they resume once space returns), `Unavailable` when the storage
+/// could not be reached (they resume once it answers), `Fenced` when another writer took the
+/// store over, `Background` otherwise.
 pub(super) fn writes_stopped(stopped_by: &Error) -> Error {
-    if stopped_by.kind() == ErrorKind::Fenced {
+    if matches!(
+        stopped_by.kind(),
+        ErrorKind::Fenced | ErrorKind::Unavailable
+    ) {
         stopped_by.duplicate()
     } else if stopped_by.kind() == ErrorKind::NoSpace {
         Error::io(
@@ -101,7 +107,7 @@ impl DbInner {
             let st = self.state.lock();
             match &st.bg_error {
                 None => return Ok(()),
-                Some(e) if e.kind() != ErrorKind::NoSpace => return Err(writes_stopped(e)),
+                Some(e) if !e.kind().is_transient() => return Err(writes_stopped(e)),
                 Some(_) => {}
             }
         }
@@ -120,7 +126,7 @@ impl DbInner {
         if let Err(e) = &resumed {
             self.set_background_error(e);
             let mut st = self.state.lock();
-            if e.kind() != ErrorKind::NoSpace {
+            if !e.kind().is_transient() {
                 // The resume itself failed otherwise (an I/O error, a filesystem that cannot
                 // reopen the log): writes stay stopped until a reopen.
                 st.bg_error = Some(e.duplicate());

@@ -41,12 +41,14 @@ pub fn weed_binary() -> Option<PathBuf> {
     None
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` distinct free ports: all held at once while chosen, so none comes back twice.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 /// A running SeaweedFS.
@@ -57,6 +59,7 @@ pub struct Seaweed {
     pub dir: tempfile::TempDir,
     pub endpoint: String,
     prefixes: AtomicU64,
+    restarts: u32,
 }
 
 impl Seaweed {
@@ -75,9 +78,15 @@ impl Seaweed {
             ),
         )
         .unwrap();
-        let s3 = free_port();
-        let p = |flag: &str| format!("-{flag}={}", free_port());
+        let mut ports = free_ports(8).into_iter();
+        let mut p = |flag: &str| format!("-{flag}={}", ports.next().unwrap());
+        let s3_flag = p("s3.port");
+        let s3 = s3_flag.trim_start_matches("-s3.port=").to_string();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
         let args = vec![
+            // Its own logs stay in its directory, not in /tmp.
+            format!("-logdir={}", logs.display()),
             "server".to_string(),
             format!("-dir={}", data.display()),
             "-ip=127.0.0.1".into(),
@@ -90,13 +99,15 @@ impl Seaweed {
             p("filer.port"),
             p("filer.port.grpc"),
             "-s3".into(),
-            format!("-s3.port={s3}"),
+            s3_flag,
             p("s3.port.grpc"),
             "-s3.port.iceberg=0".into(),
             "-s3.port.lance=0".into(),
             format!("-s3.config={}", ids.display()),
             "-master.volumeSizeLimitMB=64".into(),
             "-volume.max=100".into(),
+            // A restarted master elects itself in a second, not ten (the outage tests).
+            "-master.electionTimeout=1s".into(),
         ];
         let mut s = Seaweed {
             child: None,
@@ -105,6 +116,7 @@ impl Seaweed {
             dir,
             endpoint: format!("http://127.0.0.1:{s3}"),
             prefixes: AtomicU64::new(0),
+            restarts: 0,
         };
         s.resume();
         Some(s)
@@ -126,8 +138,14 @@ impl Seaweed {
             .open(self.dir.path().join("weed.log"))
             .unwrap();
         let mut cmd = Command::new(&self.weed);
-        cmd.args(&self.args)
-            .stdin(Stdio::null())
+        cmd.args(&self.args);
+        if self.restarts > 0 {
+            // The master's raft state from the last run makes it wait out an election before it
+            // serves; the topology comes back from the volume servers' heartbeats anyway.
+            cmd.arg("-master.resumeState=false");
+        }
+        self.restarts += 1;
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         // SAFETY: only async-signal-safe calls between fork and exec: prctl, which asks the
@@ -155,7 +173,11 @@ impl Seaweed {
                 Err(e) if Instant::now() > deadline => {
                     let log = std::fs::read_to_string(self.dir.path().join("weed.log"))
                         .unwrap_or_default();
-                    let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+                    // A Go panic says why first; otherwise the last lines.
+                    let tail: String = match log.find("panic:") {
+                        Some(at) => log[at..].lines().take(12).collect::<Vec<_>>().join("\n"),
+                        None => log.lines().rev().take(30).collect::<Vec<_>>().join("\n"),
+                    };
                     panic!("SeaweedFS did not come up in 90 s: {e}\n{tail}");
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(300)),

@@ -1,37 +1,13 @@
 //! A store in a real SeaweedFS bucket: reopened from its cache and from nothing, fenced by a newer
 //! writer, claimed by two racing writers of which only one acknowledges.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
+use crate::support::seaweed::{self, Seaweed};
+use crate::support::{get, open_db, synced};
 use strata_bucket::{BucketFs, Durability};
-use strata_engine::{Db, ErrorKind, Options, WriteOptions};
-use support::seaweed::{self, Seaweed};
-
-fn open_db(fs: BucketFs) -> Db {
-    let root = fs.root().to_path_buf();
-    let opts = Options {
-        create_if_missing: true,
-        filesystem: Arc::new(fs),
-        ..Options::default()
-    };
-    Db::open(&root, opts).unwrap()
-}
-
-fn synced() -> WriteOptions {
-    WriteOptions {
-        sync: true,
-        ..WriteOptions::default()
-    }
-}
-
-fn get(db: &Db, key: &str) -> Option<Vec<u8>> {
-    db.get(key.as_bytes()).unwrap().map(|v| v.to_vec())
-}
+use strata_engine::ErrorKind;
 
 fn sw() -> Option<&'static Seaweed> {
     seaweed::shared()

@@ -1,0 +1,12 @@
+//! The bucket backend against a real SeaweedFS (started once for the binary, on free loopback
+//! ports, telemetry off): stores reopened from their cache and from nothing, fencing, racing
+//! writers, checkpoints and garbage collection (`store`); faults between the store and the
+//! bucket and SeaweedFS stopped under load (`faults`); writers killed at random moments
+//! (`crash`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod crash;
+mod faults;
+mod store;
+mod support;
