@@ -47,6 +47,7 @@ test: deps web web-check
 	$(CARGO) clippy --workspace --all-targets --features strata-engine/internals -- -D warnings
 	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 --all-targets -- -D warnings
+	$(CARGO) test --workspace --no-run # the bucket tests' binaries too, run beside wasm-test below
 	$(CARGO) test --workspace --exclude strata-bucket
 	./scripts/readme-test.sh
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too

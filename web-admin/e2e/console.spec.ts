@@ -158,6 +158,9 @@ test('cache, tombstones and blobs show the store', async ({ page }) => {
   await shot(page, 'tombstones');
   await open(page, 'Blobs', /^Blob files/);
   await shot(page, 'blobs');
+  // The demo store is on the local disk: the Bucket page says so instead of showing counters.
+  await open(page, 'Bucket', /^Bucket/);
+  await expect(page.getByText('This store is on the local disk.')).toBeVisible();
 });
 
 test('a narrow window reaches every page through the menu', async ({ page }) => {

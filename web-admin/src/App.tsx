@@ -5,6 +5,7 @@ import { ApiError } from './api/client';
 import { Shell } from './components/Shell';
 import { ActionsPage } from './pages/Actions';
 import { BlobsPage } from './pages/Blobs';
+import { BucketPage } from './pages/Bucket';
 import { CachePage } from './pages/Cache';
 import { ColumnFamiliesPage } from './pages/ColumnFamilies';
 import { EventsPage } from './pages/Events';
@@ -35,6 +36,7 @@ export function App() {
               <Route path="/cache" element={<CachePage />} />
               <Route path="/tombstones" element={<TombstonesPage />} />
               <Route path="/blobs" element={<BlobsPage />} />
+              <Route path="/bucket" element={<BucketPage />} />
               <Route path="/events" element={<EventsPage />} />
               <Route path="/keys" element={<KeysPage />} />
               <Route path="/column-families" element={<ColumnFamiliesPage />} />

@@ -88,6 +88,9 @@ impl Collector for StoreMetrics {
                 ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
             }
         }
+        if let Some(st) = self.0.storage_stats() {
+            encode_storage(&mut encoder, &st)?;
+        }
         let p = self.0.properties();
         gauge(
             &mut encoder,
@@ -134,6 +137,75 @@ impl Collector for StoreMetrics {
         }
         Ok(())
     }
+}
+
+/// A bucket store's requests (one family, by operation), bytes, cache, queue and epoch.
+fn encode_storage(
+    encoder: &mut DescriptorEncoder,
+    st: &strata_engine::StorageStats,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(
+        "strata_bucket_requests",
+        "requests to the bucket by operation",
+        None,
+        MetricType::Counter,
+    )?;
+    for (op, v) in [
+        ("get", st.gets),
+        ("put", st.puts),
+        ("delete", st.deletes),
+        ("list", st.lists),
+    ] {
+        ConstCounter::new(v).encode(m.encode_family(&[("op", op)])?)?;
+    }
+    counter(
+        encoder,
+        "strata_bucket_bytes_up",
+        "bytes uploaded",
+        st.bytes_up,
+    )?;
+    counter(
+        encoder,
+        "strata_bucket_bytes_down",
+        "bytes downloaded",
+        st.bytes_down,
+    )?;
+    counter(
+        encoder,
+        "strata_bucket_cache_hits",
+        "opens of a file the local cache held",
+        st.cache_hits,
+    )?;
+    counter(
+        encoder,
+        "strata_bucket_cache_misses",
+        "opens of a file fetched from the bucket first",
+        st.cache_misses,
+    )?;
+    counter(
+        encoder,
+        "strata_bucket_log_records",
+        "records this writer added to the store's log",
+        st.log_records,
+    )?;
+    gauge(
+        encoder,
+        "strata_bucket_cache_bytes",
+        "bytes of the store's files in the local cache",
+        st.cache_bytes as i64,
+    )?;
+    gauge(
+        encoder,
+        "strata_bucket_upload_queue",
+        "changes waiting for the next log record",
+        st.upload_queue as i64,
+    )?;
+    gauge(
+        encoder,
+        "strata_bucket_writer_epoch",
+        "this writer's epoch (0 when opened to read)",
+        st.writer_epoch as i64,
+    )
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "observe", responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String)), security(("bearer" = []), ("cookie" = [])))]

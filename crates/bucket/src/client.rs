@@ -223,6 +223,19 @@ impl Client {
         Ok(got)
     }
 
+    /// Bytes `range` of the object (a ranged GET).
+    pub fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let got = self.run(async move { store.get_range(&path, range).await })?;
+        let got = got.map_err(|e| self.error("GET (a range of)", key, e))?;
+        self.counts
+            .bytes_down
+            .fetch_add(got.len() as u64, Ordering::Relaxed);
+        Ok(got)
+    }
+
     /// Streams the object into `out` (a bounded buffer at a time); its length and CRC32C.
     pub fn get_into(&self, key: &str, out: &mut impl Write) -> Result<(u64, u32)> {
         let store = self.store.clone();

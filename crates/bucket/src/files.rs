@@ -76,6 +76,9 @@ impl LoggedFile {
                 shared.log()?.defer(placed);
             }
             Class::Meta | Class::Wal => {
+                if self.class == Class::Wal {
+                    shared.wait_for_wal_commit();
+                }
                 let entries =
                     shared.ranges_as_entries(&self.name, &self.path, &[(self.logged, self.len)])?;
                 shared.commit(entries)?;

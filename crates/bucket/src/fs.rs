@@ -7,18 +7,21 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use strata_engine::{
     Error, FileLock, FileSystem, PositionalFile, RandomAccessFile, Result, StdFileSystem,
-    WritableFile,
+    StorageStats, WritableFile,
 };
 
+use crate::cache::{Cache, Remote};
 use crate::client::{Client, Requests};
 use crate::files::{Class, LoggedFile, LoggedPositional};
 use crate::log::{INLINE_LIMIT, Log};
+use crate::paged::PagedFile;
 use crate::record::Entry;
 
 /// How far a synced write goes before it is acknowledged.
@@ -35,14 +38,6 @@ pub enum Durability {
 /// Appended bytes go up in objects of at most this many, so memory stays bounded.
 const PIECE: u64 = 8 << 20;
 
-/// A placed file the working copy does not hold (yet).
-#[derive(Debug, Clone)]
-pub(crate) struct Remote {
-    pub key: String,
-    pub len: u64,
-    pub crc: u32,
-}
-
 /// What the open files and the `FileSystem` share.
 #[derive(Debug)]
 pub struct Shared {
@@ -54,9 +49,11 @@ pub struct Shared {
     pub(crate) durability: Durability,
     /// How long a call waits for a bucket that does not answer before it fails.
     pub(crate) patience: Duration,
-    pub(crate) remote: Mutex<BTreeMap<String, Remote>>,
-    /// One fetch at a time, so two readers of one missing file fetch it once.
-    pub(crate) fetching: Mutex<()>,
+    /// The least time between two WAL records at `bucket` durability.
+    pub(crate) commit_interval: Duration,
+    pub(crate) last_wal_commit: Mutex<Instant>,
+    /// Which placed files the working copy holds, and its size bound.
+    pub(crate) cache: Cache,
     /// The cache directory is this process's while the store is open.
     pub(crate) _lock: crate::open::DirLock,
 }
@@ -86,6 +83,22 @@ impl Shared {
         self.patiently("writing the store's log", || {
             log.commit(&self.client, entries.take().unwrap_or_default())
         })
+    }
+
+    /// Holds a WAL commit back until `commit_interval` has passed since the last one: the
+    /// engine's writers queue meanwhile, and the next group takes them all, one PUT for many
+    /// synced writes.
+    pub(crate) fn wait_for_wal_commit(&self) {
+        if self.commit_interval.is_zero() {
+            return;
+        }
+        let mut last = self.last_wal_commit.lock();
+        let due = *last + self.commit_interval;
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        *last = Instant::now();
     }
 
     /// Runs `call` until it succeeds, fails for a reason other than the bucket not answering, or
@@ -149,6 +162,13 @@ impl Shared {
         let crc = crc32c::crc32c(&bytes);
         let key = log.data_key(name);
         self.upload(&key, Bytes::from(bytes))?;
+        let remote = Remote {
+            key: key.clone(),
+            len,
+            crc,
+        };
+        self.cache.placed(name, remote);
+        self.cache.evict(&self.root)?;
         Ok(Entry::Placed {
             name: name.to_string(),
             len,
@@ -221,17 +241,22 @@ impl Shared {
         let Some(name) = self.store_name(path) else {
             return Ok(());
         };
-        if !self.remote.lock().contains_key(&name) {
+        if !self.cache.is_missing(&name) {
+            if matches!(Class::of(&name), Class::Table | Class::Blob) {
+                self.cache.hits.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
-        let _one = self.fetching.lock();
-        let Some(remote) = self.remote.lock().get(&name).cloned() else {
+        self.cache.misses.fetch_add(1, Ordering::Relaxed);
+        let _one = self.cache.fetching.lock();
+        let Some(remote) = self.cache.missing(&name) else {
             return Ok(()); // fetched meanwhile
         };
         self.patiently("fetching a file", || {
             crate::open::fetch_placed(&self.client, &remote, path)
         })?;
-        self.remote.lock().remove(&name);
+        self.cache.fetched(&name);
+        self.cache.evict(&self.root)?;
         Ok(())
     }
 
@@ -240,16 +265,12 @@ impl Shared {
     fn created<T>(&self, name: &str, create: impl FnOnce() -> Result<T>) -> Result<T> {
         self.check_writable()?;
         let file = create()?;
-        self.forget_remote(name);
+        self.cache.forget(name);
         self.log()?.defer(Entry::Truncate {
             name: name.to_string(),
             len: 0,
         });
         Ok(file)
-    }
-
-    fn forget_remote(&self, name: &str) {
-        self.remote.lock().remove(name);
     }
 }
 
@@ -361,6 +382,7 @@ impl FileSystem for BucketFs {
         s.check_writable()?;
         s.ensure_local(path)?;
         let inner = s.local.reopen(path, len)?;
+        s.cache.forget(&name);
         s.log()?.defer(Entry::Truncate {
             name: name.clone(),
             len,
@@ -377,8 +399,26 @@ impl FileSystem for BucketFs {
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.shared.ensure_local(path)?;
-        self.shared.local.open_random(path)
+        let s = &self.shared;
+        let name = s.store_name(path);
+        // One the cache lacks is read a page at a time as the reads come, not fetched whole.
+        if let Some(name) = &name
+            && let Some(remote) = s.cache.missing(name)
+        {
+            s.cache.misses.fetch_add(1, Ordering::Relaxed);
+            let paged = s
+                .cache
+                .paged(name, || PagedFile::open(s.clone(), name, path, remote))?;
+            let file: Arc<dyn RandomAccessFile> = paged;
+            s.cache.opened(name, &file);
+            return Ok(file);
+        }
+        s.ensure_local(path)?;
+        let file = s.local.open_random(path)?;
+        if let Some(name) = &name {
+            s.cache.opened(name, &file);
+        }
+        Ok(file)
     }
 
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
@@ -388,13 +428,24 @@ impl FileSystem for BucketFs {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let s = &self.shared;
-        let (Some(old), Some(new)) = (s.logged_name(from), s.logged_name(to)) else {
-            return s.local.rename(from, to);
+        let (old, new) = match (s.logged_name(from), s.logged_name(to)) {
+            (Some(old), Some(new)) => (old, new),
+            (Some(old), None) => {
+                // Out of the store (into `lost/`, by an open or a repair): gone, as far as the
+                // bucket's log is concerned; the cache directory keeps it.
+                s.check_writable()?;
+                s.ensure_local(from)?;
+                s.local.rename(from, to)?;
+                s.cache.forget(&old);
+                s.log()?.defer(Entry::Remove { name: old });
+                return Ok(());
+            }
+            _ => return s.local.rename(from, to),
         };
         s.check_writable()?;
         s.ensure_local(from)?;
         s.local.rename(from, to)?;
-        s.forget_remote(&new);
+        s.cache.renamed(&old, &new);
         let switches_manifest = Class::of(&new) == Class::Meta;
         let entry = Entry::Rename { from: old, to: new };
         if switches_manifest {
@@ -412,7 +463,7 @@ impl FileSystem for BucketFs {
             return s.local.remove(path);
         };
         s.check_writable()?;
-        let was_remote = s.remote.lock().remove(&name).is_some();
+        let was_remote = s.cache.forget(&name);
         match s.local.remove(path) {
             // Never fetched: the bucket's copy was all there was.
             Err(Error::Io { source, .. })
@@ -431,6 +482,7 @@ impl FileSystem for BucketFs {
         s.check_writable()?;
         s.ensure_local(path)?;
         s.local.truncate(path, len)?;
+        s.cache.forget(&name);
         s.log()?.defer(Entry::Truncate { name, len });
         Ok(())
     }
@@ -438,9 +490,9 @@ impl FileSystem for BucketFs {
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = self.shared.local.list(dir)?;
         if dir == self.shared.root {
-            for name in self.shared.remote.lock().keys() {
-                if !names.contains(name) {
-                    names.push(name.clone());
+            for name in self.shared.cache.missing_names() {
+                if !names.contains(&name) {
+                    names.push(name);
                 }
             }
         }
@@ -467,7 +519,7 @@ impl FileSystem for BucketFs {
             || self
                 .shared
                 .store_name(path)
-                .is_some_and(|n| self.shared.remote.lock().contains_key(&n))
+                .is_some_and(|n| self.shared.cache.is_missing(&n))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
@@ -480,5 +532,43 @@ impl FileSystem for BucketFs {
 
     fn loose_modes(&self, dir: &Path) -> Vec<String> {
         self.shared.local.loose_modes(dir)
+    }
+
+    fn storage_stats(&self) -> Option<StorageStats> {
+        let s = &self.shared;
+        let r = s.client.requests();
+        let cache_bytes = std::fs::read_dir(&s.root).map_or(0, |entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| Class::of(n) != Class::Local)
+                })
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        });
+        Some(StorageStats {
+            location: s.client.url().to_string(),
+            durability: match s.durability {
+                Durability::Local => "local",
+                Durability::Bucket => "bucket",
+            }
+            .to_string(),
+            writer_epoch: self.epoch(),
+            log_records: self.records_written(),
+            gets: r.gets,
+            puts: r.puts,
+            deletes: r.deletes,
+            lists: r.lists,
+            bytes_up: r.bytes_up,
+            bytes_down: r.bytes_down,
+            cache_hits: s.cache.hits.load(Ordering::Relaxed),
+            cache_misses: s.cache.misses.load(Ordering::Relaxed),
+            cache_bytes,
+            upload_queue: s.log.as_ref().map_or(0, Log::queued),
+        })
     }
 }

@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod client;
 mod fault;
 mod files;
@@ -26,6 +27,7 @@ mod fs;
 mod gc;
 mod log;
 mod open;
+mod paged;
 mod probe;
 mod record;
 mod replay;

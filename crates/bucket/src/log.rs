@@ -145,6 +145,12 @@ impl Log {
         out
     }
 
+    /// Entries waiting for the next record (those of a record in doubt included).
+    pub fn queued(&self) -> u64 {
+        let tail = self.tail.lock();
+        (tail.pending.len() + tail.in_doubt.as_ref().map_or(0, |r| r.entries.len())) as u64
+    }
+
     /// Queues `entry` for the next record.
     pub fn defer(&self, entry: Entry) {
         self.tail.lock().pending.push(entry);

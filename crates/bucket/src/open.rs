@@ -13,9 +13,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 
+use crate::cache::{Cache, Remote};
 use crate::client::{Client, Created};
 use crate::files::Class;
-use crate::fs::{BucketFs, Durability, Remote, Shared};
+use crate::fs::{BucketFs, Durability, Shared};
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
 use crate::replay::{FileRecipe, Replayed, Source, Step};
@@ -42,6 +43,13 @@ pub struct BucketConfig {
     /// How long a write (or a read that must fetch) waits for a bucket that does not answer
     /// before it fails with `Unavailable`.
     pub patience: Duration,
+    /// Bytes of tables and sealed blob files the cache directory may hold; past it, the least
+    /// recently opened that no reader holds go (the bucket keeps them). `None` for no bound.
+    pub cache_size: Option<u64>,
+    /// At `bucket` durability, the least time between two WAL records: synced writes arriving
+    /// meanwhile share the next one (fewer PUTs, each write waiting up to this long). Zero
+    /// commits each group of writes as it comes.
+    pub commit_interval: Duration,
     /// Faults injected between the store and the bucket (tests); `None` in use.
     pub faults: Option<Arc<crate::FaultPlan>>,
 }
@@ -59,6 +67,8 @@ impl BucketConfig {
             gc_interval: Some(Duration::from_secs(600)),
             gc_min_age: Duration::from_secs(3600),
             patience: Duration::from_secs(30),
+            cache_size: None,
+            commit_interval: Duration::ZERO,
             faults: None,
         }
     }
@@ -119,8 +129,8 @@ impl BucketFs {
                 .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
                 && replayed.epoch != 0;
             if config.read_only {
-                let remote = reconcile(&client, &root, replayed, valid)?;
-                return Ok(Self::assemble(config, root, client, None, remote, lock));
+                let placed = reconcile(&client, &root, replayed, valid)?;
+                return Self::assemble(config, root, client, None, placed, lock);
             }
             let epoch = replayed.max_epoch + 1;
             let seq = replayed.last_seq + 1;
@@ -148,10 +158,10 @@ impl BucketFs {
             if !won {
                 continue;
             }
-            let remote = reconcile(&client, &root, replayed, valid)?;
+            let placed = reconcile(&client, &root, replayed, valid)?;
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
             let log = Log::new(epoch, seq, &claim, view);
-            let fs = Self::assemble(config, root, client, Some(log), remote, lock);
+            let fs = Self::assemble(config, root, client, Some(log), placed, lock)?;
             if let Some(interval) = config.gc_interval {
                 crate::gc::start_background(&fs.shared, interval, config.gc_min_age);
             }
@@ -168,10 +178,10 @@ impl BucketFs {
         root: PathBuf,
         client: Client,
         log: Option<Log>,
-        remote: BTreeMap<String, Remote>,
+        placed: BTreeMap<String, (Remote, bool)>,
         lock: DirLock,
-    ) -> BucketFs {
-        BucketFs {
+    ) -> Result<BucketFs> {
+        let fs = BucketFs {
             shared: Arc::new(Shared {
                 root,
                 local: StdFileSystem,
@@ -179,11 +189,15 @@ impl BucketFs {
                 log,
                 durability: config.durability,
                 patience: config.patience,
-                remote: Mutex::new(remote),
-                fetching: Mutex::new(()),
+                commit_interval: config.commit_interval,
+                last_wal_commit: Mutex::new(std::time::Instant::now()),
+                cache: Cache::new(placed, config.cache_size),
                 _lock: lock,
             }),
-        }
+        };
+        // A restart reuses the cache, within its bound (nothing is open yet).
+        fs.shared.cache.evict(&fs.shared.root)?;
+        Ok(fs)
     }
 }
 
@@ -262,8 +276,8 @@ fn replay_once(client: &Client) -> Result<LogView> {
     })
 }
 
-/// Makes the working copy match the log; returns the placed files it leaves in the bucket until
-/// first read. With `trusted` (this directory's writer is the newest) local files are kept as
+/// Makes the working copy match the log; returns every placed file, and whether the working
+/// copy holds it (one it lacks is fetched when first read). With `trusted` (this directory's writer is the newest) local files are kept as
 /// they are: they hold at least what the log does, and local WALs the log never saw. Otherwise
 /// every local store file the log does not vouch for is moved to `lost/`.
 fn reconcile(
@@ -271,11 +285,16 @@ fn reconcile(
     root: &Path,
     replayed: &Replayed,
     trusted: bool,
-) -> Result<BTreeMap<String, Remote>> {
+) -> Result<BTreeMap<String, (Remote, bool)>> {
     let local = StdFileSystem;
     let mut present = Vec::new();
+    let mut partials = Vec::new();
     for name in local.list(root)? {
         let path = root.join(&name);
+        if crate::paged::is_partial(&name) {
+            partials.push(name);
+            continue;
+        }
         if Class::of(&name) == Class::Local || !path.is_file() || name.ends_with(".fetch.tmp") {
             continue;
         }
@@ -292,27 +311,32 @@ fn reconcile(
             set_aside(root, &name)?;
         }
     }
-    let mut remote = BTreeMap::new();
+    let mut placed = BTreeMap::new();
     for (name, recipe) in &replayed.files {
-        if present.contains(name) {
-            continue;
-        }
+        let here = present.contains(name);
         match recipe {
             FileRecipe::Placed { key, len, crc } => {
-                remote.insert(
-                    name.clone(),
-                    Remote {
-                        key: key.clone(),
-                        len: *len,
-                        crc: *crc,
-                    },
-                );
+                let remote = Remote {
+                    key: key.clone(),
+                    len: *len,
+                    crc: *crc,
+                };
+                placed.insert(name.clone(), (remote, here));
             }
+            FileRecipe::Steps(_) if here => {}
             FileRecipe::Steps(steps) => build(client, &root.join(name), steps)?,
         }
     }
+    // Partly fetched copies of files the cache lacks are resumed when read; the rest are only
+    // the cache's, of files gone or now whole, and go.
+    for name in partials {
+        let base = name.trim_end_matches(".pages").trim_end_matches(".partial");
+        if placed.get(base).is_none_or(|(_, here)| *here) {
+            let _ = std::fs::remove_file(root.join(&name));
+        }
+    }
     local.sync_dir(root)?;
-    Ok(remote)
+    Ok(placed)
 }
 
 /// Reads `path` a bounded buffer at a time, handing each piece to `each`.

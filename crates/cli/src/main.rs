@@ -436,7 +436,6 @@ fn run(cli: Cli) -> Result<(), String> {
     if store::is_bucket() {
         let local_only = match cli.command {
             _ if cli.engine == EngineChoice::Wasm => Some("--engine wasm"),
-            Command::Bench(_) => Some("bench"),
             Command::Stress(_) => Some("stress"),
             Command::FsBench(_) => Some("fs-bench"),
             Command::ApiBench(_) => Some("api-bench"),

@@ -15,6 +15,11 @@ pub struct BucketArgs {
     /// ~/.cache/strata/bucket/BUCKET/PREFIX). One process at a time uses a cache directory.
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// For an `s3://` store: how much of the store's tables and blob files the cache may hold
+    /// (bytes, or with K, M, G or T); past it the least recently read go, the bucket keeping
+    /// them. Default: no bound.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    pub cache_size: Option<u64>,
     /// For an `s3://` store: the S3 endpoint (`http://127.0.0.1:8333`); default
     /// `AWS_ENDPOINT_URL`, else AWS. Credentials and region come from the `AWS_*` variables.
     #[arg(long, global = true, value_name = "URL")]
@@ -24,6 +29,10 @@ pub struct BucketArgs {
     /// returns once it is in the bucket).
     #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Local)]
     pub durability: DurabilityArg,
+    /// For an `s3://` store at `bucket` durability: the least milliseconds between two WAL
+    /// uploads; synced writes arriving meanwhile share one PUT (each waits up to this long).
+    #[arg(long, global = true, value_name = "MS", default_value_t = 0)]
+    pub commit_interval_ms: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,9 +54,10 @@ static BUCKET: OnceLock<Bucket> = OnceLock::new();
 /// Reads `--db`: the directory the engine opens (a bucket store's cache directory).
 pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
     if !BucketUrl::is_bucket(db) {
-        if args.cache_dir.is_some() || args.s3_endpoint.is_some() {
+        if args.cache_dir.is_some() || args.s3_endpoint.is_some() || args.cache_size.is_some() {
             return Err(format!(
-                "--cache-dir and --s3-endpoint are for a store in a bucket (--db s3://…), not {db}"
+                "--cache-dir, --cache-size and --s3-endpoint are for a store in a bucket \
+                 (--db s3://…), not {db}"
             ));
         }
         return Ok(PathBuf::from(db));
@@ -86,9 +96,17 @@ pub fn is_bucket() -> bool {
 /// The options a command opens the store at `dir` with: the defaults, and for a bucket store
 /// the bucket's filesystem, claimed for writing unless `read_only`.
 pub fn options(read_only: bool) -> Result<Options, String> {
-    let Some(b) = BUCKET.get() else {
+    if BUCKET.get().is_none() {
         return Ok(Options::default());
-    };
+    }
+    bucket_options(read_only).map(|(_, opts)| opts)
+}
+
+/// For a bucket store: its filesystem (a handle on its counters) and the options with it.
+pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
+    let b = BUCKET
+        .get()
+        .ok_or("--db names a directory, not a store in a bucket")?;
     let config = BucketConfig {
         endpoint: b.args.s3_endpoint.clone(),
         durability: match b.args.durability {
@@ -96,13 +114,16 @@ pub fn options(read_only: bool) -> Result<Options, String> {
             DurabilityArg::Bucket => Durability::Bucket,
         },
         read_only,
+        cache_size: b.args.cache_size,
+        commit_interval: std::time::Duration::from_millis(b.args.commit_interval_ms),
         ..BucketConfig::new(b.url.clone(), b.cache_dir.clone())
     };
     let fs = BucketFs::open(&config).map_err(|e| format!("cannot open {}: {e}", b.url))?;
-    Ok(Options {
-        filesystem: Arc::new(fs),
+    let opts = Options {
+        filesystem: Arc::new(fs.clone()),
         ..Options::default()
-    })
+    };
+    Ok((fs, opts))
 }
 
 /// `strata bucket check URL`: the conformance check, with the flags' endpoint.
@@ -123,5 +144,47 @@ pub fn describe(dir: &Path) -> String {
     match BUCKET.get() {
         Some(b) => format!("{} (cached in {})", b.url, dir.display()),
         None => dir.display().to_string(),
+    }
+}
+
+/// `1048576`, `512M`, `10G`: bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or a number with K, M, G or T)"))?;
+    let shift = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("{s:?}: the unit is K, M, G or T")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is more bytes than a 64-bit count holds"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_and_without_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("10G").unwrap(), 10 << 30);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("99999999999T").is_err());
     }
 }

@@ -63,7 +63,10 @@ pub use events::{
     BlobDeletionReason, BlobFilesDeletedInfo, BlobGcInfo, CompactionInfo, CompactionReason,
     EventListener, FlushInfo, StallCause,
 };
-pub use fs::{FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, WritableFile};
+pub use fs::{
+    FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, StorageStats,
+    WritableFile,
+};
 pub use key::SequenceNumber;
 pub use options::{
     CacheKind, ColumnFamilyOptions, Compression, Executor, MAX_KEY_SIZE, MAX_VALUE_SIZE,

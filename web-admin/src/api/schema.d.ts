@@ -1508,6 +1508,74 @@ export interface components {
         Stats: {
             properties: components["schemas"]["Properties"];
             statistics: components["schemas"]["Statistics"];
+            storage?: components["schemas"]["StorageStats"] | null;
+        };
+        /** @description A storage backend's own counters, since the store opened. */
+        StorageStats: {
+            /**
+             * Format: int64
+             * @description Bytes downloaded.
+             */
+            bytes_down: number;
+            /**
+             * Format: int64
+             * @description Bytes uploaded.
+             */
+            bytes_up: number;
+            /**
+             * Format: int64
+             * @description Bytes of the store's files in the local cache.
+             */
+            cache_bytes: number;
+            /**
+             * Format: int64
+             * @description Opens of a file the local cache held.
+             */
+            cache_hits: number;
+            /**
+             * Format: int64
+             * @description Opens of a file that had to be fetched from the bucket first.
+             */
+            cache_misses: number;
+            /**
+             * Format: int64
+             * @description DELETE requests (one per multi-object delete).
+             */
+            deletes: number;
+            /** @description How far a synced write goes before it returns: `local` or `bucket`. */
+            durability: string;
+            /**
+             * Format: int64
+             * @description GET and HEAD requests.
+             */
+            gets: number;
+            /**
+             * Format: int64
+             * @description LIST requests.
+             */
+            lists: number;
+            /** @description Where the store lives (`s3://BUCKET/PREFIX`). */
+            location: string;
+            /**
+             * Format: int64
+             * @description Records this writer added to the store's log.
+             */
+            log_records: number;
+            /**
+             * Format: int64
+             * @description PUT requests.
+             */
+            puts: number;
+            /**
+             * Format: int64
+             * @description Changes waiting for the next log record.
+             */
+            upload_queue: number;
+            /**
+             * Format: int64
+             * @description This writer's epoch: each open for writing takes the next; 0 when opened to read.
+             */
+            writer_epoch: number;
         };
         /** @description A column family and an optional key range (for compactRange). */
         Target: {

@@ -31,6 +31,7 @@ const PAGES = [
   { path: '/cache', label: 'Cache' },
   { path: '/tombstones', label: 'Tombstones' },
   { path: '/blobs', label: 'Blobs' },
+  { path: '/bucket', label: 'Bucket' },
   { path: '/events', label: 'Events' },
   { path: '/keys', label: 'Keys' },
   { path: '/column-families', label: 'Column families' },

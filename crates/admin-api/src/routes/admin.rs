@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use strata_engine::{FileReport, Properties, Statistics};
+use strata_engine::{FileReport, Properties, Statistics, StorageStats};
 use utoipa::ToSchema;
 
 use super::{blocking, parse};
@@ -116,6 +116,10 @@ pub(crate) async fn compact_range(
 pub(crate) struct Stats {
     properties: Properties,
     statistics: Statistics,
+    /// The storage backend's own counters: present for a store in a bucket (requests, bytes
+    /// moved, cache, writer epoch), absent on the local disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage: Option<StorageStats>,
 }
 
 /// Every live file checked while the store serves.
@@ -134,6 +138,7 @@ pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, 
         Ok(Json(Stats {
             properties: s.db.properties(),
             statistics: s.db.statistics(),
+            storage: s.db.storage_stats(),
         }))
     })
     .await

@@ -8,5 +8,6 @@
 
 mod crash;
 mod faults;
+mod model;
 mod store;
 mod support;

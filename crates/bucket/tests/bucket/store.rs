@@ -96,8 +96,26 @@ fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
                     let barrier = barrier.clone();
                     let (url, dir) = (url.clone(), tmp.path().join(format!("w{w}")));
                     scope.spawn(move || {
-                        let db = open_db(open(s, &url, &dir, Durability::Bucket));
+                        // The rival may claim the store while this one's open still writes its
+                        // MANIFEST: that open then fails, fenced, and acknowledges nothing.
+                        let opened = BucketFs::open(&s.config(&url, dir, Durability::Bucket))
+                            .and_then(|fs| {
+                                let root = fs.root().to_path_buf();
+                                let opts = strata_engine::Options {
+                                    create_if_missing: true,
+                                    filesystem: Arc::new(fs),
+                                    ..strata_engine::Options::default()
+                                };
+                                strata_engine::Db::open(&root, opts)
+                            });
                         barrier.wait();
+                        let db = match opened {
+                            Ok(db) => db,
+                            Err(e) => {
+                                assert_eq!(e.kind(), ErrorKind::Fenced, "round {round}: {e}");
+                                return None;
+                            }
+                        };
                         let key = format!("round-{round}-writer-{w}");
                         db.put_with(&synced(), key.as_bytes(), b"x")
                             .ok()
@@ -183,4 +201,80 @@ fn checkpoints_bound_the_log_and_garbage_goes_without_losing_data() {
         );
     }
     assert_eq!(get(&db, "after-gc").as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn a_cold_read_fetches_pages_not_files_and_a_bounded_cache_lets_idle_files_go() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("cache");
+    let tmp = tempfile::tempdir().unwrap();
+    let key = |t: usize, i: usize| format!("t{t}-{i:03}");
+    // Small values in tables of a few hundred KiB (no blob files), written unsynced and flushed.
+    let value = |t: usize, i: usize| {
+        // 360 bytes no compressor shrinks, the same for the same key.
+        let mut x = (t * 1_000_003 + i) as u64 | 1;
+        (0..360)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let mut table_bytes = 0;
+    {
+        let db = open_db(open(s, &url, &tmp.path().join("writer"), Durability::Local));
+        for t in 0..3 {
+            for i in 0..2000 {
+                db.put(key(t, i).as_bytes(), value(t, i)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let st = db
+            .storage_stats()
+            .expect("a bucket store reports its storage");
+        assert!(st.location.starts_with("s3://strata-test/cache-"), "{st:?}");
+        assert_eq!(st.durability, "local");
+        assert!(
+            st.writer_epoch >= 1 && st.puts >= 3 && st.bytes_up > 0,
+            "{st:?}"
+        );
+        table_bytes = table_bytes.max(st.bytes_up / 3);
+    }
+    // Another machine, whose cache may hold one byte of tables.
+    let config = strata_bucket::BucketConfig {
+        cache_size: Some(1),
+        ..s.config(&url, tmp.path().join("small"), Durability::Local)
+    };
+    let db = open_db(BucketFs::open(&config).unwrap());
+    let before = db.storage_stats().unwrap();
+    assert_eq!(get(&db, &key(1, 500)), Some(value(1, 500)));
+    let one = db.storage_stats().unwrap();
+    let (gets, down) = (one.gets - before.gets, one.bytes_down - before.bytes_down);
+    eprintln!("one cold read: {gets} GETs, {down} bytes down, of a {table_bytes}-byte table");
+    // The footer, the index and filter, and the data block's page: not the table.
+    assert!(
+        down < table_bytes / 2,
+        "{down} bytes fetched for one read of a {table_bytes}-byte table"
+    );
+    for t in 0..3 {
+        for i in (0..2000).step_by(13) {
+            assert_eq!(get(&db, &key(t, i)), Some(value(t, i)), "{}", key(t, i));
+        }
+    }
+    let st = db.storage_stats().unwrap();
+    assert!(st.cache_misses >= 1, "{st:?}");
+    drop(db);
+    // Closed, nothing holds the tables: the next open, past the bound, lets them go.
+    let fs = BucketFs::open(&config).unwrap();
+    let cached: Vec<_> = std::fs::read_dir(fs.root())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    assert!(cached.is_empty(), "kept past the bound: {cached:?}");
+    let db = open_db(fs);
+    assert_eq!(get(&db, &key(2, 1999)), Some(value(2, 1999)));
 }

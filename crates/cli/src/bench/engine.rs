@@ -103,7 +103,9 @@ fn key_number(key: &[u8]) -> u64 {
 }
 
 impl StrataEngine {
-    pub fn open(dir: &Path, args: &BenchArgs) -> Result<Self, String> {
+    /// Opens the store at `dir` with `base`'s storage (the local disk's defaults, or a
+    /// bucket's filesystem) and the benchmark's options.
+    pub fn open(dir: &Path, args: &BenchArgs, base: Options) -> Result<Self, String> {
         let compression = match args.compression_type.as_str() {
             "none" => Compression::None,
             "zstd" => Compression::Zstd,
@@ -145,7 +147,7 @@ impl StrataEngine {
             column_families: names.iter().map(|n| (n.clone(), cf.clone())).collect(),
             create_missing_column_families: true,
             cf,
-            ..Default::default()
+            ..base
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
         let mut cfs = vec![db.default_cf()];

@@ -2,6 +2,7 @@
 //! `rocksdb` feature) RocksDB with equivalent options, so both can be compared in one run.
 
 mod appends;
+mod bucket;
 mod engine;
 mod page_cache;
 mod ranges;
@@ -192,6 +193,10 @@ pub struct BenchArgs {
     /// appendrandom: bytes per append.
     #[arg(long = "append_size", default_value_t = 100)]
     pub append_size: usize,
+    /// A store in a bucket: seconds the store stays open and idle after the workloads, to count
+    /// the requests an idle store makes.
+    #[arg(long = "bucket_idle_secs", default_value_t = 10)]
+    pub bucket_idle_secs: u64,
 }
 
 impl BenchArgs {
@@ -251,6 +256,20 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     if args.key_size < 8 {
         return Err("--key_size must be at least 8".into());
     }
+    if crate::store::is_bucket() {
+        return bucket::run(default_db, &args);
+    }
+    run_on(default_db, &args, strata_engine::Options::default()).map(|_| ())
+}
+
+/// The workloads on the store at `default_db`, opened with `base`'s storage; returns the key
+/// and value bytes they wrote.
+fn run_on(
+    default_db: &Path,
+    args: &BenchArgs,
+    base: strata_engine::Options,
+) -> Result<u64, String> {
+    let args = args.clone();
     let dir: PathBuf = default_db.to_path_buf();
     if !args.use_existing_db && dir.exists() {
         let empty = std::fs::read_dir(&dir)
@@ -268,7 +287,7 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
     let engine: Box<dyn BenchEngine> = match args.engine.as_str() {
-        "strata" => Box::new(engine::StrataEngine::open(&dir, &args)?),
+        "strata" => Box::new(engine::StrataEngine::open(&dir, &args, base)?),
         "wasm" => Box::new(wasm::WasmEngine::open(&dir, &args)?),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::RocksEngine::open(&dir, &args)?),
@@ -296,5 +315,8 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
         let line = workloads::run(name, engine.as_ref(), &dir, &args, &counters)?;
         println!("{line}");
     }
-    engine.close()
+    engine.close()?;
+    Ok(counters
+        .user_bytes
+        .load(std::sync::atomic::Ordering::Relaxed))
 }

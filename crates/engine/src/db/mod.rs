@@ -634,6 +634,12 @@ impl Db {
         self.inner.stats.snapshot()
     }
 
+    /// The storage backend's own counters, when it keeps any (a store in a bucket: requests,
+    /// bytes moved, its cache, the writer epoch); `None` on the local disk.
+    pub fn storage_stats(&self) -> Option<crate::fs::StorageStats> {
+        self.inner.fs.storage_stats()
+    }
+
     /// Waits for background work, syncs the WAL and releases the directory lock. Further calls
     /// return [`Error::Closed`]. Dropping the `Db` does the same.
     pub fn close(&self) -> Result<()> {

@@ -19,6 +19,7 @@ mod mapped;
 mod modes;
 #[cfg(target_os = "linux")]
 mod small_disk;
+mod storage_stats;
 #[cfg(target_os = "linux")]
 mod uring;
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
@@ -27,6 +28,7 @@ pub(crate) use batch::{BatchRead, read_batch};
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 #[cfg(target_os = "linux")]
 pub use small_disk::SmallDisk;
+pub use storage_stats::StorageStats;
 
 /// A file being written from start to end (WAL, table, MANIFEST).
 pub trait WritableFile: Send + Sync + Debug {
@@ -155,6 +157,11 @@ pub trait FileSystem: Send + Sync + Debug {
     fn loose_modes(&self, dir: &Path) -> Vec<String> {
         let _ = dir;
         Vec::new()
+    }
+    /// A backend other than the local disk reports its own counters here (a bucket store's
+    /// requests and cache); the local disk has none.
+    fn storage_stats(&self) -> Option<StorageStats> {
+        None
     }
 }
 

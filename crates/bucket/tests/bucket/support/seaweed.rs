@@ -60,6 +60,7 @@ pub struct Seaweed {
     pub endpoint: String,
     prefixes: AtomicU64,
     restarts: u32,
+    sockets: Vec<PathBuf>,
 }
 
 impl Seaweed {
@@ -108,7 +109,24 @@ impl Seaweed {
             "-volume.max=100".into(),
             // A restarted master elects itself in a second, not ten (the outage tests).
             "-master.electionTimeout=1s".into(),
+            format!(
+                "-filer.localSocket={}",
+                dir.path().join("filer.sock").display()
+            ),
+            format!("-s3.localSocket={}", dir.path().join("s3.sock").display()),
         ];
+        // Its gRPC services also listen on Unix sockets it always makes in /tmp, named by port:
+        // removed when it stops.
+        let sockets = args
+            .iter()
+            .filter_map(|a| {
+                let (flag, port) = a.strip_prefix('-')?.split_once('=')?;
+                let service = flag.strip_suffix(".port.grpc")?;
+                Some(PathBuf::from(format!(
+                    "/tmp/seaweedfs-{service}-grpc-{port}.sock"
+                )))
+            })
+            .collect();
         let mut s = Seaweed {
             child: None,
             args,
@@ -117,6 +135,7 @@ impl Seaweed {
             endpoint: format!("http://127.0.0.1:{s3}"),
             prefixes: AtomicU64::new(0),
             restarts: 0,
+            sockets,
         };
         s.resume();
         Some(s)
@@ -127,6 +146,9 @@ impl Seaweed {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for socket in &self.sockets {
+            let _ = std::fs::remove_file(socket);
         }
     }
 
@@ -232,7 +254,7 @@ pub fn shared() -> Option<&'static Seaweed> {
             let s = Seaweed::start().map(|s| &*Box::leak(Box::new(s)));
             if let Some(s) = s {
                 let pid = s.child.as_ref().map_or(0, Child::id);
-                let _ = AT_EXIT.set((pid, s.dir.path().to_path_buf()));
+                let _ = AT_EXIT.set((pid, s.dir.path().to_path_buf(), s.sockets.clone()));
                 // SAFETY: registers a plain extern "C" function; it runs once, at exit.
                 unsafe {
                     libc::atexit(stop_at_exit);
@@ -248,12 +270,15 @@ pub fn shared() -> Option<&'static Seaweed> {
 }
 
 /// The shared server's process and directory, for `stop_at_exit`.
-static AT_EXIT: std::sync::OnceLock<(u32, PathBuf)> = std::sync::OnceLock::new();
+static AT_EXIT: std::sync::OnceLock<(u32, PathBuf, Vec<PathBuf>)> = std::sync::OnceLock::new();
 
 /// Stops the shared server and deletes its data when the test binary exits (a leaked static is
 /// never dropped).
 extern "C" fn stop_at_exit() {
-    if let Some((pid, dir)) = AT_EXIT.get() {
+    if let Some((pid, dir, sockets)) = AT_EXIT.get() {
+        for socket in sockets {
+            let _ = std::fs::remove_file(socket);
+        }
         // SAFETY: kill and waitpid on the server's own pid, a child of this process.
         unsafe {
             libc::kill(*pid as libc::pid_t, libc::SIGKILL);

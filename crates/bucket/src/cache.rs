@@ -1,0 +1,257 @@
+//! The working copy as a cache of the bucket: the files whose contents are exactly a placed
+//! object (tables, sealed blob files) may leave the cache directory and come back when read.
+//! Past the size bound, the least recently opened of them that no reader holds open are
+//! evicted: a running read never loses its file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use strata_engine::{RandomAccessFile, Result};
+
+use crate::paged::{PagedFile, partial_paths};
+
+/// A placed object: what a file is, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remote {
+    pub key: String,
+    pub len: u64,
+    pub crc: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    remote: Remote,
+    /// The cache directory holds it.
+    local: bool,
+    /// When it was last opened (a tick of `Cache::clock`).
+    used: u64,
+    /// The last handle opened on it, while someone holds it.
+    open: Option<Weak<dyn RandomAccessFile>>,
+}
+
+/// What the cache knows of the placed files.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    entries: Mutex<BTreeMap<String, Entry>>,
+    /// Bytes of placed files the cache directory may hold; `None` for no bound.
+    limit: Option<u64>,
+    clock: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    /// One fetch at a time, so two readers of one missing file fetch it once.
+    pub(crate) fetching: Mutex<()>,
+    /// The partly fetched files open now: a second open of one shares its pages.
+    paged: Mutex<BTreeMap<String, Weak<PagedFile>>>,
+}
+
+impl Cache {
+    /// `placed`: each placed file, and whether the cache directory holds it.
+    pub(crate) fn new(placed: BTreeMap<String, (Remote, bool)>, limit: Option<u64>) -> Cache {
+        let entries = placed
+            .into_iter()
+            .map(|(name, (remote, local))| {
+                let entry = Entry {
+                    remote,
+                    local,
+                    used: 0,
+                    open: None,
+                };
+                (name, entry)
+            })
+            .collect();
+        Cache {
+            entries: Mutex::new(entries),
+            limit,
+            clock: AtomicU64::new(1),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            fetching: Mutex::new(()),
+            paged: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The object to fetch `name` from, if the bucket holds it and the cache does not.
+    pub(crate) fn missing(&self, name: &str) -> Option<Remote> {
+        let entries = self.entries.lock();
+        entries
+            .get(name)
+            .filter(|e| !e.local)
+            .map(|e| e.remote.clone())
+    }
+
+    /// Whether the bucket holds `name` whole and the cache does not.
+    pub(crate) fn is_missing(&self, name: &str) -> bool {
+        self.missing(name).is_some()
+    }
+
+    /// The placed files the cache does not hold.
+    pub(crate) fn missing_names(&self) -> Vec<String> {
+        let entries = self.entries.lock();
+        entries
+            .iter()
+            .filter(|(_, e)| !e.local)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// `name` was fetched into the cache.
+    pub(crate) fn fetched(&self, name: &str) {
+        if let Some(e) = self.entries.lock().get_mut(name) {
+            e.local = true;
+        }
+    }
+
+    /// `name` is now exactly `remote` (uploaded from the cache, which holds it).
+    pub(crate) fn placed(&self, name: &str, remote: Remote) {
+        let used = self.clock.fetch_add(1, Ordering::Relaxed);
+        let entry = Entry {
+            remote,
+            local: true,
+            used,
+            open: None,
+        };
+        self.entries.lock().insert(name.to_string(), entry);
+    }
+
+    /// `name`'s contents change (or it is gone): no object stands for it any more. Returns
+    /// whether the cache lacked it.
+    pub(crate) fn forget(&self, name: &str) -> bool {
+        self.entries.lock().remove(name).is_some_and(|e| !e.local)
+    }
+
+    pub(crate) fn renamed(&self, from: &str, to: &str) {
+        let mut entries = self.entries.lock();
+        entries.remove(to);
+        if let Some(e) = entries.remove(from) {
+            entries.insert(to.to_string(), e);
+        }
+    }
+
+    /// The partly fetched `name`, shared with any reader that has it open, or opened with
+    /// `open`.
+    pub(crate) fn paged(
+        &self,
+        name: &str,
+        open: impl FnOnce() -> Result<PagedFile>,
+    ) -> Result<Arc<PagedFile>> {
+        let mut paged = self.paged.lock();
+        if let Some(file) = paged.get(name).and_then(Weak::upgrade) {
+            return Ok(file);
+        }
+        let file = Arc::new(open()?);
+        paged.insert(name.to_string(), Arc::downgrade(&file));
+        paged.retain(|_, w| w.strong_count() > 0);
+        Ok(file)
+    }
+
+    /// `name` was opened as `file`: it is in use, and the most recently used.
+    pub(crate) fn opened(&self, name: &str, file: &Arc<dyn RandomAccessFile>) {
+        let used = self.clock.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = self.entries.lock().get_mut(name) {
+            e.used = used;
+            e.open = Some(Arc::downgrade(file));
+        }
+    }
+
+    /// Past the bound, deletes the cached copies of the least recently opened placed files no
+    /// one holds open, until under it (or nothing more can go). Returns the files evicted.
+    pub(crate) fn evict(&self, root: &Path) -> Result<usize> {
+        let Some(limit) = self.limit else {
+            return Ok(0);
+        };
+        let mut entries = self.entries.lock();
+        let size = |name: &str| std::fs::metadata(root.join(name)).map_or(0, |m| m.len());
+        let mut total: u64 = entries
+            .iter()
+            .filter(|(_, e)| e.local)
+            .map(|(n, _)| size(n))
+            .sum();
+        if total <= limit {
+            return Ok(0);
+        }
+        let idle_entry = |e: &Entry| e.open.as_ref().is_none_or(|w| w.strong_count() == 0);
+        // Partly fetched copies no one reads go first: what they hold is fetched again cheaply.
+        for (name, _) in entries.iter().filter(|(_, e)| !e.local && idle_entry(e)) {
+            let (partial, pages) = partial_paths(&root.join(name));
+            if partial.exists() {
+                let _ = std::fs::remove_file(&partial);
+                let _ = std::fs::remove_file(&pages);
+            }
+        }
+        let mut idle: Vec<(u64, String)> = entries
+            .iter()
+            .filter(|(_, e)| e.local && idle_entry(e))
+            .map(|(n, e)| (e.used, n.clone()))
+            .collect();
+        idle.sort();
+        let mut evicted = 0;
+        for (_, name) in idle {
+            if total <= limit {
+                break;
+            }
+            let bytes = size(&name);
+            match std::fs::remove_file(root.join(&name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(strata_engine::Error::Io {
+                        context: format!("evicting {} from the cache", root.join(&name).display()),
+                        source: e,
+                    });
+                }
+            }
+            if let Some(e) = entries.get_mut(&name) {
+                e.local = false;
+                e.open = None;
+            }
+            total = total.saturating_sub(bytes);
+            evicted += 1;
+        }
+        Ok(evicted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn remote(key: &str, len: u64) -> Remote {
+        Remote {
+            key: key.into(),
+            len,
+            crc: 0,
+        }
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recently_opened_and_never_an_open_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut placed = BTreeMap::new();
+        for name in ["a.sst", "b.sst", "c.sst"] {
+            std::fs::write(dir.path().join(name), vec![0u8; 1000]).unwrap();
+            placed.insert(name.to_string(), (remote(name, 1000), true));
+        }
+        let cache = Cache::new(placed, Some(1500));
+        let fs = strata_engine::StdFileSystem;
+        use strata_engine::FileSystem;
+        let a = fs.open_random(&dir.path().join("a.sst")).unwrap();
+        let b = fs.open_random(&dir.path().join("b.sst")).unwrap();
+        let c = fs.open_random(&dir.path().join("c.sst")).unwrap();
+        cache.opened("a.sst", &a);
+        cache.opened("b.sst", &b);
+        cache.opened("c.sst", &c);
+        drop((b, c));
+        // a is the oldest but open; b and c are idle, b the older: b goes, then c.
+        assert_eq!(cache.evict(dir.path()).unwrap(), 2);
+        assert!(dir.path().join("a.sst").exists());
+        assert_eq!(cache.missing_names(), vec!["b.sst", "c.sst"]);
+        assert_eq!(cache.missing("b.sst"), Some(remote("b.sst", 1000)));
+        drop(a);
+        // Under the bound now: nothing more goes.
+        assert_eq!(cache.evict(dir.path()).unwrap(), 0);
+    }
+}
