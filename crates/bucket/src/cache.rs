@@ -97,10 +97,12 @@ impl Cache {
             .collect()
     }
 
-    /// `name` was fetched into the cache.
+    /// `name` was fetched into the cache: the most recently used (so not the next evicted).
     pub(crate) fn fetched(&self, name: &str) {
+        let used = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some(e) = self.entries.lock().get_mut(name) {
             e.local = true;
+            e.used = used;
         }
     }
 

@@ -56,7 +56,11 @@ pub struct Requests {
 #[derive(Debug)]
 pub struct Client {
     store: Arc<dyn ObjectStore>,
-    runtime: tokio::runtime::Runtime,
+    /// Where requests run.
+    handle: tokio::runtime::Handle,
+    /// Owned here, and shut down without waiting when the client goes (which may be on a
+    /// thread of another runtime, where a blocking shutdown would panic).
+    runtime: Option<tokio::runtime::Runtime>,
     url: BucketUrl,
     counts: RequestCounts,
 }
@@ -133,7 +137,8 @@ impl Client {
         };
         Ok(Client {
             store,
-            runtime,
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
             url: url.clone(),
             counts: RequestCounts::default(),
         })
@@ -156,15 +161,21 @@ impl Client {
     /// another runtime included (it blocks that thread, as any file read would).
     fn run<T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'static) -> Result<T> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        self.handle.spawn(async move {
             let _ = tx.send(f.await);
         });
         rx.recv().map_err(|_| task_lost())
     }
 
+    /// The engine error for a failed request. Only `Other` (no answer, a 5xx, a timeout) is
+    /// worth waiting out; a refusal of the credentials is not.
     fn error(&self, op: &str, key: &str, e: object_store::Error) -> Error {
         let kind = match &e {
             object_store::Error::NotFound { .. } => std::io::ErrorKind::NotFound,
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => std::io::ErrorKind::PermissionDenied,
+            object_store::Error::NotSupported { .. }
+            | object_store::Error::NotImplemented { .. } => std::io::ErrorKind::Unsupported,
             _ => std::io::ErrorKind::Other,
         };
         Error::Io {
@@ -242,7 +253,7 @@ impl Client {
         let path = ObjectPath::from(self.object(key));
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::sync_channel::<object_store::Result<Bytes>>(4);
-        self.runtime.spawn(async move {
+        self.handle.spawn(async move {
             let mut stream = match store.get(&path).await {
                 Ok(r) => r.into_stream(),
                 Err(e) => {
@@ -358,6 +369,14 @@ impl Client {
             lists: c.lists.load(Ordering::Relaxed),
             bytes_up: c.bytes_up.load(Ordering::Relaxed),
             bytes_down: c.bytes_down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }

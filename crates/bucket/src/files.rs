@@ -120,13 +120,43 @@ impl WritableFile for LoggedFile {
     }
 }
 
+/// A WAL on the local disk (`local` durability): never logged, but a sync acknowledges writes
+/// only while this writer holds its lease (`Shared::hold_lease`).
+#[derive(Debug)]
+pub struct LeasedWal {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) inner: Box<dyn WritableFile>,
+}
+
+impl WritableFile for LeasedWal {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.inner.append(data)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()?;
+        self.shared.hold_lease()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.inner.finish()
+    }
+}
+
+/// Where an open value file is now: the engine renames it (`.blob.tmp` to `.blob`) while it
+/// still holds it, and its later syncs must log under, and read from, the new name.
+pub(crate) type Location = Arc<Mutex<(String, PathBuf)>>;
+
 /// A value file, written at offsets: the ranges written since the last sync are logged at the
 /// next one.
 #[derive(Debug)]
 pub struct LoggedPositional {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) name: String,
-    pub(crate) path: PathBuf,
+    pub(crate) at: Location,
     pub(crate) inner: Box<dyn PositionalFile>,
     /// Written, not yet logged: start → end, disjoint and not touching.
     pub(crate) dirty: Mutex<BTreeMap<u64, u64>>,
@@ -173,26 +203,43 @@ impl PositionalFile for LoggedPositional {
             *e = (*e).min(len);
         }
         drop(dirty);
-        self.shared.log()?.defer(crate::record::Entry::Truncate {
-            name: self.name.clone(),
-            len,
-        });
+        let name = self.at.lock().0.clone();
+        self.shared
+            .log()?
+            .defer(crate::record::Entry::Truncate { name, len });
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
         self.inner.sync()?;
+        let (name, path) = self.at.lock().clone();
         let ranges: Vec<(u64, u64)> = std::mem::take(&mut *self.dirty.lock())
             .into_iter()
             .collect();
-        let entries = self
-            .shared
-            .ranges_as_entries(&self.name, &self.path, &ranges)?;
+        let entries = match self.shared.ranges_as_entries(&name, &path, &ranges) {
+            Ok(entries) => entries,
+            Err(e) => {
+                // Not logged: still to log at the next sync.
+                for (start, end) in ranges {
+                    self.mark(start, end);
+                }
+                return Err(e);
+            }
+        };
         let log = self.shared.log()?;
         for e in entries {
             log.defer(e);
         }
         Ok(())
+    }
+}
+
+impl Drop for LoggedPositional {
+    fn drop(&mut self) {
+        self.shared
+            .moving
+            .lock()
+            .retain(|_, at| !Arc::ptr_eq(at, &self.at));
     }
 }
 

@@ -19,7 +19,7 @@ use strata_engine::{
 
 use crate::cache::{Cache, Remote};
 use crate::client::{Client, Requests};
-use crate::files::{Class, LoggedFile, LoggedPositional};
+use crate::files::{Class, LeasedWal, Location, LoggedFile, LoggedPositional};
 use crate::log::{INLINE_LIMIT, Log};
 use crate::paged::PagedFile;
 use crate::record::Entry;
@@ -51,9 +51,14 @@ pub struct Shared {
     pub(crate) patience: Duration,
     /// The least time between two WAL records at `bucket` durability.
     pub(crate) commit_interval: Duration,
+    /// How long a writer acknowledges local syncs without the bucket confirming it is the
+    /// newest (`hold_lease`).
+    pub(crate) lease: Duration,
     pub(crate) last_wal_commit: Mutex<Instant>,
     /// Which placed files the working copy holds, and its size bound.
     pub(crate) cache: Cache,
+    /// The value files open now, by name, so a rename moves them.
+    pub(crate) moving: Mutex<BTreeMap<String, Location>>,
     /// The cache directory is this process's while the store is open.
     pub(crate) _lock: crate::open::DirLock,
 }
@@ -85,6 +90,32 @@ impl Shared {
         })
     }
 
+    /// Before a WAL sync at `local` durability acknowledges writes: the bucket must have shown
+    /// this writer the newest within the last half lease, else it is asked now (one HEAD). A
+    /// newer writer's claim fences this one; a bucket that cannot be asked is tolerated until
+    /// the lease runs out, then the sync fails `Unavailable`. A new writer waits out a lease
+    /// after its claim before it acknowledges anything, so two writers never both do.
+    pub(crate) fn hold_lease(&self) -> Result<()> {
+        let log = self.log()?;
+        log.check()?;
+        if log.since_confirmed() < self.lease / 2 {
+            return Ok(());
+        }
+        match log.confirm(&self.client) {
+            Err(Error::Io { context, source }) => {
+                if log.since_confirmed() < self.lease {
+                    return Ok(());
+                }
+                Err(Error::Unavailable(format!(
+                    "{context}: {source} (the bucket has not confirmed this writer still owns \
+                     the store for {:?}, its lease)",
+                    self.lease
+                )))
+            }
+            other => other,
+        }
+    }
+
     /// Holds a WAL commit back until `commit_interval` has passed since the last one: the
     /// engine's writers queue meanwhile, and the next group takes them all, one PUT for many
     /// synced writes.
@@ -101,6 +132,41 @@ impl Shared {
         *last = Instant::now();
     }
 
+    /// At a trusted open (this directory's writer was the newest), makes the log match the
+    /// working copy: what the last run changed locally and queued, but died before logging
+    /// (a table placed, a MANIFEST appended to, a file removed), is logged now, before the
+    /// engine builds on it.
+    pub(crate) fn resync(&self, replayed: &crate::replay::Replayed) -> Result<()> {
+        let mut local = Vec::new();
+        for name in self.local.list(&self.root)? {
+            let path = self.root.join(&name);
+            let Some(logged) = self.logged_name(&path) else {
+                continue;
+            };
+            if name.ends_with(".tmp") || !path.is_file() {
+                continue;
+            }
+            let len = std::fs::metadata(&path)
+                .map_err(|e| Error::Io {
+                    context: format!("reading {}", path.display()),
+                    source: e,
+                })?
+                .len();
+            if replayed.files.get(&logged).is_none_or(|r| r.len() != len) {
+                let placed = self.place(&logged, &path, len)?;
+                self.log()?.defer(placed);
+            }
+            local.push(logged);
+        }
+        for (name, recipe) in &replayed.files {
+            let built_here = matches!(recipe, crate::replay::FileRecipe::Steps(_));
+            if built_here && !local.contains(name) && !name.ends_with(".tmp") {
+                self.log()?.defer(Entry::Remove { name: name.clone() });
+            }
+        }
+        self.commit(Vec::new())
+    }
+
     /// Runs `call` until it succeeds, fails for a reason other than the bucket not answering, or
     /// the bucket has not answered for `patience`: then `Unavailable`. Writes wait meanwhile,
     /// which is the back-pressure an outage puts on them.
@@ -113,8 +179,10 @@ impl Shared {
         let mut pause = Duration::from_millis(100);
         loop {
             match call() {
+                // The bucket not answering (not the local disk, not a refusal): wait it out.
                 Err(Error::Io { context, source })
-                    if source.kind() != std::io::ErrorKind::NotFound =>
+                    if context.starts_with("bucket ")
+                        && source.kind() == std::io::ErrorKind::Other =>
                 {
                     if Instant::now() + pause > deadline {
                         return Err(Error::Unavailable(format!(
@@ -224,6 +292,24 @@ impl Shared {
         (path.parent()? == self.root)
             .then(|| path.file_name()?.to_str().map(str::to_string))
             .flatten()
+    }
+
+    /// A WAL kept on the local disk (`local` durability) syncs under the lease.
+    fn leased_if_wal(
+        self: &Arc<Self>,
+        path: &Path,
+        file: Box<dyn WritableFile>,
+    ) -> Result<Box<dyn WritableFile>> {
+        let is_wal = self
+            .store_name(path)
+            .is_some_and(|n| Class::of(&n) == Class::Wal);
+        if is_wal && self.log.is_some() {
+            return Ok(Box::new(LeasedWal {
+                shared: self.clone(),
+                inner: file,
+            }));
+        }
+        Ok(file)
     }
 
     /// The logged name of `path`, if changes to it reach the bucket.
@@ -345,7 +431,7 @@ impl FileSystem for BucketFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let s = &self.shared;
         let Some(name) = s.logged_name(path) else {
-            return s.local.create(path);
+            return s.leased_if_wal(path, s.local.create(path)?);
         };
         let inner = s.created(&name, || s.local.create(path))?;
         Ok(Box::new(LoggedFile {
@@ -365,10 +451,11 @@ impl FileSystem for BucketFs {
             return s.local.create_positional(path);
         };
         let inner = s.created(&name, || s.local.create_positional(path))?;
+        let at: Location = Arc::new(Mutex::new((name.clone(), path.to_path_buf())));
+        s.moving.lock().insert(name, at.clone());
         Ok(Box::new(LoggedPositional {
             shared: s.clone(),
-            name,
-            path: path.to_path_buf(),
+            at,
             inner,
             dirty: Mutex::new(BTreeMap::new()),
         }))
@@ -377,7 +464,7 @@ impl FileSystem for BucketFs {
     fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
         let s = &self.shared;
         let Some(name) = s.logged_name(path) else {
-            return s.local.reopen(path, len);
+            return s.leased_if_wal(path, s.local.reopen(path, len)?);
         };
         s.check_writable()?;
         s.ensure_local(path)?;
@@ -446,6 +533,12 @@ impl FileSystem for BucketFs {
         s.ensure_local(from)?;
         s.local.rename(from, to)?;
         s.cache.renamed(&old, &new);
+        let mut moving = s.moving.lock();
+        if let Some(at) = moving.remove(&old) {
+            *at.lock() = (new.clone(), to.to_path_buf());
+            moving.insert(new.clone(), at);
+        }
+        drop(moving);
         let switches_manifest = Class::of(&new) == Class::Meta;
         let entry = Entry::Rename { from: old, to: new };
         if switches_manifest {

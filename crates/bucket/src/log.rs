@@ -1,7 +1,9 @@
 //! The writer's end of the store's log: records PUT create-only at the next number, entries that
 //! wait for the next record, and the fence (doc/format.md, "A store in a bucket").
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -80,6 +82,14 @@ pub struct LogView {
 pub struct Log {
     epoch: u64,
     tail: Mutex<Tail>,
+    /// Set with `Tail::fenced`, read without its lock (every append checks it, and the tail is
+    /// held across PUTs).
+    fenced: AtomicBool,
+    /// Data objects named and not yet in a committed record: garbage collection spares them.
+    uploading: Mutex<BTreeSet<String>>,
+    /// When the bucket last showed this writer still the newest (a record of its own landed, or
+    /// the next record's name was free).
+    confirmed: Mutex<Instant>,
     objects: AtomicU64,
     records: AtomicU64,
 }
@@ -104,6 +114,9 @@ impl Log {
             }),
             objects: AtomicU64::new(0),
             records: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            uploading: Mutex::new(BTreeSet::new()),
+            confirmed: Mutex::new(Instant::now()),
         }
     }
 
@@ -119,15 +132,49 @@ impl Log {
     /// A fresh name for a data object (unique: the epoch is this writer's alone).
     pub fn data_key(&self, name: &str) -> String {
         let n = self.objects.fetch_add(1, Ordering::Relaxed);
-        format!("data/{:010}/{n:08}-{name}", self.epoch)
+        let key = format!("data/{:010}/{n:08}-{name}", self.epoch);
+        self.uploading.lock().insert(key.clone());
+        key
     }
 
     /// `Fenced` if another writer took over.
     pub fn check(&self) -> Result<()> {
-        match &self.tail.lock().fenced {
-            Some(why) => Err(Error::Fenced(why.clone())),
-            None => Ok(()),
+        if !self.fenced.load(Ordering::Acquire) {
+            return Ok(());
         }
+        let why = self.tail.lock().fenced.clone().unwrap_or_default();
+        Err(Error::Fenced(why))
+    }
+
+    /// Asks the bucket whether a newer writer has claimed the store since this one's last
+    /// record (the next record's name is taken); fences this writer if so.
+    pub fn confirm(&self, client: &Client) -> Result<()> {
+        self.check()?;
+        let next = self.tail.lock().next_seq;
+        let asked = Instant::now();
+        if client.head(&log_key(next))?.is_none() {
+            *self.confirmed.lock() = asked;
+        } else {
+            let why = format!(
+                "record {next} of {} exists and is not this writer's: a newer writer took the \
+                 store over from writer epoch {}",
+                client.url(),
+                self.epoch
+            );
+            self.fence(&mut self.tail.lock(), why.clone());
+            return Err(Error::Fenced(why));
+        }
+        Ok(())
+    }
+
+    /// How long ago the bucket last showed this writer the newest.
+    pub fn since_confirmed(&self) -> std::time::Duration {
+        self.confirmed.lock().elapsed()
+    }
+
+    fn fence(&self, tail: &mut Tail, why: String) {
+        tail.fenced = Some(why);
+        self.fenced.store(true, Ordering::Release);
     }
 
     /// The data objects waiting in queued (or in-doubt) entries: uploaded, named by no record
@@ -142,12 +189,17 @@ impl Log {
         if let Some(doubt) = &tail.in_doubt {
             out.extend(doubt.objects().map(str::to_string));
         }
+        drop(tail);
+        out.extend(self.uploading.lock().iter().cloned());
         out
     }
 
-    /// Entries waiting for the next record (those of a record in doubt included).
+    /// Entries waiting for the next record (those of a record in doubt included); 0 while a
+    /// record is being written (the stats never wait on the bucket).
     pub fn queued(&self) -> u64 {
-        let tail = self.tail.lock();
+        let Some(tail) = self.tail.try_lock() else {
+            return 0;
+        };
         (tail.pending.len() + tail.in_doubt.as_ref().map_or(0, |r| r.entries.len())) as u64
     }
 
@@ -194,6 +246,7 @@ impl Log {
 
     fn put(&self, client: &Client, tail: &mut Tail, record: Record) -> Result<()> {
         let key = log_key(tail.next_seq);
+        let asked = Instant::now();
         let bytes = Bytes::from(record.encode());
         match client.put_create(&key, bytes.clone())? {
             Created::Yes => {}
@@ -209,12 +262,18 @@ impl Log {
                         client.url(),
                         self.epoch
                     );
-                    tail.fenced = Some(why.clone());
+                    self.fence(tail, why.clone());
                     return Err(Error::Fenced(why));
                 }
             }
         }
+        *self.confirmed.lock() = asked;
         let seq = tail.next_seq;
+        let mut uploading = self.uploading.lock();
+        for object in record.objects() {
+            uploading.remove(object);
+        }
+        drop(uploading);
         tail.state.apply(seq, &record);
         tail.next_seq += 1;
         tail.since_checkpoint += 1;

@@ -50,6 +50,10 @@ pub struct BucketConfig {
     /// meanwhile share the next one (fewer PUTs, each write waiting up to this long). Zero
     /// commits each group of writes as it comes.
     pub commit_interval: Duration,
+    /// At `local` durability: how long a writer acknowledges synced writes without the bucket
+    /// confirming it still owns the store; a new writer waits this long after claiming a store
+    /// another writer held. Longer means fewer checks, shorter a faster takeover.
+    pub lease: Duration,
     /// Faults injected between the store and the bucket (tests); `None` in use.
     pub faults: Option<Arc<crate::FaultPlan>>,
 }
@@ -69,6 +73,7 @@ impl BucketConfig {
             patience: Duration::from_secs(30),
             cache_size: None,
             commit_interval: Duration::ZERO,
+            lease: Duration::from_secs(5),
             faults: None,
         }
     }
@@ -134,15 +139,15 @@ impl BucketFs {
             }
             let epoch = replayed.max_epoch + 1;
             let seq = replayed.last_seq + 1;
-            // Written down before the claim: a crash right after it must still find this
-            // directory's WAL its own.
-            let mut claims: Vec<(u64, String)> = ours
-                .iter()
-                .filter(|_| valid)
-                .filter(|(e, _)| *e == replayed.epoch)
-                .cloned()
-                .collect();
-            claims.push((epoch, writer.clone()));
+            // Written down before the claim. A directory that was the newest writer's stays
+            // trusted through a crash right after the claim (its WAL is its own). One that was
+            // not is trusted only once `reconcile` below has made it match the log: until then
+            // it names no claim, so an open that dies midway leaves the next one distrusting it.
+            let mut claims: Vec<(u64, String)> = Vec::new();
+            if valid {
+                claims.extend(ours.iter().filter(|(e, _)| *e == replayed.epoch).cloned());
+                claims.push((epoch, writer.clone()));
+            }
             write_state(&root, &config.url, &claims)?;
             let claim = Record {
                 epoch,
@@ -160,8 +165,19 @@ impl BucketFs {
             }
             let placed = reconcile(&client, &root, replayed, valid)?;
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
+            let replayed_epoch = replayed.epoch;
+            // Bytes are shared, not copied: the clone costs the map.
+            let resync_from = valid.then(|| view.replayed.clone());
             let log = Log::new(epoch, seq, &claim, view);
             let fs = Self::assemble(config, root, client, Some(log), placed, lock)?;
+            if let Some(replayed) = resync_from {
+                fs.shared.resync(&replayed)?;
+            } else if replayed_epoch != 0 {
+                // Another writer held the store and may still be acknowledging local syncs
+                // (`local` durability) until its lease runs out: this one acknowledges nothing
+                // before then.
+                std::thread::sleep(config.lease);
+            }
             if let Some(interval) = config.gc_interval {
                 crate::gc::start_background(&fs.shared, interval, config.gc_min_age);
             }
@@ -190,8 +206,10 @@ impl BucketFs {
                 durability: config.durability,
                 patience: config.patience,
                 commit_interval: config.commit_interval,
+                lease: config.lease,
                 last_wal_commit: Mutex::new(std::time::Instant::now()),
                 cache: Cache::new(placed, config.cache_size),
+                moving: Mutex::new(BTreeMap::new()),
                 _lock: lock,
             }),
         };

@@ -146,7 +146,7 @@ impl PagedFile {
         }
         self.save(&pages)?;
         if pages.missing == 0 {
-            self.complete()?;
+            self.complete(&mut pages)?;
         }
         Ok(())
     }
@@ -162,7 +162,7 @@ impl PagedFile {
     }
 
     /// Every page is here: checked whole against the log, then renamed into place.
-    fn complete(&self) -> Result<()> {
+    fn complete(&self, pages: &mut Pages) -> Result<()> {
         let mut crc = 0u32;
         let mut buf = vec![0u8; PAGE as usize];
         let mut at = 0u64;
@@ -175,8 +175,10 @@ impl PagedFile {
             at += n as u64;
         }
         if crc != self.remote.crc {
-            // Fetched again from nothing by the next reader.
+            // Fetched again from nothing by the next read, here and after a restart.
             let _ = std::fs::remove_file(&self.pages_path);
+            pages.missing = pages.have.len();
+            pages.have.iter_mut().for_each(|h| *h = false);
             return Err(Error::Corruption {
                 file: self.path.clone(),
                 detail: format!(
@@ -184,6 +186,12 @@ impl PagedFile {
                     self.remote.key, self.remote.crc
                 ),
             });
+        }
+        if self.shared.cache.missing(&self.name).as_ref() != Some(&self.remote) {
+            // Removed, replaced or fetched whole meanwhile: this copy is only this reader's now.
+            let _ = std::fs::remove_file(&self.partial);
+            let _ = std::fs::remove_file(&self.pages_path);
+            return Ok(());
         }
         self.file
             .sync_all()

@@ -32,6 +32,26 @@ pub enum FileRecipe {
     Steps(Vec<Step>),
 }
 
+impl FileRecipe {
+    /// The length of the file it rebuilds.
+    pub fn len(&self) -> u64 {
+        match self {
+            FileRecipe::Placed { len, .. } => *len,
+            FileRecipe::Steps(steps) => steps.iter().fold(0, |len, step| match step {
+                Step::Write {
+                    offset,
+                    source: Source::Inline(b),
+                } => len.max(offset + b.len() as u64),
+                Step::Write {
+                    offset,
+                    source: Source::Object { len: n, .. },
+                } => len.max(offset + n),
+                Step::SetLen(n) => *n,
+            }),
+        }
+    }
+}
+
 /// The files, and who wrote last.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Replayed {

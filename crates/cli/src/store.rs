@@ -18,7 +18,8 @@ pub struct BucketArgs {
     /// For an `s3://` store: how much of the store's tables and blob files the cache may hold
     /// (bytes, or with K, M, G or T); past it the least recently read go, the bucket keeping
     /// them. Default: no bound.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    // Its own id: `strata bench` has a `--cache_size` (the block cache's) of another type.
+    #[arg(long = "cache-size", id = "bucket_cache_size", global = true, value_name = "SIZE", value_parser = parse_size)]
     pub cache_size: Option<u64>,
     /// For an `s3://` store: the S3 endpoint (`http://127.0.0.1:8333`); default
     /// `AWS_ENDPOINT_URL`, else AWS. Credentials and region come from the `AWS_*` variables.

@@ -42,6 +42,7 @@ fn crash_child() {
         credentials: Some(seaweed::credentials()),
         durability,
         gc_interval: None,
+        lease: Duration::from_millis(300),
         ..strata_bucket::BucketConfig::new(url, PathBuf::from(cache))
     };
     let db = open_db(BucketFs::open(&config).unwrap());

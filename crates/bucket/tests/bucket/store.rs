@@ -80,6 +80,30 @@ fn a_newer_writer_fences_the_older_one() {
 }
 
 #[test]
+fn at_local_durability_a_newer_writer_fences_the_older_within_its_lease() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("fence-local");
+    let tmp = tempfile::tempdir().unwrap();
+    let old = open_db(open(s, &url, &tmp.path().join("old"), Durability::Local));
+    old.put_with(&synced(), b"before", b"1").unwrap();
+    let started = std::time::Instant::now();
+    let new = open_db(open(s, &url, &tmp.path().join("new"), Durability::Local));
+    // The newcomer waited out the lease before it could acknowledge anything.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // The old writer's local WAL would take this write, but its lease is past half: it asks the
+    // bucket, finds the newer claim, and acknowledges nothing more.
+    let e = old.put_with(&synced(), b"after", b"2").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+    new.put_with(&synced(), b"new", b"3").unwrap();
+    new.flush().unwrap();
+    drop(old);
+    drop(new);
+    let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Local));
+    assert_eq!(get(&check, "new").as_deref(), Some(&b"3"[..]));
+    assert_eq!(get(&check, "after"), None);
+}
+
+#[test]
 fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
     let Some(s) = sw() else { return };
     let rounds: usize = std::env::var("STRATA_BUCKET_RACE_ROUNDS")
@@ -94,7 +118,8 @@ fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
             let handles: Vec<_> = (0..2)
                 .map(|w| {
                     let barrier = barrier.clone();
-                    let (url, dir) = (url.clone(), tmp.path().join(format!("w{w}")));
+                    let dir = tmp.path().join(format!("round-{round}-writer-{w}"));
+                    let url = url.clone();
                     scope.spawn(move || {
                         // The rival may claim the store while this one's open still writes its
                         // MANIFEST: that open then fails, fenced, and acknowledges nothing.

@@ -225,6 +225,9 @@ impl Seaweed {
             durability,
             // The tests collect garbage when they mean to.
             gc_interval: None,
+            // Takeovers wait out a lease: short here, so the many tests that take a store over
+            // do not wait seconds each.
+            lease: std::time::Duration::from_millis(300),
             ..BucketConfig::new(url.clone(), cache_dir)
         }
     }
