@@ -40,8 +40,11 @@ fn parse_numbered(key: &str, dir: &str) -> Option<u64> {
         .flatten()
 }
 
-/// A checkpoint is written after this many records, so an open replays at most about as many.
+/// A checkpoint is written after at least this many records, so an open replays about as many
+/// (more while records are small beside the state, up to `CHECKPOINT_CAP`).
 pub const CHECKPOINT_EVERY: u64 = 64;
+/// The most records between two checkpoints, however small.
+pub const CHECKPOINT_CAP: u64 = 1024;
 
 /// Entries larger than this go to an object of their own, named by the record.
 pub const INLINE_LIMIT: usize = 64 << 10;
@@ -59,8 +62,11 @@ struct Tail {
     fenced: Option<String>,
     /// The store's files as of the last record.
     state: Replayed,
-    /// Records since the last checkpoint.
+    /// Records since the last checkpoint, and their bytes.
     since_checkpoint: u64,
+    bytes_since_checkpoint: u64,
+    /// The size of the last checkpoint written (0 before any).
+    checkpoint_bytes: u64,
     /// The checkpoints in the bucket, oldest first.
     checkpoints: Vec<u64>,
     /// Records below this number are deleted (or never were).
@@ -109,6 +115,8 @@ impl Log {
                 fenced: None,
                 state,
                 since_checkpoint,
+                bytes_since_checkpoint: 0,
+                checkpoint_bytes: 0,
                 checkpoints: view.checkpoints,
                 kept_from: view.first_record,
             }),
@@ -277,6 +285,7 @@ impl Log {
         tail.state.apply(seq, &record);
         tail.next_seq += 1;
         tail.since_checkpoint += 1;
+        tail.bytes_since_checkpoint += bytes.len() as u64;
         self.records.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -286,16 +295,26 @@ impl Log {
     /// one can still read everything after it). A failure here fails no write: the next record
     /// tries again.
     fn maybe_checkpoint(&self, client: &Client, tail: &mut Tail) {
-        if tail.since_checkpoint < CHECKPOINT_EVERY {
+        // A checkpoint carries the whole state (a live WAL's bytes too, at `bucket`
+        // durability): written only once the records since the last one hold as many bytes, so
+        // checkpoints upload at most about as much as the records did, never that much per 64
+        // records. A store of many small records still checkpoints every `CHECKPOINT_CAP`.
+        let due = tail.since_checkpoint >= CHECKPOINT_EVERY
+            && (tail.bytes_since_checkpoint >= tail.checkpoint_bytes
+                || tail.since_checkpoint >= CHECKPOINT_CAP);
+        if !due {
             return;
         }
         let seq = tail.next_seq - 1;
         let bytes = Bytes::from(tail.state.to_record().encode());
+        let size = bytes.len() as u64;
         if let Err(e) = client.put_create(&checkpoint_key(seq), bytes) {
             log::warn!("{}: checkpoint {seq} not written: {e}", client.url());
             return;
         }
         tail.since_checkpoint = 0;
+        tail.bytes_since_checkpoint = 0;
+        tail.checkpoint_bytes = size;
         tail.checkpoints.push(seq);
         let n = tail.checkpoints.len();
         if n < 2 {
