@@ -185,13 +185,13 @@ impl Inner {
         }
     }
 
-    /// Writes `batch`; with `sync`, the WAL is synced before this returns.
-    pub fn write(&self, batch: strata_engine::WriteBatch, sync: bool) -> Result<(), Problem> {
-        let opts = strata_engine::WriteOptions {
-            sync,
-            ..Default::default()
-        };
-        Ok(self.db.write(batch, &opts)?)
+    /// Writes `batch`, synced as far as `sync` says before this returns.
+    pub(crate) fn write(
+        &self,
+        batch: strata_engine::WriteBatch,
+        sync: crate::routes::SyncTo,
+    ) -> Result<(), Problem> {
+        Ok(self.db.write(batch, &sync.write_options())?)
     }
 
     pub fn check_writable(&self) -> Result<(), Problem> {

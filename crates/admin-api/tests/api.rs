@@ -204,6 +204,18 @@ async fn bad_input_is_a_problem_document_and_changes_nothing() {
             400,
         ),
         (
+            "PUT",
+            format!("/api/v1/kv/{}?sync=disk", path_key(b"k")),
+            Some(json!({"value": "MQ=="})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchWrite".into(),
+            Some(json!({"ops": [{"op":"put","key":"YQ==","value":"MQ=="}], "sync": "remote"})),
+            400,
+        ),
+        (
             "POST",
             "/api/v1/kv:batchGet".into(),
             Some(json!({"keys": ["YQ==","YQ==","YQ==","YQ=="]})),
@@ -364,6 +376,32 @@ async fn batches_ranges_and_column_families() {
             .json()["applied"],
         4
     );
+    // A write names how far it is synced: a boolean or a level (on the local disk, `local`
+    // and `bucket` are both an fsync).
+    for sync in [json!(true), json!("local"), json!("bucket")] {
+        let one = json!({"ops": [{"op": "put", "key": b64(b"s"), "value": b64(b"1")}],
+            "sync": sync});
+        let r = a.call("POST", "/api/v1/kv:batchWrite", Some(one)).await;
+        assert_eq!(r.json()["applied"], 1, "sync {sync}");
+    }
+    for word in ["1", "local", "bucket"] {
+        let r = a
+            .call(
+                "PUT",
+                &format!("/api/v1/kv/{}?sync={word}", path_key(b"s")),
+                Some(json!({"value": b64(word.as_bytes())})),
+            )
+            .await;
+        assert!(r.status.is_success(), "sync={word}: {}", r.status);
+    }
+    let r = a
+        .call(
+            "DELETE",
+            &format!("/api/v1/kv/{}?sync=bucket", path_key(b"s")),
+            None,
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.status);
     let got = a
         .call(
             "POST",

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use strata_engine::{PositionalFile, Result, WritableFile};
+use strata_engine::{Durability, PositionalFile, Result, WritableFile};
 
 use crate::fs::Shared;
 
@@ -22,7 +22,7 @@ pub enum Class {
     /// A value file being written at offsets (`*.blob.tmp`): its synced ranges ride with the next
     /// record.
     ValueFile,
-    /// A WAL: a record per sync at `bucket` durability, never logged at `local`.
+    /// A WAL: a record per sync at `Remote` durability; a `Local` sync stays on this disk.
     Wal,
     /// Not part of the store's data (the locks, the disk reserve, the serve token).
     Local,
@@ -60,11 +60,34 @@ pub struct LoggedFile {
 }
 
 impl LoggedFile {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: String,
+        path: &std::path::Path,
+        inner: Box<dyn WritableFile>,
+        len: u64,
+        logged: u64,
+    ) -> LoggedFile {
+        let class = Class::of(&name);
+        if class == Class::Wal {
+            shared.wal_logged.lock().insert(name.clone(), logged);
+        }
+        LoggedFile {
+            shared,
+            class,
+            name,
+            path: path.to_path_buf(),
+            inner,
+            len,
+            logged,
+        }
+    }
+
+    /// Brings the log up to the file's length, as its kind of file needs.
     fn log_synced(&mut self, sealing: bool) -> Result<()> {
         let shared = &self.shared;
         match self.class {
             Class::Local => {}
-            Class::Wal if !shared.logs_wal() => {}
             Class::Table => {
                 if self.len != self.logged {
                     let placed = shared.place(&self.name, &self.path, self.len)?;
@@ -93,7 +116,24 @@ impl LoggedFile {
             }
         }
         self.logged = self.len;
+        if self.class == Class::Wal {
+            shared
+                .wal_logged
+                .lock()
+                .insert(self.name.clone(), self.logged);
+        }
         Ok(())
+    }
+
+    /// A WAL synced for `Local` durability stays on this disk: its writes are acknowledged only
+    /// while this writer holds its lease (`Shared::hold_lease`). The bytes reach the bucket at
+    /// the next `Remote` sync, always from where the last one ended, so the bucket's copy of a
+    /// WAL is a prefix of the local one.
+    fn sync_wal(&mut self, durability: Durability) -> Result<()> {
+        match durability {
+            Durability::Local => self.shared.hold_lease(),
+            Durability::Remote => self.log_synced(false),
+        }
     }
 }
 
@@ -110,40 +150,23 @@ impl WritableFile for LoggedFile {
     }
 
     fn sync(&mut self) -> Result<()> {
+        self.sync_to(self.shared.durability)
+    }
+
+    fn sync_to(&mut self, durability: Durability) -> Result<()> {
         self.inner.sync()?;
-        self.log_synced(false)
+        match self.class {
+            Class::Wal => self.sync_wal(durability),
+            _ => self.log_synced(false),
+        }
     }
 
     fn finish(&mut self) -> Result<()> {
         self.inner.finish()?;
-        self.log_synced(true)
-    }
-}
-
-/// A WAL on the local disk (`local` durability): never logged, but a sync acknowledges writes
-/// only while this writer holds its lease (`Shared::hold_lease`).
-#[derive(Debug)]
-pub struct LeasedWal {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) inner: Box<dyn WritableFile>,
-}
-
-impl WritableFile for LeasedWal {
-    fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.inner.append(data)
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    fn sync(&mut self) -> Result<()> {
-        self.inner.sync()?;
-        self.shared.hold_lease()
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        self.inner.finish()
+        match self.class {
+            Class::Wal => self.sync_wal(self.shared.durability),
+            _ => self.log_synced(true),
+        }
     }
 }
 

@@ -13,27 +13,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use strata_engine::{
-    Error, FileLock, FileSystem, PositionalFile, RandomAccessFile, Result, StdFileSystem,
-    StorageStats, WritableFile,
+    Durability, Error, FileLock, FileSystem, PositionalFile, RandomAccessFile, Result,
+    StdFileSystem, StorageStats, WritableFile,
 };
 
 use crate::cache::{Cache, Remote};
 use crate::client::{Client, Requests};
-use crate::files::{Class, LeasedWal, Location, LoggedFile, LoggedPositional};
+use crate::files::{Class, Location, LoggedFile, LoggedPositional};
 use crate::log::{INLINE_LIMIT, Log};
 use crate::paged::PagedFile;
 use crate::record::Entry;
-
-/// How far a synced write goes before it is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// The WAL on the local disk; tables, blob files and the MANIFEST in the bucket. Losing the
-    /// machine loses what was not flushed.
-    #[default]
-    Local,
-    /// A synced write returns once its WAL bytes are a record in the bucket.
-    Bucket,
-}
 
 /// Appended bytes go up in objects of at most this many, so memory stays bounded.
 const PIECE: u64 = 8 << 20;
@@ -46,7 +35,11 @@ pub struct Shared {
     pub(crate) client: Client,
     /// `None` when opened read-only.
     pub(crate) log: Option<Log>,
+    /// How far a sync goes when the engine does not say (`WriteOptions::durability`).
     pub(crate) durability: Durability,
+    /// How much of each open WAL the log has (or has queued): a WAL reopened after a failed
+    /// sync resumes logging from there, never past what the bucket holds.
+    pub(crate) wal_logged: Mutex<BTreeMap<String, u64>>,
     /// How long a call waits for a bucket that does not answer before it fails.
     pub(crate) patience: Duration,
     /// The least time between two WAL records at `bucket` durability.
@@ -75,10 +68,6 @@ impl Shared {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.log()?.check()
-    }
-
-    pub(crate) fn logs_wal(&self) -> bool {
-        self.durability == Durability::Bucket
     }
 
     pub(crate) fn commit(&self, entries: Vec<Entry>) -> Result<()> {
@@ -144,6 +133,12 @@ impl Shared {
                 continue;
             };
             if name.ends_with(".tmp") || !path.is_file() {
+                continue;
+            }
+            if Class::of(&logged) == Class::Wal {
+                // Its bucket copy is a prefix of this one (`LoggedFile::sync_wal`); the rest was
+                // synced only locally and stays so. The engine replays it from here.
+                local.push(logged);
                 continue;
             }
             let len = std::fs::metadata(&path)
@@ -294,30 +289,11 @@ impl Shared {
             .flatten()
     }
 
-    /// A WAL kept on the local disk (`local` durability) syncs under the lease.
-    fn leased_if_wal(
-        self: &Arc<Self>,
-        path: &Path,
-        file: Box<dyn WritableFile>,
-    ) -> Result<Box<dyn WritableFile>> {
-        let is_wal = self
-            .store_name(path)
-            .is_some_and(|n| Class::of(&n) == Class::Wal);
-        if is_wal && self.log.is_some() {
-            return Ok(Box::new(LeasedWal {
-                shared: self.clone(),
-                inner: file,
-            }));
-        }
-        Ok(file)
-    }
-
     /// The logged name of `path`, if changes to it reach the bucket.
     fn logged_name(&self, path: &Path) -> Option<String> {
         let name = self.store_name(path)?;
         match Class::of(&name) {
             Class::Local => None,
-            Class::Wal if !self.logs_wal() => None,
             _ => Some(name),
         }
     }
@@ -431,18 +407,17 @@ impl FileSystem for BucketFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let s = &self.shared;
         let Some(name) = s.logged_name(path) else {
-            return s.leased_if_wal(path, s.local.create(path)?);
+            return s.local.create(path);
         };
         let inner = s.created(&name, || s.local.create(path))?;
-        Ok(Box::new(LoggedFile {
-            shared: s.clone(),
-            class: Class::of(&name),
+        Ok(Box::new(LoggedFile::new(
+            s.clone(),
             name,
-            path: path.to_path_buf(),
+            path,
             inner,
-            len: 0,
-            logged: 0,
-        }))
+            0,
+            0,
+        )))
     }
 
     fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
@@ -464,25 +439,38 @@ impl FileSystem for BucketFs {
     fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
         let s = &self.shared;
         let Some(name) = s.logged_name(path) else {
-            return s.leased_if_wal(path, s.local.reopen(path, len)?);
+            return s.local.reopen(path, len);
         };
         s.check_writable()?;
         s.ensure_local(path)?;
         let inner = s.local.reopen(path, len)?;
         s.cache.forget(&name);
+        let class = Class::of(&name);
+        // A WAL's bucket copy may end before `len` (its last syncs were `Local`, or the one that
+        // failed never reached the log): the log is cut to what it holds, and the next `Remote`
+        // sync sends the rest, so no gap is ever logged.
+        let logged = match class {
+            Class::Wal => s
+                .wal_logged
+                .lock()
+                .get(&name)
+                .copied()
+                .unwrap_or(0)
+                .min(len),
+            _ => len,
+        };
         s.log()?.defer(Entry::Truncate {
             name: name.clone(),
-            len,
+            len: logged,
         });
-        Ok(Box::new(LoggedFile {
-            shared: s.clone(),
-            class: Class::of(&name),
+        Ok(Box::new(LoggedFile::new(
+            s.clone(),
             name,
-            path: path.to_path_buf(),
+            path,
             inner,
             len,
-            logged: len,
-        }))
+            logged,
+        )))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
@@ -563,6 +551,7 @@ impl FileSystem for BucketFs {
                 if was_remote && source.kind() == std::io::ErrorKind::NotFound => {}
             other => other?,
         }
+        s.wal_logged.lock().remove(&name);
         s.log()?.defer(Entry::Remove { name });
         Ok(())
     }
@@ -647,7 +636,7 @@ impl FileSystem for BucketFs {
             location: s.client.url().to_string(),
             durability: match s.durability {
                 Durability::Local => "local",
-                Durability::Bucket => "bucket",
+                Durability::Remote => "bucket",
             }
             .to_string(),
             writer_epoch: self.epoch(),

@@ -35,8 +35,9 @@ mod url;
 
 pub use client::{Client, Requests};
 pub use fault::{Fault, FaultPlan, Request};
-pub use fs::{BucketFs, Durability};
+pub use fs::BucketFs;
 pub use gc::GcReport;
 pub use open::{BucketConfig, Credentials};
 pub use probe::check as check_conformance;
+pub use strata_engine::Durability;
 pub use url::BucketUrl;

@@ -16,11 +16,12 @@ use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 use crate::cache::{Cache, Remote};
 use crate::client::{Client, Created};
 use crate::files::Class;
-use crate::fs::{BucketFs, Durability, Shared};
+use crate::fs::{BucketFs, Shared};
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
 use crate::replay::{FileRecipe, Replayed, Source, Step};
 use crate::url::BucketUrl;
+use strata_engine::Durability;
 
 /// Where the store is and how to open it.
 #[derive(Debug, Clone)]
@@ -204,6 +205,7 @@ impl BucketFs {
                 client,
                 log,
                 durability: config.durability,
+                wal_logged: Mutex::new(BTreeMap::new()),
                 patience: config.patience,
                 commit_interval: config.commit_interval,
                 lease: config.lease,

@@ -112,7 +112,7 @@ pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
         endpoint: b.args.s3_endpoint.clone(),
         durability: match b.args.durability {
             DurabilityArg::Local => Durability::Local,
-            DurabilityArg::Bucket => Durability::Bucket,
+            DurabilityArg::Bucket => Durability::Remote,
         },
         read_only,
         cache_size: b.args.cache_size,

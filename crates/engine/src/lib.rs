@@ -64,8 +64,8 @@ pub use events::{
     EventListener, FlushInfo, StallCause,
 };
 pub use fs::{
-    FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem, StorageStats,
-    WritableFile,
+    Durability, FileLock, FileSystem, PositionalFile, RandomAccessFile, StdFileSystem,
+    StorageStats, WritableFile,
 };
 pub use key::SequenceNumber;
 pub use options::{

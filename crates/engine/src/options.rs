@@ -405,6 +405,10 @@ pub struct WriteOptions {
     pub sync: bool,
     /// Skip the WAL: the write is lost on a crash unless flushed first.
     pub disable_wal: bool,
+    /// With `sync`: how far the WAL is synced, when not as far as the store's default. On a
+    /// store in a bucket, `Local` acknowledges once the machine's disk has the write and
+    /// `Remote` once the bucket has it; on the local disk both are an fsync.
+    pub durability: Option<crate::fs::Durability>,
 }
 
 /// Options for reads and iterators.

@@ -98,6 +98,7 @@ fn crash_child_writer() {
             &WriteOptions {
                 sync: i % 4 != 1,
                 disable_wal: false,
+                ..Default::default()
             },
         )
         .unwrap();

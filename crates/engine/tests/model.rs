@@ -728,6 +728,7 @@ impl Runner {
         let wo = WriteOptions {
             sync,
             disable_wal: false,
+            ..Default::default()
         };
         if (cf.id() != 0 && sync) || matches!(write, Write::Partial(..)) {
             let mut b = WriteBatch::new();

@@ -428,7 +428,7 @@ export interface components {
             cf?: string | null;
             encoding?: components["schemas"]["Encoding"];
             ops: components["schemas"]["BatchOp"][];
-            sync?: boolean;
+            sync?: components["schemas"]["SyncTo"];
         };
         /** @description How many operations the batch applied. */
         BatchWriteReply: {
@@ -816,7 +816,7 @@ export interface components {
             encoding?: components["schemas"]["Encoding"];
             end: string;
             start: string;
-            sync?: boolean;
+            sync?: components["schemas"]["SyncTo"];
         };
         /** @description What a range deletion did, or (dry run) would delete. */
         DeleteRangeReply: {
@@ -1577,6 +1577,17 @@ export interface components {
              */
             writer_epoch: number;
         };
+        /**
+         * @description A durability named by a write.
+         * @enum {string}
+         */
+        SyncLevel: "local" | "bucket";
+        /**
+         * @description `false` (the default): answered once the write is in the WAL, not synced. `true`: the WAL
+         *     synced as far as the store's default durability. `"local"`: synced to this machine's disk.
+         *     `"bucket"`: synced to the store's bucket (on a local store, the same as `true`).
+         */
+        SyncTo: boolean | components["schemas"]["SyncLevel"];
         /** @description A column family and an optional key range (for compactRange). */
         Target: {
             cf?: string | null;
@@ -1959,7 +1970,10 @@ export interface operations {
                 encoding?: components["schemas"]["Encoding"];
                 /** @description The value as `application/octet-stream` (`raw=1`). */
                 raw?: string;
-                /** @description fsync the WAL before answering a write. */
+                /**
+                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
+                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 */
                 sync?: string;
                 /** @description Seconds until a put key expires. */
                 ttl?: number;
@@ -2039,7 +2053,10 @@ export interface operations {
                 encoding?: components["schemas"]["Encoding"];
                 /** @description The value as `application/octet-stream` (`raw=1`). */
                 raw?: string;
-                /** @description fsync the WAL before answering a write. */
+                /**
+                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
+                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 */
                 sync?: string;
                 /** @description Seconds until a put key expires. */
                 ttl?: number;
@@ -2119,7 +2136,10 @@ export interface operations {
                 encoding?: components["schemas"]["Encoding"];
                 /** @description The value as `application/octet-stream` (`raw=1`). */
                 raw?: string;
-                /** @description fsync the WAL before answering a write. */
+                /**
+                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
+                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 */
                 sync?: string;
                 /** @description Seconds until a put key expires. */
                 ttl?: number;
@@ -2157,7 +2177,10 @@ export interface operations {
                 encoding?: components["schemas"]["Encoding"];
                 /** @description The value as `application/octet-stream` (`raw=1`). */
                 raw?: string;
-                /** @description fsync the WAL before answering a write. */
+                /**
+                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
+                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 */
                 sync?: string;
                 /** @description Seconds until a put key expires. */
                 ttl?: number;
@@ -2203,7 +2226,10 @@ export interface operations {
                 offset?: number;
                 /** @description `1`: append the body (a missing key starts empty). */
                 append?: string;
-                /** @description fsync the WAL before answering. */
+                /**
+                 * @description Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+                 *     this machine's disk, `bucket` to the store's bucket.
+                 */
                 sync?: string;
             };
             header?: never;

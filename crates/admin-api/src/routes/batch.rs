@@ -96,7 +96,7 @@ pub(crate) struct BatchWrite {
     #[serde(default)]
     encoding: Encoding,
     #[serde(default)]
-    sync: bool,
+    sync: super::SyncTo,
 }
 
 /// How many operations the batch applied.

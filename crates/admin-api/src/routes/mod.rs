@@ -8,7 +8,10 @@ pub(crate) mod inspect;
 pub(crate) mod kv;
 pub(crate) mod openapi;
 pub(crate) mod scan;
+pub(crate) mod sync_to;
 pub(crate) mod upload;
+
+pub(crate) use sync_to::SyncTo;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -107,10 +110,11 @@ pub(crate) struct Common {
     #[serde(default, deserialize_with = "flag")]
     #[param(value_type = Option<String>)]
     pub raw: bool,
-    /// fsync the WAL before answering a write.
-    #[serde(default, deserialize_with = "flag")]
+    /// Sync the WAL before answering a write: `1`/`true` as far as the store's default,
+    /// `local` to this machine's disk, `bucket` to the store's bucket.
+    #[serde(default, deserialize_with = "sync_to::query")]
     #[param(value_type = Option<String>)]
-    pub sync: bool,
+    pub sync: SyncTo,
     /// Seconds until a put key expires.
     pub ttl: Option<u64>,
 }

@@ -177,7 +177,7 @@ pub(crate) struct DeleteRange {
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
-    sync: bool,
+    sync: super::SyncTo,
     #[serde(default)]
     encoding: Encoding,
 }

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
 use futures_util::StreamExt;
 use serde::Deserialize;
-use strata_engine::{WriteBatch, WriteOptions};
+use strata_engine::WriteBatch;
 
 use super::{Common, blocking, flag, logged, query};
 use crate::codec::decode_path_key;
@@ -30,10 +30,11 @@ pub(crate) struct PatchParams {
     #[serde(default, deserialize_with = "flag")]
     #[param(value_type = Option<String>)]
     pub append: bool,
-    /// fsync the WAL before answering.
-    #[serde(default, deserialize_with = "flag")]
+    /// Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+    /// this machine's disk, `bucket` to the store's bucket.
+    #[serde(default, deserialize_with = "super::sync_to::query")]
     #[param(value_type = Option<String>)]
-    pub sync: bool,
+    pub sync: super::SyncTo,
 }
 
 /// Writes the raw body into a key's value at `offset`, or appends it (`append=1`): the cost is
@@ -156,10 +157,7 @@ pub(crate) async fn put_streamed(
                 Piece::Bytes(b) => file.write_at(file.len(), &b)?,
                 Piece::Done => {
                     let len = file.len();
-                    let opts = WriteOptions {
-                        sync: q.sync,
-                        ..Default::default()
-                    };
+                    let opts = q.sync.write_options();
                     inner
                         .db
                         .write_with_value_file(WriteBatch::new(), file, &opts)?;

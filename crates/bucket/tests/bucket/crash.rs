@@ -1,7 +1,8 @@
 //! Writers killed with SIGKILL at random moments (mid-upload, between an upload and the record
 //! that names it, mid-record, mid-checkpoint), a hundred times in all: every write acknowledged
 //! at the store's durability is there afterwards, every open finds every object its log names,
-//! and what the dead writers left behind is reclaimed.
+//! and what the dead writers left behind is reclaimed. On the `local` store every fifth write asks
+//! for `bucket` durability: those, at least, are there for another machine too.
 //!
 //! The writer is this test binary run again as a child (`crash_child`), printing each key once
 //! its synced write returned.
@@ -17,6 +18,7 @@ use strata_bucket::{BucketFs, BucketUrl, Durability};
 
 use crate::support::seaweed::{self, Seaweed};
 use crate::support::{open_db, synced};
+use strata_engine::WriteOptions;
 
 const CHILD: &str = "STRATA_BUCKET_CRASH_CHILD";
 
@@ -32,7 +34,7 @@ fn crash_child() {
         panic!("bad {CHILD}: {spec}");
     };
     let durability = if durability == "bucket" {
-        Durability::Bucket
+        Durability::Remote
     } else {
         Durability::Local
     };
@@ -55,8 +57,13 @@ fn crash_child() {
         } else {
             vec![i as u8; 100]
         };
-        db.put_with(&synced(), key.as_bytes(), &value).unwrap();
-        println!("ack {key}");
+        let remote = durability == Durability::Local && i.is_multiple_of(5);
+        let opts = WriteOptions {
+            durability: remote.then_some(Durability::Remote),
+            ..synced()
+        };
+        db.put_with(&opts, key.as_bytes(), &value).unwrap();
+        println!("ack {key}{}", if remote { " remote" } else { "" });
         if i % 40 == 39 {
             db.flush().unwrap();
         }
@@ -69,6 +76,8 @@ struct Subject {
     url: BucketUrl,
     durability: Durability,
     acked: Vec<String>,
+    /// Of `acked`, those acknowledged at `bucket` durability.
+    acked_remote: Vec<String>,
 }
 
 fn cache_for(tmp: &Path, subject: &Subject, cycle: usize) -> PathBuf {
@@ -76,16 +85,21 @@ fn cache_for(tmp: &Path, subject: &Subject, cycle: usize) -> PathBuf {
         // The local WAL is what makes its writes durable: every writer uses the one cache.
         Durability::Local => tmp.join("local-cache"),
         // Everything acknowledged is in the bucket: every writer starts from nothing.
-        Durability::Bucket => tmp.join(format!("bucket-cache-{cycle}")),
+        Durability::Remote => tmp.join(format!("bucket-cache-{cycle}")),
     }
 }
 
 /// Starts a writer, lets it acknowledge for a random while, kills it; returns what it
-/// acknowledged.
-fn one_life(s: &Seaweed, subject: &Subject, cache: &Path, rng: &mut impl Rng) -> Vec<String> {
+/// acknowledged (each key, and whether at `bucket` durability).
+fn one_life(
+    s: &Seaweed,
+    subject: &Subject,
+    cache: &Path,
+    rng: &mut impl Rng,
+) -> Vec<(String, bool)> {
     let durability = match subject.durability {
         Durability::Local => "local",
-        Durability::Bucket => "bucket",
+        Durability::Remote => "bucket",
     };
     let spec = format!(
         "{}|{}|{}|{durability}|{}",
@@ -112,8 +126,12 @@ fn one_life(s: &Seaweed, subject: &Subject, cache: &Path, rng: &mut impl Rng) ->
         let stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(key) = line.strip_prefix("ack ") {
-                    acked.lock().unwrap().push(key.to_string());
+                if let Some(ack) = line.strip_prefix("ack ") {
+                    let (key, remote) = match ack.strip_suffix(" remote") {
+                        Some(key) => (key, true),
+                        None => (ack, false),
+                    };
+                    acked.lock().unwrap().push((key.to_string(), remote));
                 }
             }
         })
@@ -143,6 +161,10 @@ fn one_life(s: &Seaweed, subject: &Subject, cache: &Path, rng: &mut impl Rng) ->
 }
 
 fn assert_all_there(s: &Seaweed, subject: &Subject, cache: &Path) {
+    assert_there(s, subject, cache, &subject.acked);
+}
+
+fn assert_there(s: &Seaweed, subject: &Subject, cache: &Path, keys: &[String]) {
     let fs = BucketFs::open(&strata_bucket::BucketConfig {
         read_only: true,
         ..s.config(&subject.url, cache.to_path_buf(), subject.durability)
@@ -157,7 +179,7 @@ fn assert_all_there(s: &Seaweed, subject: &Subject, cache: &Path) {
         },
     )
     .unwrap();
-    for key in &subject.acked {
+    for key in keys {
         assert!(
             db.get(key.as_bytes()).unwrap().is_some(),
             "{key} was acknowledged at {:?} durability and is lost",
@@ -174,10 +196,11 @@ fn writers_killed_at_random_moments_lose_nothing_acknowledged() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let tmp = tempfile::tempdir().unwrap();
-    let mut subjects = [Durability::Local, Durability::Bucket].map(|durability| Subject {
+    let mut subjects = [Durability::Local, Durability::Remote].map(|durability| Subject {
         url: s.fresh_url(&format!("crash-{durability:?}").to_lowercase()),
         durability,
         acked: Vec::new(),
+        acked_remote: Vec::new(),
     });
     let mut rng = rand::rng();
     let started = Instant::now();
@@ -185,11 +208,21 @@ fn writers_killed_at_random_moments_lose_nothing_acknowledged() {
         let subject = &mut subjects[cycle % 2];
         let cache = cache_for(tmp.path(), subject, cycle);
         let acked = one_life(s, subject, &cache, &mut rng);
-        subject.acked.extend(acked);
+        for (key, remote) in acked {
+            if remote {
+                subject.acked_remote.push(key.clone());
+            }
+            subject.acked.push(key);
+        }
         if cycle % 20 == 19 || cycle + 2 >= cycles {
+            if subject.durability == Durability::Local {
+                // Another machine: the writes that asked for the bucket.
+                let elsewhere = tmp.path().join(format!("elsewhere-{cycle}"));
+                assert_there(s, subject, &elsewhere, &subject.acked_remote);
+            }
             let check = match subject.durability {
                 Durability::Local => cache.clone(),
-                Durability::Bucket => tmp.path().join(format!("check-{cycle}")),
+                Durability::Remote => tmp.path().join(format!("check-{cycle}")),
             };
             assert_all_there(s, subject, &check);
         }
@@ -209,7 +242,7 @@ fn writers_killed_at_random_moments_lose_nothing_acknowledged() {
         eprintln!("{:?}: {report:?}", subject.durability);
         assert_eq!(fs.collect_garbage(Duration::ZERO).unwrap().deleted, 0);
         drop(fs);
-        if subject.durability == Durability::Bucket {
+        if subject.durability == Durability::Remote {
             assert_all_there(s, subject, &tmp.path().join("after-gc"));
         }
     }

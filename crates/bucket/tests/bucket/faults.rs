@@ -16,7 +16,7 @@ fn config(s: &Seaweed, url: &BucketUrl, cache: &Path, plan: &Arc<FaultPlan>) -> 
     BucketConfig {
         faults: Some(plan.clone()),
         patience: Duration::from_secs(2),
-        ..s.config(url, cache.to_path_buf(), Durability::Bucket)
+        ..s.config(url, cache.to_path_buf(), Durability::Remote)
     }
 }
 
@@ -27,7 +27,7 @@ fn open_db(config: &BucketConfig) -> Db {
 /// Every key in `keys` is in the store, read through a fresh cache.
 fn assert_all_there(s: &Seaweed, url: &BucketUrl, keys: &[String]) {
     let tmp = tempfile::tempdir().unwrap();
-    let db = open_db(&s.config(url, tmp.path().join("check"), Durability::Bucket));
+    let db = open_db(&s.config(url, tmp.path().join("check"), Durability::Remote));
     for k in keys {
         assert!(
             db.get(k.as_bytes()).unwrap().is_some(),
@@ -125,7 +125,7 @@ fn seaweedfs_stopped_under_a_write_load_loses_nothing_acknowledged() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = BucketConfig {
         patience: Duration::from_secs(3),
-        ..s.config(&url, tmp.path().join("writer"), Durability::Bucket)
+        ..s.config(&url, tmp.path().join("writer"), Durability::Remote)
     };
     let db = Arc::new(open_db(&cfg));
     let stop = Arc::new(AtomicBool::new(false));

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod crash;
+mod durability;
 mod faults;
 mod model;
 mod store;

@@ -148,7 +148,7 @@ fn model_run(s: &Seaweed, durability: Durability, seed: u64, ops: usize) {
                 drop(db);
                 db = run.open(true);
                 let expected = match durability {
-                    Durability::Bucket => &model,
+                    Durability::Remote => &model,
                     Durability::Local => &flushed,
                 };
                 assert_same(
@@ -183,7 +183,7 @@ fn a_random_stream_agrees_with_a_model_at_both_durabilities() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    for durability in [Durability::Bucket, Durability::Local] {
+    for durability in [Durability::Remote, Durability::Local] {
         model_run(s, durability, seed, ops);
     }
 }

@@ -20,7 +20,7 @@ fn open(s: &Seaweed, url: &strata_bucket::BucketUrl, cache: &Path, d: Durability
 #[test]
 fn a_store_reopens_from_its_cache_and_from_an_empty_one() {
     let Some(s) = sw() else { return };
-    for durability in [Durability::Local, Durability::Bucket] {
+    for durability in [Durability::Local, Durability::Remote] {
         let url = s.fresh_url("reopen");
         let tmp = tempfile::tempdir().unwrap();
         let first = tmp.path().join("first");
@@ -48,7 +48,7 @@ fn a_store_reopens_from_its_cache_and_from_an_empty_one() {
         );
         // The first reopen flushed nothing, but closing flushed... or not: what the bucket must
         // hold depends on the level. At `bucket`, every synced write is there.
-        if durability == Durability::Bucket {
+        if durability == Durability::Remote {
             assert_eq!(get(&db, "synced").as_deref(), Some(&b"in the WAL"[..]));
             assert_eq!(get(&db, "big").map(|v| v.len()), Some(300 << 10));
         }
@@ -60,9 +60,9 @@ fn a_newer_writer_fences_the_older_one() {
     let Some(s) = sw() else { return };
     let url = s.fresh_url("fence");
     let tmp = tempfile::tempdir().unwrap();
-    let old = open_db(open(s, &url, &tmp.path().join("old"), Durability::Bucket));
+    let old = open_db(open(s, &url, &tmp.path().join("old"), Durability::Remote));
     old.put_with(&synced(), b"before", b"1").unwrap();
-    let new = open_db(open(s, &url, &tmp.path().join("new"), Durability::Bucket));
+    let new = open_db(open(s, &url, &tmp.path().join("new"), Durability::Remote));
     assert_eq!(get(&new, "before").as_deref(), Some(&b"1"[..]));
     let e = old.put_with(&synced(), b"after", b"2").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
@@ -73,7 +73,7 @@ fn a_newer_writer_fences_the_older_one() {
     new.flush().unwrap();
     drop(old);
     drop(new);
-    let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Bucket));
+    let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Remote));
     assert_eq!(get(&check, "before").as_deref(), Some(&b"1"[..]));
     assert_eq!(get(&check, "new").as_deref(), Some(&b"4"[..]));
     assert_eq!(get(&check, "after"), None);
@@ -123,7 +123,7 @@ fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
                     scope.spawn(move || {
                         // The rival may claim the store while this one's open still writes its
                         // MANIFEST: that open then fails, fenced, and acknowledges nothing.
-                        let opened = BucketFs::open(&s.config(&url, dir, Durability::Bucket))
+                        let opened = BucketFs::open(&s.config(&url, dir, Durability::Remote))
                             .and_then(|fs| {
                                 let root = fs.root().to_path_buf();
                                 let opts = strata_engine::Options {
@@ -152,7 +152,7 @@ fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
         });
         let winners: Vec<&String> = acked.iter().flatten().collect();
         assert_eq!(winners.len(), 1, "round {round}: {acked:?}");
-        let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Bucket));
+        let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Remote));
         assert!(
             get(&check, winners[0]).is_some(),
             "round {round}: {} lost",
@@ -176,7 +176,7 @@ fn checkpoints_bound_the_log_and_garbage_goes_without_losing_data() {
     let Some(s) = sw() else { return };
     let url = s.fresh_url("gc");
     let tmp = tempfile::tempdir().unwrap();
-    let fs = open(s, &url, &tmp.path().join("writer"), Durability::Bucket);
+    let fs = open(s, &url, &tmp.path().join("writer"), Durability::Remote);
     let handle = fs.clone();
     let db = open_db(fs);
     let key = |i: usize| format!("key-{i:05}");
@@ -216,7 +216,7 @@ fn checkpoints_bound_the_log_and_garbage_goes_without_losing_data() {
         s,
         &url,
         &tmp.path().join("reader"),
-        Durability::Bucket,
+        Durability::Remote,
     ));
     for i in 0..500 {
         assert_eq!(

@@ -44,7 +44,7 @@ pub fn run(cache_dir: &Path, args: &BenchArgs) -> Result<(), String> {
         crate::store::describe(cache_dir),
         match fs.durability() {
             strata_bucket::Durability::Local => "local",
-            strata_bucket::Durability::Bucket => "bucket",
+            strata_bucket::Durability::Remote => "bucket",
         }
     );
     let existing = BenchArgs {

@@ -160,6 +160,7 @@ impl StrataEngine {
             write: WriteOptions {
                 sync: args.sync,
                 disable_wal: args.disable_wal,
+                ..Default::default()
             },
             ttl: args.ttl,
         })

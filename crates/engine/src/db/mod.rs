@@ -409,7 +409,7 @@ impl Db {
         if batch.is_empty() {
             // Nothing to log, but a synced write promises that everything before it is durable.
             return match opts.sync && !opts.disable_wal {
-                true => self.sync_wal(),
+                true => self.sync_wal_to(opts.durability),
                 false => Ok(()),
             };
         }

@@ -28,10 +28,15 @@ impl Db {
     /// Writes made with `disable_wal` are not covered; they become durable only by a flush.
     /// A synced empty [`WriteBatch`](super::WriteBatch) does the same.
     pub fn sync_wal(&self) -> Result<()> {
+        self.sync_wal_to(None)
+    }
+
+    /// `sync_wal`, as far as `durability` (`None`: the store's default).
+    pub fn sync_wal_to(&self, durability: Option<crate::fs::Durability>) -> Result<()> {
         self.inner.check_writable()?;
         let mut wal = self.inner.wal.lock();
         self.inner.resume_writes(&mut wal)?;
-        self.inner.sync_wal_locked(&mut wal)
+        self.inner.sync_wal_locked(&mut wal, durability)
     }
 
     /// Resumes writes stopped by a full disk or a storage outage (they also resume by themselves
@@ -66,8 +71,14 @@ pub(super) fn writes_stopped(stopped_by: &Error) -> Error {
 }
 
 impl DbInner {
-    pub(super) fn sync_wal_locked(&self, wal: &mut WalState) -> Result<()> {
-        let synced = self.sync_blob_writers().and_then(|()| wal.sync());
+    pub(super) fn sync_wal_locked(
+        &self,
+        wal: &mut WalState,
+        durability: Option<crate::fs::Durability>,
+    ) -> Result<()> {
+        let synced = self
+            .sync_blob_writers()
+            .and_then(|()| wal.sync_to(durability));
         match synced {
             Ok(()) => {
                 self.stats.wal_syncs.inc();

@@ -15,6 +15,7 @@ use crate::compaction;
 use crate::error::{Error, Result};
 use crate::events::StallCause;
 use crate::filename::wal_file;
+use crate::fs::Durability;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Executor, WriteOptions};
@@ -64,10 +65,28 @@ impl Pressure {
 struct PendingWrite {
     batch: WriteBatch,
     sync: bool,
+    /// With `sync`: how far, when not the store's default.
+    durability: Option<Durability>,
     disable_wal: bool,
     /// Why this write alone was refused (a partial write that could not be resolved); the rest
     /// of its group commits without it.
     refused: Option<Error>,
+}
+
+/// How far a group's WAL sync goes: `None` when no write in it asked for one, else
+/// `Some(durability)`, where `None` is the store's default. The furthest any write asked for
+/// wins: `Local` below the default, `Remote` above it.
+fn group_sync(writes: &[PendingWrite]) -> Option<Option<Durability>> {
+    let rank = |d: &Option<Durability>| match d {
+        Some(Durability::Local) => 0,
+        None => 1,
+        Some(Durability::Remote) => 2,
+    };
+    writes
+        .iter()
+        .filter(|w| w.sync)
+        .map(|w| w.durability)
+        .max_by_key(rank)
 }
 
 /// The outcome shared by every writer of one group.
@@ -115,8 +134,13 @@ pub(crate) struct WalState {
 
 impl WalState {
     pub(crate) fn sync(&mut self) -> Result<()> {
+        self.sync_to(None)
+    }
+
+    /// Syncs the log as far as `durability` (`None`: the store's default).
+    pub(crate) fn sync_to(&mut self, durability: Option<Durability>) -> Result<()> {
         match self.writer.as_mut() {
-            Some(w) => w.sync(),
+            Some(w) => w.sync_to(durability),
             None => Ok(()),
         }
     }
@@ -168,6 +192,7 @@ impl DbInner {
         q.pending.push(PendingWrite {
             batch,
             sync: opts.sync,
+            durability: opts.durability,
             disable_wal: opts.disable_wal,
             refused: None,
         });
@@ -302,16 +327,17 @@ impl DbInner {
         };
 
         if let Some(record) = logged {
-            let need_sync = writes.iter().any(|w| w.sync);
+            let sync_to = group_sync(writes);
+            let need_sync = sync_to.is_some();
             let good = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
             let appended = wal.writer.as_mut().ok_or(Error::Closed).and_then(|w| {
                 let n = w.add_record(record.data())?;
                 // Hand the bytes to the OS at once: an acknowledged write must survive a process
                 // crash even without sync.
                 w.flush()?;
-                if need_sync {
+                if let Some(durability) = sync_to {
                     self.sync_blob_writers()?;
-                    w.sync()?;
+                    w.sync_to(durability)?;
                 }
                 Ok(n)
             });
@@ -616,5 +642,24 @@ mod tests {
         // With few memtables allowed, waiting for the last one is enough.
         let few = ColumnFamilyOptions::default();
         assert!(Pressure::of(&v, &few, 1).slowdown.is_none());
+    }
+
+    #[test]
+    fn a_group_syncs_as_far_as_its_furthest_write_asked() {
+        let w = |sync, durability| PendingWrite {
+            batch: WriteBatch::new(),
+            sync,
+            durability,
+            disable_wal: false,
+            refused: None,
+        };
+        let (local, remote) = (Some(Durability::Local), Some(Durability::Remote));
+        assert_eq!(group_sync(&[w(false, None), w(false, remote)]), None);
+        assert_eq!(group_sync(&[w(true, local), w(false, remote)]), Some(local));
+        assert_eq!(group_sync(&[w(true, local), w(true, None)]), Some(None));
+        assert_eq!(
+            group_sync(&[w(true, None), w(true, remote), w(true, local)]),
+            Some(remote)
+        );
     }
 }

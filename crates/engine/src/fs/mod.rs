@@ -30,6 +30,16 @@ pub use fault::{FaultError, FaultInjectionFs, FsOp};
 pub use small_disk::SmallDisk;
 pub use storage_stats::StorageStats;
 
+/// How far a sync must reach before it returns. On the local disk the two are one; a backend
+/// that keeps the store beyond this machine (a bucket) tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Durability {
+    /// This machine's disk: survives a crash and power loss, not the loss of the machine.
+    Local,
+    /// Wherever the store lives beyond this machine: survives its loss too.
+    Remote,
+}
+
 /// A file being written from start to end (WAL, table, MANIFEST).
 pub trait WritableFile: Send + Sync + Debug {
     /// Appends to the file; may buffer.
@@ -38,6 +48,12 @@ pub trait WritableFile: Send + Sync + Debug {
     fn flush(&mut self) -> Result<()>;
     /// Flushes and makes the contents durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Syncs at least as far as `durability` (a WAL synced for one write that asked for more, or
+    /// less, than the store's default). The default treats both as `sync`.
+    fn sync_to(&mut self, durability: Durability) -> Result<()> {
+        let _ = durability;
+        self.sync()
+    }
     /// Syncs for the last time; the file ends at the last byte appended (a file from
     /// [`FileSystem::create_sized`] gives back its spare space). Nothing is appended after.
     fn finish(&mut self) -> Result<()> {

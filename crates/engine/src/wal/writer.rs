@@ -88,6 +88,14 @@ impl LogWriter {
         self.file.sync()
     }
 
+    /// Syncs as far as `durability`, or the store's default when `None`.
+    pub(crate) fn sync_to(&mut self, durability: Option<crate::fs::Durability>) -> Result<()> {
+        match durability {
+            Some(d) => self.file.sync_to(d),
+            None => self.file.sync(),
+        }
+    }
+
     pub(crate) fn bytes_written(&self) -> u64 {
         self.bytes_written
     }

@@ -101,6 +101,7 @@ fn batches_are_atomic_and_ordered() {
         &WriteOptions {
             sync: true,
             disable_wal: false,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -295,6 +296,7 @@ fn disable_wal_writes_survive_a_flush_but_not_a_crash_without_one() {
         let no_wal = WriteOptions {
             sync: false,
             disable_wal: true,
+            ..Default::default()
         };
         db.put_with(&no_wal, "flushed", "1").unwrap();
         db.flush().unwrap();
@@ -324,6 +326,7 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
                     let opts = WriteOptions {
                         sync: true,
                         disable_wal: false,
+                        ..Default::default()
                     };
                     db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}"))
                         .unwrap();

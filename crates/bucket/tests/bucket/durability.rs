@@ -1,0 +1,180 @@
+//! Durability chosen per write: on a store of either default, a write may ask for less (`Local`:
+//! this machine's disk, under the lease) or more (`Remote`: the bucket) than the store's own
+//! level. Another machine taking the store over sees exactly the writes that reached the bucket,
+//! and every write before each of them (the bucket's copy of a WAL is a prefix of the local one).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::seaweed::{self, Seaweed};
+use crate::support::{get, open_db};
+use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Durability, Fault, FaultPlan, Request};
+use strata_engine::{Db, WriteOptions};
+
+fn synced_to(durability: Durability) -> WriteOptions {
+    WriteOptions {
+        sync: true,
+        durability: Some(durability),
+        ..WriteOptions::default()
+    }
+}
+
+fn store_default() -> WriteOptions {
+    WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    }
+}
+
+fn fs(s: &Seaweed, url: &BucketUrl, cache: &Path, d: Durability) -> BucketFs {
+    BucketFs::open(&s.config(url, cache.to_path_buf(), d)).unwrap()
+}
+
+/// Puts `key` with `opts` and returns how many log records that write added.
+fn records_for(db: &Db, fs: &BucketFs, key: &str, opts: &WriteOptions) -> u64 {
+    let before = fs.records_written();
+    db.put_with(opts, key.as_bytes(), b"v").unwrap();
+    fs.records_written() - before
+}
+
+/// What another machine sees of `keys` once it takes the store over (the first writer is still
+/// running: the loss of its machine, as far as the bucket can tell).
+fn seen_by_another_machine(s: &Seaweed, url: &BucketUrl, keys: &[&str]) -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = open_db(fs(s, url, &tmp.path().join("other"), Durability::Local));
+    keys.iter()
+        .filter(|k| get(&db, k).is_some())
+        .map(|k| k.to_string())
+        .collect()
+}
+
+#[test]
+fn a_write_may_ask_for_more_or_less_than_the_stores_durability() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+
+    // A `local` store: its synced writes stay on this disk unless one asks for the bucket.
+    let url = s.fresh_url("per-write-local");
+    let first = fs(s, &url, &tmp.path().join("a"), Durability::Local);
+    let db = open_db(first.clone());
+    assert_eq!(records_for(&db, &first, "l1", &store_default()), 0);
+    assert_eq!(
+        records_for(&db, &first, "l2", &synced_to(Durability::Local)),
+        0
+    );
+    assert!(records_for(&db, &first, "r3", &synced_to(Durability::Remote)) >= 1);
+    assert_eq!(records_for(&db, &first, "l4", &store_default()), 0);
+    assert_eq!(
+        seen_by_another_machine(s, &url, &["l1", "l2", "r3", "l4"]),
+        ["l1", "l2", "r3"],
+        "a `Remote` write carries the writes before it, and only those"
+    );
+    drop(db);
+
+    // A `bucket` store: a write may settle for this disk.
+    let url = s.fresh_url("per-write-bucket");
+    let first = fs(s, &url, &tmp.path().join("b"), Durability::Remote);
+    let db = open_db(first.clone());
+    assert_eq!(
+        records_for(&db, &first, "l1", &synced_to(Durability::Local)),
+        0
+    );
+    assert!(records_for(&db, &first, "b2", &store_default()) >= 1);
+    assert_eq!(
+        records_for(&db, &first, "l3", &synced_to(Durability::Local)),
+        0
+    );
+    // An empty synced batch is a barrier at the level it asks for.
+    let before = first.records_written();
+    db.write(Default::default(), &synced_to(Durability::Remote))
+        .unwrap();
+    assert!(first.records_written() > before);
+    db.put_with(&synced_to(Durability::Local), b"l4", b"v")
+        .unwrap();
+    assert_eq!(
+        seen_by_another_machine(s, &url, &["l1", "b2", "l3", "l4"]),
+        ["l1", "b2", "l3"]
+    );
+}
+
+#[test]
+fn writes_of_mixed_durability_from_many_threads_each_get_what_they_asked_for() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-mixed");
+    let db = Arc::new(open_db(fs(
+        s,
+        &url,
+        &tmp.path().join("a"),
+        Durability::Local,
+    )));
+    // Groups form as they will: whatever a group holds, a `Remote` write in it is not
+    // acknowledged before the bucket has it.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut remote = Vec::new();
+                for i in 0..40 {
+                    let key = format!("t{t}-{i}");
+                    let d = if (i + t) % 3 == 0 {
+                        Durability::Remote
+                    } else {
+                        Durability::Local
+                    };
+                    db.put_with(&synced_to(d), key.as_bytes(), b"v").unwrap();
+                    if d == Durability::Remote {
+                        remote.push(key);
+                    }
+                }
+                remote
+            })
+        })
+        .collect();
+    let remote: Vec<String> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let keys: Vec<&str> = remote.iter().map(String::as_str).collect();
+    let seen = seen_by_another_machine(s, &url, &keys);
+    assert_eq!(
+        seen.len(),
+        keys.len(),
+        "a `Remote` write was acknowledged and lost"
+    );
+}
+
+#[test]
+fn a_wal_resumed_after_a_failed_remote_sync_sends_what_the_bucket_lacks() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-resume");
+    let plan = FaultPlan::new();
+    let config = BucketConfig {
+        faults: Some(plan.clone()),
+        patience: Duration::from_millis(500),
+        ..s.config(&url, tmp.path().join("a"), Durability::Local)
+    };
+    let first = BucketFs::open(&config).unwrap();
+    let db = open_db(first.clone());
+    db.put_with(&synced_to(Durability::Local), b"l1", b"v")
+        .unwrap();
+    // The bucket goes away: the `Remote` write fails and is not acknowledged...
+    plan.set_unreachable(true);
+    db.put_with(&synced_to(Durability::Remote), b"failed", b"v")
+        .unwrap_err();
+    plan.set_unreachable(false);
+    // ...and once it is back, the store resumes by itself and the next `Remote` write sends
+    // the whole WAL the bucket lacks, from where its copy ends, with no gap.
+    db.put_with(&synced_to(Durability::Local), b"l2", b"v")
+        .unwrap();
+    db.put_with(&synced_to(Durability::Remote), b"r3", b"v")
+        .unwrap();
+    // An upload refused once on the way changes nothing.
+    plan.inject(Request::Put, "/log/", Fault::Refuse, 1);
+    db.put_with(&synced_to(Durability::Remote), b"r4", b"v")
+        .unwrap();
+    let seen = seen_by_another_machine(s, &url, &["l1", "l2", "r3", "r4"]);
+    assert_eq!(seen, ["l1", "l2", "r3", "r4"]);
+}
