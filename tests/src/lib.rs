@@ -134,11 +134,37 @@ pub struct Serve {
 impl Serve {
     /// Starts `strata --db DB serve [--mount MNT] EXTRA...` and waits for the address it prints.
     pub fn start(db: &Path, mount: Option<&Path>, extra: &[&str]) -> Serve {
+        Self::start_on(db.as_os_str(), db, mount, extra, &[])
+    }
+
+    /// Starts `strata --db URL --cache-dir DIR serve EXTRA...` on a store in a bucket, with
+    /// `env` (the `AWS_*` credentials) set.
+    pub fn start_bucket(
+        url: &str,
+        cache_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        let mut args = vec!["--cache-dir", cache_dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::start_on(url.as_ref(), cache_dir, None, &args, env)
+    }
+
+    /// `--db db_arg`, whose working directory (the token's home) is `dir`.
+    fn start_on(
+        db_arg: &std::ffi::OsStr,
+        dir: &Path,
+        mount: Option<&Path>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        let db = dir;
         let mut cmd = Command::new(strata_bin());
         cmd.arg("--db")
-            .arg(db)
+            .arg(db_arg)
             .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra);
+            .args(extra)
+            .envs(env.iter().copied());
         if let Some(m) = mount {
             std::fs::create_dir_all(m).unwrap();
             cmd.arg("--mount").arg(m);

@@ -1,0 +1,107 @@
+//! A store in a bucket through the real `strata` binary, against a real SeaweedFS on loopback:
+//! `strata serve --db s3://…` takes writes synced to the level each asks for, counts the bucket's
+//! requests in `stats` and `/metrics`, and is fenced (409 `fenced`) the moment a second server on
+//! another machine's cache takes the store over; that one sees every write synced to the bucket.
+//! Then the CLI's data commands, `verify` and `bucket check` work on the URL.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../crates/bucket/tests/bucket/support/seaweed.rs"]
+mod seaweed;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use strata_e2e::{Serve, b64, path_key, stdout, strata_bin};
+
+const ENV: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", seaweed::ACCESS_KEY),
+    ("AWS_SECRET_ACCESS_KEY", seaweed::SECRET_KEY),
+];
+
+/// `strata --db URL --cache-dir CACHE --s3-endpoint E ARGS...`.
+fn strata_on(url: &str, cache: &Path, endpoint: &str, args: &[&str]) -> Output {
+    Command::new(strata_bin())
+        .args(["--db", url, "--cache-dir"])
+        .arg(cache)
+        .args(["--s3-endpoint", endpoint])
+        .args(args)
+        .envs(ENV)
+        .output()
+        .unwrap()
+}
+
+fn put(serve: &Serve, key: &str, sync: &str) -> strata_e2e::Reply {
+    let body = format!(r#"{{"value":"{}"}}"#, b64(key.as_bytes()));
+    serve.call(
+        "PUT",
+        &format!("/api/v1/kv/{}?sync={sync}", path_key(key.as_bytes())),
+        body.as_bytes(),
+    )
+}
+
+#[test]
+fn a_served_bucket_store_counts_its_requests_and_is_fenced_by_a_second_server() {
+    let Some(sw) = seaweed::shared() else { return };
+    let url = sw.fresh_url("serve").to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = ["--s3-endpoint", sw.endpoint.as_str()];
+    let first = Serve::start_bucket(&url, &tmp.path().join("first"), &endpoint, &ENV);
+    for sync in ["0", "1", "local", "bucket"] {
+        let r = put(&first, &format!("first/{sync}"), sync);
+        assert!(r.status < 300, "sync={sync}: {} {}", r.status, r.text());
+    }
+    // A bucket write went up as a record, and the counts say so.
+    let stats = first.call("GET", "/api/v1/stats", b"").json();
+    let storage = &stats["storage"];
+    assert_eq!(storage["location"], url.as_str(), "{storage}");
+    assert_eq!(storage["durability"], "local");
+    assert!(storage["writer_epoch"].as_u64().unwrap() >= 1, "{storage}");
+    assert!(storage["puts"].as_u64().unwrap() >= 2, "{storage}");
+    let metrics = first.call("GET", "/metrics", b"").text();
+    for line in [
+        "strata_bucket_requests_total{op=\"put\"}",
+        "strata_bucket_writer_epoch",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(line)),
+            "/metrics lacks {line}"
+        );
+    }
+
+    // Another machine's server takes the store over (waiting out the first one's lease).
+    let mut args = endpoint.to_vec();
+    args.extend(["--durability", "bucket"]);
+    let second = Serve::start_bucket(&url, &tmp.path().join("second"), &args, &ENV);
+    assert_eq!(
+        second.value(b"first/bucket").as_deref(),
+        Some(&b"first/bucket"[..]),
+        "a write synced to the bucket is there for the next writer"
+    );
+    // The first is fenced at its next synced write, whatever level it asks for, and says so.
+    for sync in ["local", "bucket"] {
+        let r = put(&first, &format!("late/{sync}"), sync);
+        assert_eq!(r.status, 409, "sync={sync}: {}", r.text());
+        assert_eq!(r.json()["engine_error"], "fenced", "{}", r.text());
+    }
+    assert!(put(&second, "second/1", "1").status < 300);
+    first.kill();
+    second.stop();
+
+    // The CLI on the URL, from a third cache: the data, `verify`, and the conformance check.
+    let cli_cache = tmp.path().join("cli");
+    let got = strata_on(&url, &cli_cache, &sw.endpoint, &["get", "second/1"]);
+    assert_eq!(stdout(&got).trim(), "second/1");
+    let missing = strata_on(&url, &cli_cache, &sw.endpoint, &["get", "late/bucket"]);
+    assert!(
+        !missing.status.success(),
+        "a fenced write was not acknowledged"
+    );
+    stdout(&strata_on(&url, &cli_cache, &sw.endpoint, &["verify"]));
+    let check = Command::new(strata_bin())
+        .args(["bucket", "check", &url, "--s3-endpoint", &sw.endpoint])
+        .envs(ENV)
+        .output()
+        .unwrap();
+    stdout(&check);
+}
