@@ -203,6 +203,42 @@ impl Client {
         }
     }
 
+    /// Uploads the parts `next_part` yields, in order, as the object `key` (an S3 multipart
+    /// upload): one part in memory at a time, each its own request under the timeout. A
+    /// multipart upload cannot be create-only, so only names no other writer can make go this
+    /// way (a data object under this writer's epoch: a repeat is this writer's own retry, of the
+    /// same bytes). A failure aborts the upload; parts uploaded so far are the bucket's to drop.
+    pub fn put_multipart(
+        &self,
+        key: &str,
+        mut next_part: impl FnMut() -> Result<Option<Bytes>>,
+    ) -> Result<()> {
+        let store = self.store.clone();
+        let path = ObjectPath::from(self.object(key));
+        self.counts.puts.fetch_add(1, Ordering::Relaxed);
+        let mut upload = self
+            .run(async move { store.put_multipart(&path).await })?
+            .map_err(|e| self.error("PUT (starting a multipart upload of)", key, e))?;
+        let sent = (|| {
+            while let Some(part) = next_part()? {
+                let len = part.len() as u64;
+                self.counts.puts.fetch_add(1, Ordering::Relaxed);
+                self.run(upload.put_part(PutPayload::from(part)))?
+                    .map_err(|e| self.error("PUT (a part of)", key, e))?;
+                self.counts.bytes_up.fetch_add(len, Ordering::Relaxed);
+            }
+            Ok(())
+        })();
+        if let Err(e) = sent {
+            let _ = self.run(async move { upload.abort().await });
+            return Err(e);
+        }
+        self.counts.puts.fetch_add(1, Ordering::Relaxed);
+        self.run(async move { upload.complete().await })?
+            .map(|_| ())
+            .map_err(|e| self.error("PUT (completing the multipart upload of)", key, e))
+    }
+
     /// PUTs `data` as `key`, replacing what is there (only the conformance probe does this).
     pub fn put_overwrite(&self, key: &str, data: Bytes) -> Result<()> {
         let store = self.store.clone();

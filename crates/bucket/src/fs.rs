@@ -25,7 +25,7 @@ use crate::paged::PagedFile;
 use crate::record::Entry;
 
 /// Appended bytes go up in objects of at most this many, so memory stays bounded.
-const PIECE: u64 = 8 << 20;
+pub(crate) const PIECE: u64 = 8 << 20;
 
 /// What the open files and the `FileSystem` share.
 #[derive(Debug)]
@@ -203,28 +203,49 @@ impl Shared {
             self.client.put_create(key, bytes.clone())?;
             self.client.head(key)
         })?;
-        match found {
-            Some(n) if n == len => Ok(()),
-            found => Err(Error::Io {
-                context: format!(
-                    "bucket {}: checking {key} after its upload",
-                    self.client.url()
-                ),
-                source: std::io::Error::other(format!(
-                    "the bucket holds {found:?} bytes, {len} were sent"
-                )),
-            }),
+        check_uploaded(&self.client, key, found, len)
+    }
+
+    /// Uploads a file of any size as the data object `key` (its first `len` bytes), a piece in
+    /// memory at a time, and checks what the bucket holds; returns the CRC32C of what was sent.
+    /// Up to a piece it is one create-only PUT; past that, a multipart upload in pieces.
+    fn upload_file(&self, key: &str, path: &Path, len: u64) -> Result<u32> {
+        if len <= PIECE {
+            let bytes = read_range(path, 0, len)?;
+            let crc = crc32c::crc32c(&bytes);
+            self.upload(key, Bytes::from(bytes))?;
+            return Ok(crc);
         }
+        let file = File::open(path).map_err(|e| Error::Io {
+            context: format!("opening {} to upload it", path.display()),
+            source: e,
+        })?;
+        let mut crc = 0;
+        let found = self.patiently("uploading", || {
+            let mut at = 0u64;
+            crc = 0;
+            self.client.put_multipart(key, || {
+                if at == len {
+                    return Ok(None);
+                }
+                let n = PIECE.min(len - at);
+                let piece = read_range_of(&file, path, at, n)?;
+                crc = crc32c::crc32c_append(crc, &piece);
+                at += n;
+                Ok(Some(Bytes::from(piece)))
+            })?;
+            self.client.head(key)
+        })?;
+        check_uploaded(&self.client, key, found, len)?;
+        Ok(crc)
     }
 
     /// Uploads the file whole (its first `len` bytes) and returns the entry that places it.
     pub(crate) fn place(&self, name: &str, path: &Path, len: u64) -> Result<Entry> {
         let log = self.log()?;
         log.check()?;
-        let bytes = read_range(path, 0, len)?;
-        let crc = crc32c::crc32c(&bytes);
         let key = log.data_key(name);
-        self.upload(&key, Bytes::from(bytes))?;
+        let crc = self.upload_file(&key, path, len)?;
         let remote = Remote {
             key: key.clone(),
             len,
@@ -390,12 +411,32 @@ impl BucketFs {
     }
 }
 
+/// An upload is whole only when the bucket holds as many bytes as were sent.
+fn check_uploaded(client: &Client, key: &str, found: Option<u64>, len: u64) -> Result<()> {
+    match found {
+        Some(n) if n == len => Ok(()),
+        found => Err(Error::Io {
+            context: format!("bucket {}: checking {key} after its upload", client.url()),
+            source: std::io::Error::other(format!(
+                "the bucket holds {found:?} bytes, {len} were sent"
+            )),
+        }),
+    }
+}
+
 pub(crate) fn read_range(path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    let file = File::open(path).map_err(|e| Error::Io {
+        context: format!("reading {} to upload it", path.display()),
+        source: e,
+    })?;
+    read_range_of(&file, path, offset, len)
+}
+
+fn read_range_of(file: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
     let io = |e| Error::Io {
         context: format!("reading {} to upload it", path.display()),
         source: e,
     };
-    let file = File::open(path).map_err(io)?;
     let n = usize::try_from(len)
         .map_err(|_| io(std::io::Error::other("a range past the address space")))?;
     let mut buf = vec![0u8; n];

@@ -460,7 +460,27 @@ fn fetch_into(
     len: u64,
     crc: u32,
 ) -> Result<()> {
-    let (got_len, got_crc) = client.get_into(key, &mut At { file, pos: offset })?;
+    let mut at = At { file, pos: offset };
+    let (got_len, got_crc) = if len <= crate::fs::PIECE {
+        client.get_into(key, &mut at)?
+    } else {
+        // A ranged GET per piece: each one a request under the timeout, however big the file.
+        let (mut got, mut crc_so_far) = (0u64, 0u32);
+        while got < len {
+            let n = crate::fs::PIECE.min(len - got);
+            let piece = client.get_range(key, got..got + n)?;
+            at.write_all(&piece).map_err(|e| Error::Io {
+                context: format!("writing the cached copy of {}", client.object(key)),
+                source: e,
+            })?;
+            crc_so_far = crc32c::crc32c_append(crc_so_far, &piece);
+            got += piece.len() as u64;
+            if (piece.len() as u64) < n {
+                break;
+            }
+        }
+        (got, crc_so_far)
+    };
     if (got_len, got_crc) != (len, crc) {
         return Err(Error::Corruption {
             file: PathBuf::from(client.object(key)),

@@ -9,6 +9,19 @@ use crate::support::{get, open_db, synced};
 use strata_bucket::{BucketFs, Durability};
 use strata_engine::ErrorKind;
 
+/// `len` bytes no compressor shrinks, the same for the same seed (xorshift).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 fn sw() -> Option<&'static Seaweed> {
     seaweed::shared()
 }
@@ -236,18 +249,8 @@ fn a_cold_read_fetches_pages_not_files_and_a_bounded_cache_lets_idle_files_go() 
     let tmp = tempfile::tempdir().unwrap();
     let key = |t: usize, i: usize| format!("t{t}-{i:03}");
     // Small values in tables of a few hundred KiB (no blob files), written unsynced and flushed.
-    let value = |t: usize, i: usize| {
-        // 360 bytes no compressor shrinks, the same for the same key.
-        let mut x = (t * 1_000_003 + i) as u64 | 1;
-        (0..360)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect::<Vec<u8>>()
-    };
+    // 360 bytes no compressor shrinks, the same for the same key.
+    let value = |t: usize, i: usize| noise((t * 1_000_003 + i) as u64, 360);
     let mut table_bytes = 0;
     {
         let db = open_db(open(s, &url, &tmp.path().join("writer"), Durability::Local));
@@ -303,4 +306,47 @@ fn a_cold_read_fetches_pages_not_files_and_a_bounded_cache_lets_idle_files_go() 
     assert!(cached.is_empty(), "kept past the bound: {cached:?}");
     let db = open_db(fs);
     assert_eq!(get(&db, &key(2, 1999)), Some(value(2, 1999)));
+}
+
+#[test]
+fn a_file_past_a_piece_goes_up_in_parts_and_comes_back_whole() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("multipart");
+    let tmp = tempfile::tempdir().unwrap();
+    // 20 MiB no compressor shrinks: a blob file of three pieces (8 + 8 + 4 MiB).
+    let big = noise(0x9e37_79b9_7f4a_7c15, 20 << 20);
+    let plan = strata_bucket::FaultPlan::new();
+    let config = strata_bucket::BucketConfig {
+        faults: Some(plan.clone()),
+        ..s.config(&url, tmp.path().join("writer"), Durability::Local)
+    };
+    {
+        let db = open_db(BucketFs::open(&config).unwrap());
+        db.put_with(&synced(), b"big", &big).unwrap();
+        let before = db.storage_stats().unwrap();
+        // The first upload try is refused: the whole upload is tried again.
+        plan.inject(
+            strata_bucket::Request::Put,
+            "/data/",
+            strata_bucket::Fault::Refuse,
+            1,
+        );
+        db.flush().unwrap();
+        let after = db.storage_stats().unwrap();
+        assert_eq!(plan.injected(), 1);
+        // Starting the upload, three parts, completing it: one request each.
+        assert!(
+            after.puts - before.puts >= 5,
+            "{} PUTs to place a 20 MiB blob file",
+            after.puts - before.puts
+        );
+        assert!(after.bytes_up - before.bytes_up >= 20 << 20);
+    }
+    let db = open_db(open(s, &url, &tmp.path().join("other"), Durability::Local));
+    let got = get(&db, "big").expect("the big value");
+    assert!(
+        got == big,
+        "the value read back differs ({} bytes)",
+        got.len()
+    );
 }
