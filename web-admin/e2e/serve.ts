@@ -23,17 +23,23 @@ export function removeStore(dir: string) {
   rmSync(dir, { recursive: true, force: true });
 }
 
-/** Starts `strata --db DIR serve` and waits (at most 30 s) for the address it prints. */
+/** Where a store is beyond its directory: a bucket URL (`--db`), with the variables its
+ * credentials are in. */
+export type Remote = { db: string; env: Record<string, string> };
+
+/** Starts `strata --db DIR serve` (or, given `remote`, `--db URL --cache-dir DIR`) and waits (at
+ * most 30 s) for the address it prints. */
 export async function serve(
   dir: string,
   extra: string[] = [],
   listen = '127.0.0.1:0',
+  remote?: Remote,
 ): Promise<Served> {
-  const child: ChildProcess = spawn(
-    strataBin(),
-    ['--db', dir, 'serve', '--listen', listen, ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } },
-  );
+  const db = remote ? ['--db', remote.db, '--cache-dir', dir] : ['--db', dir];
+  const child: ChildProcess = spawn(strataBin(), [...db, 'serve', '--listen', listen, ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...remote?.env, RUST_LOG: 'warn' },
+  });
   let err = '';
   child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const url = await new Promise<string>((ok, fail) => {
