@@ -41,13 +41,46 @@ pub(crate) struct Cache {
     clock: AtomicU64,
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
-    /// One fetch at a time, so two readers of one missing file fetch it once.
-    pub(crate) fetching: Mutex<()>,
+    /// A lock per file being fetched whole, so two readers of one missing file fetch it once
+    /// while fetches of different files go on side by side.
+    fetching: Mutex<BTreeMap<String, Arc<Mutex<()>>>>,
     /// The partly fetched files open now: a second open of one shares its pages.
     paged: Mutex<BTreeMap<String, Weak<PagedFile>>>,
 }
 
 impl Cache {
+    /// Runs `fetch` for the missing file `name` unless another thread fetched it meanwhile (then
+    /// `Ok(false)`); fetches of one file take turns, of different files do not wait.
+    pub(crate) fn fetch_once(
+        &self,
+        name: &str,
+        fetch: impl FnOnce(Remote) -> Result<()>,
+    ) -> Result<bool> {
+        let turn = self
+            .fetching
+            .lock()
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let fetched = {
+            let _held = turn.lock();
+            match self.missing(name) {
+                None => Ok(false),
+                Some(remote) => fetch(remote).map(|()| {
+                    self.fetched(name);
+                    true
+                }),
+            }
+        };
+        // The last one out drops the lock (turns are cloned only under the map's lock, so no
+        // one can be about to wait on it): two fetches of one file never overlap.
+        let mut fetching = self.fetching.lock();
+        if Arc::strong_count(&turn) == 2 {
+            fetching.remove(name);
+        }
+        fetched
+    }
+
     /// `placed`: each placed file, and whether the cache directory holds it.
     pub(crate) fn new(placed: BTreeMap<String, (Remote, bool)>, limit: Option<u64>) -> Cache {
         let entries = placed
@@ -68,7 +101,7 @@ impl Cache {
             clock: AtomicU64::new(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            fetching: Mutex::new(()),
+            fetching: Mutex::new(BTreeMap::new()),
             paged: Mutex::new(BTreeMap::new()),
         }
     }
@@ -227,6 +260,47 @@ mod tests {
             len,
             crc: 0,
         }
+    }
+
+    #[test]
+    fn one_file_is_fetched_once_and_two_files_side_by_side() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let mut placed = BTreeMap::new();
+        for name in ["a.sst", "b.sst"] {
+            placed.insert(name.to_string(), (remote(name, 1), false));
+        }
+        let cache = Cache::new(placed, None);
+        // Four readers of a.sst: one fetch. The fetch of b.sst starts while a.sst's is still
+        // running (it waits for b's to begin): fetches of different files do not take turns.
+        let fetches = AtomicUsize::new(0);
+        let (began_b, b_began) = mpsc::channel::<()>();
+        let b_began = parking_lot::Mutex::new(b_began);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    cache
+                        .fetch_once("a.sst", |_| {
+                            fetches.fetch_add(1, Ordering::SeqCst);
+                            b_began
+                                .lock()
+                                .recv_timeout(Duration::from_secs(10))
+                                .map_err(|_| strata_engine::Error::Busy("b never began".into()))
+                        })
+                        .unwrap();
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let fetched = cache.fetch_once("b.sst", |_| {
+                began_b.send(()).unwrap();
+                Ok(())
+            });
+            assert!(fetched.unwrap());
+        });
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        assert!(cache.missing("a.sst").is_none() && cache.missing("b.sst").is_none());
+        assert!(cache.fetching.lock().is_empty(), "the turns are dropped");
     }
 
     #[test]

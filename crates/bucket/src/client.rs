@@ -239,6 +239,16 @@ impl Client {
             .map_err(|e| self.error("PUT (completing the multipart upload of)", key, e))
     }
 
+    /// `put_create`, settled: `true` when the object is ours, created now or found holding exactly
+    /// `data` (an earlier try of this PUT, by this client or by the S3 client's own retry, landed
+    /// and only its answer was lost); `false` when another's object has the name.
+    pub fn put_create_or_own(&self, key: &str, data: Bytes) -> Result<bool> {
+        match self.put_create(key, data.clone())? {
+            Created::Yes => Ok(true),
+            Created::AlreadyThere => Ok(self.get(key)?.as_ref() == Some(&data)),
+        }
+    }
+
     /// PUTs `data` as `key`, replacing what is there (only the conformance probe does this).
     pub fn put_overwrite(&self, key: &str, data: Bytes) -> Result<()> {
         let store = self.store.clone();

@@ -331,15 +331,14 @@ impl Shared {
             return Ok(());
         }
         self.cache.misses.fetch_add(1, Ordering::Relaxed);
-        let _one = self.cache.fetching.lock();
-        let Some(remote) = self.cache.missing(&name) else {
-            return Ok(()); // fetched meanwhile
-        };
-        self.patiently("fetching a file", || {
-            crate::open::fetch_placed(&self.client, &remote, path)
+        let fetched = self.cache.fetch_once(&name, |remote| {
+            self.patiently("fetching a file", || {
+                crate::open::fetch_placed(&self.client, &remote, path)
+            })
         })?;
-        self.cache.fetched(&name);
-        self.cache.evict(&self.root)?;
+        if fetched {
+            self.cache.evict(&self.root)?;
+        }
         Ok(())
     }
 

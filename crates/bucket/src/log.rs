@@ -9,7 +9,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use strata_engine::{Error, Result};
 
-use crate::client::{Client, Created};
+use crate::client::Client;
 use crate::record::{Entry, Record};
 use crate::replay::Replayed;
 
@@ -256,24 +256,17 @@ impl Log {
         let key = log_key(tail.next_seq);
         let asked = Instant::now();
         let bytes = Bytes::from(record.encode());
-        match client.put_create(&key, bytes.clone())? {
-            Created::Yes => {}
-            Created::AlreadyThere => {
-                // Ours, if an earlier try of this very PUT landed and only its answer was lost;
-                // anyone else's means a newer writer claimed the store.
-                let there = client.get(&key)?;
-                if there.as_ref() != Some(&bytes) {
-                    let why = format!(
-                        "record {} of {} was written by another writer: a newer writer took the \
-                         store over from writer epoch {}",
-                        tail.next_seq,
-                        client.url(),
-                        self.epoch
-                    );
-                    self.fence(tail, why.clone());
-                    return Err(Error::Fenced(why));
-                }
-            }
+        // Anyone else's record under the name means a newer writer claimed the store.
+        if !client.put_create_or_own(&key, bytes.clone())? {
+            let why = format!(
+                "record {} of {} was written by another writer: a newer writer took the store \
+                 over from writer epoch {}",
+                tail.next_seq,
+                client.url(),
+                self.epoch
+            );
+            self.fence(tail, why.clone());
+            return Err(Error::Fenced(why));
         }
         *self.confirmed.lock() = asked;
         let seq = tail.next_seq;

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 
 use crate::cache::{Cache, Remote};
-use crate::client::{Client, Created};
+use crate::client::Client;
 use crate::files::Class;
 use crate::fs::{BucketFs, Shared};
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
@@ -157,11 +157,7 @@ impl BucketFs {
                 }],
             };
             let bytes = Bytes::from(claim.encode());
-            let won = match client.put_create(&log_key(seq), bytes.clone())? {
-                Created::Yes => true,
-                Created::AlreadyThere => client.get(&log_key(seq))?.as_ref() == Some(&bytes),
-            };
-            if !won {
+            if !client.put_create_or_own(&log_key(seq), bytes)? {
                 continue;
             }
             let placed = reconcile(&client, &root, replayed, valid)?;

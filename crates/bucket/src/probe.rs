@@ -10,7 +10,14 @@ use crate::client::{Client, Created};
 /// `who` makes the probe's name this process's own.
 pub fn check(client: &Client, who: &str) -> Result<()> {
     let key = format!("probe/{who}");
-    let first = client.put_create(&key, Bytes::from_static(b"first"))?;
+    // The name is this process's: `first` there already is this PUT's own earlier try (a retry
+    // after an answer was lost), not a refusal.
+    let first = match try_again_if_unanswered(|| {
+        client.put_create_or_own(&key, Bytes::from_static(b"first"))
+    })? {
+        true => Created::Yes,
+        false => Created::AlreadyThere,
+    };
     let second = client.put_create(&key, Bytes::from_static(b"second"));
     let kept = client.get(&key);
     let _ = client.delete(&key);
@@ -32,4 +39,21 @@ pub fn check(client: &Client, who: &str) -> Result<()> {
         return faulty("replaced an object a create-only PUT was refused for");
     }
     Ok(())
+}
+
+/// The probe's PUT, tried up to three times while the bucket does not answer (the open's other
+/// requests wait out an outage; the probe must not turn one into a verdict on the server).
+fn try_again_if_unanswered<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        match call() {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::Other && tries < 2 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(200 << tries));
+            }
+            other => return other,
+        }
+    }
 }

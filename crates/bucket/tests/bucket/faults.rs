@@ -105,6 +105,12 @@ fn a_server_that_ignores_conditional_writes_is_refused_for_writing() {
     let e = BucketFs::open(&config(s, &url, tmp.path(), &plan)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotSupported, "{e}");
     assert!(e.to_string().contains("If-None-Match"), "{e}");
+    // An honest server whose answer to the probe's first PUT was lost is not taken for one.
+    let honest = FaultPlan::new();
+    honest.inject(Request::Put, "/probe/", Fault::LoseAnswer, 1);
+    let opened = BucketFs::open(&config(s, &url, &tmp.path().join("honest"), &honest));
+    assert_eq!(honest.injected(), 1);
+    opened.unwrap();
 }
 
 #[test]
