@@ -25,6 +25,7 @@ mod fault;
 mod files;
 mod fs;
 mod gc;
+mod local_io;
 mod log;
 mod open;
 mod paged;

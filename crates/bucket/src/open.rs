@@ -17,6 +17,7 @@ use crate::cache::{Cache, Remote};
 use crate::client::Client;
 use crate::files::Class;
 use crate::fs::{BucketFs, Shared};
+use crate::local_io::{crc_of, io};
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
 use crate::replay::{FileRecipe, Replayed, Source, Step};
@@ -355,27 +356,6 @@ fn reconcile(
     Ok(placed)
 }
 
-/// Reads `path` a bounded buffer at a time, handing each piece to `each`.
-fn for_each_piece(path: &Path, mut each: impl FnMut(&[u8])) -> std::io::Result<u64> {
-    let mut file = File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = std::io::Read::read(&mut file, &mut buf)?;
-        if n == 0 {
-            return Ok(total);
-        }
-        each(&buf[..n]);
-        total += n as u64;
-    }
-}
-
-fn crc_of(path: &Path) -> Option<(u64, u32)> {
-    let mut crc = 0u32;
-    let len = for_each_piece(path, |b| crc = crc32c::crc32c_append(crc, b)).ok()?;
-    Some((len, crc))
-}
-
 fn same_contents(path: &Path, len: u64, crc: u32) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.len() == len) && crc_of(path) == Some((len, crc))
 }
@@ -396,13 +376,6 @@ fn set_aside(root: &Path, name: &str) -> Result<()> {
         to.display()
     );
     StdFileSystem.rename(&root.join(name), &to)
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |e| Error::Io {
-        context: what,
-        source: e,
-    }
 }
 
 /// A temporary file beside `path`, private to its owner.

@@ -16,6 +16,7 @@ use strata_engine::{Error, RandomAccessFile, Result};
 
 use crate::cache::Remote;
 use crate::fs::Shared;
+use crate::local_io::{crc_of_prefix, io};
 
 /// Bytes per fetched page.
 pub(crate) const PAGE: u64 = 64 << 10;
@@ -51,13 +52,6 @@ pub(crate) struct PagedFile {
     remote: Remote,
     file: File,
     pages: Mutex<Pages>,
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |e| Error::Io {
-        context: what,
-        source: e,
-    }
 }
 
 impl PagedFile {
@@ -163,17 +157,8 @@ impl PagedFile {
 
     /// Every page is here: checked whole against the log, then renamed into place.
     fn complete(&self, pages: &mut Pages) -> Result<()> {
-        let mut crc = 0u32;
-        let mut buf = vec![0u8; PAGE as usize];
-        let mut at = 0u64;
-        while at < self.remote.len {
-            let n = PAGE.min(self.remote.len - at) as usize;
-            self.file
-                .read_exact_at(&mut buf[..n], at)
-                .map_err(io(format!("reading {}", self.partial.display())))?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            at += n as u64;
-        }
+        let crc = crc_of_prefix(&self.file, self.remote.len)
+            .map_err(io(format!("reading {}", self.partial.display())))?;
         if crc != self.remote.crc {
             // Fetched again from nothing by the next read, here and after a restart.
             let _ = std::fs::remove_file(&self.pages_path);

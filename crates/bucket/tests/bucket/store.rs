@@ -350,3 +350,27 @@ fn a_file_past_a_piece_goes_up_in_parts_and_comes_back_whole() {
         got.len()
     );
 }
+
+#[test]
+fn a_failed_engine_open_lets_the_cache_directory_go() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("failed-open");
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let fs = open(s, &url, &cache, Durability::Local);
+    let root = fs.root().to_path_buf();
+    // No store there, and none to be made: the engine refuses.
+    let refused = strata_engine::Db::open(
+        &root,
+        strata_engine::Options {
+            create_if_missing: false,
+            filesystem: Arc::new(fs),
+            ..strata_engine::Options::default()
+        },
+    );
+    assert!(refused.is_err());
+    drop(refused);
+    // The next open in this process gets the directory: nothing kept the first one's lock.
+    let db = open_db(open(s, &url, &cache, Durability::Local));
+    db.put_with(&synced(), b"k", b"v").unwrap();
+}
