@@ -55,9 +55,10 @@ enum Command {
     Put {
         key: String,
         value: String,
-        /// fsync the WAL before returning.
-        #[arg(long)]
-        sync: bool,
+        /// Sync the WAL before returning: `--sync` as far as the store's default,
+        /// `--sync=local` to this machine's disk, `--sync=bucket` to the store's bucket.
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default", value_enum)]
+        sync: Option<SyncTo>,
         /// Seconds until the key expires (it then reads as absent).
         #[arg(long, conflicts_with_all = ["append", "offset"])]
         ttl: Option<u64>,
@@ -84,8 +85,9 @@ enum Command {
     /// Deletes KEY.
     Delete {
         key: String,
-        #[arg(long)]
-        sync: bool,
+        /// Sync the WAL before returning (`--sync`, `--sync=local`, `--sync=bucket`).
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default", value_enum)]
+        sync: Option<SyncTo>,
     },
     /// Deletes every key in [FROM, TO) with one range tombstone.
     DeleteRange {
@@ -95,8 +97,9 @@ enum Command {
         /// End of the range (exclusive).
         #[arg(long)]
         to: String,
-        #[arg(long)]
-        sync: bool,
+        /// Sync the WAL before returning (`--sync`, `--sync=local`, `--sync=bucket`).
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default", value_enum)]
+        sync: Option<SyncTo>,
     },
     /// Prints keys and values in order.
     Scan {
@@ -300,17 +303,37 @@ fn write_one(
     dir: &PathBuf,
     cf_name: &str,
     access: Access,
-    sync: bool,
+    sync: Option<SyncTo>,
     fill: impl FnOnce(&Db, &mut WriteBatch, &ColumnFamily) -> Result<(), String>,
 ) -> Result<(), String> {
     let (db, cf) = open_cf(dir, cf_name, access)?;
     let mut batch = WriteBatch::new();
     fill(&db, &mut batch, &cf)?;
     let opts = WriteOptions {
-        sync,
+        sync: sync.is_some(),
+        durability: sync.and_then(SyncTo::durability),
         ..Default::default()
     };
     db.write(batch, &opts).map_err(|e| e.to_string())
+}
+
+/// How far a write is synced: `--sync` alone is the store's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SyncTo {
+    #[value(hide = true)]
+    Default,
+    Local,
+    Bucket,
+}
+
+impl SyncTo {
+    fn durability(self) -> Option<strata_engine::Durability> {
+        match self {
+            SyncTo::Default => None,
+            SyncTo::Local => Some(strata_engine::Durability::Local),
+            SyncTo::Bucket => Some(strata_engine::Durability::Remote),
+        }
+    }
 }
 
 /// True when `dir` holds anything a store is made of (a CURRENT may be missing or damaged).

@@ -46,6 +46,8 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             append,
             offset,
         } => {
+            // The component's store is on a disk it sees: every level is an fsync there.
+            let sync = sync.is_some();
             let db = open(dir, true)?;
             let (key, value) = (codec::decode(&key)?, codec::decode(&value)?);
             if append {
@@ -85,6 +87,7 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             }
         }
         Command::Delete { key, sync } => {
+            let sync = sync.is_some();
             let db = open(dir, false)?;
             db.write_ops(
                 &[strata_wasi_host::BatchOp::Delete(codec::decode(&key)?)],
@@ -94,6 +97,7 @@ pub fn run(dir: &Path, cf: &str, command: Command) -> Result<(), String> {
             db.close().map_err(e)
         }
         Command::DeleteRange { from, to, sync } => {
+            let sync = sync.is_some();
             let db = open(dir, false)?;
             let range = strata_wasi_host::KeyRange {
                 start: codec::decode(&from)?,

@@ -32,6 +32,13 @@ fn put_get_scan_delete_stats() {
     let db = dir.path().join("db");
     stdout(&strata(&db, &["put", "users/alice", "1"]));
     stdout(&strata(&db, &["put", "users/bob", "2", "--sync"]));
+    // A level names how far; on the local disk both are an fsync. A wrong one is refused.
+    stdout(&strata(&db, &["put", "users/carol", "3", "--sync=bucket"]));
+    stdout(&strata(&db, &["delete", "users/carol", "--sync=local"]));
+    let bad = strata(&db, &["put", "users/dan", "4", "--sync=disk"]);
+    assert!(!bad.status.success());
+    let why = String::from_utf8_lossy(&bad.stderr);
+    assert!(why.contains("local") && why.contains("bucket"), "{why}");
     stdout(&strata(&db, &["put", "logs/1", "x"]));
     stdout(&strata(&db, &["put", "0x00ff", "0x0102"]));
     assert_eq!(stdout(&strata(&db, &["get", "users/alice"])), "1\n");
