@@ -30,6 +30,25 @@ struct Entry {
     used: u64,
     /// The last handle opened on it, while someone holds it.
     open: Option<Weak<dyn RandomAccessFile>>,
+    /// Callers between finding the file here and holding it open (`Cache::pin`): not idle.
+    pins: usize,
+}
+
+/// Keeps one file from eviction while held (`Cache::pin`).
+#[derive(Debug)]
+pub(crate) struct Pin<'a> {
+    cache: &'a Cache,
+    name: Option<String>,
+}
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        if let Some(name) = &self.name
+            && let Some(e) = self.cache.entries.lock().get_mut(name)
+        {
+            e.pins = e.pins.saturating_sub(1);
+        }
+    }
 }
 
 /// What the cache knows of the placed files.
@@ -91,6 +110,7 @@ impl Cache {
                     local,
                     used: 0,
                     open: None,
+                    pins: 0,
                 };
                 (name, entry)
             })
@@ -147,6 +167,7 @@ impl Cache {
             local: true,
             used,
             open: None,
+            pins: 0,
         };
         self.entries.lock().insert(name.to_string(), entry);
     }
@@ -183,6 +204,18 @@ impl Cache {
     }
 
     /// `name` was opened as `file`: it is in use, and the most recently used.
+    /// Keeps `name` (if placed) from eviction until the pin is dropped: from the moment a
+    /// caller finds it in the cache until it holds it open, or is done with it.
+    pub(crate) fn pin(&self, name: Option<&str>) -> Pin<'_> {
+        let name = name.and_then(|n| {
+            let mut entries = self.entries.lock();
+            let e = entries.get_mut(n)?;
+            e.pins += 1;
+            Some(n.to_string())
+        });
+        Pin { cache: self, name }
+    }
+
     pub(crate) fn opened(&self, name: &str, file: &Arc<dyn RandomAccessFile>) {
         let used = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some(e) = self.entries.lock().get_mut(name) {
@@ -207,7 +240,8 @@ impl Cache {
         if total <= limit {
             return Ok(0);
         }
-        let idle_entry = |e: &Entry| e.open.as_ref().is_none_or(|w| w.strong_count() == 0);
+        let idle_entry =
+            |e: &Entry| e.pins == 0 && e.open.as_ref().is_none_or(|w| w.strong_count() == 0);
         // Partly fetched copies no one reads go first: what they hold is fetched again cheaply.
         for (name, _) in entries.iter().filter(|(_, e)| !e.local && idle_entry(e)) {
             let (partial, pages) = partial_paths(&root.join(name));
@@ -260,6 +294,24 @@ mod tests {
             len,
             crc: 0,
         }
+    }
+
+    #[test]
+    fn a_pinned_file_is_not_evicted_between_finding_it_and_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut placed = BTreeMap::new();
+        for name in ["a.sst", "b.sst"] {
+            std::fs::write(dir.path().join(name), vec![0u8; 1000]).unwrap();
+            placed.insert(name.to_string(), (remote(name, 1000), true));
+        }
+        let cache = Cache::new(placed, Some(0));
+        let pin = cache.pin(Some("a.sst"));
+        cache.evict(dir.path()).unwrap();
+        assert!(dir.path().join("a.sst").exists(), "pinned: kept");
+        assert!(!dir.path().join("b.sst").exists(), "idle: evicted");
+        drop(pin);
+        cache.evict(dir.path()).unwrap();
+        assert!(!dir.path().join("a.sst").exists(), "unpinned: evicted");
     }
 
     #[test]

@@ -98,10 +98,8 @@ impl LoggedFile {
                 let placed = shared.place(&self.name, &self.path, self.len)?;
                 shared.log()?.defer(placed);
             }
-            Class::Meta | Class::Wal => {
-                if self.class == Class::Wal {
-                    shared.wait_for_wal_commit();
-                }
+            Class::Wal => return self.ship_wal(),
+            Class::Meta => {
                 let entries =
                     shared.ranges_as_entries(&self.name, &self.path, &[(self.logged, self.len)])?;
                 shared.commit(entries)?;
@@ -116,12 +114,33 @@ impl LoggedFile {
             }
         }
         self.logged = self.len;
-        if self.class == Class::Wal {
-            shared
-                .wal_logged
-                .lock()
-                .insert(self.name.clone(), self.logged);
+        Ok(())
+    }
+
+    /// Sends the WAL's bytes the log lacks, in one record, after those of every older WAL still
+    /// in the store: a `Remote` write then carries every write before it, and no WAL's copy in
+    /// the bucket ends short of its seal while a newer one holds anything.
+    fn ship_wal(&mut self) -> Result<()> {
+        let shared = &self.shared;
+        shared.wait_for_wal_commit();
+        let older = shared.older_wal_tails(&self.name)?;
+        let mut entries = Vec::new();
+        for (name, from, to) in &older {
+            let path = shared.root.join(name);
+            entries.extend(shared.ranges_as_entries(name, &path, &[(*from, *to)])?);
         }
+        entries.extend(shared.ranges_as_entries(
+            &self.name,
+            &self.path,
+            &[(self.logged, self.len)],
+        )?);
+        shared.commit(entries)?;
+        let mut logged = shared.wal_logged.lock();
+        for (name, _, to) in older {
+            logged.insert(name, to);
+        }
+        self.logged = self.len;
+        logged.insert(self.name.clone(), self.logged);
         Ok(())
     }
 
@@ -164,7 +183,12 @@ impl WritableFile for LoggedFile {
     fn finish(&mut self) -> Result<()> {
         self.inner.finish()?;
         match self.class {
-            Class::Wal => self.sync_wal(self.shared.durability),
+            // A sealed WAL: its copy in the bucket, if it has begun one, is completed (seal
+            // included) before any newer WAL or MANIFEST record can follow it.
+            Class::Wal if self.logged > 0 || self.shared.durability == Durability::Remote => {
+                self.ship_wal()
+            }
+            Class::Wal => Ok(()),
             _ => self.log_synced(true),
         }
     }

@@ -105,6 +105,35 @@ impl Shared {
         }
     }
 
+    /// The older WALs (named before `name`) still in the store whose bytes the log lacks: each
+    /// with the range it lacks. They are sealed and closed, so their length is final.
+    pub(crate) fn older_wal_tails(&self, name: &str) -> Result<Vec<(String, u64, u64)>> {
+        let known: Vec<(String, u64)> = self
+            .wal_logged
+            .lock()
+            .range(..name.to_string())
+            .map(|(n, &l)| (n.clone(), l))
+            .collect();
+        let mut tails = Vec::new();
+        for (older, logged) in known {
+            let path = self.root.join(&older);
+            let len = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        context: format!("reading {}", path.display()),
+                        source: e,
+                    });
+                }
+            };
+            if len > logged {
+                tails.push((older, logged, len));
+            }
+        }
+        Ok(tails)
+    }
+
     /// Holds a WAL commit back until `commit_interval` has passed since the last one: the
     /// engine's writers queue meanwhile, and the next group takes them all, one PUT for many
     /// synced writes.
@@ -135,18 +164,29 @@ impl Shared {
             if name.ends_with(".tmp") || !path.is_file() {
                 continue;
             }
-            if Class::of(&logged) == Class::Wal {
-                // Its bucket copy is a prefix of this one (`LoggedFile::sync_wal`); the rest was
-                // synced only locally and stays so. The engine replays it from here.
-                local.push(logged);
-                continue;
-            }
             let len = std::fs::metadata(&path)
                 .map_err(|e| Error::Io {
                     context: format!("reading {}", path.display()),
                     source: e,
                 })?
                 .len();
+            if Class::of(&logged) == Class::Wal {
+                // Its bucket copy is a prefix of this one (`LoggedFile::ship_wal`); the rest was
+                // synced only locally. The engine replays it from here; the next `Remote` sync
+                // sends the rest first (`older_wal_tails`), and a copy already begun is
+                // completed now, so it cannot lack its end while a newer WAL follows it.
+                let begun = replayed.files.get(&logged).map_or(0, |r| r.len());
+                let logged_len = if begun > 0 && begun < len {
+                    let placed = self.place(&logged, &path, len)?;
+                    self.log()?.defer(placed);
+                    len
+                } else {
+                    begun.min(len)
+                };
+                self.wal_logged.lock().insert(logged.clone(), logged_len);
+                local.push(logged);
+                continue;
+            }
             if replayed.files.get(&logged).is_none_or(|r| r.len() != len) {
                 let placed = self.place(&logged, &path, len)?;
                 self.log()?.defer(placed);
@@ -320,15 +360,18 @@ impl Shared {
     }
 
     /// Fetches `path` into the working copy if the bucket holds it and the copy does not.
-    fn ensure_local(&self, path: &Path) -> Result<()> {
-        let Some(name) = self.store_name(path) else {
-            return Ok(());
+    /// The pin returned keeps it in the cache while the caller uses it.
+    fn ensure_local(&self, path: &Path) -> Result<crate::cache::Pin<'_>> {
+        let name = self.store_name(path);
+        let pin = self.cache.pin(name.as_deref());
+        let Some(name) = name else {
+            return Ok(pin);
         };
         if !self.cache.is_missing(&name) {
             if matches!(Class::of(&name), Class::Table | Class::Blob) {
                 self.cache.hits.fetch_add(1, Ordering::Relaxed);
             }
-            return Ok(());
+            return Ok(pin);
         }
         self.cache.misses.fetch_add(1, Ordering::Relaxed);
         let fetched = self.cache.fetch_once(&name, |remote| {
@@ -339,7 +382,7 @@ impl Shared {
         if fetched {
             self.cache.evict(&self.root)?;
         }
-        Ok(())
+        Ok(pin)
     }
 
     /// Creates the logged file `name` locally with `create`, and queues the entry that makes it
@@ -482,7 +525,7 @@ impl FileSystem for BucketFs {
             return s.local.reopen(path, len);
         };
         s.check_writable()?;
-        s.ensure_local(path)?;
+        let _pin = s.ensure_local(path)?;
         let inner = s.local.reopen(path, len)?;
         s.cache.forget(&name);
         let class = Class::of(&name);
@@ -528,7 +571,7 @@ impl FileSystem for BucketFs {
             s.cache.opened(name, &file);
             return Ok(file);
         }
-        s.ensure_local(path)?;
+        let _pin = s.ensure_local(path)?;
         let file = s.local.open_random(path)?;
         if let Some(name) = &name {
             s.cache.opened(name, &file);
@@ -537,7 +580,7 @@ impl FileSystem for BucketFs {
     }
 
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
-        self.shared.ensure_local(path)?;
+        let _pin = self.shared.ensure_local(path)?;
         self.shared.local.read_all(path)
     }
 
@@ -549,7 +592,7 @@ impl FileSystem for BucketFs {
                 // Out of the store (into `lost/`, by an open or a repair): gone, as far as the
                 // bucket's log is concerned; the cache directory keeps it.
                 s.check_writable()?;
-                s.ensure_local(from)?;
+                let _pin = s.ensure_local(from)?;
                 s.local.rename(from, to)?;
                 s.cache.forget(&old);
                 s.log()?.defer(Entry::Remove { name: old });
@@ -558,7 +601,7 @@ impl FileSystem for BucketFs {
             _ => return s.local.rename(from, to),
         };
         s.check_writable()?;
-        s.ensure_local(from)?;
+        let _pin = s.ensure_local(from)?;
         s.local.rename(from, to)?;
         s.cache.renamed(&old, &new);
         let mut moving = s.moving.lock();
@@ -602,9 +645,19 @@ impl FileSystem for BucketFs {
             return s.local.truncate(path, len);
         };
         s.check_writable()?;
-        s.ensure_local(path)?;
+        let _pin = s.ensure_local(path)?;
         s.local.truncate(path, len)?;
         s.cache.forget(&name);
+        // A WAL's copy is never cut past what the log holds of it (a cut is never a gap).
+        let len = match Class::of(&name) {
+            Class::Wal => {
+                let mut logged = s.wal_logged.lock();
+                let cut = logged.get(&name).copied().unwrap_or(0).min(len);
+                logged.insert(name.clone(), cut);
+                cut
+            }
+            _ => len,
+        };
         s.log()?.defer(Entry::Truncate { name, len });
         Ok(())
     }

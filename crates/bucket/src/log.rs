@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -16,6 +16,16 @@ use crate::replay::Replayed;
 /// The name of record `seq`.
 pub fn log_key(seq: u64) -> String {
     format!("log/{seq:020}")
+}
+
+/// The first record numbered `from` or later in the bucket, if any (one LIST).
+fn newer_records(client: &Client, from: u64) -> Result<Option<u64>> {
+    let after = log_key(from.saturating_sub(1));
+    Ok(client
+        .list_after("log/", &after)?
+        .iter()
+        .filter_map(|k| parse_log_key(k))
+        .find(|&s| s >= from))
 }
 
 /// The name of the checkpoint taken after record `seq`.
@@ -96,13 +106,16 @@ pub struct Log {
     /// When the bucket last showed this writer still the newest (a record of its own landed, or
     /// the next record's name was free).
     confirmed: Mutex<Instant>,
+    lease: Duration,
     objects: AtomicU64,
     records: AtomicU64,
 }
 
 impl Log {
     /// The log of writer `epoch`, whose claim `claim` is record `claim_seq`, after `view`.
-    pub fn new(epoch: u64, claim_seq: u64, claim: &Record, view: LogView) -> Log {
+    /// `lease`: after this long (half of it) without the bucket showing this writer the
+    /// newest, a record that lands is checked against newer ones before it counts.
+    pub fn new(epoch: u64, claim_seq: u64, claim: &Record, view: LogView, lease: Duration) -> Log {
         let mut state = view.replayed;
         let since_checkpoint = claim_seq - view.checkpoints.last().copied().unwrap_or(0);
         state.apply(claim_seq, claim);
@@ -125,6 +138,7 @@ impl Log {
             fenced: AtomicBool::new(false),
             uploading: Mutex::new(BTreeSet::new()),
             confirmed: Mutex::new(Instant::now()),
+            lease,
         }
     }
 
@@ -158,9 +172,21 @@ impl Log {
     /// record (the next record's name is taken); fences this writer if so.
     pub fn confirm(&self, client: &Client) -> Result<()> {
         self.check()?;
-        let next = self.tail.lock().next_seq;
+        let (next, doubt) = {
+            let tail = self.tail.lock();
+            let doubt = tail.in_doubt.as_ref().map(|r| Bytes::from(r.encode()));
+            (tail.next_seq, doubt)
+        };
         let asked = Instant::now();
-        if client.head(&log_key(next))?.is_none() {
+        // Any record at or past `next`, not only `next` itself: a newer writer's claim there
+        // may have been deleted since (below its checkpoints), but its newest record never is.
+        let found = newer_records(client, next)?.is_some();
+        // A record there may be this writer's own: one that landed while the HEAD was asked
+        // (the tail has moved past it), or one in doubt whose answer was lost.
+        let ours = found
+            && (self.tail.lock().next_seq > next
+                || (doubt.is_some() && client.get(&log_key(next))? == doubt));
+        if !found || ours {
             *self.confirmed.lock() = asked;
         } else {
             let why = format!(
@@ -255,6 +281,7 @@ impl Log {
     fn put(&self, client: &Client, tail: &mut Tail, record: Record) -> Result<()> {
         let key = log_key(tail.next_seq);
         let asked = Instant::now();
+        let stale = self.since_confirmed() >= self.lease / 2;
         let bytes = Bytes::from(record.encode());
         // Anyone else's record under the name means a newer writer claimed the store.
         if !client.put_create_or_own(&key, bytes.clone())? {
@@ -262,6 +289,19 @@ impl Log {
                 "record {} of {} was written by another writer: a newer writer took the store \
                  over from writer epoch {}",
                 tail.next_seq,
+                client.url(),
+                self.epoch
+            );
+            self.fence(tail, why.clone());
+            return Err(Error::Fenced(why));
+        }
+        // After a pause longer than half a lease, a record landing proves little: a newer
+        // writer may have claimed this very number and deleted the claim under a checkpoint
+        // since. Its newest record would still be there, past this one.
+        if stale && let Some(newer) = newer_records(client, tail.next_seq + 1)? {
+            let why = format!(
+                "record {newer} of {} was written by a newer writer while this one (writer epoch \
+                 {}) was paused",
                 client.url(),
                 self.epoch
             );

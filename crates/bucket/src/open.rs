@@ -162,19 +162,20 @@ impl BucketFs {
                 continue;
             }
             let placed = reconcile(&client, &root, replayed, valid)?;
+            if !valid && replayed.epoch != 0 {
+                // Another writer held the store and may still be acknowledging `local` syncs
+                // until its lease runs out: this one acknowledges nothing before then. Waited
+                // out before this directory is named the newest writer's, so a restart during
+                // the wait (which trusts such a directory) waits again.
+                std::thread::sleep(config.lease);
+            }
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
-            let replayed_epoch = replayed.epoch;
             // Bytes are shared, not copied: the clone costs the map.
             let resync_from = valid.then(|| view.replayed.clone());
-            let log = Log::new(epoch, seq, &claim, view);
+            let log = Log::new(epoch, seq, &claim, view, config.lease);
             let fs = Self::assemble(config, root, client, Some(log), placed, lock)?;
             if let Some(replayed) = resync_from {
                 fs.shared.resync(&replayed)?;
-            } else if replayed_epoch != 0 {
-                // Another writer held the store and may still be acknowledging local syncs
-                // (`local` durability) until its lease runs out: this one acknowledges nothing
-                // before then.
-                std::thread::sleep(config.lease);
             }
             if let Some(interval) = config.gc_interval {
                 crate::gc::start_background(&fs.shared, interval, config.gc_min_age);

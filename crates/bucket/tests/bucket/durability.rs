@@ -178,3 +178,67 @@ fn a_wal_resumed_after_a_failed_remote_sync_sends_what_the_bucket_lacks() {
     let seen = seen_by_another_machine(s, &url, &["l1", "l2", "r3", "r4"]);
     assert_eq!(seen, ["l1", "l2", "r3", "r4"]);
 }
+
+/// What another machine sees of `keys` in column family `other` (`o…`) and the default one.
+fn seen_in_both(s: &Seaweed, url: &BucketUrl, keys: &[&str]) -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = open_db(fs(s, url, &tmp.path().join("other"), Durability::Local));
+    let other = db.cf("other").unwrap();
+    keys.iter()
+        .filter(|k| match k.starts_with('o') {
+            true => db.get_cf(&other, k.as_bytes()).unwrap().is_some(),
+            false => get(&db, k).is_some(),
+        })
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// Puts `key` in `cf` synced to `durability`.
+fn put_cf_to(db: &Db, cf: &strata_engine::ColumnFamily, key: &str, durability: Durability) {
+    let mut b = strata_engine::WriteBatch::new();
+    b.put_cf(cf, key, b"v");
+    db.write(b, &synced_to(durability)).unwrap();
+}
+
+#[test]
+fn across_a_wal_rotation_the_buckets_wals_stay_a_chain_and_a_prefix() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-rotation");
+    let db = open_db(fs(s, &url, &tmp.path().join("a"), Durability::Local));
+    let other = db.create_cf("other", Default::default()).unwrap();
+    let main = db.default_cf();
+    // The first WAL's copy in the bucket begins with a `bucket` write, then goes on locally.
+    put_cf_to(&db, &main, "m1", Durability::Remote);
+    put_cf_to(&db, &other, "o1", Durability::Local);
+    put_cf_to(&db, &main, "m2", Durability::Local);
+    // One column family flushes: a new WAL takes the writes, the old one stays for the other,
+    // and the MANIFEST's log number passes it.
+    db.flush_cf(&main).unwrap();
+    // Another machine opens it now: the old WAL's copy must end in its seal.
+    assert_eq!(
+        seen_in_both(s, &url, &["m1", "o1", "m2"]),
+        ["m1", "o1", "m2"],
+        "the sealed WAL's copy was completed, and m2 is in a table"
+    );
+}
+
+#[test]
+fn a_bucket_write_in_a_new_wal_carries_the_older_wals_writes() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-older");
+    let db = open_db(fs(s, &url, &tmp.path().join("a"), Durability::Local));
+    let other = db.create_cf("other", Default::default()).unwrap();
+    let main = db.default_cf();
+    // Nothing of the first WAL reaches the bucket before the rotation...
+    put_cf_to(&db, &other, "o1", Durability::Local);
+    put_cf_to(&db, &main, "m1", Durability::Local);
+    db.flush_cf(&main).unwrap();
+    // ...then a `bucket` write in the new WAL: o1, still only in the old WAL, goes up first.
+    put_cf_to(&db, &main, "m2", Durability::Remote);
+    assert_eq!(
+        seen_in_both(s, &url, &["o1", "m1", "m2"]),
+        ["o1", "m1", "m2"]
+    );
+}

@@ -152,7 +152,11 @@ impl WalState {
             return Ok(());
         };
         let good = w.bytes_written();
-        let sealed = w.add_record(&seal_record(next_wal)).and_then(|_| w.sync());
+        // The last sync of this log: a backend that keeps a copy of it elsewhere completes it,
+        // seal included, so no copy of a WAL followed by another ever lacks its seal.
+        let sealed = w
+            .add_record(&seal_record(next_wal))
+            .and_then(|_| w.finish());
         if sealed.is_err() {
             self.damaged_from = Some(good);
         }

@@ -88,6 +88,12 @@ impl LogWriter {
         self.file.sync()
     }
 
+    /// Syncs for the last time: nothing is appended after (a sealed WAL). A backend that keeps
+    /// WALs elsewhere too completes its copy here.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        self.file.finish()
+    }
+
     /// Syncs as far as `durability`, or the store's default when `None`.
     pub(crate) fn sync_to(&mut self, durability: Option<crate::fs::Durability>) -> Result<()> {
         match durability {
