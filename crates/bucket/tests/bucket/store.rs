@@ -374,3 +374,61 @@ fn a_failed_engine_open_lets_the_cache_directory_go() {
     let db = open_db(open(s, &url, &cache, Durability::Local));
     db.put_with(&synced(), b"k", b"v").unwrap();
 }
+
+/// The record numbers in the bucket's log, oldest first.
+fn log_records(s: &Seaweed, url: &strata_bucket::BucketUrl) -> Vec<u64> {
+    let client = strata_bucket::Client::connect(
+        url,
+        Some(&s.endpoint),
+        Some(&crate::support::seaweed::credentials()),
+    )
+    .unwrap();
+    client
+        .list("log/")
+        .unwrap()
+        .iter()
+        .filter_map(|k| k.strip_prefix("log/")?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_writer_paused_past_its_successors_checkpoints_is_still_fenced() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("paused");
+    let tmp = tempfile::tempdir().unwrap();
+    let old = open_db(open(s, &url, &tmp.path().join("old"), Durability::Local));
+    old.put_with(&synced(), b"before", b"1").unwrap();
+    old.flush().unwrap();
+    // The old writer "pauses" here. A successor claims the next record, and writes until its
+    // checkpoints have let it delete the records before them, its own claim included.
+    let claim = log_records(s, &url).last().copied().unwrap() + 1;
+    let new = open_db(open(s, &url, &tmp.path().join("new"), Durability::Remote));
+    let mut written = 0;
+    while log_records(s, &url)
+        .first()
+        .is_some_and(|&first| first <= claim)
+    {
+        for _ in 0..100 {
+            new.put_with(&synced(), format!("new{written}").as_bytes(), b"v")
+                .unwrap();
+            written += 1;
+        }
+        assert!(written < 20_000, "the successor's claim was never deleted");
+    }
+    // Back from its pause, the old writer's `bucket` write takes the free record number its
+    // successor's deleted claim had: it must not count.
+    let late = strata_engine::WriteOptions {
+        durability: Some(Durability::Remote),
+        ..synced()
+    };
+    let e = old.put_with(&late, b"late", b"2").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+    let e = old.put_with(&synced(), b"later", b"3").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+    drop(old);
+    drop(new);
+    let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Remote));
+    assert_eq!(get(&check, "before").as_deref(), Some(&b"1"[..]));
+    assert!(get(&check, &format!("new{}", written - 1)).is_some());
+    assert_eq!(get(&check, "late"), None);
+}
