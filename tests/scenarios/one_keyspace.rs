@@ -99,6 +99,12 @@ fn the_mount_the_api_and_the_component_share_one_keyspace() {
     assert!(!mnt.join("photos").exists(), "photos/ is still mounted");
     assert_eq!(names(&mnt), BTreeSet::from(["notes".into()]));
     assert_eq!(serve.value(b"photos/cat.jpg"), None);
+    // The mounted column family and its metadata column family cannot be dropped under it.
+    for cf in ["default", "default.fsmeta"] {
+        let r = serve.call("DELETE", &format!("/api/v1/cfs/{cf}"), b"");
+        assert_eq!(r.status, 409, "{cf}: {}", r.text());
+    }
+    assert!(mnt.join("notes").exists());
     serve.stop();
 
     // After a clean stop, the component scans exactly what the native engine scans.

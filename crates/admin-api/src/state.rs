@@ -249,7 +249,7 @@ impl Inner {
     /// Whether the mount shows `cf`: its data, or the metadata records (`cf.fsmeta`) that give
     /// its entries their modes, owners, times and kinds, keyed by path (a directory's with a
     /// trailing `/`).
-    fn mounted(&self, cf: &ColumnFamily) -> Option<&MountLink> {
+    pub(crate) fn mounted(&self, cf: &ColumnFamily) -> Option<&MountLink> {
         self.mount.as_ref().filter(|m| {
             m.column_family == cf.name()
                 || strata_fusefs::meta_cf_name(&m.column_family) == cf.name()

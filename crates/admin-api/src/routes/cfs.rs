@@ -61,7 +61,8 @@ pub(crate) async fn create(
 
 /// Drops a column family and its data.
 #[utoipa::path(delete, path = "/api/v1/cfs/{name}", tag = "cfs", params(("name" = String, Path)),
-    responses((status = 204), (status = 404, body = Problem), (status = 403, body = Problem)),
+    responses((status = 204), (status = 404, body = Problem), (status = 403, body = Problem),
+        (status = 409, body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn drop(
     State(state): State<AppState>,
@@ -70,6 +71,17 @@ pub(crate) async fn drop(
     state.inner.check_writable()?;
     blocking(&state, move |s| {
         let cf = s.cf(Some(&name))?;
+        if let Some(m) = s.mounted(&cf) {
+            // Its files would vanish under whoever has them open, and the mount could not say
+            // what happened to them.
+            return Err(Problem::new(
+                axum::http::StatusCode::CONFLICT,
+                format!(
+                    "column family {name} is shown by the mount of {}: unmount it first",
+                    m.column_family
+                ),
+            ));
+        }
         s.db.drop_cf(&cf)?;
         tracing::info!(target: "strata::api", "drop column family {name}");
         Ok(())
