@@ -172,6 +172,13 @@ impl WritableFile for LoggedFile {
         self.sync_to(self.shared.durability)
     }
 
+    fn sync_not_before(&self, durability: Option<Durability>) -> Option<std::time::Instant> {
+        let ships = durability.unwrap_or(self.shared.durability) == Durability::Remote;
+        (self.class == Class::Wal && ships)
+            .then(|| self.shared.next_wal_commit_at())
+            .flatten()
+    }
+
     fn sync_to(&mut self, durability: Durability) -> Result<()> {
         self.inner.sync()?;
         match self.class {

@@ -134,6 +134,13 @@ impl Shared {
         Ok(tails)
     }
 
+    /// When the next WAL record may go (`commit_interval` after the last); `None` without an
+    /// interval.
+    pub(crate) fn next_wal_commit_at(&self) -> Option<Instant> {
+        (!self.commit_interval.is_zero())
+            .then(|| *self.last_wal_commit.lock() + self.commit_interval)
+    }
+
     /// Holds a WAL commit back until `commit_interval` has passed since the last one: the
     /// engine's writers queue meanwhile, and the next group takes them all, one PUT for many
     /// synced writes.

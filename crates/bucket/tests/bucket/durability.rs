@@ -242,3 +242,38 @@ fn a_bucket_write_in_a_new_wal_carries_the_older_wals_writes() {
         ["o1", "m1", "m2"]
     );
 }
+
+#[test]
+fn writers_that_come_during_a_commit_interval_share_its_one_record() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-interval");
+    let config = BucketConfig {
+        commit_interval: Duration::from_millis(500),
+        ..s.config(&url, tmp.path().join("a"), Durability::Remote)
+    };
+    let first = BucketFs::open(&config).unwrap();
+    let db = Arc::new(open_db(first.clone()));
+    // A record now: the next may go only half a second later.
+    db.put_with(&store_default(), b"start", b"v").unwrap();
+    let before = first.records_written();
+    let start = Arc::new(std::sync::Barrier::new(8));
+    let writers: Vec<_> = (0..8)
+        .map(|t| {
+            let (db, start) = (db.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                db.put_with(&store_default(), format!("w{t}").as_bytes(), b"v")
+                    .unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    // The first writer's group waited for the interval before it was gathered: all eight in it.
+    assert_eq!(first.records_written() - before, 1);
+    let keys: Vec<String> = (0..8).map(|t| format!("w{t}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    assert_eq!(seen_by_another_machine(s, &url, &keys).len(), 8);
+}

@@ -212,6 +212,13 @@ impl DbInner {
         }
         // Leader: take everything queued so far, including writes that joined after ours.
         q.leader_active = true;
+        if let Some(sync_to) = group_sync(&q.pending) {
+            // A WAL that spaces its syncs out is waited on before the group is taken, not
+            // after: the writers that come meanwhile join this group and share its one sync.
+            drop(q);
+            self.wait_for_sync_slot(sync_to);
+            q = self.queue.lock();
+        }
         let mut writes = std::mem::take(&mut q.pending);
         let taken = std::mem::take(&mut q.group);
         drop(q);
@@ -260,6 +267,22 @@ impl DbInner {
                     let undone = pending.unnamed.since(mark);
                     self.forget_unnamed(undone);
                 }
+            }
+        }
+    }
+
+    /// Sleeps until the WAL would start a sync as far as `durability` (at once on the local disk).
+    fn wait_for_sync_slot(&self, durability: Option<Durability>) {
+        let not_before = self
+            .wal
+            .lock()
+            .writer
+            .as_ref()
+            .and_then(|w| w.sync_not_before(durability));
+        if let Some(at) = not_before {
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
             }
         }
     }

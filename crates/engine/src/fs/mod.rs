@@ -54,6 +54,14 @@ pub trait WritableFile: Send + Sync + Debug {
         let _ = durability;
         self.sync()
     }
+    /// The earliest a sync as far as `durability` (`None`: the store's default) should start,
+    /// when this file spaces its syncs out (a bucket's commit interval): the engine waits for
+    /// it before it gathers a group of writes, so writers that come meanwhile share the sync.
+    /// `None` (the default): at once.
+    fn sync_not_before(&self, durability: Option<Durability>) -> Option<std::time::Instant> {
+        let _ = durability;
+        None
+    }
     /// Syncs for the last time; the file ends at the last byte appended (a file from
     /// [`FileSystem::create_sized`] gives back its spare space). Nothing is appended after.
     fn finish(&mut self) -> Result<()> {

@@ -1,6 +1,7 @@
 use super::{BLOCK_SIZE, FragmentType, HEADER_SIZE, fragment_crc};
 use crate::error::Result;
 use crate::fs::WritableFile;
+use std::time::Instant;
 
 /// Appends framed records to a log file.
 #[derive(Debug)]
@@ -92,6 +93,14 @@ impl LogWriter {
     /// WALs elsewhere too completes its copy here.
     pub(crate) fn finish(&mut self) -> Result<()> {
         self.file.finish()
+    }
+
+    /// When the file would have a sync as far as `durability` start (`WritableFile::sync_not_before`).
+    pub(crate) fn sync_not_before(
+        &self,
+        durability: Option<crate::fs::Durability>,
+    ) -> Option<Instant> {
+        self.file.sync_not_before(durability)
     }
 
     /// Syncs as far as `durability`, or the store's default when `None`.
