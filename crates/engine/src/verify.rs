@@ -88,6 +88,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         })
         .max();
     let mut seals = BTreeMap::new();
+    let (mut wal_blob_ends, mut blob_ends) = (BTreeMap::new(), BTreeMap::new());
     let referenced = versions.as_ref().ok().map(Referenced::new);
     let mut report = VerifyReport {
         warnings: fs.loose_modes(dir),
@@ -98,9 +99,9 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         let kind = filename::parse(&name);
         let (kind_name, checked) = match kind {
             FileKind::Table(n) => ("table", check_table(&fs, &path, n)),
-            FileKind::Wal(_) => ("wal", check_log(fs.as_ref(), &path, check_wal_record)),
+            FileKind::Wal(_) => ("wal", check_wal(fs.as_ref(), &path)),
             FileKind::Manifest(_) => ("manifest", check_log(fs.as_ref(), &path, check_edit)),
-            FileKind::Blob(_) => ("blob", check_blob(fs.as_ref(), &path)),
+            FileKind::Blob(n) => ("blob", check_blob(fs.as_ref(), &path, n)),
             _ if name == CURRENT => ("current", Ok(Checked::whole(1))),
             _ => continue,
         };
@@ -118,6 +119,9 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
                 file.entries = c.entries;
                 if let FileKind::Wal(n) = kind {
                     seals.insert(n, (bytes == 0, c.sealed_to));
+                    wal_blob_ends.insert(n, c.blob_ends);
+                } else {
+                    blob_ends.extend(c.blob_ends);
                 }
                 match (kind, c.torn_tail) {
                     // Synced whole when the next one started: only the newest can be torn.
@@ -142,6 +146,8 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     match versions {
         Ok(v) => {
             check_wal_seals(dir, &v, &seals, &mut report);
+            let live_wals = wal_blob_ends.range(v.min_log_number()..);
+            check_blob_records_wals_need(live_wals, &blob_ends, &seals, newest_wal, &mut report);
             check_manifest_names_exist(dir, &v, &mut report)
         }
         Err(e) => report_unrecoverable(e, &mut report),
@@ -178,7 +184,8 @@ pub fn verify_live(db: &crate::Db) -> Result<VerifyReport> {
     for (kind, path) in files {
         let (kind_name, checked) = match kind {
             FileKind::Table(n) => ("table", check_table(&fs, &path, n)),
-            _ => ("blob", check_blob(fs.as_ref(), &path)),
+            FileKind::Blob(n) => ("blob", check_blob(fs.as_ref(), &path, n)),
+            _ => continue,
         };
         let mut file = FileReport {
             name: path
@@ -210,6 +217,9 @@ struct Checked {
     torn_tail: Option<String>,
     /// For a WAL: the next WAL its seal names.
     sealed_to: Option<u64>,
+    /// For a WAL: per blob file its writes point into, where the furthest record they need ends.
+    /// For a blob file: where its intact records end (one entry, its own number).
+    blob_ends: BTreeMap<u64, u64>,
 }
 
 impl Checked {
@@ -218,6 +228,7 @@ impl Checked {
             entries,
             torn_tail: None,
             sealed_to: None,
+            blob_ends: BTreeMap::new(),
         }
     }
 }
@@ -348,7 +359,7 @@ fn check_table(fs: &Arc<dyn FileSystem>, path: &Path, number: u64) -> Result<Che
 fn check_log(
     fs: &dyn FileSystem,
     path: &Path,
-    check_record: fn(&[u8], &Path) -> Result<Option<u64>>,
+    mut check_record: impl FnMut(&[u8], &Path) -> Result<Option<u64>>,
 ) -> Result<Checked> {
     let data = fs.read_all(path)?;
     // Every offset, for WALs too: at worst a value holding log bytes makes a crash's torn tail
@@ -377,6 +388,7 @@ fn check_log(
     Ok(Checked {
         entries: records,
         sealed_to,
+        blob_ends: BTreeMap::new(),
         torn_tail: (torn > 0).then(|| {
             format!(
                 "the last {torn} bytes are a record cut short (a crash during a write that was \
@@ -386,43 +398,111 @@ fn check_log(
     })
 }
 
+/// Reads a WAL as `check_log` does, noting where in each blob file the records its writes need
+/// end.
+fn check_wal(fs: &dyn FileSystem, path: &Path) -> Result<Checked> {
+    let mut ends = BTreeMap::new();
+    let mut checked = check_log(fs, path, |record, path| {
+        check_wal_record(record, path, &mut ends)
+    })?;
+    checked.blob_ends = ends;
+    Ok(checked)
+}
+
 /// A write batch, or a seal (returned: the next WAL it names).
-fn check_wal_record(record: &[u8], path: &Path) -> Result<Option<u64>> {
+fn check_wal_record(
+    record: &[u8],
+    path: &Path,
+    blob_ends: &mut BTreeMap<u64, u64>,
+) -> Result<Option<u64>> {
     if let Some(next) = decode_seal(record) {
         return Ok(Some(next));
     }
     let batch = WriteBatch::from_bytes(record.to_vec())
         .ok_or_else(|| Error::corruption(path, "WAL record shorter than a batch header"))?;
     batch
-        .for_each(|_| {})
+        .for_each_blob_index(|_, index| {
+            for blob in index.records() {
+                let end = blob_ends.entry(blob.file).or_insert(0);
+                *end = (*end).max(blob.offset.saturating_add(blob.size));
+            }
+        })
         .map_err(|d| Error::corruption(path, d))?;
     Ok(None)
+}
+
+/// A live WAL's write must find its blob records, as recovery requires: only the newest WAL,
+/// unsealed, may point past a blob file's intact records (the blob append and the write were cut
+/// by a crash together, neither synced). A blob file missing altogether is reported elsewhere
+/// (evicted, expired or named by the MANIFEST as missing).
+fn check_blob_records_wals_need<'a>(
+    live_wals: impl Iterator<Item = (&'a u64, &'a BTreeMap<u64, u64>)>,
+    blob_ends: &BTreeMap<u64, u64>,
+    seals: &BTreeMap<u64, (bool, Option<u64>)>,
+    newest_wal: Option<u64>,
+    report: &mut VerifyReport,
+) {
+    for (&wal, needs) in live_wals {
+        let sealed = seals.get(&wal).is_some_and(|(_, to)| to.is_some());
+        if Some(wal) == newest_wal && !sealed {
+            continue;
+        }
+        for (&blob, &needed) in needs {
+            let Some(&end) = blob_ends.get(&blob).filter(|&&end| end < needed) else {
+                continue;
+            };
+            let name = filename::blob_file(Path::new(""), blob);
+            let name = name.to_string_lossy();
+            if let Some(file) = report.files.iter_mut().find(|f| f.name == name) {
+                file.note = None;
+                file.problem.get_or_insert_with(|| {
+                    format!(
+                        "its intact records end at byte {end}, but WAL {wal} (synced whole, a \
+                         newer WAL or its seal follows it) needs them up to byte {needed}"
+                    )
+                });
+            }
+        }
+    }
 }
 
 fn check_edit(record: &[u8], path: &Path) -> Result<Option<u64>> {
     VersionEdit::decode(record, path).map(|_| None)
 }
 
-/// Reads every record of a blob file; an unsealed one must end in an intact record (zeros a writer
-/// reserved do not count). A damaged footer makes a sealed file read as an unsealed one with a
-/// torn tail, so such a tail is reported, not excused as a crash's.
-fn check_blob(fs: &dyn FileSystem, path: &Path) -> Result<Checked> {
+/// Reads every record of a blob file. An unsealed one may end in zeros a writer reserved, or in
+/// one record a crash cut short (reported as a note: recovery drops it, as it drops a WAL's);
+/// anything else after its intact records is damage, a damaged footer included.
+fn check_blob(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Checked> {
     let reader = BlobFileReader::open(fs, path)?;
     let found = reader.recover()?;
-    if !found.sealed {
-        if found.torn_bytes > 0 {
+    let records = if found.sealed {
+        reader.verify_sealed(&found)?
+    } else {
+        found.footer.records
+    };
+    let mut checked = Checked::whole(records);
+    checked
+        .blob_ends
+        .insert(number, crate::blob::records_end(&found.footer));
+    if !found.sealed && found.torn_bytes > 0 {
+        if !found.cut_short {
             return Err(Error::corruption(
                 path,
                 format!(
-                    "unsealed, and the last {} bytes are not an intact record (a write cut \
-                     short by a crash, or damage)",
+                    "unsealed, and the last {} bytes are not an intact record, nor one record \
+                     cut short (damage)",
                     found.torn_bytes
                 ),
             ));
         }
-        return Ok(Checked::whole(found.footer.records));
+        checked.torn_tail = Some(format!(
+            "unsealed, and the last {} bytes hold a record cut short (a crash during an append \
+             that was never synced); recovery drops it",
+            found.torn_bytes
+        ));
     }
-    reader.verify_sealed(&found).map(Checked::whole)
+    Ok(checked)
 }
 
 /// Reports the file recovery blames (the MANIFEST, or else CURRENT) when the store's state cannot

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::chunks::unpack_whole;
 use super::format::{
-    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, Owner, Record, Stored,
-    chunk_trailer_len, decode_record, record_len,
+    BlobFooter, BlobHeader, CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, Owner, RECORD_HEADER_SIZE,
+    Record, Stored, chunk_trailer_len, decode_record, record_len,
 };
 use super::index::BlobRef;
 use crate::error::{Error, Result};
@@ -29,6 +29,9 @@ pub(crate) struct Recovered {
     /// Bytes at the end of an unsealed file that do not form a whole, intact record (a write cut
     /// short by a crash); zeros a writer had reserved past its last record are not counted.
     pub torn_bytes: u64,
+    /// The torn bytes are one record whose end was never written (a crash mid-append), not a
+    /// damaged record or footer: what `verify` may excuse, as it excuses a WAL's cut-short tail.
+    pub cut_short: bool,
     /// Where the file's data ends: the whole of a sealed file, an unsealed one's intact records.
     pub file_size: u64,
     /// Zeros past `file_size` that a crashed writer had reserved (recovery trims them).
@@ -102,6 +105,7 @@ impl BlobFileReader {
                     footer,
                     sealed: true,
                     torn_bytes: 0,
+                    cut_short: false,
                     file_size: len,
                     spare_bytes: 0,
                 });
@@ -133,14 +137,63 @@ impl BlobFileReader {
                 torn = !self.is_zero(offset, len)?;
             }
         }
+        let cut_short = torn && self.is_cut_short(offset, len)?;
         Ok(Recovered {
             header,
             footer,
             sealed,
             torn_bytes: if torn { len - data_end } else { 0 },
+            cut_short,
             file_size: data_end,
             spare_bytes: if torn { 0 } else { len - data_end },
         })
+    }
+
+    /// True when the bytes from `at` (after the last intact record) up to `len` are the start of
+    /// one record and then zeros or the end of the file: an append a crash stopped part way, in a
+    /// file extended ahead of it or not. A sealed file whose footer is damaged ends in exactly a
+    /// footer's bytes, and a damaged whole record ends in its own last written byte: neither is
+    /// cut short.
+    fn is_cut_short(&self, at: u64, len: u64) -> Result<bool> {
+        if at + FOOTER_SIZE as u64 == len {
+            return Ok(false);
+        }
+        let written_end = self.written_end(at, len)?;
+        let mut head = vec![0u8; RECORD_HEADER_SIZE.min((len - at) as usize)];
+        self.file.read_exact_at(&mut head, at)?;
+        let declared_end = match record_len(&head) {
+            Ok(size) => at.saturating_add(size),
+            Err(need) => {
+                let readable = need.min(len - at);
+                let Ok(n) = usize::try_from(readable) else {
+                    return Ok(false);
+                };
+                let mut buf = vec![0u8; n];
+                self.file.read_exact_at(&mut buf, at)?;
+                match record_len(&buf) {
+                    Ok(size) => at.saturating_add(size),
+                    // The header or chunk table itself was not wholly written.
+                    Err(_) => return Ok(written_end < at.saturating_add(need)),
+                }
+            }
+        };
+        Ok(written_end < declared_end)
+    }
+
+    /// Where the last byte that is not zero in `[from, to)` ends (`from` when there is none).
+    fn written_end(&self, from: u64, to: u64) -> Result<u64> {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut end = to;
+        while end > from {
+            let n = (end - from).min(buf.len() as u64) as usize;
+            let start = end - n as u64;
+            self.file.read_exact_at(&mut buf[..n], start)?;
+            if let Some(last) = buf[..n].iter().rposition(|&b| b != 0) {
+                return Ok(start + last as u64 + 1);
+            }
+            end = start;
+        }
+        Ok(from)
     }
 
     /// True when the bytes in `[from, to)` are all zero.

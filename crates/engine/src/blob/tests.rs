@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
+use super::format::FOOTER_SIZE;
 use crate::fs::StdFileSystem;
 
 fn header(ttl: Option<(u64, u64)>) -> BlobHeader {
@@ -98,9 +99,41 @@ fn unsealed_file_keeps_its_intact_prefix_and_reports_the_torn_tail() {
     assert!(!found.sealed);
     assert_eq!(found.footer.records, 2);
     assert_eq!(found.torn_bytes, refs[2].size - 10);
+    assert!(found.cut_short);
     assert_eq!(r.read(refs[1], Owner::Key(b"b")).unwrap(), vec![2; 300]);
     let err = r.read(refs[2], Owner::Key(b"c")).unwrap_err();
     assert!(err.is_corruption(), "{err}");
+}
+
+/// A sealed file whose footer is damaged reads as unsealed with a torn tail, but one that is no
+/// append a crash cut short: the footer's bytes are damage. So is a whole record gone wrong.
+#[test]
+fn a_damaged_footer_or_record_is_not_a_record_cut_short() {
+    let dir = crate::test_dir::tempdir();
+    let values = [(&b"a"[..], vec![1; 300], 0), (&b"b"[..], vec![2; 300], 0)];
+    write_file(dir.path(), 4, &values, true);
+    let path = crate::filename::blob_file(dir.path(), 4);
+    let pristine = std::fs::read(&path).unwrap();
+    let fs = StdFileSystem;
+    let damaged_at = |at: usize| {
+        let mut data = pristine.clone();
+        data[at] ^= 0x40;
+        std::fs::write(&path, &data).unwrap();
+        BlobFileReader::open(&fs, &path).unwrap().recover().unwrap()
+    };
+    let found = damaged_at(pristine.len() - FOOTER_SIZE + 3);
+    assert!(!found.sealed);
+    assert_eq!(found.torn_bytes, FOOTER_SIZE as u64);
+    assert!(!found.cut_short);
+    // Unsealed, its last record whole but with a byte flipped.
+    let refs = write_file(dir.path(), 6, &values, false);
+    let path = crate::filename::blob_file(dir.path(), 6);
+    let mut data = std::fs::read(&path).unwrap();
+    data[refs[1].offset as usize + 30] ^= 0x40;
+    std::fs::write(&path, &data).unwrap();
+    let found = BlobFileReader::open(&fs, &path).unwrap().recover().unwrap();
+    assert_eq!(found.torn_bytes, refs[1].size);
+    assert!(!found.cut_short);
 }
 
 #[test]
@@ -222,6 +255,10 @@ fn zeros_a_writer_reserved_past_its_records_are_not_a_torn_tail() {
         let found = BlobFileReader::open(&fs, &path).unwrap().recover().unwrap();
         assert!(!found.sealed);
         assert_eq!(found.torn_bytes, data.len() as u64 - found.file_size);
+        assert!(
+            !found.cut_short,
+            "a stray byte far past the records is not an append"
+        );
         assert_eq!(found.spare_bytes, 0);
         assert_eq!(found.footer.records, 2);
     }

@@ -452,6 +452,21 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// Calls `f(cf, index)` for each write of a value kept in blob files (an index that does not
+    /// decode is left to the read that meets it).
+    pub(crate) fn for_each_blob_index(
+        &self,
+        mut f: impl FnMut(u32, &crate::blob::BlobIndex<'_>),
+    ) -> Result<(), String> {
+        self.for_each(|r| {
+            if r.op == Op::Point(ValueKind::BlobIndex)
+                && let Some(index) = crate::blob::BlobIndex::decode(r.value)
+            {
+                f(r.cf, &index);
+            }
+        })
+    }
+
     /// Decodes the records from byte `pos` (a record's start) on, each with its start; returns
     /// where the records end.
     pub(crate) fn for_each_from(

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::background::Scheduler;
-use super::batch::{Op, WriteBatch};
+use super::batch::WriteBatch;
 use super::column_family::{
     CfState, CfTracker, ColumnFamily, ColumnFamilyData, Registry, new_memtable, put_slot,
 };
@@ -17,14 +17,11 @@ use super::flush::write_level0_table;
 use super::reserve::DiskReserve;
 use super::write::{WalState, WriteQueue, apply_to_memtable};
 use super::{DbInner, State};
-use crate::blob::{
-    BlobFile, BlobFileMeta, BlobFileReader, BlobFileState, BlobGarbage, BlobIndex, BlobStore,
-};
+use crate::blob::{BlobFile, BlobFileMeta, BlobFileReader, BlobFileState, BlobGarbage, BlobStore};
 use crate::cache::{BlockCache, default_shard_bits};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, LOST_DIR, wal_file};
 use crate::fs::FileSystem;
-use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, WalRecovery};
 use crate::snapshot::SnapshotList;
@@ -873,13 +870,10 @@ fn missing_blob(
     let mut missing = None;
     let mut unknown = None;
     batch
-        .for_each(|r| {
-            if r.op != Op::Point(ValueKind::BlobIndex) || missing.is_some() || !applies(r.cf) {
+        .for_each_blob_index(|cf, index| {
+            if missing.is_some() || !applies(cf) {
                 return;
             }
-            let Some(index) = BlobIndex::decode(r.value) else {
-                return;
-            };
             for blob in index.records() {
                 match blobs.get(blob.file) {
                     Some(f) => {

@@ -628,6 +628,11 @@ fn a_wal_replaced_by_another_column_familys_flush_is_held_to_its_seal() {
         let path = dir.path().join(blobs[0].file_name().unwrap());
         std::fs::write(&path, &blob[..cut]).unwrap();
         let what = format!("blob file cut to {cut} of {}", blob.len());
+        // The sealed WAL vouches for the records: verify blames the blob file as the open does.
+        let report = verify_store(dir.path(), &o).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy();
+        let damaged: Vec<&str> = report.damaged().map(|f| f.name.as_str()).collect();
+        assert_eq!(damaged, [name.as_ref()], "{what}");
         corruption_naming(Db::open(dir.path(), o.clone()), &path, &what);
     }
 
