@@ -123,6 +123,7 @@ impl LoggedFile {
     fn ship_wal(&mut self) -> Result<()> {
         let shared = &self.shared;
         shared.wait_for_wal_commit();
+        let _order = shared.wal_order.lock();
         let older = shared.older_wal_tails(&self.name)?;
         let mut entries = Vec::new();
         for (name, from, to) in &older {

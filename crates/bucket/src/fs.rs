@@ -40,6 +40,10 @@ pub struct Shared {
     /// How much of each open WAL the log has (or has queued): a WAL reopened after a failed
     /// sync resumes logging from there, never past what the bucket holds.
     pub(crate) wal_logged: Mutex<BTreeMap<String, u64>>,
+    /// Held while WAL bytes are read and logged (`LoggedFile::ship_wal`), and while a WAL is
+    /// removed: a flush deleting an old WAL waits for the record carrying its last bytes, so
+    /// the file never vanishes mid-read and its removal is never logged before those bytes.
+    pub(crate) wal_order: Mutex<()>,
     /// How long a call waits for a bucket that does not answer before it fails.
     pub(crate) patience: Duration,
     /// The least time between two WAL records at `bucket` durability.
@@ -188,6 +192,14 @@ impl Shared {
                     self.log()?.defer(placed);
                     len
                 } else {
+                    if begun > len {
+                        // This copy lost bytes the bucket's holds (it was cut here since): the
+                        // bucket's is cut to match, as the engine goes on from this one.
+                        self.log()?.defer(Entry::Truncate {
+                            name: logged.clone(),
+                            len,
+                        });
+                    }
                     begun.min(len)
                 };
                 self.wal_logged.lock().insert(logged.clone(), logged_len);
@@ -634,6 +646,7 @@ impl FileSystem for BucketFs {
             return s.local.remove(path);
         };
         s.check_writable()?;
+        let _order = (Class::of(&name) == Class::Wal).then(|| s.wal_order.lock());
         let was_remote = s.cache.forget(&name);
         match s.local.remove(path) {
             // Never fetched: the bucket's copy was all there was.

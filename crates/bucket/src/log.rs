@@ -18,14 +18,26 @@ pub fn log_key(seq: u64) -> String {
     format!("log/{seq:020}")
 }
 
-/// The first record numbered `from` or later in the bucket, if any (one LIST).
-fn newer_records(client: &Client, from: u64) -> Result<Option<u64>> {
+/// The newest record numbered `from` or later in the bucket, if any (one LIST).
+fn newest_record_from(client: &Client, from: u64) -> Result<Option<u64>> {
     let after = log_key(from.saturating_sub(1));
     Ok(client
         .list_after("log/", &after)?
         .iter()
         .filter_map(|k| parse_log_key(k))
-        .find(|&s| s >= from))
+        .filter(|&s| s >= from)
+        .max())
+}
+
+/// Whether the records a confirmation found from `next` on (`newest`, the newest of them) are
+/// all this writer's: each below its tail as it stands after the LIST (records it wrote while
+/// the LIST ran), or, alone at `next`, its record in doubt. A newer writer's claim is always
+/// numbered at or past this writer's tail, so a record there is never ours.
+fn all_ours(newest: Option<u64>, next: u64, tail_now: u64, doubt_is_at_next: bool) -> bool {
+    match newest {
+        None => true,
+        Some(n) => n < tail_now || (n == next && doubt_is_at_next),
+    }
 }
 
 /// The name of the checkpoint taken after record `seq`.
@@ -180,17 +192,20 @@ impl Log {
         let asked = Instant::now();
         // Any record at or past `next`, not only `next` itself: a newer writer's claim there
         // may have been deleted since (below its checkpoints), but its newest record never is.
-        let found = newer_records(client, next)?.is_some();
-        // A record there may be this writer's own: one that landed while the HEAD was asked
-        // (the tail has moved past it), or one in doubt whose answer was lost.
-        let ours = found
-            && (self.tail.lock().next_seq > next
-                || (doubt.is_some() && client.get(&log_key(next))? == doubt));
-        if !found || ours {
+        let newest = newest_record_from(client, next)?;
+        let tail_now = self.tail.lock().next_seq;
+        // A record at `next` may be this writer's own in doubt (its PUT's answer was lost).
+        let doubt_is_at_next = newest == Some(next)
+            && tail_now == next
+            && doubt.is_some()
+            && client.get(&log_key(next))? == doubt;
+        let ours = all_ours(newest, next, tail_now, doubt_is_at_next);
+        if ours {
             *self.confirmed.lock() = asked;
         } else {
+            let newest = newest.unwrap_or(next);
             let why = format!(
-                "record {next} of {} exists and is not this writer's: a newer writer took the \
+                "record {newest} of {} exists and is not this writer's: a newer writer took the \
                  store over from writer epoch {}",
                 client.url(),
                 self.epoch
@@ -298,7 +313,7 @@ impl Log {
         // After a pause longer than half a lease, a record landing proves little: a newer
         // writer may have claimed this very number and deleted the claim under a checkpoint
         // since. Its newest record would still be there, past this one.
-        if stale && let Some(newer) = newer_records(client, tail.next_seq + 1)? {
+        if stale && let Some(newer) = newest_record_from(client, tail.next_seq + 1)? {
             let why = format!(
                 "record {newer} of {} was written by a newer writer while this one (writer epoch \
                  {}) was paused",
@@ -379,5 +394,20 @@ mod tests {
         assert_eq!(seqs, vec![1, 9, 10, 100]);
         assert_eq!(parse_log_key("log/12"), None);
         assert_eq!(parse_log_key("data/00000000000000000001"), None);
+    }
+
+    #[test]
+    fn a_confirmation_sees_a_newer_writers_claim_behind_its_own_records() {
+        // Nothing from `next` on, or only records this writer landed while the LIST ran.
+        assert!(all_ours(None, 10, 10, false));
+        assert!(all_ours(Some(10), 10, 11, false));
+        assert!(all_ours(Some(12), 10, 13, false));
+        // A claim past the records it landed meanwhile: the first found (10) is its own, the
+        // newest (11) is not.
+        assert!(!all_ours(Some(11), 10, 11, false));
+        // Its record in doubt at `next` is its own, but not a claim after it.
+        assert!(all_ours(Some(10), 10, 10, true));
+        assert!(!all_ours(Some(11), 10, 10, true));
+        assert!(!all_ours(Some(10), 10, 10, false));
     }
 }

@@ -204,6 +204,7 @@ impl BucketFs {
                 log,
                 durability: config.durability,
                 wal_logged: Mutex::new(BTreeMap::new()),
+                wal_order: Mutex::new(()),
                 patience: config.patience,
                 commit_interval: config.commit_interval,
                 lease: config.lease,

@@ -277,3 +277,76 @@ fn writers_that_come_during_a_commit_interval_share_its_one_record() {
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     assert_eq!(seen_by_another_machine(s, &url, &keys).len(), 8);
 }
+
+/// A flush deletes an old WAL while a `bucket` write sends what that WAL lacks: the removal must
+/// wait for the record carrying its bytes (without it, the WAL vanished between two of its pieces
+/// and the write failed, stopping the store; or its removal was logged before its bytes,
+/// re-creating it in the bucket).
+#[test]
+fn a_bucket_write_sending_an_old_wal_is_not_cut_off_by_the_flush_that_deletes_it() {
+    let Some(s) = seaweed::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = s.fresh_url("per-write-wal-removal");
+    let plan = FaultPlan::new();
+    let config = BucketConfig {
+        faults: Some(plan.clone()),
+        ..s.config(&url, tmp.path().join("a"), Durability::Local)
+    };
+    let first = BucketFs::open(&config).unwrap();
+    let cache = first.root().to_path_buf();
+    let db = Arc::new(open_db(first));
+    // More than one upload piece (8 MiB) in the first WAL, none of it in the bucket yet.
+    let value = vec![b'l'; 64 << 10];
+    for i in 0..150 {
+        db.put(format!("l{i:04}"), &value).unwrap();
+    }
+    let wals = || {
+        let mut names: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        names.sort();
+        names
+    };
+    let old_wal = wals().pop().unwrap();
+    // The flush seals that WAL (a `local` one: its bytes stay here), then takes a second to
+    // place its table before it deletes the WAL.
+    plan.inject(
+        Request::Put,
+        ".sst",
+        Fault::Delay(Duration::from_secs(1)),
+        1,
+    );
+    let flush = {
+        let db = db.clone();
+        std::thread::spawn(move || db.flush())
+    };
+    let started = std::time::Instant::now();
+    while wals().last() == Some(&old_wal) {
+        assert!(started.elapsed() < Duration::from_secs(10), "no rotation");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A `bucket` write in the new WAL sends the old one first, piece by piece, the first piece
+    // slow to go up: the flush deletes the WAL meanwhile.
+    plan.inject(
+        Request::Put,
+        ".log.",
+        Fault::Delay(Duration::from_secs(2)),
+        1,
+    );
+    db.put_with(&synced_to(Durability::Remote), b"r1", b"v")
+        .expect("the bucket write");
+    flush.join().unwrap().unwrap();
+    db.put_with(&synced_to(Durability::Remote), b"r2", b"v")
+        .expect("a bucket write after the flush");
+    assert!(!wals().contains(&old_wal), "the flush deleted {old_wal}");
+    let keys = ["l0000", "l0149", "r1", "r2"];
+    assert_eq!(seen_by_another_machine(s, &url, &keys), keys);
+    drop(db);
+    // Its removal was logged after its bytes: the bucket no longer holds it.
+    let other = tmp.path().join("b");
+    let db = open_db(fs(s, &url, &other, Durability::Local));
+    drop(db);
+    assert!(!other.join(&old_wal).exists(), "{old_wal} came back");
+}

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::*;
 use super::format::FOOTER_SIZE;
+use super::*;
 use crate::fs::StdFileSystem;
 
 fn header(ttl: Option<(u64, u64)>) -> BlobHeader {
