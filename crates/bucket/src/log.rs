@@ -267,7 +267,7 @@ impl Log {
         // Queued first: if the record in doubt cannot be settled, these wait for the next try.
         tail.pending.extend(entries);
         if let Some(doubt) = tail.in_doubt.take()
-            && let Err(e) = self.put(client, &mut tail, doubt.clone())
+            && let Err(e) = self.put(client, &mut tail, doubt.clone(), true)
         {
             if tail.fenced.is_none() {
                 tail.in_doubt = Some(doubt);
@@ -282,7 +282,7 @@ impl Log {
             epoch: self.epoch,
             entries: all,
         };
-        if let Err(e) = self.put(client, &mut tail, record.clone()) {
+        if let Err(e) = self.put(client, &mut tail, record.clone(), false) {
             if tail.fenced.is_none() {
                 // It may be in the bucket: PUT again, as is, before anything else.
                 tail.in_doubt = Some(record);
@@ -293,10 +293,12 @@ impl Log {
         Ok(())
     }
 
-    fn put(&self, client: &Client, tail: &mut Tail, record: Record) -> Result<()> {
+    /// PUTs `record` as the next one. `retry`: it was in doubt, so finding it there proves
+    /// nothing about now (it may have landed before a newer writer's claim).
+    fn put(&self, client: &Client, tail: &mut Tail, record: Record, retry: bool) -> Result<()> {
         let key = log_key(tail.next_seq);
         let asked = Instant::now();
-        let stale = self.since_confirmed() >= self.lease / 2;
+        let stale = retry || self.since_confirmed() >= self.lease / 2;
         let bytes = Bytes::from(record.encode());
         // Anyone else's record under the name means a newer writer claimed the store.
         if !client.put_create_or_own(&key, bytes.clone())? {
@@ -310,9 +312,9 @@ impl Log {
             self.fence(tail, why.clone());
             return Err(Error::Fenced(why));
         }
-        // After a pause longer than half a lease, a record landing proves little: a newer
-        // writer may have claimed this very number and deleted the claim under a checkpoint
-        // since. Its newest record would still be there, past this one.
+        // After a pause longer than half a lease, or for a record in doubt, a record landing
+        // proves little: a newer writer may have claimed the next number (and deleted the claim
+        // under a checkpoint since). Its newest record would still be there, past this one.
         if stale && let Some(newer) = newest_record_from(client, tail.next_seq + 1)? {
             let why = format!(
                 "record {newer} of {} was written by a newer writer while this one (writer epoch \

@@ -153,9 +153,14 @@ impl BucketFs {
             write_state(&root, &config.url, &claims)?;
             let claim = Record {
                 epoch,
-                entries: vec![Entry::Claim {
-                    writer: writer.clone(),
-                }],
+                entries: vec![
+                    Entry::Claim {
+                        writer: writer.clone(),
+                    },
+                    Entry::Lease {
+                        millis: crate::replay::lease_millis(config.lease),
+                    },
+                ],
             };
             let bytes = Bytes::from(claim.encode());
             if !client.put_create_or_own(&log_key(seq), bytes)? {
@@ -164,10 +169,11 @@ impl BucketFs {
             let placed = reconcile(&client, &root, replayed, valid)?;
             if !valid && replayed.epoch != 0 {
                 // Another writer held the store and may still be acknowledging `local` syncs
-                // until its lease runs out: this one acknowledges nothing before then. Waited
-                // out before this directory is named the newest writer's, so a restart during
-                // the wait (which trusts such a directory) waits again.
-                std::thread::sleep(config.lease);
+                // until its lease runs out (its own, which its claim names): this one
+                // acknowledges nothing before then. Waited out before this directory is named
+                // the newest writer's, so a restart during the wait (which trusts such a
+                // directory) waits again.
+                std::thread::sleep(replayed.lease.unwrap_or(config.lease));
             }
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
             // Bytes are shared, not copied: the clone costs the map.

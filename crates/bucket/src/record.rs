@@ -39,6 +39,9 @@ pub enum Entry {
     Rename { from: String, to: String },
     /// The file is gone.
     Remove { name: String },
+    /// The claiming writer's lease, after its `Claim`: a later claim waits this long before it
+    /// acknowledges anything, whatever its own lease.
+    Lease { millis: u64 },
 }
 
 impl Entry {
@@ -51,6 +54,7 @@ impl Entry {
             Entry::Truncate { .. } => 5,
             Entry::Rename { .. } => 6,
             Entry::Remove { .. } => 7,
+            Entry::Lease { .. } => 8,
         }
     }
 }
@@ -129,6 +133,7 @@ impl Record {
                     put_lp(&mut out, to.as_bytes());
                 }
                 Entry::Remove { name } => put_lp(&mut out, name.as_bytes()),
+                Entry::Lease { millis } => out.extend_from_slice(&millis.to_le_bytes()),
             }
         }
         let crc = crc32c::crc32c(&out);
@@ -190,6 +195,7 @@ impl Record {
                     to: r.string()?,
                 },
                 7 => Entry::Remove { name: r.string()? },
+                8 => Entry::Lease { millis: r.u64()? },
                 _ => return Err(BadRecord("unknown entry kind")),
             };
             entries.push(e);
@@ -283,6 +289,7 @@ mod tests {
                 Entry::Claim {
                     writer: "host-1-abc".into(),
                 },
+                Entry::Lease { millis: 5_000 },
                 Entry::Append {
                     name: "MANIFEST-000003".into(),
                     offset: 12,

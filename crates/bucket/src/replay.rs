@@ -58,12 +58,19 @@ pub struct Replayed {
     pub files: BTreeMap<String, FileRecipe>,
     /// The newest claim's epoch (0 before any).
     pub epoch: u64,
+    /// The newest claim's lease, when it named one.
+    pub lease: Option<std::time::Duration>,
     /// Who made the newest claim.
     pub claimer: String,
     /// The highest epoch any record carried.
     pub max_epoch: u64,
     /// The last record's number (0 for an empty log).
     pub last_seq: u64,
+}
+
+/// A lease as the log records it (whole milliseconds, rounded up: never shorter).
+pub fn lease_millis(lease: std::time::Duration) -> u64 {
+    u64::try_from(lease.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 impl Replayed {
@@ -76,6 +83,10 @@ impl Replayed {
                 Entry::Claim { writer } => {
                     self.epoch = record.epoch;
                     self.claimer = writer.clone();
+                    self.lease = None;
+                }
+                Entry::Lease { millis } => {
+                    self.lease = Some(std::time::Duration::from_millis(*millis));
                 }
                 Entry::Append {
                     name,
@@ -148,6 +159,11 @@ impl Replayed {
             entries.push(Entry::Claim {
                 writer: self.claimer.clone(),
             });
+            if let Some(lease) = self.lease {
+                entries.push(Entry::Lease {
+                    millis: lease_millis(lease),
+                });
+            }
         }
         for (name, recipe) in &self.files {
             match recipe {
@@ -244,6 +260,7 @@ mod tests {
                 1,
                 vec![
                     Entry::Claim { writer: "a".into() },
+                    Entry::Lease { millis: 9_000 },
                     Entry::Truncate {
                         name: "CURRENT.tmp".into(),
                         len: 0,
@@ -275,6 +292,8 @@ mod tests {
             ),
         );
         assert_eq!((r.epoch, r.max_epoch, r.last_seq), (2, 2, 2));
+        // The lease is the newest claim's: b named none.
+        assert_eq!(r.lease, None);
         assert_eq!(r.files.keys().collect::<Vec<_>>(), vec!["CURRENT"]);
         let FileRecipe::Steps(steps) = &r.files["CURRENT"] else {
             panic!("CURRENT is built from steps");
@@ -291,6 +310,7 @@ mod tests {
                 3,
                 vec![
                     Entry::Claim { writer: "w".into() },
+                    Entry::Lease { millis: 1_500 },
                     append("MANIFEST-000002", 0, b"abc"),
                     Entry::Truncate {
                         name: "MANIFEST-000002".into(),
@@ -315,6 +335,7 @@ mod tests {
         let mut again = Replayed::default();
         again.apply(1, &r.to_record());
         assert_eq!(again, r);
+        assert_eq!(again.lease, Some(std::time::Duration::from_millis(1_500)));
     }
 
     #[test]

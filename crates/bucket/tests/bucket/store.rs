@@ -103,8 +103,10 @@ fn at_local_durability_a_newer_writer_fences_the_older_within_its_lease() {
     let new = open_db(open(s, &url, &tmp.path().join("new"), Durability::Local));
     // The newcomer waited out the lease before it could acknowledge anything.
     assert!(started.elapsed() >= std::time::Duration::from_millis(300));
-    // The old writer's local WAL would take this write, but its lease is past half: it asks the
-    // bucket, finds the newer claim, and acknowledges nothing more.
+    // The old writer's local WAL would take this write, unsynced or not, but its lease is past
+    // half: it asks the bucket, finds the newer claim, and acknowledges nothing more.
+    let e = old.put(b"after-unsynced", b"2").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
     let e = old.put_with(&synced(), b"after", b"2").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
     new.put_with(&synced(), b"new", b"3").unwrap();
@@ -114,6 +116,53 @@ fn at_local_durability_a_newer_writer_fences_the_older_within_its_lease() {
     let check = open_db(open(s, &url, &tmp.path().join("check"), Durability::Local));
     assert_eq!(get(&check, "new").as_deref(), Some(&b"3"[..]));
     assert_eq!(get(&check, "after"), None);
+}
+
+/// Leases differ between processes: a newcomer with a short one still waits out the lease of
+/// the writer it takes over from (named in that writer's claim), so while the old writer may
+/// still acknowledge `local` syncs without asking the bucket, the new one acknowledges nothing.
+#[test]
+fn a_newcomer_with_a_shorter_lease_waits_out_the_old_writers() {
+    let Some(s) = sw() else { return };
+    let url = s.fresh_url("fence-lease");
+    let tmp = tempfile::tempdir().unwrap();
+    let config = |dir: &str, lease_ms: u64| strata_bucket::BucketConfig {
+        lease: std::time::Duration::from_millis(lease_ms),
+        ..s.config(&url, tmp.path().join(dir), Durability::Local)
+    };
+    let old = Arc::new(open_db(BucketFs::open(&config("old", 3_000)).unwrap()));
+    old.put_with(&synced(), b"before", b"1").unwrap();
+    // The old writer acknowledges `local` syncs until it is fenced, noting when each returned.
+    let writer = {
+        let old = old.clone();
+        std::thread::spawn(move || {
+            let mut last_ack = None;
+            for i in 0u64.. {
+                match old.put_with(&synced(), format!("old{i}").as_bytes(), b"v") {
+                    Ok(()) => last_ack = Some(std::time::Instant::now()),
+                    Err(e) => {
+                        assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+                        return last_ack;
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            unreachable!()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let new = open_db(BucketFs::open(&config("new", 100)).unwrap());
+    new.put_with(&synced(), b"new", b"v").unwrap();
+    let first_new_ack = std::time::Instant::now();
+    let last_old_ack = writer
+        .join()
+        .unwrap()
+        .expect("the old writer acknowledged writes");
+    assert!(
+        last_old_ack < first_new_ack,
+        "the old writer acknowledged a write {:?} after the new one's first",
+        last_old_ack - first_new_ack
+    );
 }
 
 #[test]
