@@ -88,7 +88,8 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         })
         .max();
     let mut seals = BTreeMap::new();
-    let (mut wal_blob_ends, mut blob_ends) = (BTreeMap::new(), BTreeMap::new());
+    let (mut wal_blob_ends, mut table_blob_ends) = (BTreeMap::new(), BTreeMap::new());
+    let mut blob_ends = BTreeMap::new();
     let referenced = versions.as_ref().ok().map(Referenced::new);
     let mut report = VerifyReport {
         warnings: fs.loose_modes(dir),
@@ -117,11 +118,15 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         match checked {
             Ok(c) => {
                 file.entries = c.entries;
-                if let FileKind::Wal(n) = kind {
-                    seals.insert(n, (bytes == 0, c.sealed_to));
-                    wal_blob_ends.insert(n, c.blob_ends);
-                } else {
-                    blob_ends.extend(c.blob_ends);
+                match kind {
+                    FileKind::Wal(n) => {
+                        seals.insert(n, (bytes == 0, c.sealed_to));
+                        wal_blob_ends.insert(n, c.blob_ends);
+                    }
+                    FileKind::Table(n) => {
+                        table_blob_ends.insert(n, c.blob_ends);
+                    }
+                    _ => blob_ends.extend(c.blob_ends),
                 }
                 match (kind, c.torn_tail) {
                     // Synced whole when the next one started: only the newest can be torn.
@@ -146,8 +151,21 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     match versions {
         Ok(v) => {
             check_wal_seals(dir, &v, &seals, &mut report);
-            let live_wals = wal_blob_ends.range(v.min_log_number()..);
-            check_blob_records_wals_need(live_wals, &blob_ends, &seals, newest_wal, &mut report);
+            // What vouches for blob records: the live tables, and every live WAL but an
+            // unsealed newest one (its last writes may be a crash's, cut with their records).
+            let mut vouching: Vec<(String, &BTreeMap<u64, u64>)> = Vec::new();
+            for (&wal, needs) in wal_blob_ends.range(v.min_log_number()..) {
+                let sealed = seals.get(&wal).is_some_and(|(_, to)| to.is_some());
+                if Some(wal) != newest_wal || sealed {
+                    let why = "synced whole: a newer WAL or its seal follows it";
+                    vouching.push((format!("WAL {wal} ({why})"), needs));
+                }
+            }
+            let live = |&(n, _): &(&u64, _)| referenced.as_ref().is_some_and(|r| r.needs_table(*n));
+            for (n, needs) in table_blob_ends.iter().filter(live) {
+                vouching.push((format!("table {n}"), needs));
+            }
+            check_blob_records_needed(&vouching, &blob_ends, &mut report);
             check_manifest_names_exist(dir, &v, &mut report)
         }
         Err(e) => report_unrecoverable(e, &mut report),
@@ -300,6 +318,10 @@ impl Referenced {
         }
     }
 
+    fn needs_table(&self, number: u64) -> bool {
+        self.tables.contains(&number)
+    }
+
     /// Why a file of `kind` is a leftover no MANIFEST needs, or `None` when it is needed.
     fn leftover(&self, kind: FileKind) -> Option<&'static str> {
         let unnamed = match kind {
@@ -350,7 +372,25 @@ fn check_table(fs: &Arc<dyn FileSystem>, path: &Path, number: u64) -> Result<Che
     let file = fs.open_random(path)?;
     let stats = Arc::new(Stats::default());
     let table = TableReader::open(file, path, number, None, MetaBlocks::Held, stats)?;
-    Arc::new(table).verify().map(Checked::whole)
+    let mut ends = BTreeMap::new();
+    let entries = Arc::new(table).verify_each(|key, value| {
+        if crate::key::kind_byte(key) == crate::key::ValueKind::BlobIndex as u8
+            && let Some(index) = crate::blob::BlobIndex::decode(value)
+        {
+            note_blob_ends(&index, &mut ends);
+        }
+    })?;
+    let mut checked = Checked::whole(entries);
+    checked.blob_ends = ends;
+    Ok(checked)
+}
+
+/// Notes where the furthest record `index` points at ends, per blob file.
+fn note_blob_ends(index: &crate::blob::BlobIndex<'_>, ends: &mut BTreeMap<u64, u64>) {
+    for blob in index.records() {
+        let end = ends.entry(blob.file).or_insert(0);
+        *end = (*end).max(blob.offset.saturating_add(blob.size));
+    }
 }
 
 /// Reads every record of a log strictly: damage anywhere is reported, and so is a tail of wrong
@@ -421,33 +461,27 @@ fn check_wal_record(
     let batch = WriteBatch::from_bytes(record.to_vec())
         .ok_or_else(|| Error::corruption(path, "WAL record shorter than a batch header"))?;
     batch
-        .for_each_blob_index(|_, index| {
-            for blob in index.records() {
-                let end = blob_ends.entry(blob.file).or_insert(0);
-                *end = (*end).max(blob.offset.saturating_add(blob.size));
-            }
-        })
+        .for_each_blob_index(|_, index| note_blob_ends(index, blob_ends))
         .map_err(|d| Error::corruption(path, d))?;
     Ok(None)
 }
 
-/// A live WAL's write must find its blob records, as recovery requires: only the newest WAL,
-/// unsealed, may point past a blob file's intact records (the blob append and the write were cut
-/// by a crash together, neither synced). A blob file missing altogether is reported elsewhere
-/// (evicted, expired or named by the MANIFEST as missing).
-fn check_blob_records_wals_need<'a>(
-    live_wals: impl Iterator<Item = (&'a u64, &'a BTreeMap<u64, u64>)>,
+fn check_edit(record: &[u8], path: &Path) -> Result<Option<u64>> {
+    VersionEdit::decode(record, path).map(|_| None)
+}
+
+/// Every blob record a live table or a WAL synced whole points at must be among its blob file's
+/// intact records, as recovery and reads require: only the newest WAL, unsealed, may point past
+/// them (the blob append and the write were cut by a crash together, neither synced). A blob file
+/// missing altogether is reported elsewhere (evicted, expired or named by the MANIFEST as
+/// missing).
+fn check_blob_records_needed(
+    vouching: &[(String, &BTreeMap<u64, u64>)],
     blob_ends: &BTreeMap<u64, u64>,
-    seals: &BTreeMap<u64, (bool, Option<u64>)>,
-    newest_wal: Option<u64>,
     report: &mut VerifyReport,
 ) {
-    for (&wal, needs) in live_wals {
-        let sealed = seals.get(&wal).is_some_and(|(_, to)| to.is_some());
-        if Some(wal) == newest_wal && !sealed {
-            continue;
-        }
-        for (&blob, &needed) in needs {
+    for (who, needs) in vouching {
+        for (&blob, &needed) in needs.iter() {
             let Some(&end) = blob_ends.get(&blob).filter(|&&end| end < needed) else {
                 continue;
             };
@@ -457,17 +491,13 @@ fn check_blob_records_wals_need<'a>(
                 file.note = None;
                 file.problem.get_or_insert_with(|| {
                     format!(
-                        "its intact records end at byte {end}, but WAL {wal} (synced whole, a \
-                         newer WAL or its seal follows it) needs them up to byte {needed}"
+                        "its intact records end at byte {end}, but {who} needs them up to byte \
+                         {needed}"
                     )
                 });
             }
         }
     }
-}
-
-fn check_edit(record: &[u8], path: &Path) -> Result<Option<u64>> {
-    VersionEdit::decode(record, path).map(|_| None)
 }
 
 /// Reads every record of a blob file. An unsealed one may end in zeros a writer reserved, or in

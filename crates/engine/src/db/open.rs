@@ -879,7 +879,7 @@ fn missing_blob(
                     Some(f) => {
                         let m = *f.meta.lock();
                         let end = crate::blob::records_end(&m.footer);
-                        if blob.offset + blob.size > end {
+                        if blob.offset.saturating_add(blob.size) > end {
                             missing = Some(blob.file);
                         }
                     }

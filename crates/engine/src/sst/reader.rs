@@ -573,6 +573,11 @@ impl TableReader {
 
     /// Reads and checks every block; used by paranoid open and `strata verify`.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
+        self.verify_each(|_, _| {})
+    }
+
+    /// `verify`, handing each entry (internal key, value) to `f` as it is read.
+    pub(crate) fn verify_each(self: &Arc<Self>, mut f: impl FnMut(&[u8], &[u8])) -> Result<u64> {
         let mut it = self.iter(BlockReadOptions {
             fill_cache: false,
             verify_checksums: true,
@@ -588,6 +593,7 @@ impl TableReader {
             }
             prev.clear();
             prev.extend_from_slice(it.key());
+            f(it.key(), it.value());
             n += 1;
             it.next();
         }
