@@ -233,14 +233,21 @@ impl wit::GuestDb for Store {
         self.with(|db| db.compact_range(start.as_deref(), end.as_deref()))
     }
 
-    fn maintenance(&self, budget: u32) -> Result<bool> {
+    fn maintenance(&self, steps: u32, millis: u32) -> Result<bool> {
         self.with(|db| {
-            for _ in 0..budget {
-                if !db.maintenance()? {
-                    return Ok(false);
+            let began = std::time::Instant::now();
+            let budget = std::time::Duration::from_millis(u64::from(millis));
+            let mut more = true;
+            for _ in 0..steps {
+                if began.elapsed() >= budget {
+                    break;
+                }
+                more = db.maintenance_step()?;
+                if !more {
+                    break;
                 }
             }
-            Ok(true)
+            Ok(more)
         })
     }
 

@@ -83,12 +83,14 @@ impl Bucket<'_> {
 
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         self.call(|s, b, r| b.wasi_keyvalue_store().bucket().call_set(s, r, key, value))?;
-        self.db.wrote()
+        self.db.wrote();
+        Ok(())
     }
 
     pub fn delete(&self, key: &str) -> Result<()> {
         self.call(|s, b, r| b.wasi_keyvalue_store().bucket().call_delete(s, r, key))?;
-        self.db.wrote()
+        self.db.wrote();
+        Ok(())
     }
 
     pub fn exists(&self, key: &str) -> Result<bool> {
@@ -116,19 +118,21 @@ impl Bucket<'_> {
     /// Sets every pair in one atomic batch.
     pub fn set_many(&self, pairs: &[KeyValue]) -> Result<()> {
         self.call(|s, b, r| b.wasi_keyvalue_batch().call_set_many(s, r, pairs))?;
-        self.db.wrote()
+        self.db.wrote();
+        Ok(())
     }
 
     /// Deletes every key in one atomic batch.
     pub fn delete_many(&self, keys: &[String]) -> Result<()> {
         self.call(|s, b, r| b.wasi_keyvalue_batch().call_delete_many(s, r, keys))?;
-        self.db.wrote()
+        self.db.wrote();
+        Ok(())
     }
 
     /// Adds `delta` to the decimal counter at `key` (absent is 0); the new value.
     pub fn increment(&self, key: &str, delta: u64) -> Result<u64> {
         let v = self.call(|s, b, r| b.wasi_keyvalue_atomics().call_increment(s, r, key, delta))?;
-        self.db.wrote()?;
+        self.db.wrote();
         Ok(v)
     }
 }

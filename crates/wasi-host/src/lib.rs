@@ -15,8 +15,11 @@
 //! The same instance also exports `wasi:keyvalue`: [`WasiDb::bucket`] opens a bucket (a column
 //! family) through it, as any component importing `wasi:keyvalue` would.
 //!
-//! Background work: the guest has no threads. The host calls `maintenance` every 64 writes and on a timer while the store is idle ([`Limits::maintenance_interval`]); a
-//! write that would wait for a flush runs it inline. [`WasiDb::maintenance`] runs it on demand.
+//! Background work: the guest has no threads. The host calls `maintenance` every 64 writes and
+//! on a timer while the store is idle ([`Limits::maintenance_interval`]), a few jobs at a time
+//! and starting none after a quarter of the call deadline; a write that would wait for a flush
+//! runs it inline. [`WasiDb::maintenance`] runs it on demand, and reports a failure of the
+//! host's own runs (a write's answer is only ever about the write).
 
 mod bucket;
 mod compiled_cache;
@@ -82,6 +85,12 @@ struct Handle {
     instance: Option<Instance>,
     db: Option<ResourceAny>,
     writes_since_check: u32,
+    /// How long one `maintenance` call may start jobs: a quarter of the call deadline, so the
+    /// job it starts last still ends well within it.
+    maintenance_millis: u32,
+    /// Why background work last failed where no caller could be told (after a write that had
+    /// committed, or on the timer); [`WasiDb::maintenance`] reports it.
+    background_error: Option<Error>,
     _lock: Box<dyn strata_engine::FileLock>,
 }
 
@@ -103,10 +112,18 @@ impl Handle {
         r
     }
 
-    fn maintenance(&mut self, budget: u32) -> Result<bool> {
+    fn maintenance(&mut self, steps: u32) -> Result<bool> {
+        let millis = self.maintenance_millis;
         self.with_instance(|instance, db| {
-            instance.call(|s, g| g.db().call_maintenance(s, db, budget))
+            instance.call(|s, g| g.db().call_maintenance(s, db, steps, millis))
         })
+    }
+
+    /// Background work no caller waits on: its failure is kept for [`WasiDb::maintenance`].
+    fn maintain_quietly(&mut self) {
+        if let Err(e) = self.maintenance(MAINTENANCE_BUDGET) {
+            self.background_error.get_or_insert(e);
+        }
     }
 }
 
@@ -133,9 +150,7 @@ impl MaintenanceTimer {
                     };
                     // A call in progress means the store is not idle; its writes maintain it.
                     if let Some(mut h) = handle.try_lock() {
-                        // A failure here (a background error, a stopped guest) is the next
-                        // call's answer; the timer has nobody to tell.
-                        let _ = h.maintenance(MAINTENANCE_BUDGET);
+                        h.maintain_quietly();
                     }
                 }
             })
@@ -189,6 +204,10 @@ impl WasiDb {
             instance: Some(instance),
             db: Some(db),
             writes_since_check: 0,
+            maintenance_millis: u32::try_from(limits.call_deadline.as_millis() / 4)
+                .unwrap_or(u32::MAX)
+                .max(1),
+            background_error: None,
             _lock: lock,
         }));
         let timer = limits
@@ -225,15 +244,17 @@ impl WasiDb {
         self.inner.lock().with_instance(f)
     }
 
-    /// After a write: run due background work now and then, as the engine's threads would.
-    pub(crate) fn wrote(&self) -> Result<()> {
+    /// After a write has committed: runs due background work now and then, as the engine's
+    /// threads would. Its failure is not the write's (which stands, and a caller retrying it
+    /// would apply it twice): the next call meets it (writes stopped, or the guest stopped),
+    /// and [`WasiDb::maintenance`] reports it.
+    pub(crate) fn wrote(&self) {
         let mut h = self.inner.lock();
         h.writes_since_check += 1;
         if h.writes_since_check >= MAINTAIN_EVERY {
             h.writes_since_check = 0;
-            h.maintenance(MAINTENANCE_BUDGET)?;
+            h.maintain_quietly();
         }
-        Ok(())
     }
 
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
@@ -269,31 +290,36 @@ impl WasiDb {
     /// Writes `data` at `offset` of `key`'s value, which must exist ([`Error::NotFound`]).
     pub fn write_at(&self, key: &[u8], offset: u64, data: &[u8], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_write_at(s, db, key, offset, data, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Appends `data` to `key`'s value (a missing key starts empty).
     pub fn append(&self, key: &[u8], data: &[u8], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_append(s, db, key, data, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Cuts `key`'s value (which must exist) to `len` bytes, or grows it with zeros.
     pub fn truncate(&self, key: &[u8], len: u64, sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_truncate(s, db, key, len, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Moves `from`'s value to `to` (deleting `from`), sharing its bytes.
     pub fn move_value(&self, from: &[u8], to: &[u8], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_move(s, db, from, to, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Gives `to` the value of `from`, sharing its bytes.
     pub fn copy_value(&self, from: &[u8], to: &[u8], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_copy(s, db, from, to, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Makes every write acknowledged before this call durable.
@@ -319,7 +345,8 @@ impl WasiDb {
         sync: bool,
     ) -> Result<()> {
         self.call(|s, g, db| g.db().call_put(s, db, key.as_ref(), value.as_ref(), sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// The key reads as absent once `ttl` has passed; `sync` as for [`WasiDb::put_with`].
@@ -340,12 +367,14 @@ impl WasiDb {
                 sync,
             )
         })?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.call(|s, g, db| g.db().call_delete(s, db, key.as_ref(), false))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// Deletes `[start, end)` with one range tombstone.
@@ -355,21 +384,24 @@ impl WasiDb {
             end: end.as_ref().to_vec(),
         };
         self.call(|s, g, db| g.db().call_delete_range(s, db, &range, false))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// One atomic batch, as [`strata_engine::Db::write`]: it crosses into the guest as one
     /// buffer in the engine's encoding.
     pub fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_write_encoded(s, db, batch.data(), sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     /// One atomic batch given as the component's `batch-op` list (each key and value is copied
     /// in on its own: [`WasiDb::write`] is cheaper for many records).
     pub fn write_ops(&self, ops: &[BatchOp], sync: bool) -> Result<()> {
         self.call(|s, g, db| g.db().call_write(s, db, ops, sync))?;
-        self.wrote()
+        self.wrote();
+        Ok(())
     }
 
     pub fn snapshot(&self) -> Result<Snapshot> {
@@ -430,9 +462,16 @@ impl WasiDb {
         self.call(|s, g, db| g.db().call_compact_range(s, db, start, end))
     }
 
-    /// Runs up to `budget` steps of background work; true when more is due.
-    pub fn maintenance(&self, budget: u32) -> Result<bool> {
-        self.inner.lock().maintenance(budget)
+    /// Runs up to `steps` jobs of background work (a memtable's flush or a compaction each),
+    /// starting none after a quarter of the call deadline; true when more may be due. First
+    /// reports, once, a failure of background work the host ran on its own (after a write, or
+    /// on the timer).
+    pub fn maintenance(&self, steps: u32) -> Result<bool> {
+        let mut h = self.inner.lock();
+        if let Some(e) = h.background_error.take() {
+            return Err(e);
+        }
+        h.maintenance(steps)
     }
 
     pub fn properties(&self) -> Result<Properties> {

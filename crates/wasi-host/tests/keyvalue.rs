@@ -217,3 +217,109 @@ fn a_bucket_of_a_closed_store_answers_an_error_not_a_trap() {
     db.close().unwrap();
     assert!(matches!(bucket.get("k"), Err(Error::Closed)));
 }
+
+/// 63 writes of 1.5 KiB into 64 KiB memtables (one memtable full, none flushed yet), then an
+/// increment: the 64th write, after which the host runs background work.
+fn fill_then_increment(db: &WasiDb) -> strata_wasi_host::Result<u64> {
+    let bucket = db.bucket("default").unwrap();
+    for i in 0..63 {
+        bucket.set(&format!("fill{i:02}"), &[7u8; 1536]).unwrap();
+    }
+    bucket.increment("hits", 1)
+}
+
+fn options() -> strata_wasi_host::OpenOptions {
+    strata_wasi_host::OpenOptions {
+        write_buffer_size: 64 << 10,
+        ..default_options()
+    }
+}
+
+fn quiet_limits() -> Limits {
+    // No timer: background work runs only after writes, where the test puts it.
+    Limits {
+        maintenance_interval: None,
+        ..limits()
+    }
+}
+
+/// A write's answer is what happened to the write: when the background work the host runs
+/// after it fails (here the flush, its table's name taken by a directory), the increment that
+/// committed still answers its count, so a caller never retries it and counts twice; the
+/// failure is reported by the next `maintenance`, and later writes meet it.
+#[test]
+fn a_committed_write_answers_ok_though_the_work_after_it_fails() {
+    // Which table the first flush writes, learnt on a twin store.
+    let twin = tempfile::tempdir().unwrap();
+    let db = WasiDb::open(twin.path(), quiet_limits(), options()).unwrap();
+    assert_eq!(fill_then_increment(&db).unwrap(), 1);
+    db.close().unwrap();
+    drop(db);
+    let table = std::fs::read_dir(twin.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sst"))
+        .min()
+        .expect("the host's background work flushed a table");
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = WasiDb::open(dir.path(), quiet_limits(), options()).unwrap();
+    std::fs::create_dir(dir.path().join(&table)).unwrap();
+    assert_eq!(
+        fill_then_increment(&db).unwrap(),
+        1,
+        "the increment committed"
+    );
+    let bucket = db.bucket("default").unwrap();
+    assert_eq!(bucket.get("hits").unwrap().as_deref(), Some(&b"1"[..]));
+    let e = db.maintenance(8).unwrap_err();
+    assert!(e.to_string().contains(&table), "{e}");
+    assert!(bucket.increment("hits", 1).is_err(), "writes stopped");
+}
+
+/// One `maintenance` call runs at most its steps (a memtable's flush or one compaction each),
+/// however much is due: before, one call drained every queued job under one call deadline.
+#[test]
+fn maintenance_runs_at_most_its_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = || ColumnFamilyOptions {
+        write_buffer_size: 16 << 10,
+        ..ColumnFamilyOptions::default()
+    };
+    {
+        let native = Db::open(dir.path(), Options::default()).unwrap();
+        native.create_cf("a", small()).unwrap();
+        native.create_cf("b", small()).unwrap();
+        native.close().unwrap();
+    }
+    let options = strata_wasi_host::OpenOptions {
+        write_buffer_size: 16 << 10,
+        ..default_options()
+    };
+    let db = WasiDb::open(dir.path(), quiet_limits(), options).unwrap();
+    // A full memtable in each column family, the default's last, in fewer than the 64 writes
+    // after which the host runs background work itself: three flushes queued, in that order.
+    for name in ["a", "b", "default"] {
+        let bucket = db.bucket(name).unwrap();
+        for i in 0..20 {
+            bucket.set(&format!("k{i:02}"), &[5u8; 1024]).unwrap();
+        }
+    }
+    let l0 = |db: &WasiDb| db.properties().unwrap().levels[0].files;
+    assert_eq!(l0(&db), 0);
+    // One step each: a's flush, then b's, then the default column family's.
+    assert!(db.maintenance(1).unwrap());
+    assert!(db.maintenance(1).unwrap());
+    assert_eq!(
+        l0(&db),
+        0,
+        "two steps flushed the default column family too"
+    );
+    db.maintenance(1).unwrap();
+    assert_eq!(l0(&db), 1);
+    let bucket = db.bucket("b").unwrap();
+    assert_eq!(
+        bucket.get("k00").unwrap().as_deref(),
+        Some(&[5u8; 1024][..])
+    );
+}

@@ -135,6 +135,12 @@ impl Scheduler {
         self.shared.queues.lock().take_compaction()
     }
 
+    /// True when a flush or a compaction is queued (for `maintenance_step`).
+    pub(crate) fn has_queued(&self) -> bool {
+        let q = self.shared.queues.lock();
+        !q.flush.is_empty() || !q.compaction.is_empty()
+    }
+
     /// Stops the workers after the job they are running, and waits for them.
     pub(crate) fn shutdown(&self) {
         self.shared.queues.lock().shutdown = true;

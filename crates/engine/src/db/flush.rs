@@ -294,6 +294,21 @@ impl DbInner {
         Ok(())
     }
 
+    /// Runs one job of what the scheduler's queues hold: one memtable's flush, else one
+    /// compaction. True when more may be due (something is still queued).
+    pub(super) fn maintenance_step(&self) -> Result<bool> {
+        if let Some(cf) = self.scheduler.pop_flush() {
+            if self.flush_oldest(&cf)? {
+                // It may have more memtables waiting: its turn comes again.
+                self.scheduler.schedule_flush(&cf);
+            }
+        } else if let Some(cf) = self.scheduler.pop_compaction() {
+            // A compaction that ran queues its column family again.
+            self.compact_once(&cf)?;
+        }
+        Ok(self.scheduler.has_queued())
+    }
+
     /// Runs what the scheduler's queues hold: flushes first, then compactions.
     pub(super) fn maintenance(&self) -> Result<bool> {
         let mut did = false;

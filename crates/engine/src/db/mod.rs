@@ -581,6 +581,14 @@ impl Db {
         self.inner.maintenance()
     }
 
+    /// Runs one job of pending background work now (one memtable's flush, else one compaction),
+    /// so an embedder with [`crate::Executor::Inline`] can bound each call; true when more may
+    /// be due.
+    pub fn maintenance_step(&self) -> Result<bool> {
+        self.inner.check_writable()?;
+        self.inner.maintenance_step()
+    }
+
     /// The store's shape now: WAL, cache, sequence numbers, and per column family its memtables
     /// and files and bytes per level.
     pub fn properties(&self) -> Properties {

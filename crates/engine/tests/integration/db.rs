@@ -376,6 +376,39 @@ fn inline_executor_flushes_without_threads() {
     assert_eq!(keys(&db, &ReadOptions::default()).len(), 20_000);
 }
 
+/// `maintenance_step` runs one job (one memtable's flush, else one compaction), so an embedder
+/// can bound each call; `maintenance` drains the queues.
+#[test]
+fn a_maintenance_step_flushes_one_memtable_at_a_time() {
+    let dir = crate::common::tempdir();
+    let mut o = small_options();
+    o.executor = Executor::Inline;
+    o.max_write_buffer_number = 8;
+    let db = Db::open(dir.path(), o).unwrap();
+    let immutables = |db: &Db| {
+        db.properties_cf(&db.default_cf())
+            .unwrap()
+            .immutable_memtables
+    };
+    let mut i = 0u32;
+    while immutables(&db) < 3 {
+        db.put(format!("key{i:06}"), [3u8; 20]).unwrap();
+        i += 1;
+    }
+    let before = immutables(&db);
+    let mut steps = 0;
+    while db.maintenance_step().unwrap() {
+        steps += 1;
+        assert!(steps < 1000, "maintenance never ends");
+        if steps < before {
+            assert_eq!(immutables(&db), before - steps, "step {steps}");
+        }
+    }
+    assert_eq!(immutables(&db), 0);
+    assert!(steps >= before, "{steps} steps for {before} memtables");
+    assert_eq!(keys(&db, &ReadOptions::default()).len(), i as usize);
+}
+
 #[test]
 fn obsolete_wal_files_are_deleted() {
     let dir = crate::common::tempdir();
