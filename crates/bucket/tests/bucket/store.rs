@@ -185,16 +185,20 @@ fn of_two_writers_racing_to_open_exactly_one_acknowledges() {
                     scope.spawn(move || {
                         // The rival may claim the store while this one's open still writes its
                         // MANIFEST: that open then fails, fenced, and acknowledges nothing.
-                        let opened = BucketFs::open(&s.config(&url, dir, Durability::Remote))
-                            .and_then(|fs| {
-                                let root = fs.root().to_path_buf();
-                                let opts = strata_engine::Options {
-                                    create_if_missing: true,
-                                    filesystem: Arc::new(fs),
-                                    ..strata_engine::Options::default()
-                                };
-                                strata_engine::Db::open(&root, opts)
-                            });
+                        // A short lease: each round takes over from the last one's writer.
+                        let config = strata_bucket::BucketConfig {
+                            lease: std::time::Duration::from_millis(20),
+                            ..s.config(&url, dir, Durability::Remote)
+                        };
+                        let opened = BucketFs::open(&config).and_then(|fs| {
+                            let root = fs.root().to_path_buf();
+                            let opts = strata_engine::Options {
+                                create_if_missing: true,
+                                filesystem: Arc::new(fs),
+                                ..strata_engine::Options::default()
+                            };
+                            strata_engine::Db::open(&root, opts)
+                        });
                         barrier.wait();
                         let db = match opened {
                             Ok(db) => db,
