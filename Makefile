@@ -12,7 +12,7 @@ STRATA = $(CARGO) run --quiet --release -p strata-cli --
 
 WEB = web-admin
 
-.PHONY: run test deps web web-check e2e wasm-test fmt bench-rocksdb
+.PHONY: run test deps web web-check e2e gallery wasm-test fmt bench-rocksdb
 
 run: deps web
 	$(CARGO) build --release -p strata-cli
@@ -41,6 +41,10 @@ web-check: web
 PLAYWRIGHT = cd $(WEB) && npx playwright test
 e2e: web
 	$(PLAYWRIGHT)
+
+# The README's gallery: the console spec's screenshots of every page, taken anew.
+gallery: web
+	cd $(WEB) && SCREENSHOTS=../doc/gallery npx playwright test e2e/console.spec.ts
 
 test: deps web web-check
 	$(CARGO) fmt --all -- --check

@@ -56,7 +56,7 @@ test('keys: browse, put and read back, dry-run then delete a range', async ({ pa
   await signIn(page, served);
   await open(page, 'Keys', /^Keys/);
   const keys = page.getByRole('table', { name: 'Keys' });
-  await keys.getByText('📁 users/').click();
+  await keys.getByText('users/', { exact: true }).click();
   await keys.getByText('0007.json').click();
   await expect(page.getByTestId('value')).toContainText('"name": "user7"');
   await shot(page, 'keys');
@@ -89,6 +89,27 @@ test('keys: browse, put and read back, dry-run then delete a range', async ({ pa
     { headers: { Authorization: `Bearer ${served.token}` } },
   );
   expect(gone.status()).toBe(404);
+});
+
+test('a large value is previewed by its first bytes, read by range', async ({ page }) => {
+  const key = Buffer.from('big/preview.bin').toString('base64url');
+  const put = await page.request.put(`${served.url}/api/v1/kv/${key}?raw=1`, {
+    headers: { Authorization: `Bearer ${served.token}` },
+    data: Buffer.alloc(300 * 1024, 'x'),
+  });
+  expect(put.ok()).toBeTruthy();
+  const ranged: string[] = [];
+  page.on('request', (r) => {
+    if (r.url().includes(`/api/v1/kv/${key}`)) ranged.push(r.headers()['range'] ?? 'whole');
+  });
+  await signIn(page, served);
+  await open(page, 'Keys', /^Keys/);
+  const keys = page.getByRole('table', { name: 'Keys' });
+  await expect(keys.getByRole('img', { name: 'folder' }).first()).toBeVisible();
+  await keys.getByText('big/', { exact: true }).click();
+  await keys.getByText('preview.bin').click();
+  await expect(page.getByTestId('value-size')).toHaveText('first 64.0 KiB of 300 KiB');
+  expect(ranged).toEqual(['bytes=0-65535']);
 });
 
 test('column families: create, see its options, drop with a confirmation', async ({ page }) => {

@@ -3,6 +3,7 @@ import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { BrowserRouter, Route, Routes } from 'react-router';
 import { ApiError } from './api/client';
 import { Shell } from './components/Shell';
+import { readableColors, theme } from './theme';
 import { ActionsPage } from './pages/Actions';
 import { BlobsPage } from './pages/Blobs';
 import { BucketPage } from './pages/Bucket';
@@ -26,7 +27,7 @@ const client = new QueryClient({
 
 export function App() {
   return (
-    <MantineProvider>
+    <MantineProvider theme={theme} cssVariablesResolver={readableColors}>
       <QueryClientProvider client={client}>
         <BrowserRouter>
           <Shell client={client}>

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, count, duration, durationMs, percent, ratio } from './format';
+import {
+  bytes,
+  count,
+  distinctLabels,
+  duration,
+  durationMs,
+  lookupShare,
+  percent,
+  ratio,
+  writeAmp,
+} from './format';
 
 describe('format', () => {
   it('writes bytes in binary units with sensible digits', () => {
@@ -26,5 +36,21 @@ describe('format', () => {
     expect(duration(1500)).toBe('1.50 s');
     expect(duration(200_000)).toBe('3 min 20 s');
     expect(durationMs({ secs: 2, nanos: 500_000_000 })).toBe(2500);
+  });
+  it('shows derived figures only once there is enough data', () => {
+    expect(lookupShare(2, 3)).toBe('–');
+    expect(lookupShare(99, 99)).toBe('–');
+    expect(lookupShare(75, 100)).toBe('75.0%');
+    expect(writeAmp(0.11, 4096)).toBe('–');
+    expect(writeAmp(2.5, undefined)).toBe('–');
+    expect(writeAmp(2.5, 2 << 20)).toBe('2.50×');
+  });
+  it('never repeats an axis label', () => {
+    expect(distinctLabels(['0 B', '1 B', '1 B', '2 B'])).toEqual(['0 B', '1 B', '', '2 B']);
+    expect(distinctLabels(['12:00:01', '12:00:01', '12:00:02'])).toEqual([
+      '12:00:01',
+      '',
+      '12:00:02',
+    ]);
   });
 });

@@ -32,6 +32,22 @@ export function percent(part: number, whole: number): string {
   return `${((100 * part) / whole).toFixed(1)}%`;
 }
 
+/** Lookups a rate needs before it means anything (2 hits of 3 is not "67%"). */
+export const MIN_LOOKUPS = 100;
+/** User bytes written before write amplification means anything (a seeded, idle store's is
+ * dominated by its first flush). */
+export const MIN_USER_BYTES = 1 << 20;
+
+/** `part` of `whole` lookups as a percentage, once there are `MIN_LOOKUPS` of them. */
+export function lookupShare(part: number, whole: number): string {
+  return whole < MIN_LOOKUPS ? '–' : percent(part, whole);
+}
+
+/** A write amplification, once `MIN_USER_BYTES` have been written. */
+export function writeAmp(amp: number | null | undefined, userBytes: number | null | undefined) {
+  return (userBytes ?? 0) < MIN_USER_BYTES ? '–' : ratio(amp);
+}
+
 export function ratio(n: number | null | undefined): string {
   if (n === null || n === undefined || !Number.isFinite(n) || n === 0) return '–';
   return `${n.toFixed(2)}×`;
@@ -48,6 +64,17 @@ export function duration(ms: number): string {
 /** A serde `Duration` (`{secs, nanos}`) in milliseconds. */
 export function durationMs(d: { secs: number; nanos: number }): number {
   return d.secs * 1000 + d.nanos / 1e6;
+}
+
+/** Axis labels with every repeat blanked: rounding can print one value for two ticks
+ * ("1 B, 1 B"), and a label must name one tick. */
+export function distinctLabels(labels: string[]): string[] {
+  const seen = new Set<string>();
+  return labels.map((l) => {
+    if (seen.has(l)) return '';
+    seen.add(l);
+    return l;
+  });
 }
 
 export function time(unixMs: number): string {

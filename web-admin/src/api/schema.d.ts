@@ -1116,7 +1116,7 @@ export interface components {
             total_sst_bytes: number;
             /**
              * Format: double
-             * @description Bytes written to disk (WAL, flushes, compactions) per byte the user wrote.
+             * @description Bytes written to disk (WAL, blob files, flushes, compactions) per byte the user wrote.
              */
             write_amplification: number;
         };

@@ -2,6 +2,12 @@
 import { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { distinctLabels, time } from '../format';
+
+/** Tick steps of the time axis, in seconds. */
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
+/** Axis text: gray 7, readable (4.5:1) on white. */
+const AXIS = '#495057';
 
 export type Series = { label: string; color: string; values: (number | null)[] };
 
@@ -28,12 +34,19 @@ export function TimeSeries({ times, series, height = 180, format, ariaLabel }: P
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
       axes: [
-        { stroke: '#868e96', grid: { stroke: '#e9ecef' } },
         {
-          stroke: '#868e96',
+          stroke: AXIS,
+          grid: { stroke: '#e9ecef' },
+          // Whole seconds at least, as wall-clock hh:mm:ss: never ":04.250".
+          incrs: TIME_STEPS,
+          space: 70,
+          values: (_u, secs) => distinctLabels(secs.map((s) => time(s * 1000))),
+        },
+        {
+          stroke: AXIS,
           grid: { stroke: '#e9ecef' },
           size: 70,
-          values: (_u, vals) => vals.map((v) => (format ? format(v) : String(v))),
+          values: (_u, vals) => distinctLabels(vals.map((v) => (format ? format(v) : String(v)))),
         },
       ],
       series: [

@@ -43,7 +43,9 @@ export function ActionsPage() {
   const report = verify.data;
   return (
     <Stack>
-      <Title order={2}>Actions: {cf}</Title>
+      <Title order={1} size="h2">
+        Actions: {cf}
+      </Title>
       <SimpleGrid cols={{ base: 1, md: 2 }}>
         {writable && (
           <Paper withBorder p="sm">

@@ -27,7 +27,9 @@ export function BlobsPage() {
   const limit = b?.fifo.max_db_size ?? 0;
   return (
     <Stack>
-      <Title order={2}>Blob files: {cf}</Title>
+      <Title order={1} size="h2">
+        Blob files: {cf}
+      </Title>
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <StatCard
           label="Blob files"

@@ -2,7 +2,7 @@ import { Paper, Progress, SimpleGrid, Stack, Text, Title } from '@mantine/core';
 import { useStats } from '../api/queries';
 import { ErrorNote } from '../components/ErrorNote';
 import { StatCard } from '../components/StatCard';
-import { bytes, count, percent } from '../format';
+import { bytes, count, lookupShare } from '../format';
 
 const OPS = [
   { key: 'gets', label: 'GET', color: '#1c7ed6' },
@@ -19,7 +19,9 @@ export function BucketPage() {
   if (stats.data && !st) {
     return (
       <Stack>
-        <Title order={2}>Bucket</Title>
+        <Title order={1} size="h2">
+          Bucket
+        </Title>
         <Text>
           This store is on the local disk. A store in a bucket (
           <code>strata serve --db s3://BUCKET/PREFIX</code>) shows its requests, cache and writer
@@ -31,7 +33,9 @@ export function BucketPage() {
   const requests = st ? st.gets + st.puts + st.lists + st.deletes : 0;
   return (
     <Stack>
-      <Title order={2}>Bucket</Title>
+      <Title order={1} size="h2">
+        Bucket
+      </Title>
       <Text data-testid="bucket-location">{st?.location ?? '–'}</Text>
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <StatCard
@@ -62,20 +66,21 @@ export function BucketPage() {
         <StatCard label="Downloaded" value={bytes(st?.bytes_down)} />
         <StatCard
           label="Cache hit rate"
-          value={st ? percent(st.cache_hits, st.cache_hits + st.cache_misses) : '–'}
+          value={st ? lookupShare(st.cache_hits, st.cache_hits + st.cache_misses) : '–'}
           hint={st ? `${count(st.cache_misses)} files fetched` : ''}
         />
         <StatCard label="Cached" value={bytes(st?.cache_bytes)} hint="of the store's files" />
       </SimpleGrid>
       <Paper withBorder p="sm">
         <Text fw={600}>Requests since open: {count(requests)}</Text>
-        <Progress.Root size="xl" aria-label="Requests by operation">
+        <Progress.Root size="xl" role="group" aria-label="Requests by operation">
           {st &&
             OPS.map((op) => (
               <Progress.Section
                 key={op.key}
                 value={(100 * st[op.key]) / Math.max(1, requests)}
                 color={op.color}
+                aria-label={op.label}
               >
                 <Progress.Label>
                   {op.label} {count(st[op.key])}

@@ -5,7 +5,7 @@ import { useCache } from '../api/queries';
 import { ErrorNote } from '../components/ErrorNote';
 import { StatCard } from '../components/StatCard';
 import { TimeSeries } from '../components/TimeSeries';
-import { bytes, count, percent } from '../format';
+import { bytes, count, lookupShare } from '../format';
 
 export function CachePage() {
   const cache = useCache();
@@ -34,7 +34,9 @@ export function CachePage() {
   const bc = c?.block_cache;
   return (
     <Stack>
-      <Title order={2}>Block cache</Title>
+      <Title order={1} size="h2">
+        Block cache
+      </Title>
       {c && !bc && <Text>This store runs without a block cache.</Text>}
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <StatCard
@@ -46,21 +48,23 @@ export function CachePage() {
         <StatCard label="Pinned" value={bytes(bc?.pinned_usage)} hint="held by readers" />
         <StatCard
           label="Hit rate"
-          value={c ? percent(c.total.hits, c.total.hits + c.total.misses) : '–'}
+          value={c ? lookupShare(c.total.hits, c.total.hits + c.total.misses) : '–'}
           hint="since open"
         />
       </SimpleGrid>
       {bc && (
-        <Progress.Root size="xl" aria-label="Cache usage">
+        <Progress.Root size="xl" role="group" aria-label="Cache usage">
           <Progress.Section
             value={(100 * bc.pinned_usage) / Math.max(1, bc.capacity)}
             color="orange"
+            aria-label="pinned"
           >
             <Progress.Label>pinned</Progress.Label>
           </Progress.Section>
           <Progress.Section
             value={(100 * Math.max(0, bc.usage - bc.pinned_usage)) / Math.max(1, bc.capacity)}
             color="blue"
+            aria-label="cached"
           >
             <Progress.Label>cached</Progress.Label>
           </Progress.Section>
@@ -96,7 +100,7 @@ export function CachePage() {
                   <Table.Td>{k}</Table.Td>
                   <Table.Td>{count(c[k].hits)}</Table.Td>
                   <Table.Td>{count(c[k].misses)}</Table.Td>
-                  <Table.Td>{percent(c[k].hits, c[k].hits + c[k].misses)}</Table.Td>
+                  <Table.Td>{lookupShare(c[k].hits, c[k].hits + c[k].misses)}</Table.Td>
                 </Table.Tr>
               ))}
           </Table.Tbody>
@@ -105,7 +109,7 @@ export function CachePage() {
           <Text fw={600}>Bloom filters</Text>
           <Text size="sm">
             {count(c?.bloom_checked)} checks; {count(c?.bloom_useful)} ruled a table out (
-            {c ? percent(c.bloom_useful, c.bloom_checked) : '–'}), each a table read saved.
+            {c ? lookupShare(c.bloom_useful, c.bloom_checked) : '–'}), each a table read saved.
           </Text>
         </Paper>
       </SimpleGrid>

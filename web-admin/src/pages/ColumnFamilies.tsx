@@ -90,7 +90,9 @@ export function ColumnFamiliesPage() {
   });
   return (
     <Stack>
-      <Title order={2}>Column families</Title>
+      <Title order={1} size="h2">
+        Column families
+      </Title>
       <ErrorNote error={list.error ?? drop.error} />
       <SimpleGrid cols={{ base: 1, md: 2 }}>
         <Paper withBorder p="sm">

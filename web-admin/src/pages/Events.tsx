@@ -19,7 +19,9 @@ export function EventsPage() {
   }, [events, kinds, text]);
   return (
     <Stack>
-      <Title order={2}>Events</Title>
+      <Title order={1} size="h2">
+        Events
+      </Title>
       <Text size="sm" c="dimmed">
         Flushes, compactions, stalls, blob GC and evictions as the engine reports them (feed{' '}
         {connection}); the server keeps the last 1,024 for a page that opens later.
@@ -27,7 +29,7 @@ export function EventsPage() {
       <Chip.Group multiple value={kinds} onChange={setKinds}>
         <Group gap="xs" aria-label="Event kinds">
           {ENGINE_EVENT_KINDS.map((k) => (
-            <Chip key={k} value={k} size="xs">
+            <Chip key={k} value={k} size="xs" variant="light">
               {k.replace(/_/g, ' ')}
             </Chip>
           ))}

@@ -16,7 +16,6 @@ import {
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, unwrap } from '../api/client';
-import type { components } from '../api/schema';
 import {
   base64ToBytes,
   base64url,
@@ -28,9 +27,11 @@ import {
 } from '../api/keys';
 import { Confirm } from '../components/Confirm';
 import { ErrorNote } from '../components/ErrorNote';
+import { FolderIcon } from '../components/FolderIcon';
 import { useCf } from '../components/useCf';
 import { useWritable } from '../components/useWritable';
 import { ValueViewer } from '../components/ValueViewer';
+import { readPreview } from '../api/preview';
 import { VirtualTable } from '../components/VirtualTable';
 import { count } from '../format';
 import { crumbs, fold, type TreeEntry } from './keyTree';
@@ -112,13 +113,10 @@ function KeyView({ cf, keyText, raw, onDeleted }: KeyViewProps) {
   const writable = useWritable();
   const [confirm, setConfirm] = useState(false);
   const path = base64url(raw ? base64ToBytes(raw) : toBytes(keyText));
+  // The first bytes only, by range: a value may be gigabytes.
   const value = useQuery({
     queryKey: ['kv', cf, keyText],
-    // Without raw=1 the answer is always the JSON item; the 206 of a raw ranged read is not.
-    queryFn: async () =>
-      (await unwrap(
-        api.GET('/api/v1/kv/{key}', { params: { path: { key: path }, query: { cf } } }),
-      )) as components['schemas']['KvItem'],
+    queryFn: () => readPreview(cf, path),
   });
   const del = useMutation({
     mutationFn: () =>
@@ -141,7 +139,7 @@ function KeyView({ cf, keyText, raw, onDeleted }: KeyViewProps) {
         )}
       </Group>
       <ErrorNote error={value.error ?? del.error} />
-      {value.data && <ValueViewer value={base64ToBytes(value.data.value)} />}
+      {value.data && <ValueViewer value={value.data.bytes} total={value.data.total} />}
       <Confirm
         opened={confirm}
         title="Delete this key?"
@@ -329,7 +327,9 @@ export function KeysPage() {
   const refresh = () => void client.invalidateQueries({ queryKey: ['keys', cf] });
   return (
     <Stack>
-      <Title order={2}>Keys: {cf}</Title>
+      <Title order={1} size="h2">
+        Keys: {cf}
+      </Title>
       <Group align="end">
         <form
           onSubmit={(e) => {
@@ -371,7 +371,14 @@ export function KeysPage() {
               {
                 header: 'Name',
                 render: (e) =>
-                  e.kind === 'folder' ? `📁 ${e.name}` : e.name || '(the prefix itself)',
+                  e.kind === 'folder' ? (
+                    <>
+                      <FolderIcon />
+                      {e.name}
+                    </>
+                  ) : (
+                    e.name || '(the prefix itself)'
+                  ),
               },
             ]}
             empty={pages.first.isPending ? 'Loading…' : 'No keys under this prefix.'}

@@ -57,7 +57,9 @@ export function LsmPage() {
   return (
     <Stack>
       <Group justify="space-between">
-        <Title order={2}>LSM: {cf}</Title>
+        <Title order={1} size="h2">
+          LSM: {cf}
+        </Title>
         <Group gap="xs">
           {p?.flush_running && <Badge color="blue">flush running</Badge>}
           {(p?.compactions_running ?? 0) > 0 && (
@@ -105,7 +107,7 @@ export function LsmPage() {
               <Table.Td>{count(l.deletions)}</Table.Td>
               <Table.Td>{count(l.range_deletions)}</Table.Td>
               <Table.Td>{count(l.compactions)}</Table.Td>
-              <Table.Td>{ratio(l.write_amplification)}</Table.Td>
+              <Table.Td>{l.compactions > 0 ? ratio(l.write_amplification) : '–'}</Table.Td>
             </Table.Tr>
           ))}
         </Table.Tbody>

@@ -5,7 +5,7 @@ import { useStats } from '../api/queries';
 import { ErrorNote } from '../components/ErrorNote';
 import { StatCard } from '../components/StatCard';
 import { TimeSeries } from '../components/TimeSeries';
-import { bytes, count, duration, ratio, rate } from '../format';
+import { bytes, count, duration, rate, writeAmp } from '../format';
 
 export function OverviewPage() {
   const stats = useStats();
@@ -16,7 +16,7 @@ export function OverviewPage() {
     const [, userBytes] = rates(samples, (s) => s.bytes_written);
     const [, diskBytes] = rates(
       samples,
-      (s) => s.wal_bytes + s.flush_bytes + s.compaction_bytes_written,
+      (s) => s.wal_bytes + s.flush_bytes + s.compaction_bytes_written + s.blob_bytes_written,
     );
     const [, stallMs] = rates(samples, (s) => s.write_stall_micros / 1000);
     return { t, writes, reads, userBytes, diskBytes, stallMs };
@@ -28,7 +28,9 @@ export function OverviewPage() {
   const last = (xs: number[]) => xs[xs.length - 1];
   return (
     <Stack>
-      <Title order={2}>Overview</Title>
+      <Title order={1} size="h2">
+        Overview
+      </Title>
       {p?.background_error && (
         <Alert color="red" title="Background error: writes are stopped">
           {p.background_error}
@@ -46,7 +48,7 @@ export function OverviewPage() {
         <StatCard label="Reads" value={rate(last(charts.reads))} hint="point lookups per second" />
         <StatCard
           label="Write amp."
-          value={ratio(p?.write_amplification)}
+          value={writeAmp(p?.write_amplification, st?.bytes_written)}
           hint="disk bytes per user byte"
         />
         <StatCard label="Store size" value={bytes(p?.live_bytes)} hint="live tables and blobs" />
@@ -83,7 +85,7 @@ export function OverviewPage() {
             series={[
               { label: 'user', color: '#2f9e44', values: charts.userBytes },
               {
-                label: 'disk (WAL, flush, compaction)',
+                label: 'disk (WAL, blobs, flush, compaction)',
                 color: '#862e9c',
                 values: charts.diskBytes,
               },

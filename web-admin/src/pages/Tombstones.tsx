@@ -18,7 +18,9 @@ export function TombstonesPage() {
   const rows = page.data?.tombstones ?? [];
   return (
     <Stack>
-      <Title order={2}>Tombstones: {cf}</Title>
+      <Title order={1} size="h2">
+        Tombstones: {cf}
+      </Title>
       <SimpleGrid cols={{ base: 2, md: 4 }}>
         <StatCard
           label="Entries hidden"

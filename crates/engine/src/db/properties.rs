@@ -192,7 +192,7 @@ pub struct Properties {
     pub stopping_column_families: usize,
     /// See `stopping_column_families`.
     pub slowing_column_families: usize,
-    /// Bytes written to disk (WAL, flushes, compactions) per byte the user wrote.
+    /// Bytes written to disk (WAL, blob files, flushes, compactions) per byte the user wrote.
     pub write_amplification: f64,
 }
 
@@ -251,8 +251,12 @@ impl DbInner {
         p.manifest_number = self.versions.lock().manifest_number();
         let stats = &self.stats;
         let user = stats.bytes_written.get();
-        let disk =
-            stats.wal_bytes.get() + stats.flush_bytes.get() + stats.compaction_bytes_written.get();
+        // Values kept in blob files are written there, not to the WAL: without those bytes a
+        // store of large values would show an amplification below 1.
+        let disk = stats.wal_bytes.get()
+            + stats.flush_bytes.get()
+            + stats.compaction_bytes_written.get()
+            + stats.blob_bytes_written.get();
         p.write_amplification = if user > 0 {
             disk as f64 / user as f64
         } else {

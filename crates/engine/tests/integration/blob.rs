@@ -651,6 +651,20 @@ fn verify_blames_an_unsealed_blob_file_cut_below_what_tables_need() {
     assert!(problem.contains("table"), "{problem}");
 }
 
+/// Values in blob files are written there, not to the WAL: they count in the write
+/// amplification, which is never below 1 for a store whose every write reached the disk.
+#[test]
+fn blob_bytes_count_in_the_write_amplification() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), options(&Arc::new(ManualClock::new(NOW)))).unwrap();
+    for i in 0..50u32 {
+        db.put(format!("k{i}"), big(i, b'a')).unwrap();
+    }
+    db.flush().unwrap();
+    let amp = db.properties().write_amplification;
+    assert!(amp >= 1.0, "write amplification {amp}");
+}
+
 #[test]
 fn column_families_keep_their_own_blob_settings() {
     let dir = crate::common::tempdir();
