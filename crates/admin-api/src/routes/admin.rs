@@ -64,7 +64,7 @@ pub(crate) async fn server(State(state): State<AppState>) -> Json<ServerInfo> {
     })
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Target, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Option<Target>, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn flush(
     State(state): State<AppState>,
     body: Bytes,
@@ -82,7 +82,7 @@ pub(crate) async fn flush(
     .await
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body = Target, responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body(content = Option<Target>, description = "optional: the column family and key range"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn compact_range(
     State(state): State<AppState>,
     body: Bytes,

@@ -30,6 +30,8 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<CfList>, 
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Create {
+    /// 1 to 1024 bytes.
+    #[schema(min_length = 1, max_length = 1024)]
     name: String,
 }
 

@@ -7,6 +7,7 @@ pub(crate) mod cfs;
 pub(crate) mod inspect;
 pub(crate) mod kv;
 pub(crate) mod openapi;
+mod problems_doc;
 pub(crate) mod scan;
 pub(crate) mod sync_to;
 pub(crate) mod upload;

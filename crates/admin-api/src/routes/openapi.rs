@@ -4,6 +4,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::problems_doc::Problems;
 use super::{admin, batch, cfs, inspect, kv, scan, upload};
 
 #[derive(Debug, OpenApi)]
@@ -23,7 +24,7 @@ use super::{admin, batch, cfs, inspect, kv, scan, upload};
         strata_engine::FlushInfo, strata_engine::CompactionInfo, strata_engine::BlobGcInfo,
         strata_engine::BlobFilesDeletedInfo, strata_engine::StallCause,
     )),
-    modifiers(&Security),
+    modifiers(&Security, &Problems),
     tags(
         (name = "kv", description = "keys and values"),
         (name = "cfs", description = "column families"),
