@@ -160,9 +160,7 @@ impl LoggedFile {
 impl WritableFile for LoggedFile {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         if self.class == Class::Wal {
-            // Unsynced writes too: a writer past half its lease without the bucket showing it
-            // the newest asks before it takes another, so a fenced one stops within its lease.
-            self.shared.hold_lease()?;
+            self.shared.check_before_append()?;
         } else {
             self.shared.check_writable()?;
         }

@@ -109,6 +109,23 @@ impl Shared {
         }
     }
 
+    /// Before a WAL append (an unsynced write's too): a writer a newer one fenced stops taking
+    /// writes. Past half a lease without the bucket showing it the newest, it asks (at most once
+    /// a quarter lease). A bucket that does not answer stops nothing here: an unsynced write
+    /// promises nothing and a sync still holds the lease, so an outage fails writes only after
+    /// the patience, as before.
+    pub(crate) fn check_before_append(&self) -> Result<()> {
+        let log = self.log()?;
+        log.check()?;
+        if log.since_confirmed() < self.lease / 2 || !log.may_ask(self.lease / 4) {
+            return Ok(());
+        }
+        match log.confirm(&self.client) {
+            Err(Error::Fenced(why)) => Err(Error::Fenced(why)),
+            _ => Ok(()),
+        }
+    }
+
     /// The older WALs (named before `name`) still in the store whose bytes the log lacks: each
     /// with the range it lacks. They are sealed and closed, so their length is final.
     pub(crate) fn older_wal_tails(&self, name: &str) -> Result<Vec<(String, u64, u64)>> {

@@ -119,6 +119,8 @@ pub struct Log {
     /// the next record's name was free).
     confirmed: Mutex<Instant>,
     lease: Duration,
+    /// When a WAL append last asked the bucket (`may_ask`).
+    append_asked: Mutex<Option<Instant>>,
     objects: AtomicU64,
     records: AtomicU64,
 }
@@ -150,6 +152,7 @@ impl Log {
             fenced: AtomicBool::new(false),
             uploading: Mutex::new(BTreeSet::new()),
             confirmed: Mutex::new(Instant::now()),
+            append_asked: Mutex::new(None),
             lease,
         }
     }
@@ -214,6 +217,17 @@ impl Log {
             return Err(Error::Fenced(why));
         }
         Ok(())
+    }
+
+    /// Whether an append may ask the bucket now: at most once per `every` (an outage must not
+    /// turn every write into a request); notes the asking.
+    pub fn may_ask(&self, every: Duration) -> bool {
+        let mut last = self.append_asked.lock();
+        if last.is_some_and(|t| t.elapsed() < every) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
     }
 
     /// How long ago the bucket last showed this writer the newest.

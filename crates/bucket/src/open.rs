@@ -75,7 +75,7 @@ impl BucketConfig {
             patience: Duration::from_secs(30),
             cache_size: None,
             commit_interval: Duration::ZERO,
-            lease: Duration::from_secs(5),
+            lease: DEFAULT_LEASE,
             faults: None,
         }
     }
@@ -104,6 +104,29 @@ const CLAIM_TRIES: usize = 16;
 /// A held lock on the cache directory, kept as long as the store is open.
 #[derive(Debug)]
 pub(crate) struct DirLock(#[allow(dead_code)] Box<dyn FileLock>);
+
+/// A writer's lease unless it sets one.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
+
+/// The lease a claim names: how long after it a successor must wait before it may acknowledge
+/// anything. Taking over from another writer, that writer (or one it was still waiting out)
+/// may acknowledge `local` syncs for as long as the lease its own claim named (the default when
+/// an older binary's claim named none), so the new claim names the longer of that and its own:
+/// a successor racing this one, or this one restarted mid-wait, waits as long.
+fn claim_lease(config: &BucketConfig, replayed: &Replayed, trusted: bool) -> Duration {
+    if trusted || replayed.epoch == 0 {
+        return config.lease;
+    }
+    let held = replayed.lease.unwrap_or(DEFAULT_LEASE.max(config.lease));
+    config.lease.max(held)
+}
+
+/// How long a takeover waits before it acknowledges anything: the lease of the claim it took
+/// the store from (see `claim_lease`), or the default's and its own longer one when that claim
+/// named none.
+fn takeover_wait(config: &BucketConfig, replayed: &Replayed) -> Duration {
+    replayed.lease.unwrap_or(DEFAULT_LEASE.max(config.lease))
+}
 
 impl BucketFs {
     /// Opens the store at `config.url`, claiming it for writing unless `read_only`.
@@ -158,7 +181,7 @@ impl BucketFs {
                         writer: writer.clone(),
                     },
                     Entry::Lease {
-                        millis: crate::replay::lease_millis(config.lease),
+                        millis: crate::replay::lease_millis(claim_lease(config, replayed, valid)),
                     },
                 ],
             };
@@ -173,7 +196,7 @@ impl BucketFs {
                 // acknowledges nothing before then. Waited out before this directory is named
                 // the newest writer's, so a restart during the wait (which trusts such a
                 // directory) waits again.
-                std::thread::sleep(replayed.lease.unwrap_or(config.lease));
+                std::thread::sleep(takeover_wait(config, replayed));
             }
             write_state(&root, &config.url, &[(epoch, writer.clone())])?;
             // Bytes are shared, not copied: the clone costs the map.
@@ -538,4 +561,57 @@ fn write_state(root: &Path, url: &BucketUrl, claims: &[(u64, String)]) -> Result
         .map_err(io(format!("writing {}", tmp.display())))?;
     install(&tmp, file, &path)?;
     StdFileSystem.sync_dir(root)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config(lease_ms: u64) -> BucketConfig {
+        let url = crate::url::BucketUrl::parse("s3://bucket/p").unwrap();
+        BucketConfig {
+            lease: Duration::from_millis(lease_ms),
+            ..BucketConfig::new(url, PathBuf::from("/nonexistent"))
+        }
+    }
+
+    fn held_by(lease_ms: Option<u64>) -> Replayed {
+        Replayed {
+            epoch: 3,
+            lease: lease_ms.map(Duration::from_millis),
+            ..Replayed::default()
+        }
+    }
+
+    #[test]
+    fn a_takeover_claims_and_waits_the_longest_lease_it_may_follow() {
+        let short = config(100);
+        // From a writer with a 3 s lease: a 100 ms newcomer waits 3 s, and its claim says 3 s
+        // so a rival racing it, or itself restarted, waits as long.
+        assert_eq!(
+            takeover_wait(&short, &held_by(Some(3_000))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            claim_lease(&short, &held_by(Some(3_000)), false),
+            Duration::from_secs(3)
+        );
+        // A claim naming no lease (an older binary's): the default, or its own if longer.
+        assert_eq!(takeover_wait(&short, &held_by(None)), DEFAULT_LEASE);
+        assert_eq!(
+            takeover_wait(&config(9_000), &held_by(None)),
+            Duration::from_secs(9)
+        );
+        // Its own directory's writer, or a new store: its own lease.
+        assert_eq!(
+            claim_lease(&short, &held_by(Some(3_000)), true),
+            Duration::from_millis(100)
+        );
+        let fresh = Replayed::default();
+        assert_eq!(
+            claim_lease(&short, &fresh, false),
+            Duration::from_millis(100)
+        );
+    }
 }

@@ -4,7 +4,10 @@
 use bytes::Bytes;
 
 const MAGIC: &[u8; 8] = b"STRATALG";
-const VERSION: u8 = 1;
+/// Written: 2 (it has `lease` entries). Read: 1 and 2, so a store an older binary wrote opens;
+/// an older binary refuses a version-2 record as a newer format, not as damage.
+const VERSION: u8 = 2;
+const OLDEST_READ: u8 = 1;
 
 /// One thing that happened to a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,8 +156,10 @@ impl Record {
         if &body[..8] != MAGIC {
             return Err(BadRecord("not a Strata log record (bad magic)"));
         }
-        if body[8] != VERSION {
-            return Err(BadRecord("unknown record version"));
+        if !(OLDEST_READ..=VERSION).contains(&body[8]) {
+            return Err(BadRecord(
+                "unknown record version (written by a newer Strata, or damaged)",
+            ));
         }
         let mut r = Reader {
             data: data.slice(..body.len()),

@@ -14,6 +14,18 @@ export function totalLength(contentRange: string | null, received: number): numb
   return m?.[1] ? Number(m[1]) : received;
 }
 
+/** `bytes` (a value's first bytes, cut at a byte count) without a last UTF-8 character the cut
+ * split, so a text value still reads as text. */
+export function wholeCharacters(bytes: Uint8Array): Uint8Array {
+  for (let back = 1; back <= Math.min(4, bytes.length); back++) {
+    const b = bytes[bytes.length - back]!;
+    if ((b & 0xc0) === 0x80) continue; // a continuation byte: look further back
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return need > back ? bytes.subarray(0, bytes.length - back) : bytes;
+  }
+  return bytes;
+}
+
 export async function readPreview(cf: string, path: string): Promise<Preview> {
   const call = api.GET('/api/v1/kv/{key}', {
     params: {
@@ -33,5 +45,6 @@ export async function readPreview(cf: string, path: string): Promise<Preview> {
   }
   const body = await unwrap(Promise.resolve(r));
   const bytes = new Uint8Array(body as ArrayBuffer);
-  return { bytes, total: totalLength(r.response.headers.get('Content-Range'), bytes.length) };
+  const total = totalLength(r.response.headers.get('Content-Range'), bytes.length);
+  return { bytes: total > bytes.length ? wholeCharacters(bytes) : bytes, total };
 }

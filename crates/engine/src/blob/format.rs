@@ -354,6 +354,11 @@ pub(crate) struct Record<'a> {
     pub stored: Stored,
 }
 
+/// Whether `b`, a footer's length, ends in the footer's magic (its checksum aside).
+pub(crate) fn has_footer_magic(b: &[u8]) -> bool {
+    b.len() == FOOTER_SIZE && fixed32(b, 36) == MAGIC
+}
+
 /// The length of the record starting at `b`, from its header and, for compressed chunks, the
 /// last entry of its chunk table. `Err(n)` when `b` must hold at least `n` bytes to tell (the
 /// header's, or up to that entry). In u64: two 32-bit lengths from a damaged header can

@@ -152,11 +152,17 @@ impl BlobFileReader {
     /// True when the bytes from `at` (after the last intact record) up to `len` are the start of
     /// one record and then zeros or the end of the file: an append a crash stopped part way, in a
     /// file extended ahead of it or not. A sealed file whose footer is damaged ends in exactly a
-    /// footer's bytes, and a damaged whole record ends in its own last written byte: neither is
-    /// cut short.
+    /// footer's bytes with its magic, and a damaged whole record ends in its own last written
+    /// byte: neither is cut short.
     fn is_cut_short(&self, at: u64, len: u64) -> Result<bool> {
         if at + FOOTER_SIZE as u64 == len {
-            return Ok(false);
+            // A footer's bytes, by its magic (a record's header and key a crash left alone can
+            // be exactly as long).
+            let mut tail = [0u8; FOOTER_SIZE];
+            self.file.read_exact_at(&mut tail, at)?;
+            if super::format::has_footer_magic(&tail) {
+                return Ok(false);
+            }
         }
         let written_end = self.written_end(at, len)?;
         let mut head = vec![0u8; RECORD_HEADER_SIZE.min((len - at) as usize)];

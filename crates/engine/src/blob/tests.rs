@@ -125,6 +125,17 @@ fn a_damaged_footer_or_record_is_not_a_record_cut_short() {
     assert!(!found.sealed);
     assert_eq!(found.torn_bytes, FOOTER_SIZE as u64);
     assert!(!found.cut_short);
+    // A record's header and a 19-byte key a crash left alone are a footer's length, but no
+    // footer: cut short.
+    let key = [b'k'; 19];
+    let refs = write_file(dir.path(), 7, &[(&key[..], vec![3; 300], 0)], false);
+    let path = crate::filename::blob_file(dir.path(), 7);
+    let data = std::fs::read(&path).unwrap();
+    let at = refs[0].offset as usize;
+    std::fs::write(&path, &data[..at + FOOTER_SIZE]).unwrap();
+    let found = BlobFileReader::open(&fs, &path).unwrap().recover().unwrap();
+    assert_eq!(found.torn_bytes, FOOTER_SIZE as u64);
+    assert!(found.cut_short);
     // Unsealed, its last record whole but with a byte flipped.
     let refs = write_file(dir.path(), 6, &values, false);
     let path = crate::filename::blob_file(dir.path(), 6);

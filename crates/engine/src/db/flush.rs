@@ -298,6 +298,8 @@ impl DbInner {
     /// compaction. True when more may be due (something is still queued).
     pub(super) fn maintenance_step(&self) -> Result<bool> {
         if let Some(cf) = self.scheduler.pop_flush() {
+            // Blob files the write path filled ride on the flush queue, as in `flush` above.
+            self.seal_queued_blob_writers()?;
             if self.flush_oldest(&cf)? {
                 // It may have more memtables waiting: its turn comes again.
                 self.scheduler.schedule_flush(&cf);
@@ -313,6 +315,7 @@ impl DbInner {
     pub(super) fn maintenance(&self) -> Result<bool> {
         let mut did = false;
         while let Some(cf) = self.scheduler.pop_flush() {
+            self.seal_queued_blob_writers()?;
             while self.flush_oldest(&cf)? {
                 did = true;
             }

@@ -409,6 +409,43 @@ fn a_maintenance_step_flushes_one_memtable_at_a_time() {
     assert_eq!(keys(&db, &ReadOptions::default()).len(), i as usize);
 }
 
+/// Under the inline executor the full blob files ranged writes queued are sealed by maintenance
+/// (they ride on the flush queue), not left open until close.
+#[test]
+fn maintenance_seals_the_blob_files_writes_filled() {
+    let dir = crate::common::tempdir();
+    let mut o = small_options();
+    o.executor = Executor::Inline;
+    o.enable_blob_files = true;
+    o.min_blob_size = 100;
+    o.blob_file_size = 8 << 10;
+    let db = Db::open(dir.path(), o).unwrap();
+    // Values no compressor shrinks (xorshift), so each fills its share of a file.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..40u32 {
+        let value: Vec<u8> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        // Appends: ranged writes queue the files they fill for the flush job to seal.
+        let mut batch = strata_engine::WriteBatch::new();
+        batch.append(format!("key{:03}", i % 4), value);
+        db.write(batch, &Default::default()).unwrap();
+    }
+    while db.maintenance_step().unwrap() {}
+    let files = db.properties_cf(&db.default_cf()).unwrap().blob_files;
+    let open = files
+        .iter()
+        .filter(|b| b.state == strata_engine::BlobFileState::Open)
+        .count();
+    assert!(files.len() >= 4, "{} blob files", files.len());
+    assert!(open <= 1, "{open} of {} blob files still open", files.len());
+}
+
 #[test]
 fn obsolete_wal_files_are_deleted() {
     let dir = crate::common::tempdir();
