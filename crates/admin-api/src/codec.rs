@@ -169,6 +169,28 @@ pub fn check_range(start: &[u8], end: &[u8]) -> Result<(), Problem> {
     Ok(())
 }
 
+/// A scan's bounds: keys under `prefix` (when given) and in `[start, end)` (each when given),
+/// both at once when both are given. An empty or inverted range is an empty scan, not an error:
+/// no schema can say "start before end", so the server takes every request the schema does.
+pub fn scan_bounds(
+    prefix: Option<Vec<u8>>,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let prefix_upper = prefix.as_deref().map(prefix_end);
+    let lower = match (prefix, start) {
+        (Some(p), Some(s)) => Some(p.max(s)),
+        (p, s) => p.or(s),
+    };
+    let upper = match (prefix_upper, end) {
+        // A prefix of only 0xff bytes has no end: only `end` bounds it.
+        (Some(Some(p)), Some(e)) => Some(p.min(e)),
+        (Some(p), None) => p,
+        (Some(None), e) | (None, e) => e,
+    };
+    (lower, upper)
+}
+
 /// The first key after every key starting with `prefix` (`None`: no such key).
 pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
@@ -184,6 +206,22 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scan_is_bounded_by_prefix_and_range_at_once() {
+        let v = |s: &str| Some(s.as_bytes().to_vec());
+        assert_eq!(scan_bounds(v("ab"), None, None), (v("ab"), v("ac")));
+        assert_eq!(scan_bounds(None, v("b"), v("d")), (v("b"), v("d")));
+        // Both: the keys under the prefix within the range.
+        assert_eq!(scan_bounds(v("ab"), v("abc"), v("b")), (v("abc"), v("ac")));
+        assert_eq!(scan_bounds(v("ab"), v("a"), v("abz")), (v("ab"), v("abz")));
+        // An inverted range stays inverted: the scan is empty, not refused.
+        assert_eq!(scan_bounds(None, v("d"), v("b")), (v("d"), v("b")));
+        // A prefix with no end is bounded by `end` alone.
+        let ff = Some(vec![0xff, 0xff]);
+        assert_eq!(scan_bounds(ff.clone(), None, None), (ff.clone(), None));
+        assert_eq!(scan_bounds(ff.clone(), None, v("z")), (ff, v("z")));
+    }
 
     #[test]
     fn keys_round_trip_through_both_encodings_and_bad_input_is_a_problem() {

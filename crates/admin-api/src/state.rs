@@ -52,12 +52,14 @@ impl Default for Limits {
 impl Limits {
     /// The entries one page holds: `asked`, or 100 (at most `scan_page`) when not given.
     pub fn page_limit(&self, asked: Option<usize>) -> Result<usize, Problem> {
+        // Over the server's page size is that size, as a page may always hold fewer than asked:
+        // the document cannot know the size a server was started with.
         let page = self.scan_page;
-        let limit = asked.unwrap_or(100.min(page));
-        if limit == 0 || limit > page {
-            return Err(Problem::bad_request(format!("limit must be 1 to {page}")));
+        match asked {
+            Some(0) => Err(Problem::bad_request("limit must be at least 1")),
+            Some(n) => Ok(n.min(page)),
+            None => Ok(100.min(page)),
         }
-        Ok(limit)
     }
 }
 

@@ -1143,6 +1143,7 @@ export interface components {
             encoding?: components["schemas"]["Encoding"];
             end?: string | null;
             keys_only?: boolean;
+            /** @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size. */
             limit?: number | null;
             page_token?: string | null;
             prefix?: string | null;
@@ -2399,6 +2400,7 @@ export interface operations {
                 prefix?: string;
                 start?: string;
                 end?: string;
+                /** @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size. */
                 limit?: number;
                 reverse?: boolean;
                 keys_only?: boolean;
@@ -2479,7 +2481,10 @@ export interface operations {
                  *     `local` to this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /** @description Seconds until a put key expires. */
+                /**
+                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
+                 *     document's minimum says).
+                 */
                 ttl?: number;
             };
             header?: {
@@ -2589,7 +2594,10 @@ export interface operations {
                  *     `local` to this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /** @description Seconds until a put key expires. */
+                /**
+                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
+                 *     document's minimum says).
+                 */
                 ttl?: number;
             };
             header?: never;
@@ -2708,7 +2716,10 @@ export interface operations {
                  *     `local` to this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /** @description Seconds until a put key expires. */
+                /**
+                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
+                 *     document's minimum says).
+                 */
                 ttl?: number;
             };
             header?: never;
@@ -2813,7 +2824,10 @@ export interface operations {
                  *     `local` to this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /** @description Seconds until a put key expires. */
+                /**
+                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
+                 *     document's minimum says).
+                 */
                 ttl?: number;
             };
             header?: never;

@@ -260,9 +260,6 @@ pub(crate) async fn put(
     let q: Common = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
-    if q.ttl == Some(0) {
-        return Err(Problem::bad_request("ttl must be at least 1 second"));
-    }
     let limits = state.inner.limits.clone();
     if q.raw && q.ttl.is_none() {
         super::upload::put_streamed(&state, q, key, body, limits.raw_value_bytes).await?;
@@ -289,7 +286,7 @@ pub(crate) async fn put(
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();
         let now = strata_engine::SystemClock.now_secs();
-        super::batch::put(&mut batch, &cf, &key, &value, q.ttl, now);
+        super::batch::put(&mut batch, &cf, &key, &value, q.ttl.map(u64::from), now);
         s.write(batch, q.sync)?;
         logged(
             "put",

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{ReadOptions, WriteBatch};
 
 use super::{blocking, logged, parse, query};
-use crate::codec::{Encoding, PageToken, check_range, prefix_end};
+use crate::codec::{Encoding, PageToken, check_range, scan_bounds};
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -22,6 +22,9 @@ pub(crate) struct ScanRequest {
     prefix: Option<String>,
     start: Option<String>,
     end: Option<String>,
+    /// Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
+    #[schema(minimum = 1)]
+    #[param(minimum = 1)]
     limit: Option<usize>,
     #[serde(default)]
     reverse: bool,
@@ -78,26 +81,12 @@ async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<ScanPage>, P
     let _heavy = state.heavy().await?;
     let enc = req.encoding;
     let limit = state.inner.limits.page_limit(req.limit)?;
-    let (lower, upper) = match (&req.prefix, &req.start, &req.end) {
-        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-            return Err(Problem::bad_request(
-                "give prefix, or start and end, not both",
-            ));
-        }
-        (Some(p), None, None) => {
-            let p = enc.decode("prefix", p)?;
-            let end = prefix_end(&p);
-            (Some(p), end)
-        }
-        (None, s, e) => {
-            let s = s.as_ref().map(|s| enc.decode("start", s)).transpose()?;
-            let e = e.as_ref().map(|e| enc.decode("end", e)).transpose()?;
-            if let (Some(s), Some(e)) = (&s, &e) {
-                check_range(s, e)?;
-            }
-            (s, e)
-        }
-    };
+    let decode = |name, v: &Option<String>| v.as_ref().map(|v| enc.decode(name, v)).transpose();
+    let (lower, upper) = scan_bounds(
+        decode("prefix", &req.prefix)?,
+        decode("start", &req.start)?,
+        decode("end", &req.end)?,
+    );
     let token = req
         .page_token
         .as_deref()
