@@ -93,9 +93,10 @@ pub enum BatchOp {
     Put {
         key: String,
         value: String,
-        /// Seconds until the key expires.
+        /// Seconds until the key expires: 1 to 4294967295 (136 years).
         #[serde(default)]
-        ttl: Option<u64>,
+        #[schema(value_type = Option<u64>, minimum = 1, maximum = 4294967295.0)]
+        ttl: Option<std::num::NonZeroU32>,
     },
     Delete {
         key: String,
@@ -130,19 +131,11 @@ pub fn decode_ops(ops: &[BatchOp], enc: Encoding) -> Result<Vec<Op>, Problem> {
         .map(|(i, op)| {
             let at = |f: &str| format!("ops[{i}].{f}");
             Ok(match op {
-                BatchOp::Put { key, value, ttl } => {
-                    if *ttl == Some(0) {
-                        return Err(Problem::bad_request(format!(
-                            "{} must be at least 1",
-                            at("ttl")
-                        )));
-                    }
-                    Op::Put {
-                        key: enc.decode(&at("key"), key)?,
-                        value: enc.decode(&at("value"), value)?,
-                        ttl: *ttl,
-                    }
-                }
+                BatchOp::Put { key, value, ttl } => Op::Put {
+                    key: enc.decode(&at("key"), key)?,
+                    value: enc.decode(&at("value"), value)?,
+                    ttl: ttl.map(|t| u64::from(t.get())),
+                },
                 BatchOp::Delete { key } => Op::Delete {
                     key: enc.decode(&at("key"), key)?,
                 },

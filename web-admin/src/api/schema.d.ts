@@ -409,7 +409,7 @@ export interface components {
             op: "put";
             /**
              * Format: int64
-             * @description Seconds until the key expires.
+             * @description Seconds until the key expires: 1 to 4294967295 (136 years).
              */
             ttl?: number | null;
             value: string;
@@ -2482,8 +2482,8 @@ export interface operations {
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
                 /**
-                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
-                 *     document's minimum says).
+                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+                 *     every route, as the document says.
                  */
                 ttl?: number;
             };
@@ -2506,6 +2506,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["KvItem"];
+                    "application/octet-stream": number[];
                 };
             };
             /** @description with raw=1 and a Range header: that part of the value, with Content-Range */
@@ -2595,8 +2596,8 @@ export interface operations {
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
                 /**
-                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
-                 *     document's minimum says).
+                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+                 *     every route, as the document says.
                  */
                 ttl?: number;
             };
@@ -2717,8 +2718,8 @@ export interface operations {
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
                 /**
-                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
-                 *     document's minimum says).
+                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+                 *     every route, as the document says.
                  */
                 ttl?: number;
             };
@@ -2825,8 +2826,8 @@ export interface operations {
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
                 /**
-                 * @description Seconds until a put key expires (at least 1; refused on every route when 0, as the
-                 *     document's minimum says).
+                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+                 *     every route, as the document says.
                  */
                 ttl?: number;
             };

@@ -30,7 +30,7 @@ pub(crate) struct KvItem {
     params(("key" = String, Path, description = "the key, base64url without padding"), Common,
         ("Range" = Option<String>, Header, description = "with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored")),
     responses(
-        (status = 200, description = "the key and its value (or the raw value with raw=1)", body = KvItem),
+        (status = 200, description = "the key and its value (or the raw value with raw=1)", content((KvItem = "application/json"), (Vec<u8> = "application/octet-stream"))),
         (status = 206, description = "with raw=1 and a Range header: that part of the value, with Content-Range", content_type = "application/octet-stream"),
         (status = 400, description = "a bad key, query or column family", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such key", body = Problem, content_type = "application/problem+json"),
@@ -286,7 +286,14 @@ pub(crate) async fn put(
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();
         let now = strata_engine::SystemClock.now_secs();
-        super::batch::put(&mut batch, &cf, &key, &value, q.ttl.map(u64::from), now);
+        super::batch::put(
+            &mut batch,
+            &cf,
+            &key,
+            &value,
+            q.ttl.map(|t| u64::from(t.get())),
+            now,
+        );
         s.write(batch, q.sync)?;
         logged(
             "put",

@@ -116,10 +116,10 @@ pub(crate) struct Common {
     #[serde(default, deserialize_with = "sync_to::query")]
     #[param(value_type = Option<String>)]
     pub sync: SyncTo,
-    /// Seconds until a put key expires (at least 1; refused on every route when 0, as the
-    /// document's minimum says).
-    #[param(value_type = Option<u64>)]
-    pub ttl: Option<std::num::NonZeroU64>,
+    /// Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+    /// every route, as the document says.
+    #[param(value_type = Option<u32>)]
+    pub ttl: Option<std::num::NonZeroU32>,
 }
 
 /// `1`, `true`, `0`, `false`.

@@ -14,7 +14,7 @@
 //!   the route (`constrained`): what the schema allows, the server takes.
 
 use utoipa::openapi::path::{HttpMethod, Operation, ParameterIn};
-use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Response, Schema};
 
 pub(crate) struct Problems;
@@ -76,9 +76,13 @@ fn constrained(place: &ParameterIn, name: &str) -> Option<Schema> {
             text().enum_values(Some(["0", "1", "true", "false", "local", "bucket"]))
         }
         (ParameterIn::Query, "encoding") => text().enum_values(Some(["base64", "utf8"])),
-        (ParameterIn::Query, "limit" | "ttl") => ObjectBuilder::new()
+        (ParameterIn::Query, "limit") => ObjectBuilder::new()
             .schema_type(Type::Integer)
             .minimum(Some(1)),
+        (ParameterIn::Query, "ttl") => ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(1))
+            .maximum(Some(u32::MAX)),
         _ => return None,
     };
     Some(Schema::Object(schema.build()))
@@ -88,8 +92,28 @@ fn problem_content() -> RefOr<Content> {
     RefOr::T(Content::new(Some(Ref::from_schema_name("Problem"))))
 }
 
+/// Tagged enums whose Rust type denies unknown fields: utoipa closes structs so, not the
+/// objects of an enum's variants.
+const CLOSED_ENUMS: &[&str] = &["BatchOp"];
+
+fn close_variants(openapi: &mut OpenApi) {
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    for name in CLOSED_ENUMS {
+        if let Some(RefOr::T(Schema::OneOf(one))) = components.schemas.get_mut(*name) {
+            for variant in &mut one.items {
+                if let RefOr::T(Schema::Object(o)) = variant {
+                    o.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+                }
+            }
+        }
+    }
+}
+
 impl utoipa::Modify for Problems {
     fn modify(&self, openapi: &mut OpenApi) {
+        close_variants(openapi);
         for item in openapi.paths.paths.values_mut() {
             let ops = [
                 (HttpMethod::Get, &mut item.get),

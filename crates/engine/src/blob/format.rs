@@ -354,9 +354,11 @@ pub(crate) struct Record<'a> {
     pub stored: Stored,
 }
 
-/// Whether `b`, a footer's length, ends in the footer's magic (its checksum aside).
-pub(crate) fn has_footer_magic(b: &[u8]) -> bool {
-    b.len() == FOOTER_SIZE && fixed32(b, 36) == MAGIC
+/// Whether `b`, a footer's length, is a footer with at most one of its parts damaged: its magic
+/// is there, or its checksum matches its fields (a flip hits one or the other). A record's
+/// header and key as long as a footer match neither but by a 2^-32 chance.
+pub(crate) fn looks_like_footer(b: &[u8]) -> bool {
+    b.len() == FOOTER_SIZE && (fixed32(b, 36) == MAGIC || crc32c(&b[..32]) == fixed32(b, 32))
 }
 
 /// The length of the record starting at `b`, from its header and, for compressed chunks, the

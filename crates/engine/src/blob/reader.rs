@@ -152,15 +152,15 @@ impl BlobFileReader {
     /// True when the bytes from `at` (after the last intact record) up to `len` are the start of
     /// one record and then zeros or the end of the file: an append a crash stopped part way, in a
     /// file extended ahead of it or not. A sealed file whose footer is damaged ends in exactly a
-    /// footer's bytes with its magic, and a damaged whole record ends in its own last written
-    /// byte: neither is cut short.
+    /// footer's bytes with its magic or checksum intact, and a damaged whole record ends in its
+    /// own last written byte: neither is cut short.
     fn is_cut_short(&self, at: u64, len: u64) -> Result<bool> {
         if at + FOOTER_SIZE as u64 == len {
-            // A footer's bytes, by its magic (a record's header and key a crash left alone can
-            // be exactly as long).
+            // A footer's bytes, by its magic or its checksum (a record's header and key a crash
+            // left alone can be exactly as long).
             let mut tail = [0u8; FOOTER_SIZE];
             self.file.read_exact_at(&mut tail, at)?;
-            if super::format::has_footer_magic(&tail) {
+            if super::format::looks_like_footer(&tail) {
                 return Ok(false);
             }
         }

@@ -121,10 +121,13 @@ fn a_damaged_footer_or_record_is_not_a_record_cut_short() {
         std::fs::write(&path, &data).unwrap();
         BlobFileReader::open(&fs, &path).unwrap().recover().unwrap()
     };
-    let found = damaged_at(pristine.len() - FOOTER_SIZE + 3);
-    assert!(!found.sealed);
-    assert_eq!(found.torn_bytes, FOOTER_SIZE as u64);
-    assert!(!found.cut_short);
+    // A flip anywhere in the footer: its fields, its checksum, its magic.
+    for at in [3, 33, 38] {
+        let found = damaged_at(pristine.len() - FOOTER_SIZE + at);
+        assert!(!found.sealed);
+        assert_eq!(found.torn_bytes, FOOTER_SIZE as u64);
+        assert!(!found.cut_short, "a flip at byte {at} of the footer");
+    }
     // A record's header and a 19-byte key a crash left alone are a footer's length, but no
     // footer: cut short.
     let key = [b'k'; 19];
