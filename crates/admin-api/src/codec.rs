@@ -125,8 +125,12 @@ pub enum Op {
 }
 
 /// Decodes `ops`, naming the first bad one by its index.
+/// An empty or inverted `deleteRange` deletes nothing and is left out (no schema can say
+/// "start before end", so the server takes what the schema allows; the engine itself refuses
+/// such a range).
 pub fn decode_ops(ops: &[BatchOp], enc: Encoding) -> Result<Vec<Op>, Problem> {
-    ops.iter()
+    let ops: Vec<Op> = ops
+        .iter()
         .enumerate()
         .map(|(i, op)| {
             let at = |f: &str| format!("ops[{i}].{f}");
@@ -144,22 +148,15 @@ pub fn decode_ops(ops: &[BatchOp], enc: Encoding) -> Result<Vec<Op>, Problem> {
                         enc.decode(&at("start"), start)?,
                         enc.decode(&at("end"), end)?,
                     );
-                    check_range(&start, &end)?;
                     Op::DeleteRange { start, end }
                 }
             })
         })
-        .collect()
-}
-
-/// A half-open range must not be inverted or empty.
-pub fn check_range(start: &[u8], end: &[u8]) -> Result<(), Problem> {
-    if start >= end {
-        return Err(Problem::bad_request(
-            "range is empty or inverted: start must sort before end",
-        ));
-    }
-    Ok(())
+        .collect::<Result<_, Problem>>()?;
+    Ok(ops
+        .into_iter()
+        .filter(|op| !matches!(op, Op::DeleteRange { start, end } if start >= end))
+        .collect())
 }
 
 /// A scan's bounds: keys under `prefix` (when given) and in `[start, end)` (each when given),
@@ -263,13 +260,15 @@ mod tests {
                 ttl: Some(5)
             }
         );
-        let inverted: Vec<BatchOp> =
-            serde_json::from_str(r#"[{"op":"deleteRange","start":"Yg==","end":"YQ=="}]"#).unwrap();
-        assert!(
-            decode_ops(&inverted, Encoding::Base64)
-                .unwrap_err()
-                .detail
-                .contains("inverted")
+        // An inverted or empty range deletes nothing: left out, not refused.
+        let inverted: Vec<BatchOp> = serde_json::from_str(
+            r#"[{"op":"deleteRange","start":"Yg==","end":"YQ=="},
+                {"op":"deleteRange","start":"YQ==","end":"YQ=="},{"op":"delete","key":"YQ=="}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            decode_ops(&inverted, Encoding::Base64).unwrap(),
+            [Op::Delete { key: b"a".to_vec() }]
         );
         let bad: Vec<BatchOp> =
             serde_json::from_str(r#"[{"op":"delete","key":"YQ=="},{"op":"delete","key":"%"}]"#)

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{ReadOptions, WriteBatch};
 
 use super::{blocking, logged, parse, query};
-use crate::codec::{Encoding, PageToken, check_range, scan_bounds};
+use crate::codec::{Encoding, PageToken, scan_bounds};
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -203,9 +203,18 @@ pub(crate) async fn delete_range(
         req.encoding.decode("start", &req.start)?,
         req.encoding.decode("end", &req.end)?,
     );
-    check_range(&start, &end)?;
     if !req.dry_run {
         state.inner.check_writable()?;
+    }
+    // An empty or inverted range deletes nothing (no schema can say "start before end").
+    if start >= end {
+        return Ok(Json(DeleteRangeReply {
+            dry_run: req.dry_run,
+            estimated_keys: req.dry_run.then_some(0),
+            estimated_bytes: req.dry_run.then_some(0),
+            keys: req.dry_run.then_some(0),
+            more: false,
+        }));
     }
     let _heavy = state.heavy().await?;
     blocking(&state, move |s| {
