@@ -111,9 +111,9 @@ impl Shared {
 
     /// Before a WAL append (an unsynced write's too): a writer a newer one fenced stops taking
     /// writes. Past half a lease without the bucket showing it the newest, it asks (at most once
-    /// a quarter lease). A bucket that does not answer stops nothing here: an unsynced write
-    /// promises nothing and a sync still holds the lease, so an outage fails writes only after
-    /// the patience, as before.
+    /// a quarter lease, and not again for the patience once the bucket did not answer). A bucket
+    /// that does not answer stops nothing here: an unsynced write promises nothing and a sync
+    /// still holds the lease, so an outage fails writes only after the patience, as before.
     pub(crate) fn check_before_append(&self) -> Result<()> {
         let log = self.log()?;
         log.check()?;
@@ -122,7 +122,11 @@ impl Shared {
         }
         match log.confirm(&self.client) {
             Err(Error::Fenced(why)) => Err(Error::Fenced(why)),
-            _ => Ok(()),
+            Err(_) => {
+                log.asking_failed(self.patience);
+                Ok(())
+            }
+            Ok(()) => Ok(()),
         }
     }
 

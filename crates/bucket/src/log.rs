@@ -230,6 +230,12 @@ impl Log {
         true
     }
 
+    /// After an append's asking found no bucket: no append asks again for `pause` (each try
+    /// could wait out the client's retries under the engine's WAL lock).
+    pub fn asking_failed(&self, pause: Duration) {
+        *self.append_asked.lock() = Some(Instant::now() + pause);
+    }
+
     /// How long ago the bucket last showed this writer the newest.
     pub fn since_confirmed(&self) -> std::time::Duration {
         self.confirmed.lock().elapsed()
