@@ -292,11 +292,24 @@ fn workloads(db: &Arc<Db>, server: &Server, a: &ApiBenchArgs) -> Result<(), Stri
     let secs = a.secs;
     let threads = a.connections;
 
+    // The HTTP floor: the same clients and server answering `/healthz`, which does no store
+    // work. GET and PUT are measured against it (the goal: GET 0.7x, PUT 0.6x).
+    let (lat, t) = run_threads(threads, secs, conn, |c, _| {
+        let (s, b) = c.call("GET", "/healthz", "")?;
+        expect(s, 200, "GET /healthz", &b)
+    })?;
+    let floor = lat.len() as f64 / t;
+    println!("{}", summary("http.healthz (floor)", lat, t, 1));
+    let of_floor = |name: &str, ops: usize, t: f64| {
+        println!("{name:<23}: {:.2}x the floor", ops as f64 / t / floor);
+    };
+
     let (lat, t) = run_threads(threads, secs, conn, |c, rng| {
         let k = key(rng.random_range(0..n));
         let (s, b) = c.call("GET", &format!("/api/v1/kv/{}", path_key(&k)), "")?;
         expect(s, 200, "GET", &b)
     })?;
+    of_floor("http.get / floor", lat.len(), t);
     println!("{}", summary("http.get", lat, t, 1));
     let (lat, t) = run_threads(
         threads,
@@ -316,6 +329,7 @@ fn workloads(db: &Arc<Db>, server: &Server, a: &ApiBenchArgs) -> Result<(), Stri
         let (s, b) = c.call("PUT", &format!("/api/v1/kv/{}", path_key(&k)), &body)?;
         expect(s, 204, "PUT", &b)
     })?;
+    of_floor("http.put / floor", lat.len(), t);
     println!("{}", summary("http.put", lat, t, 1));
     let raw = vec![b'v'; a.value_size];
     let (lat, t) = run_threads(
