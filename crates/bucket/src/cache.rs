@@ -203,7 +203,6 @@ impl Cache {
         Ok(file)
     }
 
-    /// `name` was opened as `file`: it is in use, and the most recently used.
     /// Keeps `name` (if placed) from eviction until the pin is dropped: from the moment a
     /// caller finds it in the cache until it holds it open, or is done with it.
     pub(crate) fn pin(&self, name: Option<&str>) -> Pin<'_> {
@@ -216,6 +215,7 @@ impl Cache {
         Pin { cache: self, name }
     }
 
+    /// `name` was opened as `file`: it is in use, and the most recently used.
     pub(crate) fn opened(&self, name: &str, file: &Arc<dyn RandomAccessFile>) {
         let used = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some(e) = self.entries.lock().get_mut(name) {

@@ -349,36 +349,31 @@ impl Client {
 
     /// The keys under `dir/` that sort after `after` (relative to the prefix), sorted.
     pub fn list_after(&self, dir: &str, after: &str) -> Result<Vec<String>> {
-        let store = self.store.clone();
-        let path = ObjectPath::from(self.object(dir));
-        let offset = ObjectPath::from(self.object(after));
-        self.counts.lists.fetch_add(1, Ordering::Relaxed);
-        let listed = self.run(async move {
-            let mut names = Vec::new();
-            let mut stream = store.list_with_offset(Some(&path), &offset);
-            while let Some(meta) = stream.next().await {
-                names.push(meta?.location.to_string());
-            }
-            Ok::<_, object_store::Error>(names)
-        })?;
-        let strip = self.object("");
-        let mut names: Vec<String> = listed
-            .map_err(|e| self.error("LIST", dir, e))?
+        Ok(self
+            .list_from(dir, Some(after))?
             .into_iter()
-            .map(|n| n.strip_prefix(&strip).map_or(n.clone(), str::to_string))
-            .collect();
-        names.sort();
-        Ok(names)
+            .map(|(k, _)| k)
+            .collect())
     }
 
     /// The keys under `dir/`, sorted, each with the Unix second it was last written.
     pub fn list_aged(&self, dir: &str) -> Result<Vec<(String, i64)>> {
+        self.list_from(dir, None)
+    }
+
+    /// One LIST of `dir/` (past `after`, when given): the keys relative to the prefix, sorted,
+    /// each with the Unix second it was last written.
+    fn list_from(&self, dir: &str, after: Option<&str>) -> Result<Vec<(String, i64)>> {
         let store = self.store.clone();
         let path = ObjectPath::from(self.object(dir));
+        let offset = after.map(|a| ObjectPath::from(self.object(a)));
         self.counts.lists.fetch_add(1, Ordering::Relaxed);
         let listed = self.run(async move {
             let mut names = Vec::new();
-            let mut stream = store.list(Some(&path));
+            let mut stream = match &offset {
+                Some(offset) => store.list_with_offset(Some(&path), offset),
+                None => store.list(Some(&path)),
+            };
             while let Some(meta) = stream.next().await {
                 let meta = meta?;
                 names.push((meta.location.to_string(), meta.last_modified.timestamp()));

@@ -117,8 +117,7 @@ fn claim_lease(config: &BucketConfig, replayed: &Replayed, trusted: bool) -> Dur
     if trusted || replayed.epoch == 0 {
         return config.lease;
     }
-    let held = replayed.lease.unwrap_or(DEFAULT_LEASE.max(config.lease));
-    config.lease.max(held)
+    config.lease.max(takeover_wait(config, replayed))
 }
 
 /// How long a takeover waits before it acknowledges anything: the lease of the claim it took

@@ -295,37 +295,42 @@ impl DbInner {
     }
 
     /// Runs one job of what the scheduler's queues hold: one memtable's flush, else one
-    /// compaction. True when more may be due (something is still queued).
-    pub(super) fn maintenance_step(&self) -> Result<bool> {
-        if let Some(cf) = self.scheduler.pop_flush() {
+    /// compaction. Whether it did something, and whether more may be due (something is still
+    /// queued).
+    fn run_one_job(&self) -> Result<(bool, bool)> {
+        let ran = if let Some(cf) = self.scheduler.pop_flush() {
             // Blob files the write path filled ride on the flush queue, as in `flush` above.
             self.seal_queued_blob_writers()?;
-            if self.flush_oldest(&cf)? {
+            let flushed = self.flush_oldest(&cf)?;
+            if flushed {
                 // It may have more memtables waiting: its turn comes again.
                 self.scheduler.schedule_flush(&cf);
             }
+            flushed
         } else if let Some(cf) = self.scheduler.pop_compaction() {
             // A compaction that ran queues its column family again.
-            self.compact_once(&cf)?;
-        }
-        Ok(self.scheduler.has_queued())
+            self.compact_once(&cf)?
+        } else {
+            false
+        };
+        Ok((ran, self.scheduler.has_queued()))
     }
 
-    /// Runs what the scheduler's queues hold: flushes first, then compactions.
+    /// One job (`run_one_job`); true when more may be due.
+    pub(super) fn maintenance_step(&self) -> Result<bool> {
+        Ok(self.run_one_job()?.1)
+    }
+
+    /// Runs what the scheduler's queues hold, a job at a time (flushes before compactions,
+    /// as each job takes a flush first); true when it did something.
     pub(super) fn maintenance(&self) -> Result<bool> {
         let mut did = false;
-        while let Some(cf) = self.scheduler.pop_flush() {
-            self.seal_queued_blob_writers()?;
-            while self.flush_oldest(&cf)? {
-                did = true;
+        loop {
+            let (ran, more) = self.run_one_job()?;
+            did |= ran;
+            if !more {
+                return Ok(did);
             }
         }
-        while let Some(cf) = self.scheduler.pop_compaction() {
-            // A compaction that ran queues its column family again.
-            if self.compact_once(&cf)? {
-                did = true;
-            }
-        }
-        Ok(did)
     }
 }
