@@ -94,7 +94,7 @@ pub enum BatchOp {
         key: String,
         value: String,
         /// Seconds until the key expires: 1 to 4294967295 (136 years).
-        #[serde(default)]
+        #[serde(default, deserialize_with = "ttl_secs")]
         #[schema(value_type = Option<u64>, minimum = 1, maximum = 4294967295.0)]
         ttl: Option<std::num::NonZeroU32>,
     },
@@ -105,6 +105,29 @@ pub enum BatchOp {
         start: String,
         end: String,
     },
+}
+
+/// A TTL of `secs` seconds when it is 1 to 4294967295; else what is wrong, showing the input as
+/// `shown`. The one rule for the query's `ttl` and a batch's.
+pub(crate) fn ttl_in_range(
+    secs: Option<u64>,
+    shown: &dyn std::fmt::Display,
+) -> Result<std::num::NonZeroU32, String> {
+    secs.and_then(|s| u32::try_from(s).ok())
+        .and_then(std::num::NonZeroU32::new)
+        .ok_or_else(|| format!("ttl {shown} is not a whole number of seconds from 1 to 4294967295"))
+}
+
+/// A TTL in a JSON body (`ttl_in_range`).
+fn ttl_secs<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::num::NonZeroU32>, D::Error> {
+    let Some(secs) = Option::<u64>::deserialize(d)? else {
+        return Ok(None);
+    };
+    ttl_in_range(Some(secs), &secs)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// A batch operation with its bytes decoded and checked.
@@ -242,6 +265,25 @@ mod tests {
         assert_eq!(PageToken::decode(&t.encode()).unwrap(), t);
         assert!(PageToken::decode("short").is_err());
         assert!(PageToken::decode("@@@").is_err());
+    }
+
+    #[test]
+    fn a_ttl_is_1_to_4294967295_seconds_and_a_bad_one_says_so() {
+        assert_eq!(ttl_in_range(Some(60), &60).unwrap().get(), 60);
+        assert_eq!(
+            ttl_in_range(Some(4_294_967_295), &0).unwrap().get(),
+            u32::MAX
+        );
+        for bad in [Some(0), Some(4_294_967_296), None] {
+            let e = ttl_in_range(bad, &"it").unwrap_err();
+            assert!(
+                e.contains("ttl it is not") && e.contains("from 1 to 4294967295"),
+                "{e}"
+            );
+        }
+        let zero: Result<Vec<BatchOp>, _> =
+            serde_json::from_str(r#"[{"op":"put","key":"YQ==","value":"MQ==","ttl":0}]"#);
+        assert!(zero.unwrap_err().to_string().contains("ttl 0 is not"));
     }
 
     #[test]

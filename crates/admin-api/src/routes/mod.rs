@@ -118,8 +118,19 @@ pub(crate) struct Common {
     pub sync: SyncTo,
     /// Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
     /// every route, as the document says.
+    #[serde(default, deserialize_with = "ttl_secs")]
     #[param(value_type = Option<u32>)]
     pub ttl: Option<std::num::NonZeroU32>,
+}
+
+/// A TTL in a query string (`codec::ttl_in_range`).
+fn ttl_secs<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::num::NonZeroU32>, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::codec::ttl_in_range(s.parse().ok(), &format_args!("{s:?}"))
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// `1`, `true`, `0`, `false`.
