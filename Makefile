@@ -1,8 +1,8 @@
 # `make run`: build, then serve ./strata-data (seeded with a demo keyspace when empty) over the REST
 # API on 127.0.0.1:7070, mounted at ./strata-mnt when FUSE is usable, until Ctrl-C.
 # `make test`: install what is missing, build the console, then its checks, format check, clippy,
-# every test (the crash test and the WASI component's among them), the bucket backend's against
-# SeaweedFS, the engine's unit tests on wasm32-wasip2 under wasmtime, a short run of each fuzz
+# every test (the crash test and the WASI component's among them), the REST contract test, the
+# bucket backend's against SeaweedFS, the engine's unit tests on wasm32-wasip2 under wasmtime, a short run of each fuzz
 # target, and the console's Playwright tests (see doc/testing.md).
 
 CARGO ?= cargo
@@ -12,7 +12,7 @@ STRATA = $(CARGO) run --quiet --release -p strata-cli --
 
 WEB = web-admin
 
-.PHONY: run test deps web web-check e2e gallery wasm-test fmt bench-rocksdb
+.PHONY: run test deps web web-check e2e gallery wasm-test fmt bench-rocksdb bench-rest
 
 run: deps web
 	$(CARGO) build --release -p strata-cli
@@ -54,6 +54,7 @@ test: deps web web-check
 	$(CARGO) test --workspace --no-run # the bucket tests' binaries too, run beside wasm-test below
 	$(CARGO) test --workspace --exclude strata-bucket
 	./scripts/readme-test.sh
+	./scripts/api-contract-test.sh # Schemathesis against a real serve, every check on
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
 	CARGO="$(CARGO)" ./scripts/bucket-test.sh $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
 	./scripts/fuzz.sh
@@ -68,6 +69,11 @@ wasm-test:
 
 fmt:
 	$(CARGO) fmt --all
+
+# The REST API against its /healthz floor, measured by wrk in one run (not part of CI).
+bench-rest: deps
+	$(CARGO) build --release -p strata-cli
+	./scripts/rest-bench.sh
 
 # Strata against RocksDB in one run (compiles RocksDB: 20+ minutes the first time; not part of CI).
 bench-rocksdb:

@@ -2,7 +2,8 @@
 # Installs what building and testing Strata needs and is missing: Debian's clang, lld, llvm-ar and
 # wasi-libc (the WASI build of zstd), fuse3 (the mount's tests), git (a tool the mount's tests run
 # inside it), chromium (the console's Playwright tests), util-linux-extra (fincore, which the
-# bench's page-cache test reads), Node.js and npm (the console's build),
+# bench's page-cache test reads), python3 and its venv (Schemathesis, the REST contract test),
+# wrk (the REST benchmark's load generator), Node.js and npm (the console's build),
 # the wasm32-wasip2 Rust target, rustfmt and clippy, and from crates.io the fsx file system
 # exerciser, wac and the wasmtime CLI in $STRATA_TOOLS. The console's npm packages come from
 # web-admin/package-lock.json (make web).
@@ -12,7 +13,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
-for pkg in clang lld llvm wasi-libc fuse3 git chromium util-linux-extra; do
+for pkg in clang lld llvm wasi-libc fuse3 git chromium util-linux-extra python3 python3-venv wrk; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 command -v node >/dev/null || missing+=(nodejs)
@@ -69,6 +70,15 @@ if [ "$(cat "$TOOLS/bin/weed.version" 2>/dev/null)" != "$WEED_VERSION" ] || [ ! 
   (cd "$build" && CGO_ENABLED=0 go build -o "$TOOLS/bin/weed" ./weed)
   rm -rf "$build"
   echo "$WEED_VERSION" > "$TOOLS/bin/weed.version"
+fi
+
+# Schemathesis, pinned, in a virtual environment of its own: the REST contract test
+# (scripts/api-contract-test.sh) drives a real `strata serve` from the committed openapi.json.
+ST_VERSION=4.32.5
+if ! "$TOOLS/st-venv/bin/schemathesis" --version 2>/dev/null | grep -qF "$ST_VERSION"; then
+  echo "installing Schemathesis $ST_VERSION into $TOOLS/st-venv (once)"
+  python3 -m venv "$TOOLS/st-venv"
+  "$TOOLS/st-venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$ST_VERSION"
 fi
 
 # Vite 7 needs Node 20.19 or newer.

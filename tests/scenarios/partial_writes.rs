@@ -26,7 +26,7 @@ fn two_clients_append_to_one_key_and_a_kill_loses_no_synced_append() {
             s.spawn(move || {
                 for i in 0..150 {
                     let piece = format!("<{client}:{i:03}:{}>", "z".repeat(i % 90));
-                    let r = serve.call("PATCH", &kv(b"log", "append=1&sync=1"), piece.as_bytes());
+                    let r = serve.call("PATCH", &kv(b"log", "offset=end&sync=1"), piece.as_bytes());
                     assert_eq!(r.status, 204, "{}", r.text());
                 }
             });
@@ -75,7 +75,9 @@ fn bad_patches_are_refused_with_a_problem_document() {
         ("", b"x", 400),
         ("offset=1&append=1", b"x", 400),
         ("offset=-1", b"x", 400),
-        ("append=1", &[7u8; 2048][..], 413),
+        ("offset=start", b"x", 400),
+        ("offset=68719476737", b"x", 400),
+        ("offset=end", &[7u8; 2048][..], 413),
     ] {
         let key: &[u8] = if status == 404 { b"missing" } else { b"k" };
         let r = serve.call("PATCH", &kv(key, query), body);

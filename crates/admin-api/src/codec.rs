@@ -72,10 +72,10 @@ impl PageToken {
         URL_SAFE_NO_PAD.encode(raw)
     }
 
+    /// The token `s`: malformed (400) unless it is canonical base64url of at least 8 bytes,
+    /// as the document's pattern says; whether its snapshot is still open is the caller's.
     pub fn decode(s: &str) -> Result<PageToken, Problem> {
-        let raw = URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| Problem::bad_request("page_token is malformed"))?;
+        let raw = decode_page_token(s)?;
         let (id, next) = raw
             .split_first_chunk::<8>()
             .ok_or_else(|| Problem::bad_request("page_token is malformed"))?;
@@ -84,6 +84,40 @@ impl PageToken {
             next: next.to_vec(),
         })
     }
+}
+
+/// The shortest page token: base64url of 8 bytes.
+pub const PAGE_TOKEN_MIN_CHARS: usize = 11;
+
+/// The bytes of a page token, any route's: canonical base64url of at least 8 bytes, or 400.
+pub fn decode_page_token(s: &str) -> Result<Vec<u8>, Problem> {
+    URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()
+        .filter(|raw| raw.len() >= 8)
+        .ok_or_else(|| Problem::bad_request("page_token is malformed"))
+}
+
+/// A page token that is well formed but names no page this server can resume.
+pub fn page_gone() -> Problem {
+    Problem::new(
+        axum::http::StatusCode::GONE,
+        "page_token names no page this server has open (it expired, or the server restarted): \
+         start again",
+    )
+}
+
+/// The bytes of query parameter `name` in the raw query string `query`: percent-decoded (and
+/// `+` as a space) to bytes, so that a key that is not UTF-8 survives. The first one wins.
+pub fn query_bytes(query: &str, name: &str) -> Option<Vec<u8>> {
+    let decode = |s: &str| -> Vec<u8> {
+        let spaced = s.replace('+', " ");
+        percent_encoding::percent_decode_str(&spaced).collect()
+    };
+    query.split('&').find_map(|pair| {
+        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(n) == name.as_bytes()).then(|| decode(v))
+    })
 }
 
 /// One operation of a `kv:batchWrite`, as JSON.
@@ -118,11 +152,31 @@ pub(crate) fn ttl_in_range(
         .ok_or_else(|| format!("ttl {shown} is not a whole number of seconds from 1 to 4294967295"))
 }
 
+/// A whole number in a JSON body, or none: JSON Schema's `integer` is any number without a
+/// fraction, so `412.0` is 412 as much as `412` is. The document types them int64: above
+/// 2^63 - 1 is refused.
+pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < u64::MAX as f64)
+            .map(|f| f as u64)
+    });
+    let whole = whole.filter(|n| *n <= i64::MAX as u64);
+    whole
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a whole number from 0")))
+}
+
 /// A TTL in a JSON body (`ttl_in_range`).
 fn ttl_secs<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<std::num::NonZeroU32>, D::Error> {
-    let Some(secs) = Option::<u64>::deserialize(d)? else {
+    let Some(secs) = whole_number(d)? else {
         return Ok(None);
     };
     ttl_in_range(Some(secs), &secs)
@@ -254,6 +308,43 @@ mod tests {
         );
         assert_eq!(decode_path_key("dXNlcnM=").unwrap(), b"users");
         assert!(decode_path_key("***").is_err());
+    }
+
+    #[test]
+    fn a_whole_number_may_be_written_with_a_zero_fraction() {
+        #[derive(Deserialize)]
+        struct N {
+            #[serde(default, deserialize_with = "whole_number")]
+            n: Option<u64>,
+        }
+        let n = |s: &str| serde_json::from_str::<N>(s).map(|n| n.n);
+        assert_eq!(n(r#"{"n": 412}"#).unwrap(), Some(412));
+        assert_eq!(n(r#"{"n": 412.0}"#).unwrap(), Some(412));
+        assert_eq!(n(r#"{"n": null}"#).unwrap(), None);
+        assert_eq!(n("{}").unwrap(), None);
+        assert_eq!(
+            n(r#"{"n": 9223372036854775807}"#).unwrap(),
+            Some(i64::MAX as u64)
+        );
+        for bad in [
+            r#"{"n": 4.5}"#,
+            r#"{"n": -1}"#,
+            r#"{"n": "1"}"#,
+            r#"{"n": 1e300}"#,
+            r#"{"n": 9223372036854775808}"#,
+        ] {
+            assert!(n(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_parameters_keep_bytes_that_are_not_utf8() {
+        let q = "cf=a&prefix=users%2F%80%FF+x&start=&end";
+        assert_eq!(query_bytes(q, "prefix").unwrap(), b"users/\x80\xff x");
+        assert_eq!(query_bytes(q, "start").unwrap(), b"");
+        assert_eq!(query_bytes(q, "end").unwrap(), b"");
+        assert_eq!(query_bytes(q, "limit"), None);
+        assert_eq!(query_bytes("pre%66ix=a&prefix=b", "prefix").unwrap(), b"a");
     }
 
     #[test]

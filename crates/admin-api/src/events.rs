@@ -142,7 +142,23 @@ fn sse(e: &Event) -> SseEvent {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventsQuery {
+    #[serde(default, deserialize_with = "after_id")]
     after: Option<u64>,
+}
+
+/// An event id as the document types it (int64): a whole number from 0 to 2^63 - 1.
+fn event_id(s: &str) -> Option<u64> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|id| *id <= i64::MAX as u64)
+}
+
+fn after_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    event_id(&s)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("after {s:?} is not an event id")))
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "observe", params(("Last-Event-ID" = Option<u64>, Header, description = "resume after this event"), ("after" = Option<u64>, Query, description = "start after this event id (0: every kept event); Last-Event-ID wins")), responses((status = 200, description = "Server-Sent Events: flush, compaction, stall, blob GC, deletions, background errors, and a stats sample each second", content_type = "text/event-stream", body = String)), security(("bearer" = []), ("cookie" = [])))]
@@ -152,19 +168,19 @@ pub(crate) async fn events(
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
+    let q: EventsQuery = crate::routes::query(&uri)?;
     let hub = state
         .inner
         .events
         .clone()
         .ok_or_else(|| Problem::not_found("this server has no event feed"))?;
     // A new client starts with the events from now on; a returning one gets what it missed.
-    let q: EventsQuery = crate::routes::query(&uri)?;
     let after = match headers.get("last-event-id") {
         None => q.after.unwrap_or_else(|| hub.newest()),
         Some(v) => v
             .to_str()
             .ok()
-            .and_then(|s| s.trim().parse().ok())
+            .and_then(event_id)
             .ok_or_else(|| Problem::bad_request("Last-Event-ID is not an event id"))?,
     };
     let (missed, rx) = hub.subscribe(after);

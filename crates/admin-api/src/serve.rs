@@ -68,6 +68,16 @@ pub fn serve_until(
     ready: impl FnOnce(SocketAddr),
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    if config.limits.body_bytes > crate::MAX_BODY_LIMIT {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a body limit of {} bytes is over the most a request body may be ({} bytes)",
+                config.limits.body_bytes,
+                crate::MAX_BODY_LIMIT
+            ),
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("strata-api")

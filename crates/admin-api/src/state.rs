@@ -10,6 +10,10 @@ use strata_engine::{ColumnFamily, Db, Snapshot};
 
 use crate::problem::Problem;
 
+/// The largest body limit a server takes: a JSON body is held whole, and the document's largest
+/// `PATCH` offset leaves this much room below the largest value.
+pub const MAX_BODY_LIMIT: usize = 1 << 30;
+
 /// Limits on what one request may ask.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -51,13 +55,13 @@ impl Default for Limits {
 
 impl Limits {
     /// The entries one page holds: `asked`, or 100 (at most `scan_page`) when not given.
-    pub fn page_limit(&self, asked: Option<usize>) -> Result<usize, Problem> {
+    pub fn page_limit(&self, asked: Option<u64>) -> Result<usize, Problem> {
         // Over the server's page size is that size, as a page may always hold fewer than asked:
         // the document cannot know the size a server was started with.
         let page = self.scan_page;
         match asked {
             Some(0) => Err(Problem::bad_request("limit must be at least 1")),
-            Some(n) => Ok(n.min(page)),
+            Some(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX).min(page)),
             None => Ok(100.min(page)),
         }
     }
@@ -233,9 +237,7 @@ impl Inner {
                 *used = Instant::now();
                 Ok(snap.clone())
             }
-            None => Err(Problem::bad_request(
-                "page_token expired or unknown: start the scan again",
-            )),
+            None => Err(crate::codec::page_gone()),
         }
     }
 

@@ -142,12 +142,23 @@ async fn one_key_round_trips_in_every_encoding() {
         .await
         .problem(422);
     let text = format!("/api/v1/kv/{}?encoding=utf8", path_key(b"greeting"));
-    let r = a.call("PUT", &text, Some(json!({"value": "héllo"}))).await;
+    let r = a
+        .call(
+            "PUT",
+            &format!("/api/v1/kv/{}", path_key(b"greeting")),
+            Some(json!({"value": "héllo", "encoding": "utf8"})),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(a.call("GET", &text, None).await.json()["value"], "héllo");
+    // The query shapes only a GET's answer: a PUT that names an encoding there is refused.
+    a.call("PUT", &text, Some(json!({"value": "aGk="})))
+        .await
+        .problem(400);
+    // No Content-Type: the body is the value.
     let raw = Request::builder()
         .method("PUT")
-        .uri(format!("/api/v1/kv/{}?raw=1&ttl=3600", path_key(b"blob")))
+        .uri(format!("/api/v1/kv/{}?ttl=3600", path_key(b"blob")))
         .header(header::HOST, "127.0.0.1")
         .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
         .body(Body::from(vec![7u8; 100_000]))
@@ -252,6 +263,43 @@ async fn bad_input_is_a_problem_document_and_changes_nothing() {
             "POST",
             "/api/v1/kv:scan".into(),
             Some(json!({"page_token": URL_SAFE_NO_PAD.encode([9u8; 12])})),
+            410,
+        ),
+        (
+            "GET",
+            "/api/v1/tombstones?page_token=CQkJCQkJCQkJCQkJ".into(),
+            None,
+            410,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/kv/{}", path_key(b"k")),
+            Some(json!({"value": "hi", "encoding": "utf8", "ttl": 5})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/admin:flush".into(),
+            Some(json!({"start": "YQ=="})),
+            400,
+        ),
+        // A struct read from an array of its fields, as serde would.
+        (
+            "POST",
+            "/api/v1/admin:flush".into(),
+            Some(json!([null])),
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchGet".into(),
+            Some(json!([["YQ=="]])),
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/events?after=9223372036854775808".into(),
+            None,
             400,
         ),
         (

@@ -180,11 +180,9 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
         served.mnt.clone(),
     );
 
-    let put = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
-    assert_eq!(
-        http(addr, "PUT", &put, &token, r#"{"value":"from the api"}"#).0,
-        204
-    );
+    let put = format!("/api/v1/kv/{}?sync=1", path_key("docs/a.md"));
+    let text = r#"{"value":"from the api","encoding":"utf8"}"#;
+    assert_eq!(http(addr, "PUT", &put, &token, text).0, 204);
     assert_eq!(http(addr, "GET", &put, "wrong-token", "").0, 401);
     if mount {
         assert_eq!(
@@ -207,8 +205,9 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
             "docs/ still in the mount"
         );
         assert!(Path::new(&mnt).read_dir().unwrap().next().is_none());
-        let put_again = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key("docs/a.md"));
-        http(addr, "PUT", &put_again, &token, r#"{"value":"kept"}"#);
+        let put_again = format!("/api/v1/kv/{}?sync=1", path_key("docs/a.md"));
+        let kept = r#"{"value":"kept","encoding":"utf8"}"#;
+        http(addr, "PUT", &put_again, &token, kept);
     }
     // A file held open and written, not closed, when the stop comes.
     let held = mount.then(|| {
@@ -269,8 +268,8 @@ fn a_rename_through_the_mount_never_loses_a_rest_write() {
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let key = format!("src{}/put-{client}-{i}", round.load(Ordering::Relaxed));
-                    let put = format!("/api/v1/kv/{}?encoding=utf8&sync=1", path_key(&key));
-                    let body = format!(r#"{{"value":"{key}"}}"#);
+                    let put = format!("/api/v1/kv/{}?sync=1", path_key(&key));
+                    let body = format!(r#"{{"value":"{key}","encoding":"utf8"}}"#);
                     let (status, answer) = http(addr, "PUT", &put, token, &body);
                     assert_eq!(status, 204, "{key}: {answer}");
                     acked.lock().unwrap().push(key);

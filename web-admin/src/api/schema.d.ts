@@ -169,20 +169,21 @@ export interface paths {
          */
         get: operations["get"];
         /**
-         * Writes one key. With `raw=1` (and no `ttl`) the body is the value and streams into the store
-         *     as it arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default),
-         *     and the value is stored only once the whole body arrived.
+         * Writes one key. Its value is the body itself (`application/octet-stream`), or a JSON
+         *     `{"value": ...}` (`application/json`). A raw body without `ttl` streams into the store as it
+         *     arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default), and
+         *     the value is stored only once the whole body arrived.
          */
         put: operations["put"];
         post?: never;
         /** Deletes one key. */
         delete: operations["delete"];
         options?: never;
-        /** The length of a key's raw value, without its bytes. */
+        /** The length of a key's raw value, without its bytes (whatever `raw` says). */
         head: operations["head"];
         /**
-         * Writes the raw body into a key's value at `offset`, or appends it (`append=1`): the cost is
-         *     the body, not the value. Two appends at once both land, one after the other.
+         * Writes the raw body into a key's value at `offset`, or appends it (`offset=end`): the cost
+         *     is the body, not the value. Two appends at once both land, one after the other.
          */
         patch: operations["patch"];
         trace?: never;
@@ -395,7 +396,13 @@ export interface components {
         /** @description Keys to read at once. */
         BatchGet: {
             cf?: string | null;
-            encoding?: components["schemas"]["Encoding"];
+            /** @enum {string} */
+            encoding?: "base64";
+            keys: string[];
+        } | {
+            cf?: string | null;
+            /** @enum {string} */
+            encoding: "utf8";
             keys: string[];
         };
         /** @description The values of the keys, in order; null for an absent key. */
@@ -423,10 +430,38 @@ export interface components {
             op: "deleteRange";
             start: string;
         };
+        /** @description One operation of a `kv:batchWrite`, as JSON. */
+        BatchOpBase64: {
+            key: string;
+            /** @enum {string} */
+            op: "put";
+            /**
+             * Format: int64
+             * @description Seconds until the key expires: 1 to 4294967295 (136 years).
+             */
+            ttl?: number | null;
+            value: string;
+        } | {
+            key: string;
+            /** @enum {string} */
+            op: "delete";
+        } | {
+            end: string;
+            /** @enum {string} */
+            op: "deleteRange";
+            start: string;
+        };
         /** @description Operations applied as one atomic batch. */
         BatchWrite: {
             cf?: string | null;
-            encoding?: components["schemas"]["Encoding"];
+            /** @enum {string} */
+            encoding?: "base64";
+            ops: components["schemas"]["BatchOpBase64"][];
+            sync?: components["schemas"]["SyncTo"];
+        } | {
+            cf?: string | null;
+            /** @enum {string} */
+            encoding: "utf8";
             ops: components["schemas"]["BatchOp"][];
             sync?: components["schemas"]["SyncTo"];
         };
@@ -814,7 +849,16 @@ export interface components {
         DeleteRange: {
             cf?: string | null;
             dry_run?: boolean;
-            encoding?: components["schemas"]["Encoding"];
+            /** @enum {string} */
+            encoding?: "base64";
+            end: string;
+            start: string;
+            sync?: components["schemas"]["SyncTo"];
+        } | {
+            cf?: string | null;
+            dry_run?: boolean;
+            /** @enum {string} */
+            encoding: "utf8";
             end: string;
             start: string;
             sync?: components["schemas"]["SyncTo"];
@@ -962,6 +1006,10 @@ export interface components {
              * @description The table written, if the memtable held anything.
              */
             file_number?: number | null;
+        };
+        /** @description A column family to flush. */
+        FlushTarget: {
+            cf?: string | null;
         };
         /** @description Block cache lookups of one kind since open. */
         HitsMisses: {
@@ -1121,8 +1169,14 @@ export interface components {
              */
             write_amplification: number;
         };
-        /** @description The value to put (unless the body is raw bytes, with raw=1). */
+        /** @description The value to put, as JSON. */
         PutBody: {
+            /** @enum {string} */
+            encoding?: "base64";
+            value: string;
+        } | {
+            /** @enum {string} */
+            encoding: "utf8";
             value: string;
         };
         /** @description One entry of a page. */
@@ -1140,14 +1194,41 @@ export interface components {
         /** @description What to scan: a prefix, or start and end; forward or reverse; a page at a time. */
         ScanRequest: {
             cf?: string | null;
-            encoding?: components["schemas"]["Encoding"];
+            /** @enum {string} */
+            encoding?: "base64";
+            /** @description The key the scan stops before (exclusive). */
             end?: string | null;
             keys_only?: boolean;
-            /** @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size. */
+            /**
+             * Format: int64
+             * @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
+             */
             limit?: number | null;
+            /** @description the `page_token` of the page before */
             page_token?: string | null;
+            /** @description Keys starting with these bytes. */
             prefix?: string | null;
             reverse?: boolean;
+            /** @description The first key (inclusive). */
+            start?: string | null;
+        } | {
+            cf?: string | null;
+            /** @enum {string} */
+            encoding: "utf8";
+            /** @description The key the scan stops before (exclusive). */
+            end?: string | null;
+            keys_only?: boolean;
+            /**
+             * Format: int64
+             * @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
+             */
+            limit?: number | null;
+            /** @description the `page_token` of the page before */
+            page_token?: string | null;
+            /** @description Keys starting with these bytes. */
+            prefix?: string | null;
+            reverse?: boolean;
+            /** @description The first key (inclusive). */
             start?: string | null;
         };
         /** @description What the console needs to know of the server it talks to. */
@@ -1158,6 +1239,14 @@ export interface components {
             mounted_column_family?: string | null;
             read_only: boolean;
             version: string;
+        };
+        /** @description One event: `event` names its kind, `data` is its JSON; `id` (absent on `stats` and `lagged`) resumes the stream as Last-Event-ID. */
+        ServerSentEvent: {
+            data: string;
+            /** @enum {string} */
+            event: "flush_begin" | "flush" | "compaction_begin" | "compaction" | "stall_begin" | "stall_end" | "background_error" | "blob_gc" | "blob_files_deleted" | "lagged" | "stats";
+            id?: string;
+            retry?: number;
         };
         /**
          * @description Why writes were slowed or stopped.
@@ -1593,7 +1682,14 @@ export interface components {
         /** @description A column family and an optional key range (for compactRange). */
         Target: {
             cf?: string | null;
-            encoding?: components["schemas"]["Encoding"];
+            /** @enum {string} */
+            encoding?: "base64";
+            end?: string | null;
+            start?: string | null;
+        } | {
+            cf?: string | null;
+            /** @enum {string} */
+            encoding: "utf8";
             end?: string | null;
             start?: string | null;
         };
@@ -1810,7 +1906,7 @@ export interface operations {
         /** @description optional: the column family */
         requestBody?: {
             content: {
-                "application/json": components["schemas"]["Target"] | null;
+                "application/json": components["schemas"]["FlushTarget"] | null;
             };
         };
         responses: {
@@ -2339,7 +2435,7 @@ export interface operations {
             };
             header?: {
                 /** @description resume after this event */
-                "Last-Event-ID"?: number | null;
+                "Last-Event-ID"?: number;
             };
             path?: never;
             cookie?: never;
@@ -2352,7 +2448,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["ServerSentEvent"];
                 };
             };
             /** @description input the store refuses */
@@ -2397,14 +2493,19 @@ export interface operations {
         parameters: {
             query?: {
                 cf?: string;
+                /** @description Keys starting with these bytes (percent-encoded). */
                 prefix?: string;
+                /** @description The first key, inclusive (percent-encoded). */
                 start?: string;
+                /** @description The key the scan stops before, exclusive (percent-encoded). */
                 end?: string;
                 /** @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size. */
                 limit?: number;
-                reverse?: boolean;
-                keys_only?: boolean;
+                reverse?: "0" | "1" | "true" | "false";
+                keys_only?: "0" | "1" | "true" | "false";
+                /** @description The `page_token` of the page before. */
                 page_token?: string;
+                /** @description How the answer's keys and values travel. */
                 encoding?: "base64" | "utf8";
             };
             header?: never;
@@ -2449,6 +2550,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description the page token names no page this server has open (it expired, or the server restarted): start the scan again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description with encoding=utf8, a key or value that is not UTF-8 */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description a damaged file or an I/O error */
             500: {
                 headers: {
@@ -2473,19 +2592,10 @@ export interface operations {
         parameters: {
             query?: {
                 cf?: string;
+                /** @description How the key and value travel in the JSON answer (not with raw=1). */
                 encoding?: "base64" | "utf8";
-                /** @description The value as `application/octet-stream` (`raw=1`). */
+                /** @description The value itself as `application/octet-stream` (`raw=1`), ranges served. */
                 raw?: "0" | "1" | "true" | "false";
-                /**
-                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
-                 *     `local` to this machine's disk, `bucket` to the store's bucket.
-                 */
-                sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /**
-                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
-                 *     every route, as the document says.
-                 */
-                ttl?: number;
             };
             header?: {
                 /** @description with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored */
@@ -2587,16 +2697,13 @@ export interface operations {
         parameters: {
             query?: {
                 cf?: string;
-                encoding?: "base64" | "utf8";
-                /** @description The value as `application/octet-stream` (`raw=1`). */
-                raw?: "0" | "1" | "true" | "false";
                 /**
-                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
-                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 * @description Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+                 *     this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
                 /**
-                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+                 * @description Seconds until the key expires: 1 to 4294967295 (136 years), refused outside that on
                  *     every route, as the document says.
                  */
                 ttl?: number;
@@ -2608,7 +2715,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["PutBody"];
                 "application/octet-stream": number[];
@@ -2676,6 +2783,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description a Content-Type other than application/json or application/octet-stream */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description a damaged file or an I/O error */
             500: {
                 headers: {
@@ -2709,19 +2825,11 @@ export interface operations {
         parameters: {
             query?: {
                 cf?: string;
-                encoding?: "base64" | "utf8";
-                /** @description The value as `application/octet-stream` (`raw=1`). */
-                raw?: "0" | "1" | "true" | "false";
                 /**
-                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
-                 *     `local` to this machine's disk, `bucket` to the store's bucket.
+                 * @description Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+                 *     this machine's disk, `bucket` to the store's bucket.
                  */
                 sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /**
-                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
-                 *     every route, as the document says.
-                 */
-                ttl?: number;
             };
             header?: never;
             path: {
@@ -2817,19 +2925,10 @@ export interface operations {
         parameters: {
             query?: {
                 cf?: string;
+                /** @description How the key and value travel in the JSON answer (not with raw=1). */
                 encoding?: "base64" | "utf8";
-                /** @description The value as `application/octet-stream` (`raw=1`). */
+                /** @description The value itself as `application/octet-stream` (`raw=1`), ranges served. */
                 raw?: "0" | "1" | "true" | "false";
-                /**
-                 * @description Sync the WAL before answering a write: `1`/`true` as far as the store's default,
-                 *     `local` to this machine's disk, `bucket` to the store's bucket.
-                 */
-                sync?: "0" | "1" | "true" | "false" | "local" | "bucket";
-                /**
-                 * @description Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
-                 *     every route, as the document says.
-                 */
-                ttl?: number;
             };
             header?: never;
             path: {
@@ -2886,13 +2985,14 @@ export interface operations {
     };
     patch: {
         parameters: {
-            query?: {
+            query: {
                 /** @description Column family (default: `default`). */
                 cf?: string;
-                /** @description Write the body at this byte offset (zero-filling a gap past the end); the key must exist. */
-                offset?: number;
-                /** @description `1`: append the body (a missing key starts empty). */
-                append?: "0" | "1" | "true" | "false";
+                /**
+                 * @description Where the body goes: a byte offset (zero-filling a gap past the end; the key must
+                 *     exist), or `end` to append (a missing key starts empty).
+                 */
+                offset: number | "end";
                 /**
                  * @description Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
                  *     this machine's disk, `bucket` to the store's bucket.
@@ -2920,7 +3020,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description neither or both of offset and append, a bad key or query, or a write past the largest value */
+            /** @description a bad key or query, or a write past the largest value */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2947,7 +3047,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description offset given and no such key (or no such column family) */
+            /** @description a byte offset given and no such key (or no such column family) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3072,6 +3172,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description with encoding=utf8, a value that is not UTF-8 */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3385,8 +3494,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description the page token names no page this server has open (it expired, or the server restarted): start the scan again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description with encoding=utf8, a key or value that is not UTF-8 */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3766,6 +3893,24 @@ export interface operations {
             };
             /** @description no such column family (or key) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the page token is not one this route issued */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description with encoding=utf8, a bound that is not UTF-8 */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -28,13 +28,20 @@ pub(crate) struct Target {
     encoding: Encoding,
 }
 
-/// The optional body: none, or JSON `null`, is the default column family (the document marks
-/// the body optional; a client generated from it may send either).
-fn target(body: &Bytes) -> Result<Target, Problem> {
+/// A column family to flush.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlushTarget {
+    cf: Option<String>,
+}
+
+/// An optional body: none, or JSON `null`, is the default (the document marks the body
+/// optional; a client generated from it may send either).
+fn optional_body<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
     if body.is_empty() {
-        Ok(Target::default())
+        Ok(T::default())
     } else {
-        Ok(parse::<Option<Target>>(body)?.unwrap_or_default())
+        Ok(parse::<Option<T>>(body)?.unwrap_or_default())
     }
 }
 
@@ -66,13 +73,13 @@ pub(crate) async fn server(State(state): State<AppState>) -> Json<ServerInfo> {
     })
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Option<Target>, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Option<FlushTarget>, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn flush(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
-    let t = target(&body)?;
+    let t: FlushTarget = optional_body(&body)?;
     blocking(&state, move |s| {
         let cf = s.cf(t.cf.as_deref())?;
         s.db.flush_cf(&cf)?;
@@ -90,7 +97,7 @@ pub(crate) async fn compact_range(
     body: Bytes,
 ) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
-    let t = target(&body)?;
+    let t: Target = optional_body(&body)?;
     let start = t
         .start
         .as_ref()

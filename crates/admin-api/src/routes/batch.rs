@@ -46,7 +46,8 @@ pub(crate) struct BatchGetReply {
 
 /// Reads many keys at once (the engine's MultiGet).
 #[utoipa::path(post, path = "/api/v1/kv:batchGet", tag = "kv", request_body = BatchGet,
-    responses((status = 200, body = BatchGetReply), (status = 400, body = Problem)),
+    responses((status = 200, body = BatchGetReply), (status = 400, body = Problem),
+        (status = 422, description = "with encoding=utf8, a value that is not UTF-8", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn batch_get(
     State(state): State<AppState>,

@@ -13,7 +13,7 @@ use strata_engine::{
 use utoipa::ToSchema;
 
 use super::{blocking, query};
-use crate::codec::Encoding;
+use crate::codec::{Encoding, decode_page_token, page_gone};
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -65,7 +65,8 @@ pub(crate) async fn files(
 #[serde(deny_unknown_fields)]
 pub(crate) struct TombstoneQuery {
     cf: Option<String>,
-    limit: Option<usize>,
+    #[serde(default, deserialize_with = "super::int64")]
+    limit: Option<u64>,
     page_token: Option<String>,
     #[serde(default)]
     encoding: Encoding,
@@ -110,12 +111,10 @@ impl After {
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
     }
 
-    fn decode(s: &str) -> Result<After, Problem> {
-        URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| Problem::bad_request("page_token is malformed"))
+    /// The token's bytes (already checked well formed): one this route did not issue names no
+    /// page to resume.
+    fn decode(raw: &[u8]) -> Result<After, Problem> {
+        serde_json::from_slice(raw).map_err(|_| page_gone())
     }
 }
 
@@ -140,18 +139,25 @@ pub(crate) struct TombstonePage {
     page_token: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/v1/tombstones", tag = "observe", params(("cf" = Option<String>, Query), ("limit" = Option<usize>, Query), ("page_token" = Option<String>, Query), ("encoding" = Option<String>, Query)), responses((status = 200, description = "range tombstones, paged", body = TombstonePage), (status = 400, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(get, path = "/api/v1/tombstones", tag = "observe", params(("cf" = Option<String>, Query), ("limit" = Option<usize>, Query), ("page_token" = Option<String>, Query), ("encoding" = Option<String>, Query)), responses((status = 200, description = "range tombstones, paged", body = TombstonePage), (status = 400, body = Problem),
+        (status = 410, description = "the page token is not one this route issued", body = Problem),
+        (status = 422, description = "with encoding=utf8, a bound that is not UTF-8", body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn tombstones(
     State(state): State<AppState>,
     uri: Uri,
 ) -> Result<Json<TombstonePage>, Problem> {
     let q: TombstoneQuery = query(&uri)?;
     let limit = state.inner.limits.page_limit(q.limit)?;
-    let after = q.page_token.as_deref().map(After::decode).transpose()?;
+    let after = q.page_token.as_deref().map(decode_page_token).transpose()?;
     let enc = q.encoding;
     let (page, under) = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
-        let after = after.map(After::info);
+        // Whether the token names a page is asked only of a request that is valid otherwise.
+        let after = after
+            .as_deref()
+            .map(After::decode)
+            .transpose()?
+            .map(After::info);
         let page = s.db.range_tombstones_cf(&cf, after.as_ref(), limit)?;
         let under = page
             .tombstones

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ReadOptions, ValueReader, WriteBatch};
 
-use super::{Common, blocking, logged, parse, query};
-use crate::codec::decode_path_key;
+use super::{DeleteQuery, PutQuery, ReadQuery, blocking, logged, parse, query};
+use crate::codec::{Encoding, decode_path_key};
 use crate::problem::Problem;
 use crate::range::{self, Wanted};
 use crate::state::AppState;
@@ -27,7 +27,7 @@ pub(crate) struct KvItem {
 /// (`bytes=A-B`, `bytes=A-`, `bytes=-N`) answers 206 with that part; a value over 1 MiB is
 /// streamed from one snapshot, never held whole.
 #[utoipa::path(get, path = "/api/v1/kv/{key}", tag = "kv",
-    params(("key" = String, Path, description = "the key, base64url without padding"), Common,
+    params(("key" = String, Path, description = "the key, base64url without padding"), ReadQuery,
         ("Range" = Option<String>, Header, description = "with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored")),
     responses(
         (status = 200, description = "the key and its value (or the raw value with raw=1)", content((KvItem = "application/json"), (Vec<u8> = "application/octet-stream"))),
@@ -43,7 +43,7 @@ pub(crate) async fn get(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let q: Common = query(&uri)?;
+    let q: ReadQuery = query(&uri)?;
     let key = decode_path_key(&key)?;
     if q.raw {
         // An If-Range can never match: no validator is sent, so the whole value is served
@@ -203,9 +203,9 @@ fn stream(mut reader: ValueReader, size: u64) -> Body {
     }))
 }
 
-/// The length of a key's raw value, without its bytes.
+/// The length of a key's raw value, without its bytes (whatever `raw` says).
 #[utoipa::path(head, path = "/api/v1/kv/{key}", tag = "kv",
-    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    params(("key" = String, Path, description = "the key, base64url without padding"), ReadQuery),
     responses(
         (status = 200, description = "Content-Length is the raw value's length; Accept-Ranges says ranges are served"),
         (status = 400, description = "a bad key, query or column family"),
@@ -216,7 +216,8 @@ pub(crate) async fn head(
     Path(key): Path<String>,
     uri: Uri,
 ) -> Result<Response, Problem> {
-    let q: Common = query(&uri)?;
+    // Any query a GET takes: HEAD answers for the same URL.
+    let q: ReadQuery = query(&uri)?;
     let key = decode_path_key(&key)?;
     let len = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
@@ -229,18 +230,58 @@ pub(crate) async fn head(
         .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// The value to put (unless the body is raw bytes, with raw=1).
+/// The value to put, as JSON.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PutBody {
     value: String,
+    /// How `value` is written: base64 (the default) or utf8 text.
+    #[serde(default)]
+    encoding: Encoding,
 }
 
-/// Writes one key. With `raw=1` (and no `ttl`) the body is the value and streams into the store
-/// as it arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default),
-/// and the value is stored only once the whole body arrived.
+/// How a `PUT` body carries its value, by its Content-Type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PutForm {
+    /// `application/json`: `{"value": ..., "encoding": ...}`.
+    Json,
+    /// `application/octet-stream`, or no Content-Type: the body is the value.
+    Raw,
+}
+
+/// The form a `PUT` body's Content-Type names; any other type is refused (415) rather than
+/// guessed at, so a form post or a text upload never stores what the client did not mean.
+fn put_form(headers: &HeaderMap) -> Result<PutForm, Problem> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(PutForm::Raw);
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Ok(PutForm::Json),
+        "application/octet-stream" => Ok(PutForm::Raw),
+        other => Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Type {other:?}: send the value itself as application/octet-stream, \
+                 or application/json {{\"value\": ...}}"
+            ),
+        )),
+    }
+}
+
+/// Writes one key. Its value is the body itself (`application/octet-stream`), or a JSON
+/// `{"value": ...}` (`application/json`). A raw body without `ttl` streams into the store as it
+/// arrives: memory stays bounded for any size up to the raw value limit (3 GiB by default), and
+/// the value is stored only once the whole body arrived.
 #[utoipa::path(put, path = "/api/v1/kv/{key}", tag = "kv",
-    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    params(("key" = String, Path, description = "the key, base64url without padding"), PutQuery),
     request_body(content(
         (PutBody = "application/json"),
         (Vec<u8> = "application/octet-stream"))),
@@ -249,20 +290,24 @@ pub(crate) struct PutBody {
         (status = 403, description = "the store is served read-only", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such column family", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "the body is over its limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "a Content-Type other than application/json or application/octet-stream", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "the disk is full", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, Problem> {
-    let q: Common = query(&uri)?;
+    let q: PutQuery = query(&uri)?;
+    let form = put_form(&headers)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
     let limits = state.inner.limits.clone();
-    if q.raw && q.ttl.is_none() {
-        super::upload::put_streamed(&state, q, key, body, limits.raw_value_bytes).await?;
+    if form == PutForm::Raw && q.ttl.is_none() {
+        super::upload::put_streamed(&state, q.cf, q.sync, key, body, limits.raw_value_bytes)
+            .await?;
         return Ok(StatusCode::NO_CONTENT);
     }
     let body = axum::body::to_bytes(body, limits.body_bytes)
@@ -276,11 +321,12 @@ pub(crate) async fn put(
                 ),
             )
         })?;
-    let value = if q.raw {
-        body.to_vec()
-    } else {
-        let b: PutBody = parse(&body)?;
-        q.encoding.decode("value", &b.value)?
+    let value = match form {
+        PutForm::Raw => body.to_vec(),
+        PutForm::Json => {
+            let b: PutBody = parse(&body)?;
+            b.encoding.decode("value", &b.value)?
+        }
     };
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
@@ -309,7 +355,7 @@ pub(crate) async fn put(
 
 /// Deletes one key.
 #[utoipa::path(delete, path = "/api/v1/kv/{key}", tag = "kv",
-    params(("key" = String, Path, description = "the key, base64url without padding"), Common),
+    params(("key" = String, Path, description = "the key, base64url without padding"), DeleteQuery),
     responses((status = 204, description = "deleted (or was absent)"), (status = 403, body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn delete(
@@ -317,7 +363,7 @@ pub(crate) async fn delete(
     Path(key): Path<String>,
     uri: Uri,
 ) -> Result<StatusCode, Problem> {
-    let q: Common = query(&uri)?;
+    let q: DeleteQuery = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
     blocking(&state, move |s| {

@@ -4,6 +4,7 @@
 pub(crate) mod admin;
 pub(crate) mod batch;
 pub(crate) mod cfs;
+mod encodings_doc;
 pub(crate) mod inspect;
 pub(crate) mod kv;
 pub(crate) mod openapi;
@@ -87,8 +88,15 @@ pub(crate) async fn blocking<T: Send + 'static>(
         })?
 }
 
-/// A JSON body, or a problem document saying what is wrong with it.
+/// A JSON body, or a problem document saying what is wrong with it. Every body is an object
+/// (or `null` where it is optional): serde would also read a struct from an array of its
+/// fields in order, which no document describes.
 pub(crate) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(Problem::bad_request(
+            "request body: a JSON object is expected, not an array",
+        ));
+    }
     serde_json::from_slice(body).map_err(|e| Problem::bad_request(format!("request body: {e}")))
 }
 
@@ -99,24 +107,46 @@ pub(crate) fn query<T: DeserializeOwned>(uri: &axum::http::Uri) -> Result<T, Pro
         .map_err(|e| Problem::bad_request(format!("query: {}", e.body_text())))
 }
 
-/// Query parameters every data route takes.
+/// `GET /kv/{key}`'s query: which column family, and how the value comes back.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct Common {
+pub(crate) struct ReadQuery {
     pub cf: Option<String>,
+    /// How the key and value travel in the JSON answer (not with raw=1).
     #[serde(default)]
     pub encoding: Encoding,
-    /// The value as `application/octet-stream` (`raw=1`).
+    /// The value itself as `application/octet-stream` (`raw=1`), ranges served.
     #[serde(default, deserialize_with = "flag")]
     #[param(value_type = Option<String>)]
     pub raw: bool,
-    /// Sync the WAL before answering a write: `1`/`true` as far as the store's default,
-    /// `local` to this machine's disk, `bucket` to the store's bucket.
+}
+
+/// `DELETE /kv/{key}`'s query.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DeleteQuery {
+    pub cf: Option<String>,
+    /// Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+    /// this machine's disk, `bucket` to the store's bucket.
     #[serde(default, deserialize_with = "sync_to::query")]
     #[param(value_type = Option<String>)]
     pub sync: SyncTo,
-    /// Seconds until a put key expires: 1 to 4294967295 (136 years), refused outside that on
+}
+
+/// `PUT /kv/{key}`'s query.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct PutQuery {
+    pub cf: Option<String>,
+    /// Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
+    /// this machine's disk, `bucket` to the store's bucket.
+    #[serde(default, deserialize_with = "sync_to::query")]
+    #[param(value_type = Option<String>)]
+    pub sync: SyncTo,
+    /// Seconds until the key expires: 1 to 4294967295 (136 years), refused outside that on
     /// every route, as the document says.
     #[serde(default, deserialize_with = "ttl_secs")]
     #[param(value_type = Option<u32>)]
@@ -131,6 +161,21 @@ fn ttl_secs<'de, D: serde::Deserializer<'de>>(
     crate::codec::ttl_in_range(s.parse().ok(), &format_args!("{s:?}"))
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+/// A whole number in a query string, typed int64 as the document says: 0 to 2^63 - 1.
+pub(crate) fn int64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse::<u64>()
+        .ok()
+        .filter(|n| *n <= i64::MAX as u64)
+        .map(Some)
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{s:?} is not a whole number from 0 to {}",
+                i64::MAX
+            ))
+        })
 }
 
 /// `1`, `true`, `0`, `false`.

@@ -52,9 +52,12 @@ impl Modify for Security {
     }
 }
 
-/// The document as committed: pretty JSON with a final newline.
+/// The document as committed: pretty JSON with a final newline, with the rules that span
+/// fields (`encodings_doc`) written in.
 pub fn document() -> String {
-    let mut s = ApiDoc::openapi().to_pretty_json().unwrap_or_default();
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    super::encodings_doc::apply(&mut doc);
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');
     s
 }

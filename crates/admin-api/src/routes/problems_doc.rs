@@ -14,8 +14,14 @@
 //!   the route (`constrained`): what the schema allows, the server takes.
 
 use utoipa::openapi::path::{HttpMethod, Operation, ParameterIn};
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+use utoipa::openapi::schema::{
+    AdditionalProperties, KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type,
+};
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Response, Schema};
+
+use super::encodings_doc::BASE64URL;
+use super::upload::MAX_PATCH_OFFSET;
+use crate::codec::PAGE_TOKEN_MIN_CHARS;
 
 pub(crate) struct Problems;
 
@@ -58,19 +64,27 @@ fn common(method: &HttpMethod, op: &Operation) -> Vec<(u16, &'static str)> {
     out
 }
 
-/// A key in a path: base64url without padding, canonical (the unused bits of a last partial
-/// group are zero), as the server decodes it.
-const BASE64URL_KEY: &str =
-    "^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$";
-
 /// The schema the server enforces for a shared parameter, by where it is and its name.
 fn constrained(place: &ParameterIn, name: &str) -> Option<Schema> {
     let text = || ObjectBuilder::new().schema_type(Type::String);
     let schema = match (place, name) {
-        (ParameterIn::Path, "key") => text().min_length(Some(2)).pattern(Some(BASE64URL_KEY)),
+        (ParameterIn::Path, "key") => text().min_length(Some(2)).pattern(Some(BASE64URL)),
         (ParameterIn::Query, "cf") => text().min_length(Some(1)).max_length(Some(1024)),
-        (ParameterIn::Query, "raw" | "append") => {
+        (ParameterIn::Query, "raw" | "reverse" | "keys_only") => {
             text().enum_values(Some(["0", "1", "true", "false"]))
+        }
+        (ParameterIn::Query, "page_token") => text()
+            .min_length(Some(PAGE_TOKEN_MIN_CHARS))
+            .pattern(Some(BASE64URL)),
+        (ParameterIn::Query, "offset") => {
+            let at = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+                .maximum(Some(MAX_PATCH_OFFSET));
+            let end = text().enum_values(Some(["end"]));
+            return Some(Schema::OneOf(
+                OneOfBuilder::new().item(at).item(end).build(),
+            ));
         }
         (ParameterIn::Query, "sync") => {
             text().enum_values(Some(["0", "1", "true", "false", "local", "bucket"]))
@@ -78,7 +92,14 @@ fn constrained(place: &ParameterIn, name: &str) -> Option<Schema> {
         (ParameterIn::Query, "encoding") => text().enum_values(Some(["base64", "utf8"])),
         (ParameterIn::Query, "limit") => ObjectBuilder::new()
             .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
             .minimum(Some(1)),
+        (ParameterIn::Query, "after") | (ParameterIn::Header, "Last-Event-ID") => {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(0))
+        }
         (ParameterIn::Query, "ttl") => ObjectBuilder::new()
             .schema_type(Type::Integer)
             .minimum(Some(1))
@@ -219,12 +240,12 @@ mod tests {
 
     #[test]
     fn shared_parameters_carry_the_servers_rules() {
-        let (_, _, put) = operations()
-            .into_iter()
-            .find(|(m, p, _)| m == "put" && p == "/api/v1/kv/{key}")
-            .unwrap();
-        let param = |name: &str| {
-            put["parameters"]
+        let param = |method: &str, path: &str, name: &str| {
+            let (_, _, op) = operations()
+                .into_iter()
+                .find(|(m, p, _)| m == method && p == path)
+                .unwrap();
+            op["parameters"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -232,11 +253,19 @@ mod tests {
                 .unwrap()["schema"]
                 .clone()
         };
-        assert_eq!(param("cf")["minLength"], 1);
-        assert_eq!(param("ttl")["minimum"], 1);
+        let key = "/api/v1/kv/{key}";
+        assert_eq!(param("put", key, "cf")["minLength"], 1);
+        assert_eq!(param("put", key, "ttl")["minimum"], 1);
         assert_eq!(
-            param("raw")["enum"],
+            param("get", key, "raw")["enum"],
             serde_json::json!(["0", "1", "true", "false"])
+        );
+        let offset = param("patch", key, "offset");
+        assert_eq!(offset["oneOf"][0]["maximum"], super::MAX_PATCH_OFFSET);
+        assert_eq!(offset["oneOf"][1]["enum"], serde_json::json!(["end"]));
+        assert_eq!(
+            param("get", "/api/v1/kv", "page_token")["minLength"],
+            crate::codec::PAGE_TOKEN_MIN_CHARS
         );
     }
 }

@@ -14,25 +14,66 @@ use crate::problem::Problem;
 use crate::state::AppState;
 
 /// What to scan: a prefix, or start and end; forward or reverse; a page at a time.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
 pub(crate) struct ScanRequest {
     cf: Option<String>,
+    /// Keys starting with these bytes.
     prefix: Option<String>,
+    /// The first key (inclusive).
     start: Option<String>,
+    /// The key the scan stops before (exclusive).
     end: Option<String>,
     /// Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
-    #[schema(minimum = 1)]
-    #[param(minimum = 1)]
-    limit: Option<usize>,
+    #[serde(default, deserialize_with = "crate::codec::whole_number")]
+    #[schema(value_type = Option<u64>, minimum = 1)]
+    limit: Option<u64>,
     #[serde(default)]
     reverse: bool,
     #[serde(default)]
     keys_only: bool,
+    /// The `page_token` of the page before.
     page_token: Option<String>,
     #[serde(default)]
     encoding: Encoding,
+}
+
+/// `GET /kv`'s query: a scan whose bounds are the key bytes themselves, percent-encoded as a
+/// URL carries any byte; `encoding` says only how the answer's keys and values travel.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    cf: Option<String>,
+    /// Keys starting with these bytes (percent-encoded).
+    prefix: Option<String>,
+    /// The first key, inclusive (percent-encoded).
+    start: Option<String>,
+    /// The key the scan stops before, exclusive (percent-encoded).
+    end: Option<String>,
+    /// Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
+    #[serde(default, deserialize_with = "super::int64")]
+    #[param(value_type = Option<u64>, minimum = 1)]
+    limit: Option<u64>,
+    #[serde(default, deserialize_with = "super::flag")]
+    #[param(value_type = Option<String>)]
+    reverse: bool,
+    #[serde(default, deserialize_with = "super::flag")]
+    #[param(value_type = Option<String>)]
+    keys_only: bool,
+    /// The `page_token` of the page before.
+    page_token: Option<String>,
+    /// How the answer's keys and values travel.
+    #[serde(default)]
+    encoding: Encoding,
+}
+
+/// How a scan pages, from the body or the query.
+struct Paging {
+    limit: Option<u64>,
+    reverse: bool,
+    keys_only: bool,
+    page_token: Option<String>,
 }
 
 /// One entry of a page.
@@ -55,46 +96,80 @@ pub(crate) struct ScanPage {
 
 /// Scans a range or a prefix, a page at a time.
 #[utoipa::path(post, path = "/api/v1/kv:scan", tag = "kv", request_body = ScanRequest,
-    responses((status = 200, body = ScanPage), (status = 400, body = Problem)),
+    responses((status = 200, body = ScanPage), (status = 400, body = Problem),
+        (status = 410, description = "the page token names no page this server has open (it expired, or the server restarted): start the scan again", body = Problem),
+        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn scan(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<ScanPage>, Problem> {
     let req: ScanRequest = parse(&body)?;
-    run_scan(state, req).await
+    let enc = req.encoding;
+    let decode = |name, v: &Option<String>| v.as_ref().map(|v| enc.decode(name, v)).transpose();
+    let bounds = scan_bounds(
+        decode("prefix", &req.prefix)?,
+        decode("start", &req.start)?,
+        decode("end", &req.end)?,
+    );
+    let paging = Paging {
+        limit: req.limit,
+        reverse: req.reverse,
+        keys_only: req.keys_only,
+        page_token: req.page_token,
+    };
+    run_scan(state, req.cf, bounds, paging, enc).await
 }
 
 /// Scans by query parameters (a prefix, usually).
-#[utoipa::path(get, path = "/api/v1/kv", tag = "kv", params(ScanRequest),
-    responses((status = 200, body = ScanPage), (status = 400, body = Problem)),
+#[utoipa::path(get, path = "/api/v1/kv", tag = "kv", params(ListQuery),
+    responses((status = 200, body = ScanPage), (status = 400, body = Problem),
+        (status = 410, description = "the page token names no page this server has open (it expired, or the server restarted): start the scan again", body = Problem),
+        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     uri: Uri,
 ) -> Result<Json<ScanPage>, Problem> {
-    let req: ScanRequest = query(&uri)?;
-    run_scan(state, req).await
+    let q: ListQuery = query(&uri)?;
+    // The query parsed above names the bounds; their bytes come from the URL itself, since
+    // text would lose every byte that is not UTF-8.
+    let raw = |given: &Option<String>, name| {
+        given
+            .as_ref()
+            .and_then(|_| crate::codec::query_bytes(uri.query().unwrap_or(""), name))
+    };
+    let bounds = scan_bounds(
+        raw(&q.prefix, "prefix"),
+        raw(&q.start, "start"),
+        raw(&q.end, "end"),
+    );
+    let paging = Paging {
+        limit: q.limit,
+        reverse: q.reverse,
+        keys_only: q.keys_only,
+        page_token: q.page_token,
+    };
+    run_scan(state, q.cf, bounds, paging, q.encoding).await
 }
 
-async fn run_scan(state: AppState, req: ScanRequest) -> Result<Json<ScanPage>, Problem> {
+async fn run_scan(
+    state: AppState,
+    cf: Option<String>,
+    (lower, upper): (Option<Vec<u8>>, Option<Vec<u8>>),
+    paging: Paging,
+    enc: Encoding,
+) -> Result<Json<ScanPage>, Problem> {
     let _heavy = state.heavy().await?;
-    let enc = req.encoding;
-    let limit = state.inner.limits.page_limit(req.limit)?;
-    let decode = |name, v: &Option<String>| v.as_ref().map(|v| enc.decode(name, v)).transpose();
-    let (lower, upper) = scan_bounds(
-        decode("prefix", &req.prefix)?,
-        decode("start", &req.start)?,
-        decode("end", &req.end)?,
-    );
-    let token = req
+    let limit = state.inner.limits.page_limit(paging.limit)?;
+    let token = paging
         .page_token
         .as_deref()
         .map(PageToken::decode)
         .transpose()?;
-    let (reverse, keys_only) = (req.reverse, req.keys_only);
+    let (reverse, keys_only) = (paging.reverse, paging.keys_only);
     let (items, next, snapshot_id) = blocking(&state, move |s| {
-        let cf = s.cf(req.cf.as_deref())?;
+        let cf = s.cf(cf.as_deref())?;
         let (snapshot, id) = match &token {
             Some(t) => (s.page_snapshot(t.snapshot)?, Some(t.snapshot)),
             None => (s.db.snapshot(), None),

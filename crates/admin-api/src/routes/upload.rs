@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use strata_engine::WriteBatch;
 
-use super::{Common, blocking, flag, logged, query};
+use super::{SyncTo, blocking, logged, query};
 use crate::codec::decode_path_key;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
@@ -24,29 +24,59 @@ const SPILL_AT: usize = 1 << 20;
 pub(crate) struct PatchParams {
     /// Column family (default: `default`).
     pub cf: Option<String>,
-    /// Write the body at this byte offset (zero-filling a gap past the end); the key must exist.
-    pub offset: Option<u64>,
-    /// `1`: append the body (a missing key starts empty).
-    #[serde(default, deserialize_with = "flag")]
-    #[param(value_type = Option<String>)]
-    pub append: bool,
+    /// Where the body goes: a byte offset (zero-filling a gap past the end; the key must
+    /// exist), or `end` to append (a missing key starts empty).
+    #[param(value_type = String)]
+    pub offset: At,
     /// Sync the WAL before answering: `1`/`true` as far as the store's default, `local` to
     /// this machine's disk, `bucket` to the store's bucket.
     #[serde(default, deserialize_with = "super::sync_to::query")]
     #[param(value_type = Option<String>)]
-    pub sync: super::SyncTo,
+    pub sync: SyncTo,
 }
 
-/// Writes the raw body into a key's value at `offset`, or appends it (`append=1`): the cost is
-/// the body, not the value. Two appends at once both land, one after the other.
+/// The largest offset a `PATCH` takes: room below the largest value for a body of the largest
+/// size a server takes (`serve` refuses a body limit over `MAX_BODY_LIMIT`), so that every
+/// offset the document allows lands inside a value the store can hold.
+pub(crate) const MAX_PATCH_OFFSET: u64 =
+    strata_engine::MAX_VALUE_SIZE - crate::MAX_BODY_LIMIT as u64;
+
+/// Where a `PATCH` writes: `offset=N` or `offset=end`. One parameter, so that no request can
+/// name both or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum At {
+    Offset(u64),
+    End,
+}
+
+impl<'de> Deserialize<'de> for At {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<At, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "end" {
+            return Ok(At::End);
+        }
+        s.parse()
+            .ok()
+            .filter(|o| *o <= MAX_PATCH_OFFSET)
+            .map(At::Offset)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "offset {s:?} is neither a byte offset from 0 to {MAX_PATCH_OFFSET} nor `end`"
+                ))
+            })
+    }
+}
+
+/// Writes the raw body into a key's value at `offset`, or appends it (`offset=end`): the cost
+/// is the body, not the value. Two appends at once both land, one after the other.
 #[utoipa::path(patch, path = "/api/v1/kv/{key}", tag = "kv",
     params(("key" = String, Path, description = "the key, base64url without padding"), PatchParams),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the bytes to write"),
     responses(
         (status = 204, description = "written"),
-        (status = 400, description = "neither or both of offset and append, a bad key or query, or a write past the largest value", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "a bad key or query, or a write past the largest value", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "the store is served read-only", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "offset given and no such key (or no such column family)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "a byte offset given and no such key (or no such column family)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "the body is over the request body limit", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "the disk is full", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = []), ("cookie" = [])))]
@@ -59,14 +89,9 @@ pub(crate) async fn patch(
     let q: PatchParams = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
-    let offset = match (q.offset, q.append) {
-        (Some(o), false) => Some(o),
-        (None, true) => None,
-        _ => {
-            return Err(Problem::bad_request(
-                "give exactly one of offset=N and append=1",
-            ));
-        }
+    let offset = match q.offset {
+        At::Offset(o) => Some(o),
+        At::End => None,
     };
     blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
@@ -105,7 +130,8 @@ enum Piece {
 /// that goes away mid-upload leaves nothing behind. `limit` caps the value.
 pub(crate) async fn put_streamed(
     state: &AppState,
-    q: Common,
+    cf: Option<String>,
+    sync: SyncTo,
     key: Vec<u8>,
     body: Body,
     limit: u64,
@@ -128,10 +154,10 @@ pub(crate) async fn put_streamed(
                 }
                 let len = head.len() as u64;
                 blocking(state, move |s| {
-                    let cf = s.cf(q.cf.as_deref())?;
+                    let cf = s.cf(cf.as_deref())?;
                     let mut batch = WriteBatch::new();
                     batch.put_cf(&cf, &key, &head);
-                    s.write(batch, q.sync)?;
+                    s.write(batch, sync)?;
                     done(s, &cf, key, len);
                     Ok(())
                 })
@@ -148,7 +174,7 @@ pub(crate) async fn put_streamed(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(2);
     let inner = state.inner.clone();
     let writer = tokio::task::spawn_blocking(move || -> Result<u64, Problem> {
-        let cf = inner.cf(q.cf.as_deref())?;
+        let cf = inner.cf(cf.as_deref())?;
         let mut file = inner.db.create_value_file(&cf, &key)?;
         file.write_at(0, &head)?;
         drop(head);
@@ -157,7 +183,7 @@ pub(crate) async fn put_streamed(
                 Piece::Bytes(b) => file.write_at(file.len(), &b)?,
                 Piece::Done => {
                     let len = file.len();
-                    let opts = q.sync.write_options();
+                    let opts = sync.write_options();
                     inner
                         .db
                         .write_with_value_file(WriteBatch::new(), file, &opts)?;
