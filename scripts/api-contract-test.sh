@@ -28,9 +28,9 @@ cd "$WORK"
 seed=()
 [ -n "${SEED:-}" ] && seed=(--seed "$SEED")
 status=0
-timeout 1200 "$ST" --config-file "$ROOT/crates/admin-api/schemathesis.toml" run \
-  "$ROOT/crates/admin-api/openapi.json" --url "$url" \
-  -H "Authorization: Bearer $token" --checks all \
+STRATA_CONTRACT_TOKEN=$token timeout 1200 "$ST" \
+  --config-file "$ROOT/crates/admin-api/schemathesis.toml" run \
+  "$ROOT/crates/admin-api/openapi.json" --url "$url" --checks all \
   --max-examples "${EXAMPLES:-100}" "${seed[@]}" || status=$?
 if ! kill -0 "$SERVE" 2>/dev/null; then
   echo "api-contract-test: strata serve died during the run:" >&2

@@ -99,7 +99,7 @@ fn a_large_raw_put_streams_in_bounded_memory_and_a_cut_one_stores_nothing() {
     let before = serve.peak_rss();
     let len = 384usize << 20;
     let value: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-    let r = serve.call("RAWPUT", &kv(b"big", "raw=1"), &value);
+    let r = serve.call("RAWPUT", &kv(b"big", ""), &value);
     assert_eq!(r.status, 204, "{}", r.text());
     let grew = serve.peak_rss().saturating_sub(before);
     assert!(
@@ -117,13 +117,23 @@ fn a_large_raw_put_streams_in_bounded_memory_and_a_cut_one_stores_nothing() {
     let head = format!(
         "PUT {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
-        kv(b"cut", "raw=1"),
+        kv(b"cut", "sync=1"),
         serve.addr,
         serve.token,
         8 << 20
     );
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(&vec![1u8; 3 << 20]).unwrap();
+    // The upload is under way, not refused: no answer comes before its body ends.
+    s.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    let mut answer = [0u8; 64];
+    if let Ok(n @ 1..) = std::io::Read::read(&mut s, &mut answer) {
+        panic!(
+            "answered mid-upload: {}",
+            String::from_utf8_lossy(&answer[..n])
+        );
+    }
     drop(s);
     // The next request is served after the cut one was dropped.
     std::thread::sleep(std::time::Duration::from_millis(300));

@@ -2,7 +2,7 @@
 //! page tokens, and batch operations. Unit-tested without a server.
 
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -45,10 +45,16 @@ pub fn base64(b: &[u8]) -> String {
     STANDARD.encode(b)
 }
 
-/// A key in a URL path: base64url without padding.
+/// A key in a URL path: base64url, without padding or with its canonical padding (as many
+/// encoders write it), as the document's pattern says.
 pub fn decode_path_key(s: &str) -> Result<Vec<u8>, Problem> {
-    URL_SAFE_NO_PAD
-        .decode(s.trim_end_matches('='))
+    let engine = if s.ends_with('=') {
+        &URL_SAFE
+    } else {
+        &URL_SAFE_NO_PAD
+    };
+    engine
+        .decode(s)
         .map_err(|e| Problem::bad_request(format!("key in the path is not base64url: {e}")))
 }
 
@@ -141,6 +147,24 @@ pub enum BatchOp {
     },
 }
 
+/// A batch's operations, each a JSON object: serde would also read a tagged enum from an array
+/// of its fields, which the document does not describe.
+pub(crate) fn batch_ops<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<BatchOp>, D::Error> {
+    Vec::<serde_json::Value>::deserialize(d)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| {
+            if !op.is_object() {
+                return Err(serde::de::Error::custom(format!(
+                    "ops[{i}] is not an object"
+                )));
+            }
+            serde_json::from_value(op)
+                .map_err(|e| serde::de::Error::custom(format!("ops[{i}]: {e}")))
+        })
+        .collect()
+}
+
 /// A TTL of `secs` seconds when it is 1 to 4294967295; else what is wrong, showing the input as
 /// `shown`. The one rule for the query's `ttl` and a batch's.
 pub(crate) fn ttl_in_range(
@@ -150,6 +174,15 @@ pub(crate) fn ttl_in_range(
     secs.and_then(|s| u32::try_from(s).ok())
         .and_then(std::num::NonZeroU32::new)
         .ok_or_else(|| format!("ttl {shown} is not a whole number of seconds from 1 to 4294967295"))
+}
+
+/// A whole number written in decimal digits only (no sign, no space), as a query string
+/// carries an integer; `None` for anything else or past `u64`.
+pub(crate) fn parse_whole(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// A whole number in a JSON body, or none: JSON Schema's `integer` is any number without a
@@ -167,9 +200,9 @@ pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(
             .map(|f| f as u64)
     });
     let whole = whole.filter(|n| *n <= i64::MAX as u64);
-    whole
-        .map(Some)
-        .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a whole number from 0")))
+    whole.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!("{n} is not a whole number from 0 to {}", i64::MAX))
+    })
 }
 
 /// A TTL in a JSON body (`ttl_in_range`).
@@ -307,7 +340,10 @@ mod tests {
             b"users/a?b"
         );
         assert_eq!(decode_path_key("dXNlcnM=").unwrap(), b"users");
-        assert!(decode_path_key("***").is_err());
+        assert_eq!(decode_path_key("dXNlcnM").unwrap(), b"users");
+        for bad in ["***", "dXNlcnM==", "dXNlcnM=====", "==", "QQ="] {
+            assert!(decode_path_key(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -334,6 +370,25 @@ mod tests {
             r#"{"n": 9223372036854775808}"#,
         ] {
             assert!(n(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_whole_number_in_a_query_is_digits_only() {
+        assert_eq!(parse_whole("0"), Some(0));
+        assert_eq!(parse_whole("0005"), Some(5));
+        assert_eq!(parse_whole("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "",
+            "+5",
+            "-5",
+            " 5",
+            "5 ",
+            "5.0",
+            "18446744073709551616",
+            "0x10",
+        ] {
+            assert_eq!(parse_whole(bad), None, "{bad:?}");
         }
     }
 

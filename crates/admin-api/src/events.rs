@@ -148,10 +148,7 @@ pub(crate) struct EventsQuery {
 
 /// An event id as the document types it (int64): a whole number from 0 to 2^63 - 1.
 fn event_id(s: &str) -> Option<u64> {
-    s.trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|id| *id <= i64::MAX as u64)
+    crate::codec::parse_whole(s).filter(|id| *id <= i64::MAX as u64)
 }
 
 fn after_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -180,7 +177,8 @@ pub(crate) async fn events(
         Some(v) => v
             .to_str()
             .ok()
-            .and_then(event_id)
+            // The whitespace around a header's value is not part of it (RFC 9110, 5.5).
+            .and_then(|s| event_id(s.trim_matches([' ', '\t'])))
             .ok_or_else(|| Problem::bad_request("Last-Event-ID is not an event id"))?,
     };
     let (missed, rx) = hub.subscribe(after);

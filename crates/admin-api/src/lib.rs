@@ -45,7 +45,7 @@ pub fn app(state: AppState) -> Router {
             .into_response()
         })
         .layer(axum::middleware::map_response(as_problem))
-        .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(DefaultBodyLimit::max(limits.body_bytes.min(MAX_BODY_LIMIT)))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,

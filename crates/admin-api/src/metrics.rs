@@ -13,7 +13,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use strata_engine::Db;
 
 use crate::problem::Problem;
 use crate::routes::blocking;
@@ -30,7 +29,7 @@ const CACHE_BY_TYPE: [(&str, &str, &str); 6] = [
 ];
 
 #[derive(Debug)]
-struct StoreMetrics(Arc<Db>);
+struct StoreMetrics(Arc<crate::state::Inner>);
 
 fn counter(
     encoder: &mut DescriptorEncoder,
@@ -54,7 +53,7 @@ fn gauge(
 
 impl Collector for StoreMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = serde_json::to_value(self.0.statistics()).unwrap_or_default();
+        let stats = serde_json::to_value(self.0.db.statistics()).unwrap_or_default();
         let Some(stats) = stats.as_object() else {
             return Ok(());
         };
@@ -88,10 +87,22 @@ impl Collector for StoreMetrics {
                 ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
             }
         }
-        if let Some(st) = self.0.storage_stats() {
+        let reads = &self.0.reads;
+        let mut m = encoder.encode_descriptor(
+            "strata_api_point_reads",
+            "point reads by where they ran: answered from memory on the async workers, or on \
+             the blocking pool for the disk",
+            None,
+            MetricType::Counter,
+        )?;
+        for (place, v) in [("memory", &reads.in_memory), ("pool", &reads.on_pool)] {
+            let v = v.load(std::sync::atomic::Ordering::Relaxed);
+            ConstCounter::new(v).encode(m.encode_family(&[("where", place)])?)?;
+        }
+        if let Some(st) = self.0.db.storage_stats() {
             encode_storage(&mut encoder, &st)?;
         }
-        let p = self.0.properties();
+        let p = self.0.db.properties();
         gauge(
             &mut encoder,
             "strata_total_sst_bytes",
@@ -211,9 +222,10 @@ fn encode_storage(
 #[utoipa::path(get, path = "/metrics", tag = "observe", responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String)), security(("bearer" = []), ("cookie" = [])))]
 /// `GET /metrics`.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
-    let text = blocking(&state, |s| {
+    let inner = state.inner.clone();
+    let text = blocking(&state, move |_| {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(StoreMetrics(s.db.clone())));
+        registry.register_collector(Box::new(StoreMetrics(inner)));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).map_err(|e| {
             Problem::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())

@@ -50,6 +50,16 @@ impl Problem {
     }
 }
 
+/// The engine error kind of a read that must be asked again off the async workers.
+const INCOMPLETE: &str = "incomplete";
+
+impl Problem {
+    /// Whether this is a cache-only read that needs the disk (`routes::read` asks again).
+    pub(crate) fn is_incomplete(&self) -> bool {
+        self.engine_error.as_deref() == Some(INCOMPLETE)
+    }
+}
+
 impl From<strata_engine::Error> for Problem {
     fn from(e: strata_engine::Error) -> Problem {
         let (status, kind) = match e.kind() {
@@ -64,9 +74,11 @@ impl From<strata_engine::Error> for Problem {
             ErrorKind::NotSupported => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             ErrorKind::Corruption => (StatusCode::INTERNAL_SERVER_ERROR, "corruption"),
             ErrorKind::Background => (StatusCode::SERVICE_UNAVAILABLE, "background_error"),
+            // Only a read asked to stay in memory fails so, and `routes::read` asks again.
+            ErrorKind::Incomplete => (StatusCode::SERVICE_UNAVAILABLE, INCOMPLETE),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "io"),
         };
-        if status.is_server_error() {
+        if status.is_server_error() && kind != INCOMPLETE {
             tracing::error!("engine: {e}");
         }
         let mut p = Problem::new(status, e.to_string());

@@ -47,6 +47,10 @@ pub enum Error {
     /// same call may succeed later, and writes stopped by it resume by themselves.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// A read asked to answer from memory (`ReadOptions::cache_only`) would have had to read a
+    /// file: ask again without the option.
+    #[error("incomplete: {0}")]
+    Incomplete(String),
 }
 
 /// What kind of failure an [`Error`] is: the one thing a face maps to its own codes (an errno,
@@ -78,6 +82,8 @@ pub enum ErrorKind {
     Fenced,
     /// The storage could not be reached; trying again later may succeed.
     Unavailable,
+    /// A read asked to answer from memory would have had to read a file.
+    Incomplete,
 }
 
 impl ErrorKind {
@@ -125,6 +131,7 @@ impl Error {
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::Fenced(_) => ErrorKind::Fenced,
             Error::Unavailable(_) => ErrorKind::Unavailable,
+            Error::Incomplete(_) => ErrorKind::Incomplete,
         }
     }
 
@@ -153,6 +160,7 @@ impl Error {
             Error::NotFound(s) => Error::NotFound(s.clone()),
             Error::Fenced(s) => Error::Fenced(s.clone()),
             Error::Unavailable(s) => Error::Unavailable(s.clone()),
+            Error::Incomplete(s) => Error::Incomplete(s.clone()),
         }
     }
 }

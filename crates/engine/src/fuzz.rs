@@ -89,10 +89,7 @@ pub fn table(data: &[u8]) {
     };
     let table = Arc::new(table);
     let _ = table.verify();
-    let opts = BlockReadOptions {
-        fill_cache: false,
-        verify_checksums: true,
-    };
+    let opts = BlockReadOptions::ONE_PASS;
     if let Ok(mut it) = table.iter(opts) {
         walk(&mut it, b"key");
     }

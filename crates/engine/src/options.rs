@@ -427,6 +427,12 @@ pub struct ReadOptions {
     /// Do not read values: `get` and `multi_get` return an empty value for a present key and
     /// iterators an empty `value()`, and no blob file is read (default false).
     pub keys_only: bool,
+    /// Answer from memory only (RocksDB's `kBlockCacheTier`): the memtables, tables already
+    /// open, and blocks held or in the block cache. A point lookup that would read a file fails
+    /// with `Error::Incomplete` instead, having changed nothing, so an async caller can run it
+    /// on its own thread and move to a blocking one only when the disk is needed. Iterators
+    /// refuse it (default false).
+    pub cache_only: bool,
 }
 
 impl Default for ReadOptions {
@@ -438,6 +444,7 @@ impl Default for ReadOptions {
             lower_bound: None,
             upper_bound: None,
             keys_only: false,
+            cache_only: false,
         }
     }
 }

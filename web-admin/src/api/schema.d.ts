@@ -1867,6 +1867,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description a body of a media type the route does not take */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description a damaged file or an I/O error */
             500: {
                 headers: {
@@ -1966,6 +1975,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2232,6 +2250,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2616,7 +2643,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["KvItem"];
-                    "application/octet-stream": number[];
+                    "application/octet-stream": string;
                 };
             };
             /** @description with raw=1 and a Range header: that part of the value, with Content-Range */
@@ -2625,7 +2652,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/octet-stream": unknown;
+                    "application/octet-stream": string;
                 };
             };
             /** @description a bad key, query or column family */
@@ -2718,7 +2745,7 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["PutBody"];
-                "application/octet-stream": number[];
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -3009,7 +3036,7 @@ export interface operations {
         /** @description the bytes to write */
         requestBody: {
             content: {
-                "application/octet-stream": number[];
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -3067,6 +3094,15 @@ export interface operations {
             };
             /** @description the body is over the request body limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3172,6 +3208,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3293,6 +3338,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description a body of a media type the route does not take */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description a damaged file or an I/O error */
             500: {
                 headers: {
@@ -3391,6 +3445,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3505,6 +3568,15 @@ export interface operations {
             };
             /** @description the body is over its limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

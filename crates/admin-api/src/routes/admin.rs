@@ -108,10 +108,15 @@ pub(crate) async fn compact_range(
         .as_ref()
         .map(|e| t.encoding.decode("end", e))
         .transpose()?;
+    // An inverted range holds no key: it compacts nothing, as an inverted deleteRange deletes
+    // nothing (no schema can say "start before end").
+    let inverted = matches!((&start, &end), (Some(s), Some(e)) if s > e);
     let _heavy = state.heavy().await?;
     blocking(&state, move |s| {
         let cf = s.cf(t.cf.as_deref())?;
-        s.db.compact_range_cf(&cf, start.as_deref(), end.as_deref())?;
+        if !inverted {
+            s.db.compact_range_cf(&cf, start.as_deref(), end.as_deref())?;
+        }
         tracing::info!(target: "strata::api", "compactRange {}", cf.name());
         Ok(Json(Done {
             column_family: cf.name().to_string(),

@@ -5,9 +5,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, ColumnFamily, ReadOptions, WriteBatch};
+use strata_engine::{Clock, ColumnFamily, WriteBatch};
 
-use super::{blocking, logged, parse};
+use super::{blocking, logged, parse, read};
 use crate::codec::{BatchOp, Encoding, Op, decode_ops};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -68,10 +68,12 @@ pub(crate) async fn batch_get(
         .enumerate()
         .map(|(i, k)| enc.decode(&format!("keys[{i}]"), k))
         .collect::<Result<Vec<_>, _>>()?;
-    let values = blocking(&state, move |s| {
+    // A batch read in memory answers at once; one key needing the disk sends the whole batch
+    // to the blocking pool, so that every value comes from one sequence number.
+    let values = read(&state, move |s, opts| {
         let cf = s.cf(req.cf.as_deref())?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
-        s.db.multi_get_cf(&ReadOptions::default(), &asks)
+        s.db.multi_get_cf(opts, &asks)
             .into_iter()
             .map(|r| Ok(r?.map(|v| v.to_vec())))
             .collect::<Result<Vec<_>, Problem>>()
@@ -92,6 +94,7 @@ pub(crate) async fn batch_get(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchWrite {
+    #[serde(deserialize_with = "crate::codec::batch_ops")]
     ops: Vec<BatchOp>,
     cf: Option<String>,
     #[serde(default)]

@@ -8,6 +8,8 @@
 //! - A page token, in a body or a query, is canonical base64url of at least 8 bytes.
 //! - A `PUT` without a body stores an empty value: its body is optional.
 //! - `DELETE /cfs/{name}` never takes `default`.
+//! - A raw body (`application/octet-stream`, sent or answered) is bytes: a binary string, not
+//!   the array of numbers a `Vec<u8>` would be in JSON.
 //! - The event stream's schema describes one event (Open API 3.1 reads `schema` of
 //!   `text/event-stream` so): its `event` names the kind, `data` is JSON.
 
@@ -20,9 +22,13 @@ use crate::codec::PAGE_TOKEN_MIN_CHARS;
 pub(crate) const BASE64: &str =
     "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
 
-/// Base64url without padding, canonical: keys in paths and page tokens.
+/// Base64url without padding, canonical: page tokens.
 pub(crate) const BASE64URL: &str =
     "^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$";
+
+/// A key in a path: base64url, canonical, unpadded or with its padding (`codec::decode_path_key`).
+pub(crate) const PATH_KEY: &str =
+    "^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-][AQgw](==)?|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048]=?)?$";
 
 /// The bodies that carry keys or values, and which of their properties do.
 const ENCODED: &[(&str, &[&str])] = &[
@@ -85,6 +91,24 @@ pub(crate) fn apply(doc: &mut Value) {
     if let Some(put) = doc.pointer_mut("/paths/~1api~1v1~1kv~1{key}/put/requestBody") {
         put["required"] = json!(false);
     }
+    for op in doc
+        .pointer_mut("/paths")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        if let Some(content) = op.pointer_mut("/requestBody/content") {
+            raw_is_binary(content);
+        }
+        let responses = op.get_mut("responses").and_then(Value::as_object_mut);
+        for response in responses.into_iter().flat_map(|r| r.values_mut()) {
+            if let Some(content) = response.get_mut("content") {
+                raw_is_binary(content);
+            }
+        }
+    }
     // The default column family is never dropped (the engine refuses, 400).
     for param in doc
         .pointer_mut("/paths/~1api~1v1~1cfs~1{name}/delete/parameters")
@@ -100,6 +124,13 @@ pub(crate) fn apply(doc: &mut Value) {
         doc.pointer_mut("/paths/~1api~1v1~1events/get/responses/200/content/text~1event-stream")
     {
         stream["schema"] = json!({"$ref": "#/components/schemas/ServerSentEvent"});
+    }
+}
+
+/// A raw body of `content` (its `application/octet-stream`, if any) is a binary string.
+fn raw_is_binary(content: &mut Value) {
+    if let Some(raw) = content.get_mut("application/octet-stream") {
+        raw["schema"] = json!({"type": "string", "format": "binary"});
     }
 }
 
@@ -188,20 +219,20 @@ mod tests {
             a.extend(if url { ['-', '_'] } else { ['+', '/'] });
             a
         };
-        for url in [false, true] {
-            let pattern = if url { super::BASE64URL } else { super::BASE64 };
+        let decodes = |pattern: &str, s: &str| match pattern {
+            p if p == super::BASE64 => STANDARD.decode(s).is_ok(),
+            p if p == super::BASE64URL => URL_SAFE_NO_PAD.decode(s).is_ok(),
+            _ => crate::codec::decode_path_key(s).is_ok(),
+        };
+        for pattern in [super::BASE64, super::BASE64URL, super::PATH_KEY] {
+            let url = pattern != super::BASE64;
             let re = regex::Regex::new(pattern).unwrap();
             for prefix in ["", "QUJD"] {
                 for body in ["", "Q", "QU", "QUJ"] {
                     for last in alphabet(url).into_iter().chain(['=', '.']) {
                         for pad in ["", "=", "=="] {
                             let s = format!("{prefix}{body}{last}{pad}");
-                            let decoded = if url {
-                                URL_SAFE_NO_PAD.decode(&s).is_ok()
-                            } else {
-                                STANDARD.decode(&s).is_ok()
-                            };
-                            assert_eq!(re.is_match(&s), decoded, "{pattern} {s:?}");
+                            assert_eq!(re.is_match(&s), decodes(pattern, &s), "{pattern} {s:?}");
                         }
                     }
                 }

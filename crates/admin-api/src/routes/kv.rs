@@ -10,7 +10,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ReadOptions, ValueReader, WriteBatch};
 
-use super::{DeleteQuery, PutQuery, ReadQuery, blocking, logged, parse, query};
+use super::{
+    DeleteQuery, PutQuery, ReadQuery, blocking, logged, media_type, parse, query, read, unsupported,
+};
 use crate::codec::{Encoding, decode_path_key};
 use crate::problem::Problem;
 use crate::range::{self, Wanted};
@@ -57,9 +59,9 @@ pub(crate) async fn get(
     }
     let enc = q.encoding;
     let shown = key.clone();
-    let value = blocking(&state, move |s| {
+    let value = read(&state, move |s, opts| {
         let cf = s.cf(q.cf.as_deref())?;
-        Ok(s.db.get_cf(&cf, &key)?.map(|v| v.to_vec()))
+        Ok(s.db.get_cf_with(opts, &cf, &key)?.map(|v| v.to_vec()))
     })
     .await?
     .ok_or_else(|| Problem::not_found("no such key"))?;
@@ -78,13 +80,11 @@ async fn raw_value(
     key: Vec<u8>,
     range: Option<String>,
 ) -> Result<Response, Problem> {
-    let found = blocking(state, move |s| {
+    let found = read(state, move |s, opts| {
         let cf = s.cf(cf.as_deref())?;
         if range.is_none() {
             // The common case, a small value: one lookup, no snapshot.
-            let Some(first) =
-                s.db.read_range_cf(&ReadOptions::default(), &cf, &key, 0, STREAM_ABOVE)?
-            else {
+            let Some(first) = s.db.read_range_cf(opts, &cf, &key, 0, STREAM_ABOVE)? else {
                 return Ok(None);
             };
             if first.value_len <= STREAM_ABOVE {
@@ -95,6 +95,10 @@ async fn raw_value(
                     first.bytes.into_vec(),
                 )));
             }
+        }
+        if opts.cache_only {
+            // A part, or a value to stream: read step by step, off the async workers.
+            return Err(strata_engine::Error::Incomplete("a value read in steps".into()).into());
         }
         let Some(mut reader) = s.db.value_reader_cf(&ReadOptions::default(), &cf, &key)? else {
             return Ok(None);
@@ -252,26 +256,12 @@ enum PutForm {
 /// The form a `PUT` body's Content-Type names; any other type is refused (415) rather than
 /// guessed at, so a form post or a text upload never stores what the client did not mean.
 fn put_form(headers: &HeaderMap) -> Result<PutForm, Problem> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(PutForm::Raw);
-    };
-    let essence = value
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "application/json" => Ok(PutForm::Json),
-        "application/octet-stream" => Ok(PutForm::Raw),
-        other => Err(Problem::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!(
-                "Content-Type {other:?}: send the value itself as application/octet-stream, \
-                 or application/json {{\"value\": ...}}"
-            ),
+    match media_type(headers).as_deref() {
+        None | Some("application/octet-stream") => Ok(PutForm::Raw),
+        Some("application/json") => Ok(PutForm::Json),
+        Some(other) => Err(unsupported(
+            other,
+            "the value itself as application/octet-stream, or application/json {\"value\": ...}",
         )),
     }
 }
@@ -322,7 +312,9 @@ pub(crate) async fn put(
             )
         })?;
     let value = match form {
+        // No body is an empty value, whatever its type (the document marks the body optional).
         PutForm::Raw => body.to_vec(),
+        PutForm::Json if body.is_empty() => Vec::new(),
         PutForm::Json => {
             let b: PutBody = parse(&body)?;
             b.encoding.decode("value", &b.value)?

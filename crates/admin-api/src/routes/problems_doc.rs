@@ -19,7 +19,7 @@ use utoipa::openapi::schema::{
 };
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Response, Schema};
 
-use super::encodings_doc::BASE64URL;
+use super::encodings_doc::{BASE64URL, PATH_KEY};
 use super::upload::MAX_PATCH_OFFSET;
 use crate::codec::PAGE_TOKEN_MIN_CHARS;
 
@@ -45,6 +45,7 @@ fn common(method: &HttpMethod, op: &Operation) -> Vec<(u16, &'static str)> {
     }
     if op.request_body.is_some() {
         out.push((413, "the body is over its limit"));
+        out.push((415, "a body of a media type the route does not take"));
     }
     let names_cf = op.parameters.iter().flatten().any(|p| match p {
         RefOr::T(p) => p.name == "cf",
@@ -68,7 +69,7 @@ fn common(method: &HttpMethod, op: &Operation) -> Vec<(u16, &'static str)> {
 fn constrained(place: &ParameterIn, name: &str) -> Option<Schema> {
     let text = || ObjectBuilder::new().schema_type(Type::String);
     let schema = match (place, name) {
-        (ParameterIn::Path, "key") => text().min_length(Some(2)).pattern(Some(BASE64URL)),
+        (ParameterIn::Path, "key") => text().min_length(Some(2)).pattern(Some(PATH_KEY)),
         (ParameterIn::Query, "cf") => text().min_length(Some(1)).max_length(Some(1024)),
         (ParameterIn::Query, "raw" | "reverse" | "keys_only") => {
             text().enum_values(Some(["0", "1", "true", "false"]))

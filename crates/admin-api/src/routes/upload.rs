@@ -55,8 +55,7 @@ impl<'de> Deserialize<'de> for At {
         if s == "end" {
             return Ok(At::End);
         }
-        s.parse()
-            .ok()
+        crate::codec::parse_whole(&s)
             .filter(|o| *o <= MAX_PATCH_OFFSET)
             .map(At::Offset)
             .ok_or_else(|| {
@@ -84,9 +83,14 @@ pub(crate) async fn patch(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, Problem> {
     let q: PatchParams = query(&uri)?;
+    match super::media_type(&headers).as_deref() {
+        None | Some("application/octet-stream") => {}
+        Some(other) => return Err(super::unsupported(other, "application/octet-stream")),
+    }
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
     let offset = match q.offset {

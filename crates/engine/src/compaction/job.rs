@@ -265,10 +265,7 @@ pub(crate) fn run(spec: &CompactionSpec, ctx: &JobContext<'_>) -> Result<JobOutp
 }
 
 fn merge(spec: &CompactionSpec, ctx: &JobContext<'_>, out: &mut Outputs<'_, '_>) -> Result<()> {
-    let read = BlockReadOptions {
-        fill_cache: false,
-        verify_checksums: true,
-    };
+    let read = BlockReadOptions::ONE_PASS;
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     let mut tombstones = Vec::new();
     for (i, files) in spec.inputs.iter().enumerate() {

@@ -337,10 +337,7 @@ impl DbInner {
         if self.blobs.files_of(cf.id).is_empty() {
             return Ok(garbage);
         }
-        let read = crate::sst::BlockReadOptions {
-            fill_cache: false,
-            verify_checksums: true,
-        };
+        let read = crate::sst::BlockReadOptions::ONE_PASS;
         for (level, number) in files {
             let mut it = self.tables.get(number, level)?.iter(read)?;
             it.seek_to_first();

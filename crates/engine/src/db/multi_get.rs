@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
+use super::read::block_reads;
 use crate::blob::BlobIndex;
 use crate::error::{Error, Result};
 use crate::key;
 use crate::key::{Lookup, compare_bytes};
 use crate::options::{ReadOptions, oversized_key};
-use crate::sst::{BlockReadOptions, PendingKey};
+use crate::sst::PendingKey;
 use crate::value::PinnableValue;
 
 impl DbInner {
@@ -39,10 +40,7 @@ impl DbInner {
                 .cmp(&cf_b.id)
                 .then_with(|| compare_bytes(key_a, key_b))
         });
-        let read = BlockReadOptions {
-            fill_cache: opts.fill_cache,
-            verify_checksums: opts.verify_checksums,
-        };
+        let read = block_reads(opts);
         // Held until blob indexes are resolved: they keep the blob files alive.
         let mut views = Vec::new();
         for group in order.chunk_by(|&a, &b| items[a].0.id == items[b].0.id) {

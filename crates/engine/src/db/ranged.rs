@@ -152,6 +152,11 @@ impl DbInner {
         let (found, _view) = self.get_entry(opts, cf, user_key)?;
         let range = match found {
             Lookup::Found(v) => Some(ValueRange::within(v, offset, len)),
+            Lookup::Indexed(_) if opts.cache_only => {
+                return Err(Error::Incomplete(
+                    "the value is in a blob file, not in memory".into(),
+                ));
+            }
             Lookup::Indexed(index) => self.blobs.read_range(
                 index,
                 user_key,

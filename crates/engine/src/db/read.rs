@@ -18,6 +18,15 @@ use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
 
+/// How a point lookup under `opts` reads table blocks.
+pub(super) fn block_reads(opts: &ReadOptions) -> BlockReadOptions {
+    BlockReadOptions {
+        fill_cache: opts.fill_cache,
+        verify_checksums: opts.verify_checksums,
+        cache_only: opts.cache_only,
+    }
+}
+
 impl DbInner {
     pub(super) fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
         match &opts.snapshot {
@@ -37,23 +46,27 @@ impl DbInner {
         if let Some(why) = oversized_key(user_key.len()) {
             return Err(Error::InvalidArgument(why));
         }
-        self.stats.gets.inc();
         let seq = self.read_sequence(opts);
         let view = cf.current_view();
         let hash = key_hash(user_key);
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             match self.memtable_get(mem, hash, user_key, seq) {
                 Lookup::NotFound => {}
-                found => return Ok((found, view)),
+                found => {
+                    self.stats.gets.inc();
+                    return Ok((found, view));
+                }
             }
         }
         let lookup = key::lookup_key(user_key, seq);
-        let read = BlockReadOptions {
-            fill_cache: opts.fill_cache,
-            verify_checksums: opts.verify_checksums,
-        };
-        let found = view.version.get(&self.tables, &lookup, hash, read)?;
-        Ok((found, view))
+        let found = view
+            .version
+            .get(&self.tables, &lookup, hash, block_reads(opts));
+        // A cache-only read that must be asked again is counted once, when asked again.
+        if !matches!(found, Err(Error::Incomplete(_))) {
+            self.stats.gets.inc();
+        }
+        Ok((found?, view))
     }
 
     pub(super) fn get(
@@ -82,6 +95,11 @@ impl DbInner {
         Ok(match found {
             Lookup::Found(_) if opts.keys_only => Some(PinnableValue::owned(Vec::new())),
             Lookup::Found(v) => Some(v),
+            Lookup::Indexed(_) if opts.cache_only => {
+                return Err(Error::Incomplete(
+                    "the value is in a blob file, not in memory".into(),
+                ));
+            }
             Lookup::Indexed(index) => self.blobs.resolve_value(
                 index,
                 user_key,
@@ -177,6 +195,11 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, opts: &ReadOptions, cf: &ColumnFamilyData) -> Result<DbIterator> {
+        if opts.cache_only {
+            return Err(Error::InvalidArgument(
+                "an iterator cannot be cache-only: its later steps may need the disk".into(),
+            ));
+        }
         let view = cf.current_view();
         let snapshot = match &opts.snapshot {
             Some(s) => s.clone(),
@@ -187,6 +210,7 @@ impl DbInner {
         let read = BlockReadOptions {
             fill_cache: opts.fill_cache,
             verify_checksums: opts.verify_checksums,
+            cache_only: false,
         };
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         // Each source's range tombstones, by the index of its child iterator.

@@ -32,10 +32,7 @@ pub(super) fn named_blob_bytes(
             MetaBlocks::Held,
             Arc::new(Stats::default()),
         )?);
-        let mut it = table.iter(BlockReadOptions {
-            fill_cache: false,
-            verify_checksums: true,
-        })?;
+        let mut it = table.iter(BlockReadOptions::ONE_PASS)?;
         it.seek_to_first();
         while it.valid() {
             if key::kind_byte(it.key()) == ValueKind::BlobIndex as u8 {

@@ -92,8 +92,13 @@ pub(crate) fn data_blocks(
     for &(table, handle) in wanted {
         let fetch = if previous.is_some_and(|(t, h)| std::ptr::eq(t, table) && h == handle) {
             Fetch::AsPrevious
-        } else if let Some(cached) = table.cached_data_block(handle) {
+        } else if let Some(cached) = table.cached_data_block(handle, opts.cache_only) {
             Fetch::Done(cached)
+        } else if opts.cache_only {
+            Fetch::Done(Err(super::reader::not_in_memory(
+                "a data block",
+                table.path(),
+            )))
         } else {
             match stored_len(table.file(), table.path(), handle) {
                 Ok(len) => {
@@ -211,10 +216,11 @@ impl TableReader {
     }
 
     fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
-        let filter = match self.prefetch_filter(group.iter().map(|&i| keys[i].hash)) {
-            Ok(f) => f,
-            Err(e) => return fail_keys(keys, group, &e),
-        };
+        let filter =
+            match self.prefetch_filter(group.iter().map(|&i| keys[i].hash), opts.cache_only) {
+                Ok(f) => f,
+                Err(e) => return fail_keys(keys, group, &e),
+            };
         // (key, its block in `handles`) for the keys the filter lets through.
         let mut located: Vec<(usize, usize)> = Vec::with_capacity(group.len());
         let mut handles: Vec<(&TableReader, BlockHandle)> = Vec::new();
@@ -252,7 +258,7 @@ impl TableReader {
                     }
                     it
                 }
-                None => match self.index_block() {
+                None => match self.index_block(opts.cache_only) {
                     Ok(b) => {
                         let it = index.insert(b.iter());
                         it.seek(&p.lookup);

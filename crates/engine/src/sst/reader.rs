@@ -28,6 +28,24 @@ use crate::value::PinnableValue;
 pub(crate) struct BlockReadOptions {
     pub fill_cache: bool,
     pub verify_checksums: bool,
+    /// Only blocks in memory (held, or in the block cache): a block that would be read from the
+    /// file fails the read with `Error::Incomplete` instead (`ReadOptions::cache_only`).
+    pub cache_only: bool,
+}
+
+impl BlockReadOptions {
+    /// A pass over whole tables (compaction, verification, repair): blocks read once are not
+    /// worth caching; checksums verified.
+    pub(crate) const ONE_PASS: BlockReadOptions = BlockReadOptions {
+        fill_cache: false,
+        verify_checksums: true,
+        cache_only: false,
+    };
+}
+
+/// The error of a cache-only read that would have to read `what` from `path`.
+pub(crate) fn not_in_memory(what: &str, path: &Path) -> Error {
+    Error::Incomplete(format!("{what} of {} is not in memory", path.display()))
 }
 
 /// Where a reader keeps its index and filter blocks.
@@ -239,7 +257,7 @@ impl TableReader {
     /// offset of the data block the index points `user_key` to, or the end of the data blocks
     /// when every key is smaller. Range estimates subtract two of these.
     pub(crate) fn approximate_offset_of(&self, user_key: &[u8]) -> Result<u64> {
-        let mut index = self.index_block()?.iter();
+        let mut index = self.index_block(false)?.iter();
         index.seek(&key::lookup_key(user_key, key::MAX_SEQUENCE));
         self.corrupt_in(&index)?;
         if !index.valid() {
@@ -297,15 +315,23 @@ impl TableReader {
         handle: BlockHandle,
         kind: BlockKind,
         fill: bool,
+        cache_only: bool,
         read: impl FnOnce() -> Result<CachedBlock>,
     ) -> Result<CachedBlock> {
         let key = (self.file_number, handle.offset);
         let Some(cache) = &self.cache else {
+            if cache_only {
+                return Err(not_in_memory("a block", &self.path));
+            }
             return read();
         };
         if let Some(b) = cache.lookup(key) {
             self.stats.block_cache_lookup(kind, true);
             return Ok(b);
+        }
+        if cache_only {
+            // Not counted: the read that follows counts the miss.
+            return Err(not_in_memory("a block", &self.path));
         }
         self.stats.block_cache_lookup(kind, false);
         let block = read()?;
@@ -337,8 +363,11 @@ impl TableReader {
         handle: BlockHandle,
         opts: BlockReadOptions,
     ) -> Result<Arc<Block>> {
-        if let Some(cached) = self.cached_data_block(handle) {
+        if let Some(cached) = self.cached_data_block(handle, opts.cache_only) {
             return cached;
+        }
+        if opts.cache_only {
+            return Err(not_in_memory("a data block", &self.path));
         }
         let stored = stored_len(self.file.as_ref(), &self.path, handle)
             .and_then(|len| self.file.read_vec_at(len, handle.offset));
@@ -346,12 +375,18 @@ impl TableReader {
     }
 
     /// The data block at `handle` if the cache holds it; `None` when it must be read (the miss
-    /// is counted).
-    pub(super) fn cached_data_block(&self, handle: BlockHandle) -> Option<Result<Arc<Block>>> {
+    /// is counted, unless the read is `cache_only`: the read that follows it counts it).
+    pub(super) fn cached_data_block(
+        &self,
+        handle: BlockHandle,
+        cache_only: bool,
+    ) -> Option<Result<Arc<Block>>> {
         let cache = self.cache.as_ref()?;
         let found = cache.lookup((self.file_number, handle.offset));
-        self.stats
-            .block_cache_lookup(BlockKind::Data, found.is_some());
+        if found.is_some() || !cache_only {
+            self.stats
+                .block_cache_lookup(BlockKind::Data, found.is_some());
+        }
         match found? {
             CachedBlock::Block(b) => Some(Ok(b)),
             _ => Some(Err(self.mistyped())),
@@ -398,28 +433,28 @@ impl TableReader {
         &self.path
     }
 
-    /// The index block, from the reader or the cache.
-    pub(crate) fn index_block(&self) -> Result<Arc<Block>> {
+    /// The index block, from the reader or the cache (only those, when `cache_only`).
+    pub(crate) fn index_block(&self, cache_only: bool) -> Result<Arc<Block>> {
         let handle = match &self.index {
             Meta::Held(b) => return Ok(b.clone()),
             Meta::Cached(h) => *h,
         };
         let read = || self.read_checked_block(handle).map(CachedBlock::Block);
-        match self.through_cache(handle, BlockKind::Index, true, read)? {
+        match self.through_cache(handle, BlockKind::Index, true, cache_only, read)? {
             CachedBlock::Block(b) => Ok(b),
             _ => Err(self.mistyped()),
         }
     }
 
-    /// The filter block, if the table has one.
-    pub(super) fn filter_block(&self) -> Result<FilterRef<'_>> {
+    /// The filter block, if the table has one (from memory only, when `cache_only`).
+    pub(super) fn filter_block(&self, cache_only: bool) -> Result<FilterRef<'_>> {
         let handle = match &self.filter {
             None => return Ok(FilterRef::None),
             Some(Meta::Held(f)) => return Ok(FilterRef::Borrowed(f)),
             Some(Meta::Cached(h)) => *h,
         };
         let read = || self.read_filter(handle).map(CachedBlock::Filter);
-        match self.through_cache(handle, BlockKind::Filter, true, read)? {
+        match self.through_cache(handle, BlockKind::Filter, true, cache_only, read)? {
             CachedBlock::Filter(f) => Ok(FilterRef::Cached(f)),
             _ => Err(self.mistyped()),
         }
@@ -456,8 +491,8 @@ impl TableReader {
     }
 
     /// True when the filter says `hash`'s key may be in the table.
-    pub(crate) fn may_contain(&self, hash: u64) -> Result<bool> {
-        Ok(self.check_filter(&self.filter_block()?, hash))
+    pub(crate) fn may_contain(&self, hash: u64, cache_only: bool) -> Result<bool> {
+        Ok(self.check_filter(&self.filter_block(cache_only)?, hash))
     }
 
     /// The filter block, after starting to load its cache line for each of `hashes`, so that
@@ -465,8 +500,9 @@ impl TableReader {
     pub(crate) fn prefetch_filter(
         &self,
         hashes: impl Iterator<Item = u64>,
+        cache_only: bool,
     ) -> Result<FilterRef<'_>> {
-        let filter = self.filter_block()?;
+        let filter = self.filter_block(cache_only)?;
         if let Some(f) = filter.bytes() {
             for hash in hashes {
                 bloom::prefetch(f, hash);
@@ -496,10 +532,10 @@ impl TableReader {
         opts: BlockReadOptions,
         cover: u64,
     ) -> Result<Lookup<PinnableValue>> {
-        if !self.may_contain(hash)? {
+        if !self.may_contain(hash, opts.cache_only)? {
             return Ok(Lookup::NotFound);
         }
-        let mut index = self.index_block()?.iter();
+        let mut index = self.index_block(opts.cache_only)?.iter();
         index.seek(lookup);
         if !index.valid() {
             self.corrupt_in(&index)?;
@@ -578,10 +614,7 @@ impl TableReader {
 
     /// `verify`, handing each entry (internal key, value) to `f` as it is read.
     pub(crate) fn verify_each(self: &Arc<Self>, mut f: impl FnMut(&[u8], &[u8])) -> Result<u64> {
-        let mut it = self.iter(BlockReadOptions {
-            fill_cache: false,
-            verify_checksums: true,
-        })?;
+        let mut it = self.iter(BlockReadOptions::ONE_PASS)?;
         let mut n = 0;
         let mut prev: Vec<u8> = Vec::new();
         it.seek_to_first();

@@ -88,6 +88,22 @@ impl TableCache {
         Ok(self.readers.insert(number, reader))
     }
 
+    /// The reader of table `number` at `level` for a read with `opts`: a cache-only read takes
+    /// only a table already open (opening one reads its file).
+    pub(crate) fn get_for(
+        &self,
+        number: u64,
+        level: usize,
+        opts: super::BlockReadOptions,
+    ) -> Result<Arc<TableReader>> {
+        if !opts.cache_only {
+            return self.get(number, level);
+        }
+        self.readers.get(number).ok_or_else(|| {
+            super::reader::not_in_memory("the open table", &table_file(&self.dir, number))
+        })
+    }
+
     /// Forgets a table whose file is being deleted.
     pub(crate) fn evict(&self, number: u64) {
         self.readers.remove(number);

@@ -12,7 +12,7 @@ impl TableReader {
     pub(crate) fn iter(self: &Arc<Self>, opts: BlockReadOptions) -> Result<TableIter> {
         Ok(TableIter {
             table: self.clone(),
-            index: self.index_block()?.iter(),
+            index: self.index_block(false)?.iter(),
             data: None,
             data_handle: None,
             opts,

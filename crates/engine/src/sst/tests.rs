@@ -19,6 +19,7 @@ use crate::stats::Stats;
 const READ: BlockReadOptions = BlockReadOptions {
     fill_cache: true,
     verify_checksums: true,
+    cache_only: false,
 };
 
 fn opts(compression: Compression) -> TableOptions {

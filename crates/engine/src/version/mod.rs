@@ -93,7 +93,7 @@ impl Version {
             if !f.covers(user_key) {
                 continue;
             }
-            match tables.get(f.number, 0)?.get(lookup, hash, opts)? {
+            match tables.get_for(f.number, 0, opts)?.get(lookup, hash, opts)? {
                 Lookup::NotFound => {}
                 found => return Ok(found),
             }
@@ -106,7 +106,10 @@ impl Version {
             if user_key < key::user_key(&f.smallest) {
                 continue;
             }
-            match tables.get(f.number, level)?.get(lookup, hash, opts)? {
+            match tables
+                .get_for(f.number, level, opts)?
+                .get(lookup, hash, opts)?
+            {
                 Lookup::NotFound => {}
                 found => return Ok(found),
             }

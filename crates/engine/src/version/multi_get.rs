@@ -90,7 +90,7 @@ fn multi_get_file(
     if group.is_empty() {
         return;
     }
-    match tables.get(f.number, level) {
+    match tables.get_for(f.number, level, opts) {
         Ok(t) => t.multi_get(keys, group, opts),
         Err(e) => fail_keys(keys, group, &e),
     }
@@ -112,7 +112,7 @@ fn multi_get_level(
 ) {
     let mut opened = Vec::with_capacity(groups.len());
     for (f, group) in groups {
-        match tables.get(f.number, level) {
+        match tables.get_for(f.number, level, opts) {
             Ok(table) if !table.range_tombstones().is_empty() => table.multi_get(keys, group, opts),
             Ok(table) => opened.push((table, group)),
             Err(e) => fail_keys(keys, group, &e),
@@ -121,7 +121,9 @@ fn multi_get_level(
     // Every table's filter lines start loading before any is checked.
     let filters: Vec<_> = opened
         .iter()
-        .map(|(table, group)| table.prefetch_filter(group.iter().map(|&i| keys[i].hash)))
+        .map(|(table, group)| {
+            table.prefetch_filter(group.iter().map(|&i| keys[i].hash), opts.cache_only)
+        })
         .collect();
     // Each table with its index block, and where its candidates (the keys its filter lets
     // through) start in `candidates`.
@@ -139,7 +141,7 @@ fn multi_get_level(
         if candidates.len() == start {
             continue;
         }
-        match table.index_block() {
+        match table.index_block(opts.cache_only) {
             Ok(index) => searched.push((&**table, index, start)),
             Err(e) => {
                 fail_keys(keys, &candidates[start..], &e);

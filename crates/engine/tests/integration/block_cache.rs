@@ -183,3 +183,92 @@ fn a_small_cache_under_concurrent_load_never_returns_a_wrong_value() {
         );
     }
 }
+
+/// A cache-only read answers from the memtables, open tables and cached blocks, and fails
+/// `Incomplete` where it would read a file, having opened, read and counted nothing; the same
+/// read asked again normally then fills the cache, and cache-only reads of it succeed.
+#[test]
+fn a_cache_only_read_answers_from_memory_or_asks_to_be_asked_again() {
+    let dir = crate::common::tempdir();
+    {
+        let db = Db::open(dir.path(), options(8 << 20)).unwrap();
+        fill(&db, 20_000, 5_000);
+        db.compact_range(None, None).unwrap();
+    }
+    // Reopened: no table open, nothing cached.
+    let db = Db::open(dir.path(), options(8 << 20)).unwrap();
+    let cf = db.default_cf();
+    let memory = ReadOptions {
+        cache_only: true,
+        ..Default::default()
+    };
+    let incomplete = |r: strata_engine::Result<Option<strata_engine::PinnableValue>>| matches!(r, Err(e) if e.kind() == strata_engine::ErrorKind::Incomplete);
+    let before = db.statistics();
+    assert!(incomplete(db.get_cf_with(&memory, &cf, key(5))));
+    let after = db.statistics();
+    assert_eq!(after.table_opens, before.table_opens, "a table was opened");
+    assert_eq!(after.gets, before.gets, "an incomplete read was counted");
+    assert_eq!(after.block_cache_miss, before.block_cache_miss);
+    assert_eq!(after.bytes_read_from_disk, before.bytes_read_from_disk);
+
+    // Asked again normally: read from the file, cached; now it is in memory.
+    assert_eq!(db.get(key(5)).unwrap().unwrap(), &value(5)[..]);
+    assert_eq!(
+        db.get_cf_with(&memory, &cf, key(5)).unwrap().unwrap(),
+        &value(5)[..]
+    );
+    let range = db
+        .read_range_cf(&memory, &cf, key(5), 1, 3)
+        .unwrap()
+        .unwrap();
+    assert_eq!(&range.bytes[..], &value(5)[1..4]);
+    // A key the cached filter rules out is absent without the disk.
+    assert!(db.get_cf_with(&memory, &cf, "absent").unwrap().is_none());
+    // Another block of the open table is not cached yet.
+    assert!(incomplete(db.get_cf_with(&memory, &cf, key(19_000))));
+    // What the memtable holds is in memory.
+    db.put("fresh", "in the memtable").unwrap();
+    assert_eq!(
+        db.get_cf_with(&memory, &cf, "fresh").unwrap().unwrap(),
+        &b"in the memtable"[..]
+    );
+    // A batch answers each key on its own: in memory, absent, or incomplete.
+    let got = db.multi_get_cf(&memory, &[(&cf, key(5)), (&cf, key(19_001)), (&cf, key(6))]);
+    assert_eq!(got[0].as_ref().unwrap().as_ref().unwrap(), &value(5)[..]);
+    assert!(incomplete(got.into_iter().nth(1).unwrap()));
+    // An iterator cannot promise to stay in memory.
+    let e = db.iter_cf(&memory, &cf).err().unwrap();
+    assert_eq!(e.kind(), strata_engine::ErrorKind::InvalidArgument);
+}
+
+/// A value in a blob file is never in memory: a cache-only read of it is incomplete, however
+/// often it was read, while its table's entry is cached.
+#[test]
+fn a_cache_only_read_of_a_value_in_a_blob_file_is_incomplete() {
+    let dir = crate::common::tempdir();
+    let mut o = options(8 << 20);
+    o.enable_blob_files = true;
+    o.min_blob_size = 100;
+    let db = Db::open(dir.path(), o).unwrap();
+    let big = vec![7u8; 4096];
+    db.put("big", &big).unwrap();
+    db.put("small", "inline").unwrap();
+    db.flush().unwrap();
+    let cf = db.default_cf();
+    let memory = ReadOptions {
+        cache_only: true,
+        ..Default::default()
+    };
+    for _ in 0..2 {
+        assert_eq!(db.get("big").unwrap().unwrap(), &big[..]);
+        let e = db.get_cf_with(&memory, &cf, "big").err().unwrap();
+        assert_eq!(e.kind(), strata_engine::ErrorKind::Incomplete);
+        let e = db.read_range_cf(&memory, &cf, "big", 0, 10).err().unwrap();
+        assert_eq!(e.kind(), strata_engine::ErrorKind::Incomplete);
+    }
+    assert_eq!(db.get("small").unwrap().unwrap(), &b"inline"[..]);
+    assert_eq!(
+        db.get_cf_with(&memory, &cf, "small").unwrap().unwrap(),
+        &b"inline"[..]
+    );
+}
