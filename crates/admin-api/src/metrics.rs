@@ -87,17 +87,26 @@ impl Collector for StoreMetrics {
                 ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
             }
         }
-        let reads = &self.0.reads;
-        let mut m = encoder.encode_descriptor(
-            "strata_api_point_reads",
-            "point reads by where they ran: answered from memory on the async workers, or on \
-             the blocking pool for the disk",
-            None,
-            MetricType::Counter,
-        )?;
-        for (place, v) in [("memory", &reads.in_memory), ("pool", &reads.on_pool)] {
-            let v = v.load(std::sync::atomic::Ordering::Relaxed);
-            ConstCounter::new(v).encode(m.encode_family(&[("where", place)])?)?;
+        let places = &self.0.places;
+        for (name, help, counted) in [
+            (
+                "strata_api_point_reads",
+                "point reads by where they ran: answered from memory on the async worker, or \
+                 on the blocking pool for the disk",
+                &places.reads,
+            ),
+            (
+                "strata_api_writes",
+                "PUT writes by where they ran: on the async worker with nothing to wait for, or \
+                 on the blocking pool",
+                &places.writes,
+            ),
+        ] {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (place, v) in [("worker", &counted.worker), ("pool", &counted.pool)] {
+                let v = v.load(std::sync::atomic::Ordering::Relaxed);
+                ConstCounter::new(v).encode(m.encode_family(&[("where", place)])?)?;
+            }
         }
         if let Some(st) = self.0.db.storage_stats() {
             encode_storage(&mut encoder, &st)?;

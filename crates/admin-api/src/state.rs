@@ -117,16 +117,23 @@ pub(crate) struct Inner {
     /// Turns true when the server starts shutting down: endless responses (the event feed) end
     /// then, or a graceful shutdown would wait on an open console forever.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// Where point reads ran (`routes::read`), for `/metrics`.
-    pub reads: ReadPlaces,
+    /// Where point reads and writes ran (`routes::read`, `routes::write`), for `/metrics`.
+    pub places: Places,
 }
 
-/// How many point reads the engine answered from memory on the async workers, and how many
-/// needed the disk and ran on the blocking pool.
+/// Where the engine's calls ran: point reads and writes.
 #[derive(Debug, Default)]
-pub(crate) struct ReadPlaces {
-    pub in_memory: std::sync::atomic::AtomicU64,
-    pub on_pool: std::sync::atomic::AtomicU64,
+pub(crate) struct Places {
+    pub reads: Counted,
+    pub writes: Counted,
+}
+
+/// How many calls ran on the async worker that took the request (a read answered from memory,
+/// a write with nothing to wait for), and how many on the blocking pool.
+#[derive(Debug, Default)]
+pub(crate) struct Counted {
+    pub worker: std::sync::atomic::AtomicU64,
+    pub pool: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -156,7 +163,7 @@ impl AppState {
                 heavy: Arc::new(tokio::sync::Semaphore::new(limits.heavy_concurrency.max(1))),
                 events: None,
                 shutdown: tokio::sync::watch::Sender::new(false).subscribe(),
-                reads: ReadPlaces::default(),
+                places: Places::default(),
                 limits,
             }),
         }

@@ -264,6 +264,66 @@ async fn one_key_round_trips_in_every_encoding() {
     a.call("GET", &uri, None).await.problem(404);
 }
 
+/// How many of `family`'s calls ran on the async worker, and how many on the blocking pool, as
+/// `/metrics` says.
+async fn counted(a: &Api, family: &str) -> (u64, u64) {
+    let text = String::from_utf8(a.call("GET", "/metrics", None).await.body).unwrap();
+    let count = |place: &str| -> u64 {
+        let line = format!("{family}_total{{where=\"{place}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    (count("worker"), count("pool"))
+}
+
+/// A PUT the engine can commit without waiting is written where the request is; one that syncs
+/// or puts a value for a blob file goes to the blocking pool. Each is stored either way.
+#[tokio::test]
+#[allow(clippy::field_reassign_with_default)]
+async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.enable_blob_files = true;
+    o.min_blob_size = 1000;
+    let db = Arc::new(Db::open(dir.path(), o).unwrap());
+    let a = Api {
+        db: db.clone(),
+        router: app(state_of(db, false, Limits::default())),
+        _dir: dir,
+    };
+    let put = |key: &[u8], query: &str| format!("/api/v1/kv/{}{query}", path_key(key));
+    let raw = Some("application/octet-stream");
+    let r = a.typed("PUT", &put(b"plain", ""), raw, b"v").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (1, 0));
+    let r = a.typed("PUT", &put(b"synced", "?sync=1"), raw, b"v").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (1, 1));
+    let r = a.typed("PUT", &put(b"large", ""), raw, &[5u8; 2000]).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (1, 2));
+    let json = a
+        .call(
+            "PUT",
+            &put(b"json", "?ttl=60"),
+            Some(json!({"value": "aGk="})),
+        )
+        .await;
+    assert_eq!(json.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (2, 2));
+    for (key, value) in [
+        (&b"plain"[..], &b"v"[..]),
+        (b"synced", b"v"),
+        (b"large", &[5u8; 2000]),
+        (b"json", b"hi"),
+    ] {
+        assert_eq!(a.db.get(key).unwrap().unwrap(), value);
+    }
+}
+
 /// A point read the engine can answer from memory runs where the request is; one that needs
 /// the disk (a table not open yet, a block not cached, a value in a blob file) is asked again on
 /// the blocking pool, with the same answer. `/metrics` counts each place.
@@ -291,16 +351,7 @@ async fn reads_run_in_memory_where_they_can_and_on_the_pool_where_they_need_the_
         _dir: dir,
     };
     async fn places(a: &Api) -> (u64, u64) {
-        let text = String::from_utf8(a.call("GET", "/metrics", None).await.body).unwrap();
-        let count = |place: &str| -> u64 {
-            let line = format!("strata_api_point_reads_total{{where=\"{place}\"}} ");
-            text.lines()
-                .find_map(|l| l.strip_prefix(&line))
-                .unwrap_or_else(|| panic!("no {line} in {text}"))
-                .parse()
-                .unwrap()
-        };
-        (count("memory"), count("pool"))
+        counted(a, "strata_api_point_reads").await
     }
     let small = format!("/api/v1/kv/{}?raw=1", path_key(b"small"));
     let big_uri = format!("/api/v1/kv/{}?raw=1", path_key(b"big"));

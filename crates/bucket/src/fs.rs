@@ -750,6 +750,11 @@ impl FileSystem for BucketFs {
         self.shared.local.loose_modes(dir)
     }
 
+    /// A WAL append may ask the bucket whether this writer was fenced (`check_before_append`).
+    fn appends_are_local(&self) -> bool {
+        false
+    }
+
     fn storage_stats(&self) -> Option<StorageStats> {
         let s = &self.shared;
         let r = s.client.requests();

@@ -45,8 +45,8 @@ pub struct ServeArgs {
 
 pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     crate::mount::tune_malloc();
-    let env = env_logger::Env::default().default_filter_or("info");
-    let _ = env_logger::Builder::from_env(env).try_init();
+    // Lines go out through a thread of their own until this returns (every mutation is logged).
+    let _log = crate::log_lines::init("info");
     let hub = Arc::new(strata_admin_api::EventHub::default());
     let db = crate::mount::open_store(db_dir, cf, args.read_only, vec![hub.clone()])?;
     if args.seed_demo && !args.read_only && crate::demo::seed_if_empty(&db)? {

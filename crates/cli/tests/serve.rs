@@ -71,9 +71,10 @@ impl Served {
         if mount {
             cmd.arg("--mount").arg(&mnt);
         }
+        let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(log))
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -99,6 +100,12 @@ impl Served {
             mnt,
             _dir: dir,
         }
+    }
+
+    /// What the server logged (its stderr) so far.
+    fn log(&self) -> String {
+        let dir = self.db.parent().unwrap();
+        std::fs::read_to_string(dir.join("serve.log")).unwrap()
     }
 
     fn terminate(&self) {
@@ -234,6 +241,13 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
     }
     let status = served.child.wait().unwrap();
     assert!(status.success(), "{status}");
+    // Every mutation is logged, and the lines are all out once serve has exited.
+    let log = served.log();
+    assert!(log.contains("put docs/a.md (12 bytes)"), "{log}");
+    if mount {
+        assert!(log.contains("deleteRange [docs/, docs0)"), "{log}");
+        assert!(log.contains("put docs/a.md (4 bytes)"), "{log}");
+    }
     let want = if mount { "kept\n" } else { "from the api\n" };
     assert_eq!(stdout(&strata(&db, &["get", "docs/a.md"])), want);
     if mount {

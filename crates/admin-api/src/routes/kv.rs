@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, ReadOptions, ValueReader, WriteBatch};
+use strata_engine::{Clock, ColumnFamily, ReadOptions, ValueReader, WriteBatch};
 
 use super::{
     DeleteQuery, PutQuery, ReadQuery, blocking, logged, media_type, parse, query, read, unsupported,
@@ -16,7 +16,7 @@ use super::{
 use crate::codec::{Encoding, decode_path_key};
 use crate::problem::Problem;
 use crate::range::{self, Wanted};
-use crate::state::AppState;
+use crate::state::{AppState, Inner};
 
 /// A key and its value.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -320,29 +320,28 @@ pub(crate) async fn put(
             b.encoding.decode("value", &b.value)?
         }
     };
-    blocking(&state, move |s| {
-        let cf = s.cf(q.cf.as_deref())?;
-        let mut batch = WriteBatch::new();
-        let now = strata_engine::SystemClock.now_secs();
-        super::batch::put(
-            &mut batch,
-            &cf,
-            &key,
-            &value,
-            q.ttl.map(|t| u64::from(t.get())),
-            now,
-        );
-        s.write(batch, q.sync)?;
-        logged(
-            "put",
-            &cf,
-            format_args!("{} ({} bytes)", String::from_utf8_lossy(&key), value.len()),
-        );
-        s.changed(&cf, [key]);
-        Ok(())
+    let cf = state.inner.cf(q.cf.as_deref())?;
+    let mut batch = WriteBatch::new();
+    let now = strata_engine::SystemClock.now_secs();
+    let ttl = q.ttl.map(|t| u64::from(t.get()));
+    super::batch::put(&mut batch, &cf, &key, &value, ttl, now);
+    let len = value.len() as u64;
+    drop(value);
+    super::write(&state, cf, batch, q.sync, move |s, cf| {
+        put_done(s, cf, key, len, "")
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Logs a stored put of `len` bytes (`how` it came, when not in one piece) and tells the mount.
+pub(crate) fn put_done(s: &Inner, cf: &ColumnFamily, key: Vec<u8>, len: u64, how: &str) {
+    logged(
+        "put",
+        cf,
+        format_args!("{} ({len} bytes{how})", String::from_utf8_lossy(&key)),
+    );
+    s.changed(cf, [key]);
 }
 
 /// Deletes one key.

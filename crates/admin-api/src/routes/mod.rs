@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 
 use std::sync::atomic::Ordering;
 
-use strata_engine::ReadOptions;
+use strata_engine::{ColumnFamily, ReadOptions, WriteBatch};
 
 use crate::codec::Encoding;
 use crate::problem::Problem;
@@ -149,17 +149,50 @@ pub(crate) async fn read<T: Send + 'static>(
         cache_only: true,
         ..Default::default()
     };
-    let places = &state.inner.reads;
+    let places = &state.inner.places.reads;
     match f(&state.inner, &in_memory) {
         Err(p) if p.is_incomplete() => {
-            places.on_pool.fetch_add(1, Ordering::Relaxed);
+            places.pool.fetch_add(1, Ordering::Relaxed);
             blocking(state, move |s| f(s, &ReadOptions::default())).await
         }
         done => {
-            places.in_memory.fetch_add(1, Ordering::Relaxed);
+            places.worker.fetch_add(1, Ordering::Relaxed);
             done
         }
     }
+}
+
+/// Commits `batch`, then runs `after` (the log line, the event): on the async worker when the
+/// engine can commit it without waiting (`Db::try_write`: no sync, no blob file, no stall, no
+/// other writer leading) and no mount shows `cf` (telling the kernel is a system call that may
+/// wait); else on the blocking pool, as `read` does for reads. `/metrics` counts both places.
+pub(crate) async fn write(
+    state: &AppState,
+    cf: ColumnFamily,
+    batch: WriteBatch,
+    sync: SyncTo,
+    after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
+) -> Result<(), Problem> {
+    let inner = &state.inner;
+    let batch = if inner.mounted(&cf).is_none() {
+        match inner.db.try_write(batch, &sync.write_options())? {
+            None => {
+                inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
+                after(inner, &cf);
+                return Ok(());
+            }
+            Some(back) => back,
+        }
+    } else {
+        batch
+    };
+    inner.places.writes.pool.fetch_add(1, Ordering::Relaxed);
+    blocking(state, move |s| {
+        s.write(batch, sync)?;
+        after(s, &cf);
+        Ok(())
+    })
+    .await
 }
 
 /// A JSON body, or a problem document saying what is wrong with it. Every body is an object

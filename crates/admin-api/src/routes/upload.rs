@@ -7,8 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
 use futures_util::StreamExt;
 use serde::Deserialize;
-use strata_engine::WriteBatch;
+use strata_engine::{ColumnFamily, WriteBatch};
 
+use super::kv::put_done;
 use super::{SyncTo, blocking, logged, query};
 use crate::codec::decode_path_key;
 use crate::problem::Problem;
@@ -157,15 +158,12 @@ pub(crate) async fn put_streamed(
                     return Err(too_large());
                 }
                 let len = head.len() as u64;
-                blocking(state, move |s| {
-                    let cf = s.cf(cf.as_deref())?;
-                    let mut batch = WriteBatch::new();
-                    batch.put_cf(&cf, &key, &head);
-                    s.write(batch, sync)?;
-                    done(s, &cf, key, len);
-                    Ok(())
-                })
-                .await?;
+                let cf = state.inner.cf(cf.as_deref())?;
+                let mut batch = WriteBatch::new();
+                batch.put_cf(&cf, &key, &head);
+                drop(head);
+                let done = move |s: &Inner, cf: &ColumnFamily| put_done(s, cf, key, len, "");
+                super::write(state, cf, batch, sync, done).await?;
                 return Ok(len);
             }
         }
@@ -191,7 +189,7 @@ pub(crate) async fn put_streamed(
                     inner
                         .db
                         .write_with_value_file(WriteBatch::new(), file, &opts)?;
-                    done(&inner, &cf, key, len);
+                    put_done(&inner, &cf, key, len, ", streamed");
                     return Ok(len);
                 }
             }
@@ -223,14 +221,4 @@ pub(crate) async fn put_streamed(
     writer
         .await
         .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, format!("task: {e}")))?
-}
-
-/// Logs a stored upload and tells the event stream.
-fn done(s: &Inner, cf: &strata_engine::ColumnFamily, key: Vec<u8>, len: u64) {
-    logged(
-        "put",
-        cf,
-        format_args!("{} ({len} bytes, streamed)", String::from_utf8_lossy(&key)),
-    );
-    s.changed(cf, [key]);
 }

@@ -160,6 +160,19 @@ impl DbInner {
         self.blob_threshold.store(t, Ordering::Release);
     }
 
+    /// Whether `batch` holds a value `separate_values` may move to a blob file (one at least the
+    /// smallest threshold of any column family with blob files).
+    pub(super) fn may_separate(&self, batch: &WriteBatch) -> Result<bool> {
+        let threshold = self.blob_threshold.load(Ordering::Acquire);
+        let mut large = false;
+        if threshold != u64::MAX {
+            batch
+                .for_each(|r| large |= is_large(&r.op, r.value, threshold))
+                .map_err(Error::InvalidArgument)?;
+        }
+        Ok(large)
+    }
+
     /// Moves the large values of `batch` to blob files and returns the batch that goes to the WAL
     /// and memtables, holding blob indexes instead. The blob records are handed to the OS before
     /// this returns (a process crash keeps them); a synced write group syncs the blob files before
@@ -177,8 +190,7 @@ impl DbInner {
         let mut out_size = 0;
         batch
             .for_each(|r| {
-                let separated = matches!(r.op, Op::Point(ValueKind::Put | ValueKind::BlobIndex))
-                    && r.value.len() as u64 >= threshold;
+                let separated = is_large(&r.op, r.value, threshold);
                 large |= separated;
                 out_size += r.key.len()
                     + if separated {
@@ -826,4 +838,11 @@ impl DbInner {
             self.install_view(&mut st, id);
         }
     }
+}
+
+/// Whether a record's value is one `separate_values` moves out at `threshold`: a put (or an
+/// inline blob index, a TTL value) at least that long.
+fn is_large(op: &Op, value: &[u8], threshold: u64) -> bool {
+    matches!(op, Op::Point(ValueKind::Put | ValueKind::BlobIndex))
+        && value.len() as u64 >= threshold
 }

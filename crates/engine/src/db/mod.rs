@@ -22,6 +22,7 @@ mod resume;
 mod unnamed;
 mod value_file;
 
+mod try_write;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -401,6 +402,25 @@ impl Db {
     /// power loss once this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.submit(batch, opts, true)
+    }
+
+    /// Commits `batch` only if that needs no wait, on the caller's thread: `Ok(None)` once it
+    /// is written, exactly as `write` would have written it; `Ok(Some(batch))`, the batch
+    /// untouched, when it would have to wait (a sync asked, a value for a blob file, a partial
+    /// write, another writer leading, a stall or a memtable to switch, a store whose files are
+    /// not on this machine's disk): the caller then `write`s it where waiting is fine. An async
+    /// server writes so on its own workers (doc/architecture.md, "Write path").
+    pub fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<Option<WriteBatch>> {
+        self.check_batch(&batch, true)?;
+        let syncs = opts.sync && !opts.disable_wal;
+        if batch.is_empty() {
+            // Nothing to write; a sync asked for is a wait (`write` makes it a barrier).
+            return Ok(syncs.then_some(batch));
+        }
+        if self.inner.may_separate(&batch)? {
+            return Ok(Some(batch));
+        }
+        self.inner.try_write(batch, opts)
     }
 
     /// Checks a batch (with `check_cfs`, that every column family it names exists) and commits it.

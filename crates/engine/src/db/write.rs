@@ -62,7 +62,7 @@ impl Pressure {
 }
 
 #[derive(Debug)]
-struct PendingWrite {
+pub(super) struct PendingWrite {
     batch: WriteBatch,
     sync: bool,
     /// With `sync`: how far, when not the store's default.
@@ -71,6 +71,32 @@ struct PendingWrite {
     /// Why this write alone was refused (a partial write that could not be resolved); the rest
     /// of its group commits without it.
     refused: Option<Error>,
+}
+
+impl PendingWrite {
+    /// A write without a sync, as `try_write` takes it.
+    pub(super) fn unsynced(batch: WriteBatch, disable_wal: bool) -> PendingWrite {
+        PendingWrite {
+            batch,
+            sync: false,
+            durability: None,
+            disable_wal,
+            refused: None,
+        }
+    }
+}
+
+/// The column families `writes` touch, each once.
+fn touched_cfs(writes: &[PendingWrite]) -> Vec<u32> {
+    let mut touched: Vec<u32> = Vec::new();
+    for w in writes {
+        for &cf in w.batch.column_families() {
+            if !touched.contains(&cf) {
+                touched.push(cf);
+            }
+        }
+    }
+    touched
 }
 
 /// How far a group's WAL sync goes: `None` when no write in it asked for one, else
@@ -112,10 +138,10 @@ impl Group {
 
 #[derive(Debug, Default)]
 pub(crate) struct WriteQueue {
-    pending: Vec<PendingWrite>,
+    pub(super) pending: Vec<PendingWrite>,
     /// The group the pending writes will commit in.
     group: Arc<Group>,
-    leader_active: bool,
+    pub(super) leader_active: bool,
 }
 
 /// The WAL being appended to; only the write leader touches it.
@@ -291,20 +317,23 @@ impl DbInner {
     fn commit_group(&self, writes: &mut [PendingWrite]) -> Result<()> {
         let mut wal = self.wal.lock();
         let group_bytes: u64 = writes.iter().map(|w| w.batch.size_in_bytes() as u64).sum();
-        let mut touched: Vec<u32> = Vec::new();
-        for w in writes.iter() {
-            for &cf in w.batch.column_families() {
-                if !touched.contains(&cf) {
-                    touched.push(cf);
-                }
-            }
-        }
+        let touched = touched_cfs(writes);
         // A group that adds no data (deletions, renames) may spend the disk reserve.
         let removals_only = |writes: &[PendingWrite]| {
             writes.iter().any(|w| !w.batch.is_empty())
                 && writes.iter().all(|w| w.batch.holds_only_removals())
         };
         self.make_room_for_write(&mut wal, group_bytes, &touched, &|| removals_only(writes))?;
+        self.commit_with_room(&mut wal, writes, &touched)
+    }
+
+    /// Commits one group as the leader, once there is room for it in the memtables `touched`.
+    pub(super) fn commit_with_room(
+        &self,
+        wal: &mut WalState,
+        writes: &mut [PendingWrite],
+        touched: &[u32],
+    ) -> Result<()> {
         // New blob records of partial writes stay unevictable until the group lands.
         let mut pending = PendingBlobs::default();
         self.resolve_group(writes, &mut pending);
@@ -548,22 +577,9 @@ impl DbInner {
     /// holds data in the oldest WAL, which must flush for it to be deleted. Each WAL is acted on
     /// once, so writes do not look at those column families again while their flushes run.
     fn cfs_holding_wals_back(&self, st: &mut super::State, wal: &WalState) -> Vec<u32> {
-        let Some(&(oldest, _)) = st.live_wals.first() else {
+        let Some(oldest) = self.oldest_wal_to_release(st, wal) else {
             return Vec::new();
         };
-        if st.wal_released_up_to >= oldest {
-            return Vec::new();
-        }
-        let current = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
-        let total: u64 = st.live_wals.iter().map(|(_, b)| b).sum::<u64>() + current;
-        let limit = match self.opts.max_total_wal_size {
-            // RocksDB's default: four times what every column family's memtables may hold.
-            0 => 4 * st.memtable_budget,
-            n => n,
-        };
-        if total <= limit {
-            return Vec::new();
-        }
         st.wal_released_up_to = oldest;
         st.tracker
             .pinning(oldest)
@@ -572,6 +588,22 @@ impl DbInner {
                     .is_some_and(|cs| cs.mem_first_log.is_some_and(|l| l <= oldest))
             })
             .collect()
+    }
+
+    /// The oldest WAL, once the live WALs pass `max_total_wal_size` and it has not been acted on.
+    pub(super) fn oldest_wal_to_release(&self, st: &super::State, wal: &WalState) -> Option<u64> {
+        let &(oldest, _) = st.live_wals.first()?;
+        if st.wal_released_up_to >= oldest {
+            return None;
+        }
+        let current = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
+        let total: u64 = st.live_wals.iter().map(|(_, b)| b).sum::<u64>() + current;
+        let limit = match self.opts.max_total_wal_size {
+            // RocksDB's default: four times what every column family's memtables may hold.
+            0 => 4 * st.memtable_budget,
+            n => n,
+        };
+        (total > limit).then_some(oldest)
     }
 
     /// Records the start of a stall (once per write group, under its first cause).

@@ -182,6 +182,12 @@ pub trait FileSystem: Send + Sync + Debug {
         let _ = dir;
         Vec::new()
     }
+    /// Whether appending to a file waits on nothing but this machine (its page cache and disk):
+    /// writes that must not wait (`Db::try_write`) are taken only then. A bucket store's WAL
+    /// append may ask the bucket first.
+    fn appends_are_local(&self) -> bool {
+        true
+    }
     /// A backend other than the local disk reports its own counters here (a bucket store's
     /// requests and cache); the local disk has none.
     fn storage_stats(&self) -> Option<StorageStats> {

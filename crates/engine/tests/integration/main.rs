@@ -23,4 +23,5 @@ mod partial;
 mod range_del;
 mod ranged;
 mod resume;
+mod try_write;
 mod value_file;
