@@ -20,20 +20,32 @@ pub enum Encoding {
 
 impl Encoding {
     pub fn decode(self, field: &str, s: &str) -> Result<Vec<u8>, Problem> {
+        self.decode_named(s, || field.to_string())
+    }
+
+    pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
+        self.encode_named(b, || field.to_string())
+    }
+
+    /// `decode`, naming the field (`keys[7]`) only when it is wrong: a batch of many keys
+    /// formats no names.
+    pub fn decode_named(self, s: &str, field: impl FnOnce() -> String) -> Result<Vec<u8>, Problem> {
         match self {
             Encoding::Utf8 => Ok(s.as_bytes().to_vec()),
             Encoding::Base64 => STANDARD
                 .decode(s)
-                .map_err(|e| Problem::bad_request(format!("{field} is not valid base64: {e}"))),
+                .map_err(|e| Problem::bad_request(format!("{} is not valid base64: {e}", field()))),
         }
     }
 
-    pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
+    /// `encode`, naming the field only when it cannot be shown.
+    pub fn encode_named(self, b: &[u8], field: impl FnOnce() -> String) -> Result<String, Problem> {
         match self {
             Encoding::Base64 => Ok(base64(b)),
-            Encoding::Utf8 => String::from_utf8(b.to_vec()).map_err(|_| {
+            Encoding::Utf8 => std::str::from_utf8(b).map(str::to_owned).map_err(|_| {
                 Problem::unprocessable(format!(
-                    "{field} is not UTF-8; ask without encoding=utf8 for base64"
+                    "{} is not UTF-8; ask without encoding=utf8 for base64",
+                    field()
                 ))
             }),
         }

@@ -66,27 +66,24 @@ pub(crate) async fn batch_get(
         .keys
         .iter()
         .enumerate()
-        .map(|(i, k)| enc.decode(&format!("keys[{i}]"), k))
+        .map(|(i, k)| enc.decode_named(k, || format!("keys[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     // A batch read in memory answers at once; one key needing the disk sends the whole batch
     // to the blocking pool, so that every value comes from one sequence number.
+    // Each value is encoded straight from what the engine found: one copy, not two.
     let values = read(&state, move |s, opts| {
         let cf = s.cf(req.cf.as_deref())?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
         s.db.multi_get_cf(opts, &asks)
             .into_iter()
-            .map(|r| Ok(r?.map(|v| v.to_vec())))
+            .enumerate()
+            .map(|(i, r)| match r? {
+                Some(v) => enc.encode_named(&v, || format!("values[{i}]")).map(Some),
+                None => Ok(None),
+            })
             .collect::<Result<Vec<_>, Problem>>()
     })
     .await?;
-    let values = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            Some(v) => enc.encode(&format!("values[{i}]"), v).map(Some),
-            None => Ok(None),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(BatchGetReply { values }))
 }
 

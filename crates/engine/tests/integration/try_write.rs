@@ -112,6 +112,7 @@ fn a_write_that_would_wait_is_handed_back_untouched_and_written_then() {
 /// Writers that sync (and so lead groups and wait) and writers that try at once, together:
 /// every write lands, whichever way it went.
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn tries_beside_waiting_writers_lose_nothing() {
     let dir = crate::common::tempdir();
     let db = Db::open(dir.path(), Options::default()).unwrap();
