@@ -324,6 +324,33 @@ async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise()
     }
 }
 
+/// A value past 64 KiB is copied and encoded on the blocking pool even when it is in memory
+/// (a memtable, no blob files): a worker serves every connection meanwhile.
+#[tokio::test]
+async fn large_values_are_handled_on_the_pool_even_in_memory() {
+    let a = api();
+    let uri = format!("/api/v1/kv/{}", path_key(b"big"));
+    let big = vec![3u8; 100 << 10];
+    let r = a
+        .typed("PUT", &uri, Some("application/octet-stream"), &big)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (0, 1));
+    assert_eq!(a.call("GET", &format!("{uri}?raw=1"), None).await.body, big);
+    let json = a.call("GET", &uri, None).await.json();
+    assert_eq!(json["value"], b64(&big));
+    assert_eq!(counted(&a, "strata_api_point_reads").await, (0, 2));
+    let r = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"keys": [b64(b"big")]})),
+        )
+        .await;
+    assert_eq!(r.json()["values"][0], b64(&big));
+    assert_eq!(counted(&a, "strata_api_point_reads").await, (0, 3));
+}
+
 /// A point read the engine can answer from memory runs where the request is; one that needs
 /// the disk (a table not open yet, a block not cached, a value in a blob file) is asked again on
 /// the blocking pool, with the same answer. `/metrics` counts each place.

@@ -330,6 +330,8 @@ fn forced_exit(db: &Db, open: &[String]) -> ! {
     if let Err(e) = db.sync_wal() {
         log::error!(target: "strata::fs", "syncing the store's log: {e}");
     }
+    // `exit` runs no destructor: the lines still buffered go out first.
+    crate::log_lines::flush_now();
     std::process::exit(1)
 }
 

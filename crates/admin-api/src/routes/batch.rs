@@ -74,7 +74,14 @@ pub(crate) async fn batch_get(
     let values = read(&state, move |s, opts| {
         let cf = s.cf(req.cf.as_deref())?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
-        s.db.multi_get_cf(opts, &asks)
+        let found = s.db.multi_get_cf(opts, &asks);
+        if opts.cache_only {
+            let bytes: usize = found.iter().flatten().flatten().map(|v| v.len()).sum();
+            if bytes > super::ON_WORKER_BYTES {
+                return Err(super::too_large_for_a_worker());
+            }
+        }
+        found
             .into_iter()
             .enumerate()
             .map(|(i, r)| match r? {

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ColumnFamily, ReadOptions, ValueReader, WriteBatch};
 
 use super::{
-    DeleteQuery, PutQuery, ReadQuery, blocking, logged, media_type, parse, query, read, unsupported,
+    DeleteQuery, ON_WORKER_BYTES, PutQuery, ReadQuery, blocking, logged, media_type, parse, query,
+    read, too_large_for_a_worker, unsupported,
 };
 use crate::codec::{Encoding, decode_path_key};
 use crate::problem::Problem;
@@ -61,7 +62,12 @@ pub(crate) async fn get(
     let shown = key.clone();
     let value = read(&state, move |s, opts| {
         let cf = s.cf(q.cf.as_deref())?;
-        Ok(s.db.get_cf_with(opts, &cf, &key)?.map(|v| v.to_vec()))
+        match s.db.get_cf_with(opts, &cf, &key)? {
+            Some(v) if opts.cache_only && v.len() > ON_WORKER_BYTES => {
+                Err(too_large_for_a_worker())
+            }
+            v => Ok(v.map(|v| v.to_vec())),
+        }
     })
     .await?
     .ok_or_else(|| Problem::not_found("no such key"))?;
@@ -84,9 +90,18 @@ async fn raw_value(
         let cf = s.cf(cf.as_deref())?;
         if range.is_none() {
             // The common case, a small value: one lookup, no snapshot.
-            let Some(first) = s.db.read_range_cf(opts, &cf, &key, 0, STREAM_ABOVE)? else {
+            // On a worker, only what is small enough to copy there.
+            let asked = if opts.cache_only {
+                ON_WORKER_BYTES as u64 + 1
+            } else {
+                STREAM_ABOVE
+            };
+            let Some(first) = s.db.read_range_cf(opts, &cf, &key, 0, asked)? else {
                 return Ok(None);
             };
+            if opts.cache_only && first.value_len > ON_WORKER_BYTES as u64 {
+                return Err(too_large_for_a_worker());
+            }
             if first.value_len <= STREAM_ABOVE {
                 let len = first.value_len;
                 return Ok(Some(RawBody::Read(

@@ -136,6 +136,16 @@ async fn json_bodies(req: Request, next: Next) -> Response {
     }
 }
 
+/// The most bytes a read or a write handles on an async worker: past this, copying and encoding
+/// the value costs more than the hop to the blocking pool saves.
+pub(crate) const ON_WORKER_BYTES: usize = 64 << 10;
+
+/// A value too large to copy and encode on a worker (`ON_WORKER_BYTES`): asked again on the
+/// pool, as a read that needs the disk is.
+pub(crate) fn too_large_for_a_worker() -> Problem {
+    strata_engine::Error::Incomplete("a value too large for an async worker".into()).into()
+}
+
 /// Runs a read where the request is, on the async worker, when the engine can answer it from
 /// memory (`ReadOptions::cache_only`: memtables and cached blocks, microseconds); only a read
 /// that needs the disk moves to the blocking pool and is asked again there. The hop costs more
@@ -174,7 +184,9 @@ pub(crate) async fn write(
     after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
 ) -> Result<(), Problem> {
     let inner = &state.inner;
-    let batch = if inner.mounted(&cf).is_none() {
+    // A large batch is a large copy and checksum: work for the pool, not a worker.
+    let small = batch.size_in_bytes() <= ON_WORKER_BYTES;
+    let batch = if small && inner.mounted(&cf).is_none() {
         match inner.db.try_write(batch, &sync.write_options())? {
             None => {
                 inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);

@@ -86,6 +86,14 @@ impl DbInner {
             results[i] = self.settle_value(Lookup::Indexed(index), items[i].1, opts);
         }
         drop(views);
+        // A cache-only batch that must be asked again is counted once, when asked again.
+        if opts.cache_only
+            && results
+                .iter()
+                .any(|r| matches!(r, Err(Error::Incomplete(_))))
+        {
+            return results;
+        }
         let (mut hits, mut bytes) = (0, 0);
         for v in results.iter().flatten().flatten() {
             hits += 1;

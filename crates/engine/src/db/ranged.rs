@@ -68,6 +68,11 @@ impl Db {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<ValueReader>> {
         self.inner.check_open()?;
+        if opts.cache_only {
+            return Err(Error::InvalidArgument(
+                "a value reader cannot be cache-only: its steps read blob files".into(),
+            ));
+        }
         let cf = cf.resolve(self.inner.id)?;
         let key = key.as_ref().to_vec();
         let (found, view) = self.inner.get_entry(opts, cf, &key)?;
@@ -152,10 +157,8 @@ impl DbInner {
         let (found, _view) = self.get_entry(opts, cf, user_key)?;
         let range = match found {
             Lookup::Found(v) => Some(ValueRange::within(v, offset, len)),
-            Lookup::Indexed(_) if opts.cache_only => {
-                return Err(Error::Incomplete(
-                    "the value is in a blob file, not in memory".into(),
-                ));
+            Lookup::Indexed(index) if opts.cache_only && !super::read::held_inline(&index) => {
+                return Err(super::read::not_in_memory());
             }
             Lookup::Indexed(index) => self.blobs.read_range(
                 index,
@@ -166,6 +169,9 @@ impl DbInner {
             )?,
             Lookup::Deleted | Lookup::NotFound => None,
         };
+        if opts.cache_only {
+            self.stats.gets.inc();
+        }
         if let Some(r) = &range {
             self.stats.get_hits.inc();
             self.stats.bytes_read.add(r.bytes.len() as u64);

@@ -18,6 +18,20 @@ use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
 
+/// Whether a blob index holds its value itself (a small value with an expiration): resolving it
+/// reads no file.
+pub(super) fn held_inline(index: &[u8]) -> bool {
+    matches!(
+        crate::blob::BlobIndex::decode(index),
+        Some(crate::blob::BlobIndex::Inline { .. })
+    )
+}
+
+/// A cache-only read of a value that lives in a blob file.
+pub(super) fn not_in_memory() -> Error {
+    Error::Incomplete("the value is in a blob file, not in memory".into())
+}
+
 /// How a point lookup under `opts` reads table blocks.
 pub(super) fn block_reads(opts: &ReadOptions) -> BlockReadOptions {
     BlockReadOptions {
@@ -46,27 +60,25 @@ impl DbInner {
         if let Some(why) = oversized_key(user_key.len()) {
             return Err(Error::InvalidArgument(why));
         }
+        // A cache-only read is counted by its caller once it completes: one that must be asked
+        // again counts once, when asked again.
+        if !opts.cache_only {
+            self.stats.gets.inc();
+        }
         let seq = self.read_sequence(opts);
         let view = cf.current_view();
         let hash = key_hash(user_key);
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             match self.memtable_get(mem, hash, user_key, seq) {
                 Lookup::NotFound => {}
-                found => {
-                    self.stats.gets.inc();
-                    return Ok((found, view));
-                }
+                found => return Ok((found, view)),
             }
         }
         let lookup = key::lookup_key(user_key, seq);
         let found = view
             .version
-            .get(&self.tables, &lookup, hash, block_reads(opts));
-        // A cache-only read that must be asked again is counted once, when asked again.
-        if !matches!(found, Err(Error::Incomplete(_))) {
-            self.stats.gets.inc();
-        }
-        Ok((found?, view))
+            .get(&self.tables, &lookup, hash, block_reads(opts))?;
+        Ok((found, view))
     }
 
     pub(super) fn get(
@@ -77,6 +89,9 @@ impl DbInner {
     ) -> Result<Option<PinnableValue>> {
         let (found, _view) = self.get_entry(opts, cf, user_key)?;
         let found = self.settle_value(found, user_key, opts)?;
+        if opts.cache_only {
+            self.stats.gets.inc();
+        }
         if let Some(v) = &found {
             self.stats.get_hits.inc();
             self.stats.bytes_read.add(v.len() as u64);
@@ -95,10 +110,8 @@ impl DbInner {
         Ok(match found {
             Lookup::Found(_) if opts.keys_only => Some(PinnableValue::owned(Vec::new())),
             Lookup::Found(v) => Some(v),
-            Lookup::Indexed(_) if opts.cache_only => {
-                return Err(Error::Incomplete(
-                    "the value is in a blob file, not in memory".into(),
-                ));
+            Lookup::Indexed(index) if opts.cache_only && !held_inline(&index) => {
+                return Err(not_in_memory());
             }
             Lookup::Indexed(index) => self.blobs.resolve_value(
                 index,

@@ -3,10 +3,13 @@
 //! `write`, where waiting is fine. An async server writes so on its own thread and moves to a
 //! blocking one only when it must (doc/architecture.md, "Write path").
 
+use std::sync::Arc;
+
 use super::DbInner;
 use super::batch::WriteBatch;
-use super::write::{PendingWrite, WalState};
+use super::write::{PendingWrite, WalState, memtables_for};
 use crate::error::Result;
+use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 
 impl DbInner {
@@ -36,30 +39,32 @@ impl DbInner {
             return Ok(Some(batch));
         };
         let touched = batch.column_families().to_vec();
-        if !self.has_room_now(&wal, &touched) {
+        let Some(mems) = self.room_now(&wal, &touched) else {
             return Ok(Some(batch));
-        }
+        };
         let mut writes = [PendingWrite::unsynced(batch, disable_wal)];
-        self.commit_with_room(&mut wal, &mut writes, &touched)?;
+        self.commit_with_room(&mut wal, &mut writes, &touched, Some(mems))?;
         Ok(None)
     }
 
-    /// Whether a group writing to `touched` could commit now without waiting or switching
-    /// anything: no stop, slowdown or error; a sound WAL; room in every memtable it writes to;
-    /// no WALs to release.
-    fn has_room_now(&self, wal: &WalState, touched: &[u32]) -> bool {
+    /// The memtables a group writing to `touched` goes into, if it could commit now without
+    /// waiting or switching anything: the state lock free (a flush or compaction holds it
+    /// across a MANIFEST sync), no stop, slowdown or error, a sound WAL, room in every memtable
+    /// it writes to, no WALs to release.
+    fn room_now(&self, wal: &WalState, touched: &[u32]) -> Option<Vec<(u32, Arc<MemTable>)>> {
         if wal.damaged_from.is_some() || wal.writer.is_none() {
-            return false;
+            return None;
         }
-        let st = self.state.lock();
-        st.bg_error.is_none()
+        let mut st = self.state.try_lock()?;
+        let room = st.bg_error.is_none()
             && st.tracker.stopping.is_empty()
             && st.tracker.slowing.is_empty()
             && touched.iter().all(|&id| {
                 st.cf(id)
                     .is_some_and(|cs| cs.mem.memory_usage() < cs.data.opts.write_buffer_size)
             })
-            && self.oldest_wal_to_release(&st, wal).is_none()
+            && self.oldest_wal_to_release(&st, wal).is_none();
+        room.then(|| memtables_for(&mut st, touched, wal.number))
     }
 
     /// Takes the lead of the write queue if no one leads it and no one waits in it.

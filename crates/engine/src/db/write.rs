@@ -86,6 +86,18 @@ impl PendingWrite {
     }
 }
 
+/// The memtables a group writing to `touched` goes into (none for a column family dropped since).
+pub(super) fn memtables_for(
+    st: &mut super::State,
+    touched: &[u32],
+    wal_number: u64,
+) -> Vec<(u32, Arc<MemTable>)> {
+    touched
+        .iter()
+        .filter_map(|&id| Some((id, st.memtable_for_write(id, wal_number)?)))
+        .collect()
+}
+
 /// The column families `writes` touch, each once.
 fn touched_cfs(writes: &[PendingWrite]) -> Vec<u32> {
     let mut touched: Vec<u32> = Vec::new();
@@ -324,27 +336,26 @@ impl DbInner {
                 && writes.iter().all(|w| w.batch.holds_only_removals())
         };
         self.make_room_for_write(&mut wal, group_bytes, &touched, &|| removals_only(writes))?;
-        self.commit_with_room(&mut wal, writes, &touched)
+        self.commit_with_room(&mut wal, writes, &touched, None)
     }
 
-    /// Commits one group as the leader, once there is room for it in the memtables `touched`.
+    /// Commits one group as the leader, once there is room for it in the memtables `touched`
+    /// (`mems`, when the caller took them already, under the state lock it held).
     pub(super) fn commit_with_room(
         &self,
         wal: &mut WalState,
         writes: &mut [PendingWrite],
         touched: &[u32],
+        mems: Option<Vec<(u32, Arc<MemTable>)>>,
     ) -> Result<()> {
         // New blob records of partial writes stay unevictable until the group lands.
         let mut pending = PendingBlobs::default();
         self.resolve_group(writes, &mut pending);
         // A column family dropped since its writer checked it is skipped: its records are in the
         // WAL, and recovery skips them too.
-        let mems: Vec<(u32, Arc<MemTable>)> = {
-            let mut st = self.state.lock();
-            touched
-                .iter()
-                .filter_map(|&id| Some((id, st.memtable_for_write(id, wal.number)?)))
-                .collect()
+        let mems = match mems {
+            Some(mems) => mems,
+            None => memtables_for(&mut self.state.lock(), touched, wal.number),
         };
         let first_seq = self.last_sequence.load(Ordering::Relaxed) + 1;
 

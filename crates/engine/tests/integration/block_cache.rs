@@ -232,10 +232,22 @@ fn a_cache_only_read_answers_from_memory_or_asks_to_be_asked_again() {
         db.get_cf_with(&memory, &cf, "fresh").unwrap().unwrap(),
         &b"in the memtable"[..]
     );
-    // A batch answers each key on its own: in memory, absent, or incomplete.
+    // A value with an expiration is held inline: in memory too.
+    db.put_with_ttl(&cf, "expiring", "soon", 3600).unwrap();
+    assert_eq!(
+        db.get_cf_with(&memory, &cf, "expiring").unwrap().unwrap(),
+        &b"soon"[..]
+    );
+    // A batch answers each key on its own: in memory, absent, or incomplete; one that must be
+    // asked again is not counted until it is.
+    let gets = db.statistics().gets;
     let got = db.multi_get_cf(&memory, &[(&cf, key(5)), (&cf, key(19_001)), (&cf, key(6))]);
     assert_eq!(got[0].as_ref().unwrap().as_ref().unwrap(), &value(5)[..]);
     assert!(incomplete(got.into_iter().nth(1).unwrap()));
+    assert_eq!(db.statistics().gets, gets);
+    // A value reader reads blob files step by step: it cannot promise memory either.
+    let e = db.value_reader_cf(&memory, &cf, key(5)).err().unwrap();
+    assert_eq!(e.kind(), strata_engine::ErrorKind::InvalidArgument);
     // An iterator cannot promise to stay in memory.
     let e = db.iter_cf(&memory, &cf).err().unwrap();
     assert_eq!(e.kind(), strata_engine::ErrorKind::InvalidArgument);
