@@ -197,6 +197,12 @@ pub(crate) fn parse_whole(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+/// A whole number in a query or header as the document types integers (int64): digits only,
+/// 0 to 2^63 - 1.
+pub(crate) fn parse_int64(s: &str) -> Option<u64> {
+    parse_whole(s).filter(|n| *n <= i64::MAX as u64)
+}
+
 /// A whole number in a JSON body, or none: JSON Schema's `integer` is any number without a
 /// fraction, so `412.0` is 412 as much as `412` is. The document types them int64: above
 /// 2^63 - 1 is refused.

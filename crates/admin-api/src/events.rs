@@ -146,14 +146,9 @@ pub(crate) struct EventsQuery {
     after: Option<u64>,
 }
 
-/// An event id as the document types it (int64): a whole number from 0 to 2^63 - 1.
-fn event_id(s: &str) -> Option<u64> {
-    crate::codec::parse_whole(s).filter(|id| *id <= i64::MAX as u64)
-}
-
 fn after_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = <String as serde::Deserialize>::deserialize(d)?;
-    event_id(&s)
+    crate::codec::parse_int64(&s)
         .map(Some)
         .ok_or_else(|| serde::de::Error::custom(format!("after {s:?} is not an event id")))
 }
@@ -178,7 +173,7 @@ pub(crate) async fn events(
             .to_str()
             .ok()
             // The whitespace around a header's value is not part of it (RFC 9110, 5.5).
-            .and_then(|s| event_id(s.trim_matches([' ', '\t'])))
+            .and_then(|s| crate::codec::parse_int64(s.trim_matches([' ', '\t'])))
             .ok_or_else(|| Problem::bad_request("Last-Event-ID is not an event id"))?,
     };
     let (missed, rx) = hub.subscribe(after);

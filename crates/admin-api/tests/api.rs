@@ -24,14 +24,32 @@ struct Api {
 }
 
 fn api_with(read_only: bool, limits: Limits) -> Api {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
-    let state = state_of(db.clone(), read_only, limits);
+    api_on(
+        tempfile::tempdir().unwrap(),
+        Options::default(),
+        read_only,
+        limits,
+    )
+}
+
+/// The API over the store in `dir`, opened with `opts`.
+fn api_on(dir: tempfile::TempDir, opts: Options, read_only: bool, limits: Limits) -> Api {
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
     Api {
+        router: app(state_of(db.clone(), read_only, limits)),
         db,
-        router: app(state),
         _dir: dir,
     }
+}
+
+/// Options that put values of 1000 bytes or more in blob files.
+#[allow(clippy::field_reassign_with_default)]
+fn with_blob_files() -> Options {
+    let mut o = Options::default();
+    // Column family options, reached through the store's options.
+    o.enable_blob_files = true;
+    o.min_blob_size = 1000;
+    o
 }
 
 /// The server's state over `db`, for this file's token on loopback.
@@ -282,18 +300,9 @@ async fn counted(a: &Api, family: &str) -> (u64, u64) {
 /// A PUT the engine can commit without waiting is written where the request is; one that syncs
 /// or puts a value for a blob file goes to the blocking pool. Each is stored either way.
 #[tokio::test]
-#[allow(clippy::field_reassign_with_default)]
 async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = Options::default();
-    o.enable_blob_files = true;
-    o.min_blob_size = 1000;
-    let db = Arc::new(Db::open(dir.path(), o).unwrap());
-    let a = Api {
-        db: db.clone(),
-        router: app(state_of(db, false, Limits::default())),
-        _dir: dir,
-    };
+    let a = api_on(dir, with_blob_files(), false, Limits::default());
     let put = |key: &[u8], query: &str| format!("/api/v1/kv/{}{query}", path_key(key));
     let raw = Some("application/octet-stream");
     let r = a.typed("PUT", &put(b"plain", ""), raw, b"v").await;
@@ -355,31 +364,18 @@ async fn large_values_are_handled_on_the_pool_even_in_memory() {
 /// the disk (a table not open yet, a block not cached, a value in a blob file) is asked again on
 /// the blocking pool, with the same answer. `/metrics` counts each place.
 #[tokio::test]
-#[allow(clippy::field_reassign_with_default)]
 async fn reads_run_in_memory_where_they_can_and_on_the_pool_where_they_need_the_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = Options::default();
-    // Column family options, reached through the store's options.
-    o.enable_blob_files = true;
-    o.min_blob_size = 1000;
     let big = vec![9u8; 5000];
     {
-        let db = Db::open(dir.path(), o.clone()).unwrap();
+        let db = Db::open(dir.path(), with_blob_files()).unwrap();
         db.put("small", "in a table").unwrap();
         db.put("big", &big).unwrap();
         db.flush().unwrap();
     }
     // Reopened: no table open, nothing cached.
-    let db = Arc::new(Db::open(dir.path(), o).unwrap());
-    let state = state_of(db.clone(), false, Limits::default());
-    let a = Api {
-        db,
-        router: app(state),
-        _dir: dir,
-    };
-    async fn places(a: &Api) -> (u64, u64) {
-        counted(a, "strata_api_point_reads").await
-    }
+    let a = api_on(dir, with_blob_files(), false, Limits::default());
+    let places = |a| counted(a, "strata_api_point_reads");
     let small = format!("/api/v1/kv/{}?raw=1", path_key(b"small"));
     let big_uri = format!("/api/v1/kv/{}?raw=1", path_key(b"big"));
     assert_eq!(places(&a).await, (0, 0));

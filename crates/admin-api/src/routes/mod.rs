@@ -285,15 +285,12 @@ fn ttl_secs<'de, D: serde::Deserializer<'de>>(
 /// A whole number in a query string, typed int64 as the document says: 0 to 2^63 - 1.
 pub(crate) fn int64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
-    crate::codec::parse_whole(&s)
-        .filter(|n| *n <= i64::MAX as u64)
-        .map(Some)
-        .ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "{s:?} is not a whole number from 0 to {}",
-                i64::MAX
-            ))
-        })
+    crate::codec::parse_int64(&s).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "{s:?} is not a whole number from 0 to {}",
+            i64::MAX
+        ))
+    })
 }
 
 /// `1`, `true`, `0`, `false`.

@@ -155,11 +155,9 @@ impl DbInner {
         len: u64,
     ) -> Result<Option<ValueRange>> {
         let (found, _view) = self.get_entry(opts, cf, user_key)?;
+        super::read::refuse_blob_reads(opts, &found)?;
         let range = match found {
             Lookup::Found(v) => Some(ValueRange::within(v, offset, len)),
-            Lookup::Indexed(index) if opts.cache_only && !super::read::held_inline(&index) => {
-                return Err(super::read::not_in_memory());
-            }
             Lookup::Indexed(index) => self.blobs.read_range(
                 index,
                 user_key,

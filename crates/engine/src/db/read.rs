@@ -18,18 +18,22 @@ use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
 
-/// Whether a blob index holds its value itself (a small value with an expiration): resolving it
-/// reads no file.
-pub(super) fn held_inline(index: &[u8]) -> bool {
-    matches!(
+/// Refuses a cache-only read of what a lookup found when resolving it would read a blob file:
+/// a blob index that does not hold its value itself (a small value with an expiration does).
+pub(super) fn refuse_blob_reads(opts: &ReadOptions, found: &Lookup<PinnableValue>) -> Result<()> {
+    let Lookup::Indexed(index) = found else {
+        return Ok(());
+    };
+    let inline = matches!(
         crate::blob::BlobIndex::decode(index),
         Some(crate::blob::BlobIndex::Inline { .. })
-    )
-}
-
-/// A cache-only read of a value that lives in a blob file.
-pub(super) fn not_in_memory() -> Error {
-    Error::Incomplete("the value is in a blob file, not in memory".into())
+    );
+    match opts.cache_only && !inline {
+        true => Err(Error::Incomplete(
+            "the value is in a blob file, not in memory".into(),
+        )),
+        false => Ok(()),
+    }
 }
 
 /// How a point lookup under `opts` reads table blocks.
@@ -107,12 +111,10 @@ impl DbInner {
         user_key: &[u8],
         opts: &ReadOptions,
     ) -> Result<Option<PinnableValue>> {
+        refuse_blob_reads(opts, &found)?;
         Ok(match found {
             Lookup::Found(_) if opts.keys_only => Some(PinnableValue::owned(Vec::new())),
             Lookup::Found(v) => Some(v),
-            Lookup::Indexed(index) if opts.cache_only && !held_inline(&index) => {
-                return Err(not_in_memory());
-            }
             Lookup::Indexed(index) => self.blobs.resolve_value(
                 index,
                 user_key,
