@@ -61,6 +61,49 @@ pub(crate) fn lookup_key(user_key: &[u8], seq: SequenceNumber) -> Vec<u8> {
     internal_key(user_key, seq, KIND_FOR_SEEK)
 }
 
+/// Lookup keys up to this long (user key and trailer) are held in place by [`LookupKey`].
+const INLINE_LOOKUP: usize = 56;
+
+/// A lookup key (`lookup_key`) held in place when short, as most keys are, so that a batch of
+/// many lookups (MultiGet) allocates nothing per key; a longer one is on the heap.
+#[derive(Debug, Clone)]
+pub(crate) enum LookupKey {
+    Inline { len: u8, bytes: [u8; INLINE_LOOKUP] },
+    Heap(Vec<u8>),
+}
+
+impl LookupKey {
+    pub(crate) fn new(user_key: &[u8], seq: SequenceNumber) -> Self {
+        let len = user_key.len() + 8;
+        if len > INLINE_LOOKUP {
+            return LookupKey::Heap(lookup_key(user_key, seq));
+        }
+        let mut bytes = [0; INLINE_LOOKUP];
+        let (user, trailer) = bytes[..len].split_at_mut(user_key.len());
+        user.copy_from_slice(user_key);
+        trailer.copy_from_slice(&pack_trailer(seq, KIND_FOR_SEEK).to_le_bytes());
+        LookupKey::Inline {
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            LookupKey::Inline { len, bytes } => &bytes[..*len as usize],
+            LookupKey::Heap(k) => k,
+        }
+    }
+}
+
+impl std::ops::Deref for LookupKey {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 /// The user-key part. Internal keys are at least 8 bytes wherever this is called (checked on decode).
 #[inline]
 pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
@@ -167,6 +210,24 @@ pub(crate) enum Lookup<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lookup key held in place is the same bytes as one built on the heap, at every length
+    /// around the cut-over, for the smallest and largest sequence numbers.
+    #[test]
+    fn lookup_keys_in_place_and_on_the_heap_are_the_same_bytes() {
+        for len in [0, 1, 47, 48, 49, 100] {
+            let user: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            for seq in [0, 1, MAX_SEQUENCE] {
+                let k = LookupKey::new(&user, seq);
+                assert_eq!(&*k, lookup_key(&user, seq).as_slice(), "{len} {seq}");
+                assert_eq!(
+                    matches!(k, LookupKey::Inline { .. }),
+                    len + 8 <= INLINE_LOOKUP,
+                    "{len}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn compare_bytes_orders_as_slices_do() {

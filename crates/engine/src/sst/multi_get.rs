@@ -21,7 +21,7 @@ const INDEX_STEPS: usize = 4;
 #[derive(Debug)]
 pub(crate) struct PendingKey {
     /// The lookup key: user key and the batch's sequence number.
-    pub lookup: Vec<u8>,
+    pub lookup: key::LookupKey,
     pub hash: u64,
     /// Found or deleted: the search stops here.
     pub outcome: Option<Lookup<PinnableValue>>,
@@ -34,7 +34,7 @@ pub(crate) struct PendingKey {
 impl PendingKey {
     pub(crate) fn new(user_key: &[u8], seq: u64) -> Self {
         PendingKey {
-            lookup: key::lookup_key(user_key, seq),
+            lookup: key::LookupKey::new(user_key, seq),
             hash: bloom::key_hash(user_key),
             outcome: None,
             error: None,
@@ -45,7 +45,7 @@ impl PendingKey {
     /// A key refused before its search starts.
     pub(crate) fn failed(error: Error) -> Self {
         PendingKey {
-            lookup: key::lookup_key(&[], 0),
+            lookup: key::LookupKey::new(&[], 0),
             hash: 0,
             outcome: None,
             error: Some(error),
