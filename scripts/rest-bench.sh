@@ -4,14 +4,19 @@
 # constant answer), then a raw GET of one cached key, a raw PUT of 100 bytes, and a batchGet of
 # 10 keys, each as requests per second, its ratio to the floor, and p50/p99 latency.
 #
-# THREADS, CONNECTIONS and SECS set wrk's load (2, 32, 5).
+# The workloads take turns, ROUNDS times, and each ratio is to the floor of its own round: on a
+# shared machine the floor itself moves by a quarter from one minute to the next, and a ratio
+# to a floor measured earlier measures that drift. A workload's line gives its mean rate, the
+# median of its per-round ratios with their spread, and the latency of its last round.
+#
+# THREADS, CONNECTIONS and SECS set wrk's load (2, 32, 2 s a turn); ROUNDS the turns (5).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${STRATA_BIN:-$ROOT/target/release/strata}
 [ -x "$BIN" ] || { echo "rest-bench: $BIN is missing (cargo build --release -p strata-cli)" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "rest-bench: wrk is missing (make deps installs it)" >&2; exit 1; }
-THREADS=${THREADS:-2} CONNECTIONS=${CONNECTIONS:-32} SECS=${SECS:-5}
+THREADS=${THREADS:-2} CONNECTIONS=${CONNECTIONS:-32} SECS=${SECS:-2} ROUNDS=${ROUNDS:-5}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-rest-bench.XXXXXX")
 . "$ROOT/scripts/serve-on-loopback.sh"
@@ -40,12 +45,14 @@ wrk.headers["Authorization"] = "Bearer $token"
 wrk.body = '{"encoding":"utf8","keys":[${keys%,}]}'
 LUA
 
-# One workload: NAME PATH [wrk options]; prints its line and keeps its rate for the ratio.
+# One turn of a workload: NAME PATH [wrk options]; keeps its rate, its ratio to this round's
+# floor (the first workload of a round is the floor) and its latency.
+declare -A rates ratios p50s p99s
 floor=
-run() {
+turn() {
   local name=$1 path=$2
   shift 2
-  local out rate p50 p99
+  local out rate
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECS}s" --latency -H "$auth" "$@" "$url$path")
   if grep -q "Non-2xx" <<<"$out"; then
     echo "rest-bench: $name answered errors:" >&2
@@ -53,15 +60,27 @@ run() {
     exit 1
   fi
   rate=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
-  p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
-  p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
   [ -n "$floor" ] || floor=$rate
-  printf '%-28s %12.0f req/s  %5.2fx floor  p50 %8s  p99 %8s\n' \
-    "$name" "$rate" "$(awk -v r="$rate" -v f="$floor" 'BEGIN {print r / f}')" "$p50" "$p99"
+  rates[$name]+="$rate "
+  ratios[$name]+="$(awk -v r="$rate" -v f="$floor" 'BEGIN {printf "%.2f", r / f}') "
+  p50s[$name]=$(awk '$1 == "50%" {print $2}' <<<"$out")
+  p99s[$name]=$(awk '$1 == "99%" {print $2}' <<<"$out")
 }
 
-echo "wrk -t$THREADS -c$CONNECTIONS -d${SECS}s against $("$BIN" --version) on loopback"
-run "GET /healthz (floor)" /healthz
-run "GET kv/{key}?raw=1" "/api/v1/kv/$key?raw=1"
-run "PUT kv/{key} (100 B raw)" "/api/v1/kv/$key" -s "$WORK/put.lua"
-run "POST kv:batchGet (10 keys)" /api/v1/kv:batchGet -s "$WORK/batch.lua"
+names=("GET /healthz (floor)" "GET kv/{key}?raw=1" "PUT kv/{key} (100 B raw)" "POST kv:batchGet (10 keys)")
+echo "wrk -t$THREADS -c$CONNECTIONS, $ROUNDS rounds of ${SECS}s turns, against $("$BIN" --version) on loopback"
+for round in $(seq 1 "$ROUNDS"); do
+  printf 'round %d of %d\r' "$round" "$ROUNDS" >&2
+  floor=
+  turn "${names[0]}" /healthz
+  turn "${names[1]}" "/api/v1/kv/$key?raw=1"
+  turn "${names[2]}" "/api/v1/kv/$key" -s "$WORK/put.lua"
+  turn "${names[3]}" /api/v1/kv:batchGet -s "$WORK/batch.lua"
+done
+for name in "${names[@]}"; do
+  mean=$(tr ' ' '\n' <<<"${rates[$name]}" | awk 'NF {s += $1; n++} END {printf "%.0f", s / n}')
+  sorted=$(tr ' ' '\n' <<<"${ratios[$name]}" | awk NF | sort -n | tr '\n' ' ')
+  median=$(awk '{print $(int((NF + 1) / 2))}' <<<"$sorted")
+  printf '%-28s %12s req/s  %5sx floor (rounds: %s)  p50 %8s  p99 %8s\n' \
+    "$name" "$mean" "$median" "${sorted% }" "${p50s[$name]}" "${p99s[$name]}"
+done

@@ -1,6 +1,8 @@
 //! The pure mapping between JSON and the engine: keys and values as base64 (or UTF-8 on request),
 //! page tokens, and batch operations. Unit-tested without a server.
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
 use serde::{Deserialize, Serialize};
@@ -21,33 +23,71 @@ pub enum Encoding {
 impl Encoding {
     pub fn decode(self, field: &str, s: &str) -> Result<Vec<u8>, Problem> {
         self.decode_named(s, || field.to_string())
+            .map(Cow::into_owned)
     }
 
     pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
         self.encode_named(b, || field.to_string())
+            .map(|e| e.to_string())
     }
 
     /// `decode`, naming the field (`keys[7]`) only when it is wrong: a batch of many keys
-    /// formats no names.
-    pub fn decode_named(self, s: &str, field: impl FnOnce() -> String) -> Result<Vec<u8>, Problem> {
+    /// formats no names. UTF-8 text is its own bytes, borrowed.
+    pub fn decode_named<'a>(
+        self,
+        s: &'a str,
+        field: impl FnOnce() -> String,
+    ) -> Result<Cow<'a, [u8]>, Problem> {
         match self {
-            Encoding::Utf8 => Ok(s.as_bytes().to_vec()),
+            Encoding::Utf8 => Ok(Cow::Borrowed(s.as_bytes())),
             Encoding::Base64 => STANDARD
                 .decode(s)
+                .map(Cow::Owned)
                 .map_err(|e| Problem::bad_request(format!("{} is not valid base64: {e}", field()))),
         }
     }
 
-    /// `encode`, naming the field only when it cannot be shown.
-    pub fn encode_named(self, b: &[u8], field: impl FnOnce() -> String) -> Result<String, Problem> {
+    /// `encode`, naming the field only when it cannot be shown. The answer borrows `b`: it is
+    /// written into the JSON (or a `String`) as it is serialized, not copied first.
+    pub fn encode_named(
+        self,
+        b: &[u8],
+        field: impl FnOnce() -> String,
+    ) -> Result<Encoded<'_>, Problem> {
         match self {
-            Encoding::Base64 => Ok(base64(b)),
-            Encoding::Utf8 => std::str::from_utf8(b).map(str::to_owned).map_err(|_| {
+            Encoding::Base64 => Ok(Encoded::Base64(b)),
+            Encoding::Utf8 => std::str::from_utf8(b).map(Encoded::Text).map_err(|_| {
                 Problem::unprocessable(format!(
                     "{} is not UTF-8; ask without encoding=utf8 for base64",
                     field()
                 ))
             }),
+        }
+    }
+}
+
+/// Bytes as they travel in JSON, borrowed: text as itself, anything else as standard base64,
+/// written as it is serialized.
+#[derive(Debug, Clone, Copy)]
+pub enum Encoded<'a> {
+    Text(&'a str),
+    Base64(&'a [u8]),
+}
+
+impl std::fmt::Display for Encoded<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Encoded::Text(s) => f.write_str(s),
+            Encoded::Base64(b) => base64::display::Base64Display::new(b, &STANDARD).fmt(f),
+        }
+    }
+}
+
+impl Serialize for Encoded<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Encoded::Text(s) => ser.serialize_str(s),
+            Encoded::Base64(_) => ser.collect_str(self),
         }
     }
 }

@@ -411,6 +411,49 @@ async fn reads_run_in_memory_where_they_can_and_on_the_pool_where_they_need_the_
     assert_eq!(places(&a).await, (2, 4));
 }
 
+/// batchGet reads its keys in place from the body, escaped or not, and writes each value into
+/// the answer as it is: text with the characters JSON must escape comes back whole, base64 is
+/// canonical, and a value that is not text answers 422 naming it.
+#[tokio::test]
+async fn batch_get_answers_escaped_keys_and_values_exactly() {
+    let a = api();
+    let text = "quote \" backslash \\ newline \n tab \t é \u{1}";
+    a.db.put("k\"1", text).unwrap();
+    a.db.put("k2", [0xff, 0x00, 0x80]).unwrap();
+    let body = r#"{"encoding": "utf8", "keys": ["k\"1", "\u006b2", "k3"]}"#;
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/v1/kv:batchGet")
+        .header(header::HOST, "localhost:7070")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let p = a.send(req).await.problem(422);
+    assert!(p["detail"].as_str().unwrap().contains("values[1]"), "{p}");
+    let r = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"encoding": "utf8", "keys": ["k\"1", "k3"]})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.content_type, "application/json");
+    assert_eq!(r.json(), json!({"values": [text, null]}));
+    let r = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"keys": [b64(b"k2"), b64(b"k\"1")]})),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        json!({"values": [b64(&[0xff, 0x00, 0x80]), b64(text.as_bytes())]})
+    );
+}
+
 #[tokio::test]
 async fn bad_input_is_a_problem_document_and_changes_nothing() {
     let limits = Limits {

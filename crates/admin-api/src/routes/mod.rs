@@ -140,6 +140,12 @@ async fn json_bodies(req: Request, next: Next) -> Response {
 /// the value costs more than the hop to the blocking pool saves.
 pub(crate) const ON_WORKER_BYTES: usize = 64 << 10;
 
+/// Times a small write tries to commit on its worker before it moves to the pool. Another
+/// worker's write in progress is the usual reason it cannot (with two workers, a fifth of all
+/// PUTs under load), and it ends within microseconds: the worker serves other requests
+/// meanwhile and tries again, where the hop to the pool and back would cost more than the write.
+const TRIES_ON_WORKER: usize = 3;
+
 /// A value too large to copy and encode on a worker (`ON_WORKER_BYTES`): asked again on the
 /// pool, as a read that needs the disk is.
 pub(crate) fn too_large_for_a_worker() -> Problem {
@@ -174,8 +180,9 @@ pub(crate) async fn read<T: Send + 'static>(
 
 /// Commits `batch`, then runs `after` (the log line, the event): on the async worker when the
 /// engine can commit it without waiting (`Db::try_write`: no sync, no blob file, no stall, no
-/// other writer leading) and no mount shows `cf` (telling the kernel is a system call that may
-/// wait); else on the blocking pool, as `read` does for reads. `/metrics` counts both places.
+/// other writer leading; tried `TRIES_ON_WORKER` times) and no mount shows `cf` (telling the
+/// kernel is a system call that may wait); else on the blocking pool, as `read` does for reads.
+/// `/metrics` counts both places.
 pub(crate) async fn write(
     state: &AppState,
     cf: ColumnFamily,
@@ -184,20 +191,26 @@ pub(crate) async fn write(
     after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
 ) -> Result<(), Problem> {
     let inner = &state.inner;
-    // A large batch is a large copy and checksum: work for the pool, not a worker.
+    let mut batch = batch;
+    let opts = sync.write_options();
+    // A large batch is a large copy and checksum: work for the pool, not a worker. A synced
+    // write always waits.
     let small = batch.size_in_bytes() <= ON_WORKER_BYTES;
-    let batch = if small && inner.mounted(&cf).is_none() {
-        match inner.db.try_write(batch, &sync.write_options())? {
-            None => {
-                inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
-                after(inner, &cf);
-                return Ok(());
+    if small && !opts.sync && inner.mounted(&cf).is_none() {
+        for tries_left in (0..TRIES_ON_WORKER).rev() {
+            match inner.db.try_write(batch, &opts)? {
+                None => {
+                    inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
+                    after(inner, &cf);
+                    return Ok(());
+                }
+                Some(back) => batch = back,
             }
-            Some(back) => back,
+            if tries_left > 0 {
+                tokio::task::yield_now().await;
+            }
         }
-    } else {
-        batch
-    };
+    }
     inner.places.writes.pool.fetch_add(1, Ordering::Relaxed);
     blocking(state, move |s| {
         s.write(batch, sync)?;
@@ -210,7 +223,7 @@ pub(crate) async fn write(
 /// A JSON body, or a problem document saying what is wrong with it. Every body is an object
 /// (or `null` where it is optional): serde would also read a struct from an array of its
 /// fields in order, which no document describes.
-pub(crate) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
+pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a Bytes) -> Result<T, Problem> {
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return Err(Problem::bad_request(
             "request body: a JSON object is expected, not an array",
