@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::compact::{CompactionState, LevelStats};
-use super::write::Pressure;
+use super::compaction_state::{CompactionState, LevelStats};
+use super::room::Pressure;
 use super::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::events::StallCause;

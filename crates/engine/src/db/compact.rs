@@ -1,13 +1,13 @@
 //! Compactions in the database: picking under the compaction lock, running the job, installing the
 //! result, and deleting input tables once no version (held by a read view or an iterator) uses them.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::DbInner;
 use super::column_family::ColumnFamilyData;
+use super::compaction_state::CompactionState;
 use crate::compaction::{self, BlobContext, CompactionSpec, JobContext};
 use crate::error::{Error, Result};
 use crate::events::{BlobGcInfo, CompactionInfo, CompactionReason};
@@ -15,31 +15,7 @@ use crate::filename::table_file;
 use crate::iter::InternalIterator;
 use crate::key;
 use crate::options::Executor;
-use crate::stats::Counter;
 use crate::version::{FileMetaData, NUM_LEVELS, Version, VersionEdit};
-
-/// One column family's compaction bookkeeping, under one lock.
-#[derive(Debug, Default)]
-pub(crate) struct CompactionState {
-    /// Compactions running now. Several may run at once on disjoint files.
-    pub(crate) running: usize,
-    /// `compact_range` is at work: automatic compactions wait.
-    pub(crate) manual: bool,
-    /// Files that compactions are reading.
-    pub(crate) busy: HashSet<u64>,
-}
-
-/// Counters per output level.
-#[derive(Debug, Default)]
-pub(crate) struct LevelStats {
-    pub(crate) compactions: Counter,
-    /// Bytes read from the level above (the input level).
-    pub(crate) bytes_read_upper: Counter,
-    /// Bytes read from this level (the overlapping files).
-    pub(crate) bytes_read_lower: Counter,
-    pub(crate) bytes_written: Counter,
-    pub(crate) micros: Counter,
-}
 
 impl DbInner {
     /// Picks and runs one automatic compaction of `cf`. `Ok(false)` when none is needed (or its

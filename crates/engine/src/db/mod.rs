@@ -4,8 +4,10 @@
 mod background;
 mod batch;
 mod blob;
+mod blob_housekeeping;
 mod column_family;
 mod compact;
+mod compaction_state;
 mod flush;
 mod inspect;
 mod iter;
@@ -17,8 +19,10 @@ mod ranged;
 mod read;
 mod repair;
 mod repair_refs;
+mod replay;
 mod reserve;
 mod resume;
+mod room;
 mod unnamed;
 mod value_file;
 
@@ -53,11 +57,11 @@ use crate::options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::SnapshotList;
 use crate::sst::TableCache;
 use crate::stats::{Statistics, Stats};
-use crate::value::PinnableValue;
 use crate::version::{FileMetaData, Version, VersionSet};
 use background::Scheduler;
-use column_family::{CfState, CfTracker, ColumnFamilyData, Registry};
-use write::{Pressure, WalState, WriteQueue};
+use column_family::{CfState, CfTracker, Registry};
+use room::Pressure;
+use write::{WalState, WriteQueue};
 
 /// What a read of one column family sees: its memtables and table version, captured together.
 #[derive(Debug)]
@@ -458,86 +462,6 @@ impl Db {
             }
         }
         Ok(())
-    }
-
-    /// The latest value of `key`.
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<PinnableValue>> {
-        self.get_with(&ReadOptions::default(), key)
-    }
-
-    /// The value of `key` as of `opts.snapshot` (or the latest).
-    pub fn get_with(
-        &self,
-        opts: &ReadOptions,
-        key: impl AsRef<[u8]>,
-    ) -> Result<Option<PinnableValue>> {
-        self.inner.check_open()?;
-        self.inner
-            .get(opts, &self.inner.default_cf.data, key.as_ref())
-    }
-
-    /// The latest value of `key` in column family `cf`.
-    pub fn get_cf(
-        &self,
-        cf: &ColumnFamily,
-        key: impl AsRef<[u8]>,
-    ) -> Result<Option<PinnableValue>> {
-        self.get_cf_with(&ReadOptions::default(), cf, key)
-    }
-
-    /// The value of `key` in column family `cf` as of `opts.snapshot` (or the latest).
-    pub fn get_cf_with(
-        &self,
-        opts: &ReadOptions,
-        cf: &ColumnFamily,
-        key: impl AsRef<[u8]>,
-    ) -> Result<Option<PinnableValue>> {
-        self.inner.check_open()?;
-        self.inner
-            .get(opts, cf.resolve(self.inner.id)?, key.as_ref())
-    }
-
-    /// Looks up many keys of the default column family at one snapshot (`opts.snapshot`, or the
-    /// latest); results in input order. Faster than a loop of `get`s: keys are sorted once and
-    /// each table, index block and data block is visited once for all the keys it may hold, and
-    /// values from one block share it.
-    pub fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        opts: &ReadOptions,
-        keys: &[K],
-    ) -> Vec<Result<Option<PinnableValue>>> {
-        let cf = &self.inner.default_cf.data;
-        let items: Vec<(&Arc<ColumnFamilyData>, &[u8])> =
-            keys.iter().map(|k| (cf, k.as_ref())).collect();
-        self.multi_get_items(opts, &items)
-    }
-
-    /// [`Db::multi_get`] over keys of several column families, all at one snapshot.
-    pub fn multi_get_cf<K: AsRef<[u8]>>(
-        &self,
-        opts: &ReadOptions,
-        keys: &[(&ColumnFamily, K)],
-    ) -> Vec<Result<Option<PinnableValue>>> {
-        let mut resolved = Vec::with_capacity(keys.len());
-        for (cf, k) in keys {
-            match cf.resolve(self.inner.id) {
-                Ok(data) => resolved.push((data, k.as_ref())),
-                // One bad handle fails the call: which keys it meant is unknowable.
-                Err(e) => return keys.iter().map(|_| Err(e.duplicate())).collect(),
-            }
-        }
-        self.multi_get_items(opts, &resolved)
-    }
-
-    fn multi_get_items(
-        &self,
-        opts: &ReadOptions,
-        items: &[(&Arc<ColumnFamilyData>, &[u8])],
-    ) -> Vec<Result<Option<PinnableValue>>> {
-        if let Err(e) = self.inner.check_open() {
-            return items.iter().map(|_| Err(e.duplicate())).collect();
-        }
-        self.inner.multi_get(opts, items)
     }
 
     /// A snapshot of the store (every column family) as it is now.

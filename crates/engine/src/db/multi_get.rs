@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::DbInner;
-use super::column_family::ColumnFamilyData;
+use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::read::block_reads;
+use super::{Db, DbInner};
 use crate::blob::BlobIndex;
 use crate::error::{Error, Result};
 use crate::key;
@@ -106,5 +106,50 @@ impl DbInner {
         self.stats.get_hits.add(hits);
         self.stats.bytes_read.add(bytes);
         results
+    }
+}
+
+impl Db {
+    /// Looks up many keys of the default column family at one snapshot (`opts.snapshot`, or the
+    /// latest); results in input order. Faster than a loop of `get`s: keys are sorted once and
+    /// each table, index block and data block is visited once for all the keys it may hold, and
+    /// values from one block share it.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        opts: &ReadOptions,
+        keys: &[K],
+    ) -> Vec<Result<Option<PinnableValue>>> {
+        let cf = &self.inner.default_cf.data;
+        let items: Vec<(&Arc<ColumnFamilyData>, &[u8])> =
+            keys.iter().map(|k| (cf, k.as_ref())).collect();
+        self.multi_get_items(opts, &items)
+    }
+
+    /// [`Db::multi_get`] over keys of several column families, all at one snapshot.
+    pub fn multi_get_cf<K: AsRef<[u8]>>(
+        &self,
+        opts: &ReadOptions,
+        keys: &[(&ColumnFamily, K)],
+    ) -> Vec<Result<Option<PinnableValue>>> {
+        let mut resolved = Vec::with_capacity(keys.len());
+        for (cf, k) in keys {
+            match cf.resolve(self.inner.id) {
+                Ok(data) => resolved.push((data, k.as_ref())),
+                // One bad handle fails the call: which keys it meant is unknowable.
+                Err(e) => return keys.iter().map(|_| Err(e.duplicate())).collect(),
+            }
+        }
+        self.multi_get_items(opts, &resolved)
+    }
+
+    fn multi_get_items(
+        &self,
+        opts: &ReadOptions,
+        items: &[(&Arc<ColumnFamilyData>, &[u8])],
+    ) -> Vec<Result<Option<PinnableValue>>> {
+        if let Err(e) = self.inner.check_open() {
+            return items.iter().map(|_| Err(e.duplicate())).collect();
+        }
+        self.inner.multi_get(opts, items)
     }
 }

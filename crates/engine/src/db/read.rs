@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::column_family::ColumnFamilyData;
+use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::iter::{BlobReads, DbIterator};
-use super::{DbInner, SuperVersion};
+use super::{Db, DbInner, SuperVersion};
 use crate::bloom::key_hash;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
@@ -272,5 +272,44 @@ impl DbInner {
                 fill_cache: opts.fill_cache,
             },
         ))
+    }
+}
+
+impl Db {
+    /// The latest value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<PinnableValue>> {
+        self.get_with(&ReadOptions::default(), key)
+    }
+
+    /// The value of `key` as of `opts.snapshot` (or the latest).
+    pub fn get_with(
+        &self,
+        opts: &ReadOptions,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
+        self.inner.check_open()?;
+        self.inner
+            .get(opts, &self.inner.default_cf.data, key.as_ref())
+    }
+
+    /// The latest value of `key` in column family `cf`.
+    pub fn get_cf(
+        &self,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
+        self.get_cf_with(&ReadOptions::default(), cf, key)
+    }
+
+    /// The value of `key` in column family `cf` as of `opts.snapshot` (or the latest).
+    pub fn get_cf_with(
+        &self,
+        opts: &ReadOptions,
+        cf: &ColumnFamily,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<PinnableValue>> {
+        self.inner.check_open()?;
+        self.inner
+            .get(opts, cf.resolve(self.inner.id)?, key.as_ref())
     }
 }

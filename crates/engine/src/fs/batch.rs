@@ -1,7 +1,8 @@
-//! Reads issued together (a MultiGet's missing blocks), so that their waits on the device overlap
-//! instead of adding up. On Linux they go through io_uring (`uring.rs`) when the files offer a
-//! descriptor ([`RandomAccessFile::raw_fd`]); any read that path does not complete, and every read
-//! elsewhere, is a `read_vec_at` of its own (`BatchRead::into_result`), whose errors name the file.
+//! One read of a batch issued together (a MultiGet's missing blocks), so that their waits on the
+//! device overlap instead of adding up (`fs::read_batch`). On Linux they go through io_uring
+//! (`uring.rs`) when the files offer a descriptor ([`RandomAccessFile::raw_fd`]); any read that
+//! path does not complete, and every read elsewhere, is a `read_vec_at` of its own
+//! (`BatchRead::into_result`), whose errors name the file.
 
 use super::RandomAccessFile;
 use crate::error::Result;
@@ -35,22 +36,12 @@ impl<'a> BatchRead<'a> {
     }
 }
 
-/// Reads together what of `reads` it can (`done`); `into_result` reads the rest one by one.
-pub(crate) fn read_batch(reads: &mut [BatchRead<'_>]) {
-    #[cfg(target_os = "linux")]
-    if reads.len() > 1 {
-        super::uring::read_batch(reads);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = reads;
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::fs::{FaultInjectionFs, FileSystem, StdFileSystem};
+    use crate::fs::{FaultInjectionFs, FileSystem, StdFileSystem, read_batch};
 
     fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 7 % 251) as u8).collect()

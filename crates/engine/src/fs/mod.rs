@@ -24,11 +24,23 @@ mod storage_stats;
 mod uring;
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod wasip2;
-pub(crate) use batch::{BatchRead, read_batch};
+pub(crate) use batch::BatchRead;
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 #[cfg(target_os = "linux")]
 pub use small_disk::SmallDisk;
 pub use storage_stats::StorageStats;
+
+/// Reads together what of `reads` it can (`done`); `into_result` reads the rest one by one.
+/// Here, above both, so that `batch.rs` (the read) and `uring.rs` (one way to do it) do not
+/// import each other.
+pub(crate) fn read_batch(reads: &mut [BatchRead<'_>]) {
+    #[cfg(target_os = "linux")]
+    if reads.len() > 1 {
+        uring::read_batch(reads);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = reads;
+}
 
 /// How far a sync must reach before it returns. On the local disk the two are one; a backend
 /// that keeps the store beyond this machine (a bucket) tells them apart.
