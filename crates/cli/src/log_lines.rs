@@ -11,7 +11,7 @@
 //!   `flush_now` writes what is buffered before a forced exit; a line logged after the end goes
 //!   straight to stderr. A SIGKILL loses at most `EVERY` of lines.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,9 +114,16 @@ pub fn init(default_filter: &str) -> Option<Flusher> {
         let _ = env_logger::Builder::from_env(env).try_init();
         return None;
     };
-    let installed = env_logger::Builder::from_env(env)
-        .target(env_logger::Target::Pipe(Box::new(Batched(shared.clone()))))
-        .try_init();
+    let mut builder = env_logger::Builder::from_env(env);
+    builder.target(env_logger::Target::Pipe(Box::new(Batched(shared.clone()))));
+    if let Some(style) = style_through_the_pipe(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("RUST_LOG_STYLE").is_some(),
+        std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    ) {
+        builder.write_style(style);
+    }
+    let installed = builder.try_init();
     let flusher = Flusher {
         shared: shared.clone(),
         writer: Some(writer),
@@ -125,6 +132,23 @@ pub fn init(default_filter: &str) -> Option<Flusher> {
         let _ = INSTALLED.set(shared);
     }
     installed.is_ok().then_some(flusher)
+}
+
+/// How lines written through the pipe to the writer thread are styled: with colours when stderr
+/// is a terminal (to env_logger a pipe is none, and it would strip them), plain otherwise, so
+/// none are made only to be stripped; `None` when `RUST_LOG_STYLE` decided (env_logger reads it).
+/// `NO_COLOR` turns colours off.
+fn style_through_the_pipe(
+    stderr_is_terminal: bool,
+    style_chosen: bool,
+    no_color: bool,
+) -> Option<env_logger::WriteStyle> {
+    use env_logger::WriteStyle;
+    match (style_chosen, stderr_is_terminal && !no_color) {
+        (true, _) => None,
+        (false, true) => Some(WriteStyle::Always),
+        (false, false) => Some(WriteStyle::Never),
+    }
 }
 
 /// The writer: takes every line buffered so far and writes them to stderr in one call, until
@@ -163,6 +187,17 @@ fn write_out(shared: &Shared) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Colours only for a terminal, and never against the user's word.
+    #[test]
+    fn colours_only_for_a_terminal_the_user_did_not_decide_for() {
+        use env_logger::WriteStyle::{Always, Never};
+        assert_eq!(style_through_the_pipe(true, false, false), Some(Always));
+        assert_eq!(style_through_the_pipe(false, false, false), Some(Never));
+        assert_eq!(style_through_the_pipe(true, false, true), Some(Never));
+        assert_eq!(style_through_the_pipe(true, true, false), None);
+        assert_eq!(style_through_the_pipe(false, true, true), None);
+    }
 
     /// Lines from many threads reach the writer whole and in each thread's order; when the
     /// writer falls behind, the buffer stays bounded and every line is either written or

@@ -39,13 +39,18 @@ pub(crate) fn put(
 pub(crate) struct BatchGet<'a> {
     #[serde(borrow)]
     #[schema(value_type = Vec<String>)]
-    keys: Vec<Cow<'a, str>>,
+    keys: Vec<InBody<'a>>,
     #[serde(borrow)]
     #[schema(value_type = Option<String>)]
     cf: Option<Cow<'a, str>>,
     #[serde(default)]
     encoding: Encoding,
 }
+
+/// A string of a JSON body, borrowed from it unless it has escapes. serde borrows a `Cow` only
+/// where it is a field of its own, not an element of a `Vec`: so this newtype.
+#[derive(Debug, Deserialize)]
+struct InBody<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// The values of the keys, in order; null for an absent key.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -81,7 +86,7 @@ pub(crate) async fn batch_get(
             .keys
             .iter()
             .enumerate()
-            .map(|(i, k)| enc.decode_named(k, || format!("keys[{i}]")))
+            .map(|(i, k)| enc.decode_named(&k.0, || format!("keys[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         let cf = s.cf(req.cf.as_deref())?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
