@@ -46,6 +46,7 @@ pub use properties::{
 };
 pub use ranged::ValueReader;
 pub use repair::{LostFile, RepairReport, repair_store};
+pub use try_write::TryWrite;
 pub use value_file::ValueFile;
 
 use crate::blob::{BlobEpoch, BlobStore};
@@ -408,21 +409,26 @@ impl Db {
         self.submit(batch, opts, true)
     }
 
-    /// Commits `batch` only if that needs no wait, on the caller's thread: `Ok(None)` once it
-    /// is written, exactly as `write` would have written it; `Ok(Some(batch))`, the batch
-    /// untouched, when it would have to wait (a sync asked, a value for a blob file, a partial
-    /// write, another writer leading, a stall or a memtable to switch, a store whose files are
-    /// not on this machine's disk): the caller then `write`s it where waiting is fine. An async
-    /// server writes so on its own workers (doc/architecture.md, "Write path").
-    pub fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<Option<WriteBatch>> {
+    /// Commits `batch` only if that needs no wait, on the caller's thread: `Committed` once it
+    /// is written, exactly as `write` would have written it; else the batch comes back
+    /// untouched, `Busy` when another writer holds the write path for a moment (worth trying
+    /// again soon), `MustWait` when it would have to wait (a sync asked, a value for a blob
+    /// file, a partial write, a stall or a memtable to switch, a store whose files are not on
+    /// this machine's disk): the caller then `write`s it where waiting is fine. An async server
+    /// writes so on its own workers (doc/architecture.md, "Write path").
+    pub fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<TryWrite> {
         self.check_batch(&batch, true)?;
         let syncs = opts.sync && !opts.disable_wal;
         if batch.is_empty() {
             // Nothing to write; a sync asked for is a wait (`write` makes it a barrier).
-            return Ok(syncs.then_some(batch));
+            return Ok(if syncs {
+                TryWrite::MustWait(batch)
+            } else {
+                TryWrite::Committed
+            });
         }
         if self.inner.may_separate(&batch)? {
-            return Ok(Some(batch));
+            return Ok(TryWrite::MustWait(batch));
         }
         self.inner.try_write(batch, opts)
     }

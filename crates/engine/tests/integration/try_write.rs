@@ -7,7 +7,7 @@
     clippy::field_reassign_with_default
 )]
 
-use strata_engine::{Db, Options, WriteBatch, WriteOptions};
+use strata_engine::{Db, Options, TryWrite, WriteBatch, WriteOptions};
 
 fn one(key: &str, value: &[u8]) -> WriteBatch {
     let mut b = WriteBatch::new();
@@ -26,16 +26,18 @@ fn a_write_that_needs_no_wait_commits_at_once_and_survives_a_reopen() {
         let db = Db::open(dir.path(), Options::default()).unwrap();
         for i in 0..100 {
             let batch = one(&format!("k{i:03}"), format!("v{i}").as_bytes());
-            assert!(db.try_write(batch, &unsynced()).unwrap().is_none());
+            assert!(matches!(
+                db.try_write(batch, &unsynced()).unwrap(),
+                TryWrite::Committed
+            ));
         }
         assert_eq!(db.get("k042").unwrap().unwrap(), &b"v42"[..]);
         assert_eq!(db.statistics().write_batches, 100);
         // An empty batch writes nothing and needs nothing.
-        assert!(
-            db.try_write(WriteBatch::new(), &unsynced())
-                .unwrap()
-                .is_none()
-        );
+        assert!(matches!(
+            db.try_write(WriteBatch::new(), &unsynced()).unwrap(),
+            TryWrite::Committed
+        ));
         // The WAL holds them, unflushed: a read-only open beside the writer replays them.
         let reader = Db::open_read_only(dir.path(), Options::default()).unwrap();
         assert_eq!(db.statistics().flushes, 0);
@@ -61,12 +63,13 @@ fn a_write_that_would_wait_is_handed_back_untouched_and_written_then() {
     o.level0_slowdown_writes_trigger = 2;
     o.level0_stop_writes_trigger = 4;
     let db = Db::open(dir.path(), o).unwrap();
+    // Each of these must wait: trying again at once would not help.
     let handed_back = |batch: WriteBatch, opts: &WriteOptions, why: &str| {
         let count = batch.len();
-        let back = db
-            .try_write(batch, opts)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{why}: written"));
+        let back = match db.try_write(batch, opts).unwrap() {
+            TryWrite::MustWait(back) => back,
+            other => panic!("{why}: {other:?}"),
+        };
         assert_eq!(back.len(), count, "{why}: changed");
         db.write(back, opts).unwrap();
     };
@@ -90,8 +93,10 @@ fn a_write_that_would_wait_is_handed_back_untouched_and_written_then() {
     let full = loop {
         let batch = one(&format!("fill{i:06}"), &[1u8; 500]);
         i += 1;
-        if let Some(back) = db.try_write(batch, &unsynced()).unwrap() {
-            break back;
+        match db.try_write(batch, &unsynced()).unwrap() {
+            TryWrite::Committed => {}
+            TryWrite::MustWait(back) => break back,
+            TryWrite::Busy(_) => panic!("busy with no other writer"),
         }
         assert!(i < 1000, "the memtable never filled");
     };
@@ -135,7 +140,7 @@ fn tries_beside_waiting_writers_lose_nothing() {
             s.spawn(move || {
                 for i in 0..2000 {
                     let batch = one(&format!("t{t}-{i}"), b"t");
-                    if let Some(back) = db.try_write(batch, &unsynced()).unwrap() {
+                    if let Some(back) = db.try_write(batch, &unsynced()).unwrap().into_batch() {
                         handed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         db.write(back, &unsynced()).unwrap();
                     }
