@@ -17,6 +17,8 @@ BIN=${STRATA_BIN:-$ROOT/target/release/strata}
 [ -x "$BIN" ] || { echo "rest-bench: $BIN is missing (cargo build --release -p strata-cli)" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "rest-bench: wrk is missing (make deps installs it)" >&2; exit 1; }
 THREADS=${THREADS:-2} CONNECTIONS=${CONNECTIONS:-32} SECS=${SECS:-2} ROUNDS=${ROUNDS:-5}
+[ "$ROUNDS" -ge 1 ] 2>/dev/null || { echo "rest-bench: ROUNDS must be 1 or more" >&2; exit 1; }
+export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-rest-bench.XXXXXX")
 . "$ROOT/scripts/serve-on-loopback.sh"
@@ -30,6 +32,8 @@ ops=$(for i in $(seq 0 9); do printf '{"op":"put","key":"key%d","value":"%0100d"
 curl -sf -H "$auth" -H 'Content-Type: application/json' \
   -d "{\"encoding\":\"utf8\",\"ops\":[${ops%,}]}" "$url/api/v1/kv:batchWrite" >/dev/null
 key=$(printf key0 | basenc --base64url | tr -d =)
+# The PUTs go to a key of their own, so the reads are of the same ten values every round.
+put_key=$(printf put | basenc --base64url | tr -d =)
 
 cat >"$WORK/put.lua" <<LUA
 wrk.method = "PUT"
@@ -74,13 +78,13 @@ for round in $(seq 1 "$ROUNDS"); do
   floor=
   turn "${names[0]}" /healthz
   turn "${names[1]}" "/api/v1/kv/$key?raw=1"
-  turn "${names[2]}" "/api/v1/kv/$key" -s "$WORK/put.lua"
+  turn "${names[2]}" "/api/v1/kv/$put_key" -s "$WORK/put.lua"
   turn "${names[3]}" /api/v1/kv:batchGet -s "$WORK/batch.lua"
 done
 for name in "${names[@]}"; do
   mean=$(tr ' ' '\n' <<<"${rates[$name]}" | awk 'NF {s += $1; n++} END {printf "%.0f", s / n}')
   sorted=$(tr ' ' '\n' <<<"${ratios[$name]}" | awk NF | sort -n | tr '\n' ' ')
-  median=$(awk '{print $(int((NF + 1) / 2))}' <<<"$sorted")
+  median=$(awk '{m = int((NF + 1) / 2); printf "%.2f", NF % 2 ? $m : ($m + $(m + 1)) / 2}' <<<"$sorted")
   printf '%-28s %12s req/s  %5sx floor (rounds: %s)  p50 %8s  p99 %8s\n' \
     "$name" "$mean" "$median" "${sorted% }" "${p50s[$name]}" "${p99s[$name]}"
 done

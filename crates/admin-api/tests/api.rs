@@ -452,6 +452,22 @@ async fn batch_get_answers_escaped_keys_and_values_exactly() {
         r.json(),
         json!({"values": [b64(&[0xff, 0x00, 0x80]), b64(text.as_bytes())]})
     );
+    // The first failure in key order answers: a value that is not text before a key the engine
+    // refuses (over its size limit), and the other way round.
+    let oversized = "k".repeat(strata_engine::MAX_KEY_SIZE + 1);
+    for (keys, status) in [
+        (["k2", oversized.as_str()], 422),
+        ([oversized.as_str(), "k2"], 400),
+    ] {
+        let r = a
+            .call(
+                "POST",
+                "/api/v1/kv:batchGet",
+                Some(json!({"encoding": "utf8", "keys": keys})),
+            )
+            .await;
+        r.problem(status);
+    }
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@
 //!   `flush_now` writes what is buffered before a forced exit; a line logged after the end goes
 //!   straight to stderr. A SIGKILL loses at most `EVERY` of lines.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,12 +116,8 @@ pub fn init(default_filter: &str) -> Option<Flusher> {
     };
     let mut builder = env_logger::Builder::from_env(env);
     builder.target(env_logger::Target::Pipe(Box::new(Batched(shared.clone()))));
-    if let Some(style) = style_through_the_pipe(
-        std::io::stderr().is_terminal(),
-        std::env::var_os("RUST_LOG_STYLE").is_some(),
-        std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
-    ) {
-        builder.write_style(style);
+    if !style_chosen(std::env::var("RUST_LOG_STYLE").ok().as_deref()) {
+        builder.write_style(anstream::AutoStream::choice(&std::io::stderr()).into());
     }
     let installed = builder.try_init();
     let flusher = Flusher {
@@ -134,21 +130,12 @@ pub fn init(default_filter: &str) -> Option<Flusher> {
     installed.is_ok().then_some(flusher)
 }
 
-/// How lines written through the pipe to the writer thread are styled: with colours when stderr
-/// is a terminal (to env_logger a pipe is none, and it would strip them), plain otherwise, so
-/// none are made only to be stripped; `None` when `RUST_LOG_STYLE` decided (env_logger reads it).
-/// `NO_COLOR` turns colours off.
-fn style_through_the_pipe(
-    stderr_is_terminal: bool,
-    style_chosen: bool,
-    no_color: bool,
-) -> Option<env_logger::WriteStyle> {
-    use env_logger::WriteStyle;
-    match (style_chosen, stderr_is_terminal && !no_color) {
-        (true, _) => None,
-        (false, true) => Some(WriteStyle::Always),
-        (false, false) => Some(WriteStyle::Never),
-    }
+/// Whether `RUST_LOG_STYLE` decides how lines are styled (`always` or `never`; env_logger has
+/// read it). Otherwise they are styled as anstream would style stderr itself: colours for a
+/// terminal, unless `NO_COLOR`, `CLICOLOR=0` or `TERM=dumb` say no, or `CLICOLOR_FORCE` yes.
+/// env_logger would take `auto` to mean none, as the lines go through a pipe to the writer.
+fn style_chosen(rust_log_style: Option<&str>) -> bool {
+    matches!(rust_log_style, Some("always" | "never"))
 }
 
 /// The writer: takes every line buffered so far and writes them to stderr in one call, until
@@ -188,15 +175,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// Colours only for a terminal, and never against the user's word.
+    /// Only `always` and `never` are the user's choice; `auto`, an empty or unknown value, or
+    /// none leaves it to the terminal.
     #[test]
-    fn colours_only_for_a_terminal_the_user_did_not_decide_for() {
-        use env_logger::WriteStyle::{Always, Never};
-        assert_eq!(style_through_the_pipe(true, false, false), Some(Always));
-        assert_eq!(style_through_the_pipe(false, false, false), Some(Never));
-        assert_eq!(style_through_the_pipe(true, false, true), Some(Never));
-        assert_eq!(style_through_the_pipe(true, true, false), None);
-        assert_eq!(style_through_the_pipe(false, true, true), None);
+    fn only_always_and_never_override_the_terminal() {
+        assert!(style_chosen(Some("always")) && style_chosen(Some("never")));
+        for v in [None, Some("auto"), Some(""), Some("sometimes")] {
+            assert!(!style_chosen(v), "{v:?}");
+        }
     }
 
     /// Lines from many threads reach the writer whole and in each thread's order; when the

@@ -42,7 +42,7 @@ pub(crate) struct BatchGet<'a> {
     keys: Vec<InBody<'a>>,
     #[serde(borrow)]
     #[schema(value_type = Option<String>)]
-    cf: Option<Cow<'a, str>>,
+    cf: Option<InBody<'a>>,
     #[serde(default)]
     encoding: Encoding,
 }
@@ -88,27 +88,42 @@ pub(crate) async fn batch_get(
             .enumerate()
             .map(|(i, k)| enc.decode_named(&k.0, || format!("keys[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let cf = s.cf(req.cf.as_deref())?;
+        let cf = s.cf(req.cf.as_ref().map(|c| c.0.as_ref()))?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
-        let found =
-            s.db.multi_get_cf(opts, &asks)
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()?;
-        let bytes: usize = found.iter().flatten().map(|v| v.len()).sum();
+        let found = s.db.multi_get_cf(opts, &asks);
+        let bytes: usize = found.iter().flatten().flatten().map(|v| v.len()).sum();
         if opts.cache_only && bytes > super::ON_WORKER_BYTES {
             return Err(super::too_large_for_a_worker());
         }
-        let values = found
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_ref()
-                    .map(|v| enc.encode_named(v, || format!("values[{i}]")))
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>, Problem>>()?;
+        // In key order, the first failure answers: an engine error, or a value that cannot be
+        // shown in the encoding asked for.
+        let mut values = Vec::with_capacity(found.len());
+        let mut failed_at = None;
+        for (i, r) in found.iter().enumerate() {
+            match r {
+                Err(_) => {
+                    failed_at = Some(i);
+                    break;
+                }
+                Ok(v) => values.push(
+                    v.as_ref()
+                        .map(|v| enc.encode_named(v, || format!("values[{i}]")))
+                        .transpose()?,
+                ),
+            }
+        }
+        if let Some(i) = failed_at {
+            drop(values);
+            return match found.into_iter().nth(i) {
+                Some(Err(e)) => Err(e.into()),
+                _ => Err(Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "batchGet: a failed read went missing",
+                )),
+            };
+        }
         // Base64 is 4/3 of the bytes; each value adds quotes and a comma.
-        let mut json = Vec::with_capacity(bytes / 3 * 4 + found.len() * 8 + 16);
+        let mut json = Vec::with_capacity(bytes / 3 * 4 + values.len() * 8 + 16);
         serde_json::to_writer(&mut json, &BatchGetReply { values }).map_err(|e| {
             Problem::new(
                 StatusCode::INTERNAL_SERVER_ERROR,

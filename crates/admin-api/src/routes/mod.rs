@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 
 use std::sync::atomic::Ordering;
 
-use strata_engine::{ColumnFamily, ReadOptions, WriteBatch};
+use strata_engine::{ColumnFamily, ReadOptions, TryWrite, WriteBatch};
 
 use crate::codec::Encoding;
 use crate::problem::Problem;
@@ -140,10 +140,11 @@ async fn json_bodies(req: Request, next: Next) -> Response {
 /// the value costs more than the hop to the blocking pool saves.
 pub(crate) const ON_WORKER_BYTES: usize = 64 << 10;
 
-/// Times a small write tries to commit on its worker before it moves to the pool. Another
-/// worker's write in progress is the usual reason it cannot (with two workers, a fifth of all
-/// PUTs under load), and it ends within microseconds: the worker serves other requests
-/// meanwhile and tries again, where the hop to the pool and back would cost more than the write.
+/// Times a small write tries to commit on its worker before it moves to the pool, while the
+/// engine answers `Busy`: another worker's write in progress (with two workers, a fifth of all
+/// PUTs under load) ends within microseconds, so the worker serves other requests meanwhile and
+/// tries again, where the hop to the pool and back would cost more than the write. A write that
+/// must wait (`MustWait`) goes to the pool at once.
 const TRIES_ON_WORKER: usize = 3;
 
 /// A value too large to copy and encode on a worker (`ON_WORKER_BYTES`): asked again on the
@@ -199,15 +200,19 @@ pub(crate) async fn write(
     if small && !opts.sync && inner.mounted(&cf).is_none() {
         for tries_left in (0..TRIES_ON_WORKER).rev() {
             match inner.db.try_write(batch, &opts)? {
-                None => {
+                TryWrite::Committed => {
                     inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
                     after(inner, &cf);
                     return Ok(());
                 }
-                Some(back) => batch = back,
-            }
-            if tries_left > 0 {
-                tokio::task::yield_now().await;
+                TryWrite::Busy(back) if tries_left > 0 => {
+                    batch = back;
+                    tokio::task::yield_now().await;
+                }
+                TryWrite::Busy(back) | TryWrite::MustWait(back) => {
+                    batch = back;
+                    break;
+                }
             }
         }
     }
