@@ -27,8 +27,11 @@ impl Encoding {
     }
 
     pub fn encode(self, field: &str, b: &[u8]) -> Result<String, Problem> {
-        self.encode_named(b, || field.to_string())
-            .map(|e| e.to_string())
+        // Sized at once, not grown through `Display`: a value on the pool may be large.
+        Ok(match self.encode_named(b, || field.to_string())? {
+            Encoded::Text(s) => s.to_owned(),
+            Encoded::Base64(b) => base64(b),
+        })
     }
 
     /// `decode`, naming the field (`keys[7]`) only when it is wrong: a batch of many keys

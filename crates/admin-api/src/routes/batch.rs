@@ -90,37 +90,24 @@ pub(crate) async fn batch_get(
             .collect::<Result<Vec<_>, _>>()?;
         let cf = s.cf(req.cf.as_ref().map(|c| c.0.as_ref()))?;
         let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
-        let found = s.db.multi_get_cf(opts, &asks);
+        let mut found = s.db.multi_get_cf(opts, &asks);
         let bytes: usize = found.iter().flatten().flatten().map(|v| v.len()).sum();
-        if opts.cache_only && bytes > super::ON_WORKER_BYTES {
-            return Err(super::too_large_for_a_worker());
-        }
-        // In key order, the first failure answers: an engine error, or a value that cannot be
-        // shown in the encoding asked for.
-        let mut values = Vec::with_capacity(found.len());
-        let mut failed_at = None;
-        for (i, r) in found.iter().enumerate() {
-            match r {
-                Err(_) => {
-                    failed_at = Some(i);
-                    break;
-                }
-                Ok(v) => values.push(
-                    v.as_ref()
-                        .map(|v| enc.encode_named(v, || format!("values[{i}]")))
-                        .transpose()?,
-                ),
-            }
-        }
-        if let Some(i) = failed_at {
-            drop(values);
-            return match found.into_iter().nth(i) {
-                Some(Err(e)) => Err(e.into()),
-                _ => Err(Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "batchGet: a failed read went missing",
-                )),
-            };
+        super::fits_on_worker(opts, bytes as u64)?;
+        // In key order, the first failure answers: a value before the first engine error that
+        // cannot be shown in the encoding asked for, else that error.
+        let first_error = found.iter().position(Result::is_err);
+        let failed = found.split_off(first_error.unwrap_or(found.len()));
+        let values = found
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let v = r.as_ref().ok().and_then(Option::as_ref);
+                v.map(|v| enc.encode_named(v, || format!("values[{i}]")))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, Problem>>()?;
+        if let Some(r) = failed.into_iter().next() {
+            r?;
         }
         // Base64 is 4/3 of the bytes; each value adds quotes and a comma.
         let mut json = Vec::with_capacity(bytes / 3 * 4 + values.len() * 8 + 16);

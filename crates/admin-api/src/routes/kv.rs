@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ColumnFamily, ReadOptions, ValueReader, WriteBatch};
 
 use super::{
-    DeleteQuery, ON_WORKER_BYTES, PutQuery, ReadQuery, blocking, logged, media_type, parse, query,
-    read, too_large_for_a_worker, unsupported,
+    DeleteQuery, ON_WORKER_BYTES, PutQuery, ReadQuery, blocking, fits_on_worker, logged,
+    media_type, parse, query, read, unsupported,
 };
 use crate::codec::{Encoding, decode_path_key};
 use crate::problem::Problem;
@@ -62,12 +62,9 @@ pub(crate) async fn get(
     let shown = key.clone();
     let value = read(&state, move |s, opts| {
         let cf = s.cf(q.cf.as_deref())?;
-        match s.db.get_cf_with(opts, &cf, &key)? {
-            Some(v) if opts.cache_only && v.len() > ON_WORKER_BYTES => {
-                Err(too_large_for_a_worker())
-            }
-            v => Ok(v.map(|v| v.to_vec())),
-        }
+        let value = s.db.get_cf_with(opts, &cf, &key)?;
+        fits_on_worker(opts, value.as_ref().map_or(0, |v| v.len() as u64))?;
+        Ok(value.map(|v| v.to_vec()))
     })
     .await?
     .ok_or_else(|| Problem::not_found("no such key"))?;
@@ -99,9 +96,7 @@ async fn raw_value(
             let Some(first) = s.db.read_range_cf(opts, &cf, &key, 0, asked)? else {
                 return Ok(None);
             };
-            if opts.cache_only && first.value_len > ON_WORKER_BYTES as u64 {
-                return Err(too_large_for_a_worker());
-            }
+            fits_on_worker(opts, first.value_len)?;
             if first.value_len <= STREAM_ABOVE {
                 let len = first.value_len;
                 return Ok(Some(RawBody::Read(

@@ -147,10 +147,17 @@ pub(crate) const ON_WORKER_BYTES: usize = 64 << 10;
 /// must wait (`MustWait`) goes to the pool at once.
 const TRIES_ON_WORKER: usize = 3;
 
-/// A value too large to copy and encode on a worker (`ON_WORKER_BYTES`): asked again on the
-/// pool, as a read that needs the disk is.
-pub(crate) fn too_large_for_a_worker() -> Problem {
-    strata_engine::Error::Incomplete("a value too large for an async worker".into()).into()
+/// Refuses `bytes` of values to a cache-only read, one on a worker, when they are more than it
+/// copies and encodes there (`ON_WORKER_BYTES`): asked again on the pool, as a read that needs
+/// the disk is.
+pub(crate) fn fits_on_worker(opts: &ReadOptions, bytes: u64) -> Result<(), Problem> {
+    if opts.cache_only && bytes > ON_WORKER_BYTES as u64 {
+        return Err(strata_engine::Error::Incomplete(
+            "a value too large for an async worker".into(),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Runs a read where the request is, on the async worker, when the engine can answer it from
@@ -187,12 +194,11 @@ pub(crate) async fn read<T: Send + 'static>(
 pub(crate) async fn write(
     state: &AppState,
     cf: ColumnFamily,
-    batch: WriteBatch,
+    mut batch: WriteBatch,
     sync: SyncTo,
     after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
 ) -> Result<(), Problem> {
     let inner = &state.inner;
-    let mut batch = batch;
     let opts = sync.write_options();
     // A large batch is a large copy and checksum: work for the pool, not a worker. A synced
     // write always waits.

@@ -28,12 +28,12 @@ pub(super) fn refuse_blob_reads(opts: &ReadOptions, found: &Lookup<PinnableValue
         crate::blob::BlobIndex::decode(index),
         Some(crate::blob::BlobIndex::Inline { .. })
     );
-    match opts.cache_only && !inline {
-        true => Err(Error::Incomplete(
+    if opts.cache_only && !inline {
+        return Err(Error::Incomplete(
             "the value is in a blob file, not in memory".into(),
-        )),
-        false => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 /// How a point lookup under `opts` reads table blocks.
