@@ -70,29 +70,86 @@ impl Encoding {
 }
 
 /// Bytes as they travel in JSON, borrowed: text as itself, anything else as standard base64,
-/// written as it is serialized.
+/// written straight into an answer (`write_json`).
 #[derive(Debug, Clone, Copy)]
 pub enum Encoded<'a> {
     Text(&'a str),
     Base64(&'a [u8]),
 }
 
-impl std::fmt::Display for Encoded<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Encoded<'_> {
+    /// Appends this as a JSON string, quoted, to `out`: text escaped as serde_json escapes it,
+    /// base64 encoded in place (it needs no escaping).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
         match self {
-            Encoded::Text(s) => f.write_str(s),
-            Encoded::Base64(b) => base64::display::Base64Display::new(b, &STANDARD).fmt(f),
+            Encoded::Text(s) => escape_json_into(out, s),
+            Encoded::Base64(b) => {
+                let start = out.len();
+                out.resize(start + base64_len(b.len()), 0);
+                // The room is exactly the encoded length, so this cannot fail.
+                let _ = STANDARD.encode_slice(b, &mut out[start..]);
+            }
         }
+        out.push(b'"');
     }
 }
 
-impl Serialize for Encoded<'_> {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Encoded::Text(s) => ser.serialize_str(s),
-            Encoded::Base64(_) => ser.collect_str(self),
+/// The length of `n` bytes in padded base64.
+fn base64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
+/// Appends `s` to `out` escaped as the inside of a JSON string, byte for byte as serde_json
+/// writes it (`\"`, `\\`, `\n`-style escapes for the five it names, `\u00XX` for the other
+/// controls). serde_json looks at one byte at a time; this looks at 16, and copies a run with
+/// nothing to escape whole: the answer to a batchGet of text values is mostly this.
+pub fn escape_json_into(out: &mut Vec<u8>, s: &str) {
+    const CHUNK: usize = 16;
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len());
+    let mut clean_from = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        if let Some(chunk) = bytes.get(at..at + CHUNK) {
+            // No early exit: the compiler compares all 16 at once.
+            let dirty = chunk.iter().fold(false, |any, &b| any | needs_escape(b));
+            if !dirty {
+                at += CHUNK;
+                continue;
+            }
         }
+        let end = (at + CHUNK).min(bytes.len());
+        for i in at..end {
+            let b = bytes[i];
+            if needs_escape(b) {
+                out.extend_from_slice(&bytes[clean_from..i]);
+                clean_from = i + 1;
+                match b {
+                    b'"' => out.extend_from_slice(b"\\\""),
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    0x08 => out.extend_from_slice(b"\\b"),
+                    0x0c => out.extend_from_slice(b"\\f"),
+                    _ => {
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        out.extend_from_slice(b"\\u00");
+                        out.push(HEX[usize::from(b >> 4)]);
+                        out.push(HEX[usize::from(b & 0xf)]);
+                    }
+                }
+            }
+        }
+        at = end;
     }
+    out.extend_from_slice(&bytes[clean_from..]);
+}
+
+/// Whether JSON needs `b` escaped inside a string.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
 }
 
 /// `b` in standard base64, as keys and values travel in JSON.
@@ -367,6 +424,52 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text escapes byte for byte as serde_json escapes it: every byte alone, at every place
+    /// in and around a 16-byte run, and long random strings; base64 is the engine's.
+    #[test]
+    fn values_are_written_into_json_as_serde_json_writes_them() {
+        let ours = |s: &str| {
+            let mut out = Vec::new();
+            Encoded::Text(s).write_json(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
+            let c = char::from_u32(c).unwrap();
+            for pad in [0, 1, 15, 16, 17, 31, 40] {
+                for s in [
+                    format!("{}{c}", "a".repeat(pad)),
+                    format!("{c}{}", "b".repeat(pad)),
+                ] {
+                    assert_eq!(ours(&s), serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..200 {
+            let s: String = (0..(x % 300))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Mostly letters; a quote, backslash or control one time in five.
+                    let odd = [b'"', b'\\', b'\n', b'\t', 0x01, 0x08, 0x0c, 0x1f];
+                    char::from(if x.is_multiple_of(5) {
+                        odd[(x / 5 % 8) as usize]
+                    } else {
+                        b'a' + (x % 26) as u8
+                    })
+                })
+                .collect();
+            assert_eq!(ours(&s), serde_json::to_string(&s).unwrap(), "{s:?}");
+        }
+        for n in 0..20 {
+            let b: Vec<u8> = (0..n).map(|i| (i * 37) as u8).collect();
+            let mut out = Vec::new();
+            Encoded::Base64(&b).write_json(&mut out);
+            assert_eq!(out, format!("\"{}\"", base64(&b)).into_bytes());
+        }
+    }
 
     #[test]
     fn a_scan_is_bounded_by_prefix_and_range_at_once() {

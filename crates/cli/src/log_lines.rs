@@ -10,6 +10,8 @@
 //! - Dropping the `Flusher` `init` returns writes out what is left and ends the writer;
 //!   `flush_now` writes what is buffered before a forced exit; a line logged after the end goes
 //!   straight to stderr. A SIGKILL loses at most `EVERY` of lines.
+//! - A line is formatted on the logging thread, into a buffer of that thread (`log_format`),
+//!   and the lock is held only to copy it in.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -55,33 +57,71 @@ pub fn flush_now() {
     }
 }
 
-/// The sink env_logger writes each formatted line into.
-struct Batched(Arc<Shared>);
-
-impl Write for Batched {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut st = self.0.state.lock();
+impl Shared {
+    /// Adds a finished line to the buffer, or counts it dropped when the buffer is full; past
+    /// the end it goes straight to stderr.
+    fn push(&self, line: &[u8]) {
+        let mut st = self.state.lock();
         if st.closing {
             drop(st);
-            return std::io::stderr().lock().write_all(buf).map(|()| buf.len());
+            let _ = std::io::stderr().lock().write_all(line);
+            return;
         }
-        if st.lines.len() + buf.len() > MAX_BUFFERED {
+        if st.lines.len() + line.len() > MAX_BUFFERED {
             st.dropped += 1;
-            return Ok(buf.len());
+            return;
         }
         let before = st.lines.len();
-        st.lines.extend_from_slice(buf);
+        st.lines.extend_from_slice(line);
         drop(st);
-        if before < WAKE_AT && before + buf.len() >= WAKE_AT {
-            self.0.changed.notify_all();
+        if before < WAKE_AT && before + line.len() >= WAKE_AT {
+            self.changed.notify_all();
         }
-        Ok(buf.len())
+    }
+}
+
+/// The installed logger: env_logger's filter (RUST_LOG), env_logger's line format
+/// (`log_format`), written into a buffer of the calling thread and handed to the writer.
+struct Lines {
+    filter: env_logger::Logger,
+    styled: bool,
+    shared: Arc<Shared>,
+}
+
+thread_local! {
+    /// The line being formatted on this thread, kept for the next.
+    static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl log::Log for Lines {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.filter.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.filter.matches(record) {
+            return;
+        }
+        // A line logged while formatting one (a Display that logs) gets a buffer of its own.
+        let format_and_push = |line: &mut Vec<u8>| {
+            line.clear();
+            crate::log_format::write_line(line, record, self.styled);
+            self.shared.push(line);
+        };
+        let done = LINE.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut line) => {
+                format_and_push(&mut line);
+                true
+            }
+            Err(_) => false,
+        });
+        if done != Ok(true) {
+            format_and_push(&mut Vec::new());
+        }
     }
 
     /// The writer thread writes the lines out; a flush here would be a system call per line.
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    fn flush(&self) {}
 }
 
 /// Writes what is left and stops the writer when dropped.
@@ -100,9 +140,9 @@ impl Drop for Flusher {
     }
 }
 
-/// Installs env_logger (RUST_LOG, else `default_filter`) writing through a batching thread.
-/// `None` when a logger was installed already, or when the thread could not start: env_logger
-/// then writes to stderr itself, a call per line.
+/// Installs the logger: RUST_LOG (else `default_filter`) chooses the lines, a batching thread
+/// writes them. `None` when a logger was installed already, or when the thread could not start:
+/// env_logger then writes to stderr itself, a call per line.
 pub fn init(default_filter: &str) -> Option<Flusher> {
     let env = env_logger::Env::default().default_filter_or(default_filter);
     let shared = Arc::new(Shared::default());
@@ -114,28 +154,34 @@ pub fn init(default_filter: &str) -> Option<Flusher> {
         let _ = env_logger::Builder::from_env(env).try_init();
         return None;
     };
-    let mut builder = env_logger::Builder::from_env(env);
-    builder.target(env_logger::Target::Pipe(Box::new(Batched(shared.clone()))));
-    if !style_chosen(std::env::var("RUST_LOG_STYLE").ok().as_deref()) {
-        builder.write_style(anstream::AutoStream::choice(&std::io::stderr()).into());
-    }
-    let installed = builder.try_init();
+    let filter = env_logger::Builder::from_env(env).build();
+    let max_level = filter.filter();
+    let lines = Lines {
+        filter,
+        styled: styled(std::env::var("RUST_LOG_STYLE").ok().as_deref()),
+        shared: shared.clone(),
+    };
+    let installed = log::set_boxed_logger(Box::new(lines));
     let flusher = Flusher {
         shared: shared.clone(),
         writer: Some(writer),
     };
     if installed.is_ok() {
+        log::set_max_level(max_level);
         let _ = INSTALLED.set(shared);
     }
     installed.is_ok().then_some(flusher)
 }
 
-/// Whether `RUST_LOG_STYLE` decides how lines are styled (`always` or `never`; env_logger has
-/// read it). Otherwise they are styled as anstream would style stderr itself: colours for a
-/// terminal, unless `NO_COLOR`, `CLICOLOR=0` or `TERM=dumb` say no, or `CLICOLOR_FORCE` yes.
-/// env_logger would take `auto` to mean none, as the lines go through a pipe to the writer.
-fn style_chosen(rust_log_style: Option<&str>) -> bool {
-    matches!(rust_log_style, Some("always" | "never"))
+/// Whether lines carry colours: `RUST_LOG_STYLE` decides when it is `always` or `never`;
+/// otherwise they are styled as anstream would style stderr itself: colours for a terminal,
+/// unless `NO_COLOR`, `CLICOLOR=0` or `TERM=dumb` say no, or `CLICOLOR_FORCE` yes.
+fn styled(rust_log_style: Option<&str>) -> bool {
+    match rust_log_style {
+        Some("always") => true,
+        Some("never") => false,
+        _ => anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never,
+    }
 }
 
 /// The writer: takes every line buffered so far and writes them to stderr in one call, until
@@ -179,9 +225,11 @@ mod tests {
     /// none leaves it to the terminal.
     #[test]
     fn only_always_and_never_override_the_terminal() {
-        assert!(style_chosen(Some("always")) && style_chosen(Some("never")));
+        assert!(styled(Some("always")) && !styled(Some("never")));
+        let terminal =
+            anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
         for v in [None, Some("auto"), Some(""), Some("sometimes")] {
-            assert!(!style_chosen(v), "{v:?}");
+            assert_eq!(styled(v), terminal, "{v:?}");
         }
     }
 
@@ -212,10 +260,8 @@ mod tests {
             for t in 0..4 {
                 let shared = shared.clone();
                 s.spawn(move || {
-                    let mut w = Batched(shared);
                     for i in 0..lines_each {
-                        w.write_all(format!("{t} {i:06} {}\n", "x".repeat(100)).as_bytes())
-                            .unwrap();
+                        shared.push(format!("{t} {i:06} {}\n", "x".repeat(100)).as_bytes());
                     }
                 });
             }

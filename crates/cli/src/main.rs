@@ -5,6 +5,7 @@ mod bench;
 mod codec;
 mod demo;
 mod fsbench;
+mod log_format;
 mod log_lines;
 mod mount;
 mod serve;

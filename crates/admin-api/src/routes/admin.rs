@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{FileReport, Properties, Statistics, StorageStats};
 use utoipa::ToSchema;
 
-use super::{blocking, parse};
+use super::{JsonBody, blocking, parse};
 use crate::codec::Encoding;
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -76,7 +76,7 @@ pub(crate) async fn server(State(state): State<AppState>) -> Json<ServerInfo> {
 #[utoipa::path(post, path = "/api/v1/admin:flush", tag = "admin", request_body(content = Option<FlushTarget>, description = "optional: the column family"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn flush(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
     let t: FlushTarget = optional_body(&body)?;
@@ -94,7 +94,7 @@ pub(crate) async fn flush(
 #[utoipa::path(post, path = "/api/v1/admin:compactRange", tag = "admin", request_body(content = Option<Target>, description = "optional: the column family and key range"), responses((status = 200, body = Done), (status = 403, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn compact_range(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<Done>, Problem> {
     state.inner.check_writable()?;
     let t: Target = optional_body(&body)?;

@@ -1,13 +1,12 @@
 //! Column families: list, create, drop.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use strata_engine::ColumnFamilyOptions;
 
-use super::{blocking, parse};
+use super::{JsonBody, blocking, parse};
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -41,7 +40,7 @@ pub(crate) struct Create {
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<(StatusCode, Json<Create>), Problem> {
     state.inner.check_writable()?;
     let req: Create = parse(&body)?;

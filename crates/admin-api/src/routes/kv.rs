@@ -296,12 +296,13 @@ fn put_form(headers: &HeaderMap) -> Result<PutForm, Problem> {
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    req: axum::extract::Request,
 ) -> Result<StatusCode, Problem> {
-    let q: PutQuery = query(&uri)?;
-    let form = put_form(&headers)?;
+    // The request whole, rather than its headers and URI as extractors (copies of each).
+    let (parts, body) = req.into_parts();
+    let q: PutQuery = query(&parts.uri)?;
+    let form = put_form(&parts.headers)?;
+    drop(parts);
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
     let limits = state.inner.limits.clone();

@@ -17,14 +17,14 @@ pub(crate) use sync_to::SyncTo;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::Request;
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use strata_engine::{ColumnFamily, ReadOptions, TryWrite, WriteBatch};
@@ -90,7 +90,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
         })?
 }
 
-/// The routes whose bodies are JSON, behind `json_bodies`.
+/// The routes whose bodies are JSON (`JsonBody`).
 fn json_routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/kv:scan", post(scan::scan))
@@ -100,15 +100,19 @@ fn json_routes() -> Router<AppState> {
         .route("/api/v1/cfs", get(cfs::list).post(cfs::create))
         .route("/api/v1/admin:flush", post(admin::flush))
         .route("/api/v1/admin:compactRange", post(admin::compact_range))
-        .route_layer(axum::middleware::from_fn(json_bodies))
 }
 
 /// The media type a request's Content-Type names, lowercased, without its parameters; `None`
 /// without one.
-pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn media_type(headers: &HeaderMap) -> Option<Cow<'_, str>> {
     let value = headers.get(header::CONTENT_TYPE)?;
     let essence = value.to_str().unwrap_or("").split(';').next().unwrap_or("");
-    Some(essence.trim().to_ascii_lowercase())
+    let essence = essence.trim();
+    Some(if essence.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(essence.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(essence)
+    })
 }
 
 /// A request body of a media type the route does not take: 415, naming the ones it does.
@@ -119,20 +123,33 @@ pub(crate) fn unsupported(given: &str, takes: &str) -> Problem {
     )
 }
 
-/// A JSON route's body is `application/json`: a body of any other type is refused rather than
-/// read as JSON, so that a form post or a text upload never passes for one. No body (an
-/// optional one left out) needs no type.
-async fn json_bodies(req: Request, next: Next) -> Response {
-    use axum::body::HttpBody;
-    // Known empty (no Content-Length or a zero one, not chunked) or not.
-    let has_body = req.body().size_hint().upper() != Some(0);
-    let headers = req.headers();
-    match media_type(headers) {
-        Some(t) if has_body && t != "application/json" => {
-            unsupported(&t, "application/json").into_response()
+/// A JSON route's body, which is `application/json`: a body of any other type is refused (415)
+/// rather than read as JSON, so that a form post or a text upload never passes for one. No body
+/// (an optional one left out) needs no type. An extractor rather than a layer: a layer costs
+/// every request of its routes a boxed service and future.
+pub(crate) struct JsonBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        use axum::body::HttpBody;
+        // Known empty (no Content-Length or a zero one, not chunked) or not.
+        let has_body = req.body().size_hint().upper() != Some(0);
+        let refused = match media_type(req.headers()) {
+            Some(t) if has_body && t != "application/json" => {
+                Some(unsupported(&t, "application/json"))
+            }
+            None if has_body => Some(unsupported("", "application/json")),
+            _ => None,
+        };
+        if let Some(problem) = refused {
+            return Err(problem.into_response());
         }
-        None if has_body => unsupported("", "application/json").into_response(),
-        _ => next.run(req).await,
+        Bytes::from_request(req, state)
+            .await
+            .map(JsonBody)
+            .map_err(IntoResponse::into_response)
     }
 }
 

@@ -2,13 +2,12 @@
 //! `kv:deleteRange` (one range tombstone, or a dry run estimating what it would delete).
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 use strata_engine::{ReadOptions, WriteBatch};
 
-use super::{blocking, logged, parse, query};
+use super::{JsonBody, blocking, logged, parse, query};
 use crate::codec::{Encoding, PageToken, scan_bounds};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -102,7 +101,7 @@ pub(crate) struct ScanPage {
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn scan(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<ScanPage>, Problem> {
     let req: ScanRequest = parse(&body)?;
     let enc = req.encoding;
@@ -271,7 +270,7 @@ const DRY_RUN_COUNT_LIMIT: u64 = 100_000;
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn delete_range(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<DeleteRangeReply>, Problem> {
     let req: DeleteRange = parse(&body)?;
     let (start, end) = (

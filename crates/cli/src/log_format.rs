@@ -1,0 +1,205 @@
+//! One log line as env_logger's default format writes it, `[2026-11-28T05:19:21Z INFO  target]
+//! message`, with its colours on a terminal: written here into a buffer of the calling thread, so
+//! that `log_lines` holds its lock only to copy the finished line. (env_logger formats into a
+//! buffer of its own and then copies it under a mutex of its own, which two workers logging a
+//! mutation each contended for on every request.)
+//!
+//! - The timestamp is UTC to the second, formatted once per second per thread.
+//! - The lines of a message after its first are indented by four spaces; its other control
+//!   characters are written escaped (`\x1b`), so a key cannot forge a line or a colour.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use env_logger::fmt::style::{AnsiColor, Effects, Style};
+use log::{Level, Record};
+
+/// Appends `record`'s line, with colours when `styled`, to `out`.
+pub fn write_line(out: &mut Vec<u8>, record: &Record<'_>, styled: bool) {
+    let subtle = if styled {
+        AnsiColor::BrightBlack.on_default()
+    } else {
+        Style::new()
+    };
+    let level_style = if styled {
+        level_style(record.level())
+    } else {
+        Style::new()
+    };
+    // Writing into a Vec fails only when memory does, which aborts first.
+    let _ = write!(out, "{subtle}[{subtle:#}");
+    now_stamp(|stamp| out.extend_from_slice(stamp));
+    let _ = write!(out, " {level_style}{:<5}{level_style:#}", record.level());
+    if !record.target().is_empty() {
+        let _ = write!(out, " {}", record.target());
+    }
+    let _ = write!(out, "{subtle}]{subtle:#} ");
+    let _ = write!(Indented(out), "{}", record.args());
+    out.push(b'\n');
+}
+
+/// The colour env_logger gives each level.
+fn level_style(level: Level) -> Style {
+    match level {
+        Level::Trace => AnsiColor::Cyan.on_default(),
+        Level::Debug => AnsiColor::Blue.on_default(),
+        Level::Info => AnsiColor::Green.on_default(),
+        Level::Warn => AnsiColor::Yellow.on_default(),
+        Level::Error => AnsiColor::Red.on_default().effects(Effects::BOLD),
+    }
+}
+
+/// A message's bytes, each line after the first indented, and every other control character
+/// written as `\xNN`: a message names keys, which anyone who may write may choose, and neither a
+/// key's newline nor its escape sequence may pass for a line or a colour of the server's own.
+struct Indented<'a>(&'a mut Vec<u8>);
+
+impl Write for Indented<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            match b {
+                b'\n' => self.0.extend_from_slice(b"\n    "),
+                b'\t' => self.0.push(b),
+                0..0x20 | 0x7f => {
+                    let _ = write!(self.0, "\\x{b:02x}");
+                }
+                _ => self.0.push(b),
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// This thread's last timestamp: the second it names and its text.
+    static STAMP: std::cell::Cell<(u64, [u8; 20])> = const { std::cell::Cell::new((u64::MAX, [0; 20])) };
+}
+
+/// Gives `f` the current time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn now_stamp(f: impl FnOnce(&[u8])) {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (at, mut text) = STAMP.get();
+    if at != secs {
+        text = stamp(secs);
+        STAMP.set((secs, text));
+    }
+    f(&text);
+}
+
+/// `secs` after the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (years 0 to 9999).
+fn stamp(secs: u64) -> [u8; 20] {
+    let (y, m, d) = civil_from_days(secs / 86_400);
+    let s = secs % 86_400;
+    let mut text = [0u8; 20];
+    let mut cursor = &mut text[..];
+    let _ = write!(
+        cursor,
+        "{:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        y.min(9999),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    );
+    text
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_dates_to_the_second() {
+        let at = |secs| String::from_utf8(stamp(secs).to_vec()).unwrap();
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_795_843_161), "2026-11-28T05:19:21Z");
+        assert_eq!(at(253_402_300_799), "9999-12-31T23:59:59Z");
+        // Every day for 400 years, against the days a month has.
+        let mut secs = 0;
+        let (mut y, mut m, mut d) = (1970, 1, 1);
+        for _ in 0..146_097 {
+            assert_eq!(civil_from_days(secs / 86_400), (y, m, d));
+            secs += 86_400;
+            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+            let days = [
+                31,
+                if leap { 29 } else { 28 },
+                31,
+                30,
+                31,
+                30,
+                31,
+                31,
+                30,
+                31,
+                30,
+                31,
+            ];
+            d += 1;
+            if d > days[m as usize - 1] {
+                (d, m) = (1, m + 1);
+                if m > 12 {
+                    (m, y) = (1, y + 1);
+                }
+            }
+        }
+    }
+
+    fn line(level: Level, target: &str, msg: std::fmt::Arguments<'_>, styled: bool) -> String {
+        let mut out = Vec::new();
+        let record = Record::builder()
+            .level(level)
+            .target(target)
+            .args(msg)
+            .build();
+        write_line(&mut out, &record, styled);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The line env_logger's default format writes: the bracketed header, the message, its
+    /// later lines indented; colours only when asked for, around the brackets and the level.
+    #[test]
+    fn lines_read_as_env_loggers_default_format() {
+        let plain = line(
+            Level::Info,
+            "strata::api",
+            format_args!("put k cf=\"default\""),
+            false,
+        );
+        let (head, rest) = plain.split_at(21);
+        assert!(head.starts_with("[20") && head.ends_with('Z'), "{plain:?}");
+        assert_eq!(rest, " INFO  strata::api] put k cf=\"default\"\n");
+        let two = line(Level::Warn, "", format_args!("a\nb\t\u{1b}[31mc\r"), false);
+        assert_eq!(&two[21..], " WARN ] a\n    b\t\\x1b[31mc\\x0d\n");
+        let coloured = line(Level::Error, "t", format_args!("x"), true);
+        assert!(
+            coloured.starts_with("\u{1b}[90m[\u{1b}[0m20"),
+            "{coloured:?}"
+        );
+        assert!(
+            coloured.ends_with("Z \u{1b}[1m\u{1b}[31mERROR\u{1b}[0m t\u{1b}[90m]\u{1b}[0m x\n"),
+            "{coloured:?}"
+        );
+    }
+}
