@@ -97,8 +97,8 @@ impl Collector for StoreMetrics {
             ),
             (
                 "strata_api_writes",
-                "PUT writes by where they ran: on the async worker with nothing to wait for, or \
-                 on the blocking pool",
+                "writes (PUT, DELETE, batchWrite) by where they ran: on the async worker with \
+                 nothing to wait for, or on the blocking pool",
                 &places.writes,
             ),
         ] {

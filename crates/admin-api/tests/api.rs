@@ -297,8 +297,9 @@ async fn counted(a: &Api, family: &str) -> (u64, u64) {
     (count("worker"), count("pool"))
 }
 
-/// A PUT the engine can commit without waiting is written where the request is; one that syncs
-/// or puts a value for a blob file goes to the blocking pool. Each is stored either way.
+/// A write (PUT, DELETE, batchWrite) the engine can commit without waiting is written where the
+/// request is; one that syncs or puts a value for a blob file goes to the blocking pool. Each
+/// is stored either way.
 #[tokio::test]
 async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise() {
     let dir = tempfile::tempdir().unwrap();
@@ -323,13 +324,37 @@ async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise()
         .await;
     assert_eq!(json.status, StatusCode::NO_CONTENT);
     assert_eq!(counted(&a, "strata_api_writes").await, (2, 2));
+    // A DELETE and a batchWrite commit where they are too, unless they sync.
+    let r = a.call("DELETE", &put(b"plain", ""), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (3, 2));
+    let r = a.call("DELETE", &put(b"synced", "?sync=1"), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(counted(&a, "strata_api_writes").await, (3, 3));
+    for (sync, expected) in [(false, (4, 3)), (true, (4, 4))] {
+        let ops = json!([
+            {"op": "put", "key": b64(format!("batch {sync}").as_bytes()), "value": b64(b"b")},
+            {"op": "delete", "key": b64(b"json")},
+        ]);
+        let r = a
+            .call(
+                "POST",
+                "/api/v1/kv:batchWrite",
+                Some(json!({"ops": ops, "sync": sync})),
+            )
+            .await;
+        assert_eq!(r.json()["applied"], 2);
+        assert_eq!(counted(&a, "strata_api_writes").await, expected);
+    }
     for (key, value) in [
-        (&b"plain"[..], &b"v"[..]),
-        (b"synced", b"v"),
-        (b"large", &[5u8; 2000]),
-        (b"json", b"hi"),
+        (&b"large"[..], &[5u8; 2000][..]),
+        (b"batch false", b"b"),
+        (b"batch true", b"b"),
     ] {
         assert_eq!(a.db.get(key).unwrap().unwrap(), value);
+    }
+    for gone in [&b"plain"[..], b"synced", b"json"] {
+        assert_eq!(a.db.get(gone).unwrap(), None);
     }
 }
 

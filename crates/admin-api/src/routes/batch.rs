@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ColumnFamily, WriteBatch};
 
-use super::{JsonBody, blocking, logged, parse, read};
+use super::{JsonBody, logged, parse, read};
 use crate::codec::{BatchOp, Encoded, Encoding, Op, decode_ops};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -173,30 +173,27 @@ pub(crate) async fn batch_write(
     }
     let ops = decode_ops(&req.ops, req.encoding)?;
     let count = ops.len();
-    blocking(&state, move |s| {
-        let cf = s.cf(req.cf.as_deref())?;
-        let now = strata_engine::SystemClock.now_secs();
-        let mut batch = WriteBatch::new();
-        for op in &ops {
-            match op {
-                Op::Put { key, value, ttl } => put(&mut batch, &cf, key, value, *ttl, now),
-                Op::Delete { key } => {
-                    strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, key)
-                }
-                Op::DeleteRange { start, end } => {
-                    strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, start, end)
-                }
+    let s = &state.inner;
+    let cf = s.cf(req.cf.as_deref())?;
+    let now = strata_engine::SystemClock.now_secs();
+    let mut batch = WriteBatch::new();
+    for op in &ops {
+        match op {
+            Op::Put { key, value, ttl } => put(&mut batch, &cf, key, value, *ttl, now),
+            Op::Delete { key } => strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, key),
+            Op::DeleteRange { start, end } => {
+                strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, start, end)
             }
         }
-        s.write(batch, req.sync)?;
-        logged("batchWrite", &cf, format_args!("{count} operations"));
+    }
+    super::write(&state, cf, batch, req.sync, move |s, cf| {
+        logged("batchWrite", cf, format_args!("{count} operations"));
         for op in ops {
             match op {
-                Op::Put { key, .. } | Op::Delete { key } => s.changed(&cf, [key]),
-                Op::DeleteRange { start, end } => s.range_deleted(&cf, &start, &end),
+                Op::Put { key, .. } | Op::Delete { key } => s.changed(cf, [key]),
+                Op::DeleteRange { start, end } => s.range_deleted(cf, &start, &end),
             }
         }
-        Ok(())
     })
     .await?;
     Ok(Json(BatchWriteReply { applied: count }))

@@ -368,14 +368,12 @@ pub(crate) async fn delete(
     let q: DeleteQuery = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
-    blocking(&state, move |s| {
-        let cf = s.cf(q.cf.as_deref())?;
-        let mut batch = WriteBatch::new();
-        strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, &key);
-        s.write(batch, q.sync)?;
-        logged("delete", &cf, String::from_utf8_lossy(&key));
-        s.changed(&cf, [key]);
-        Ok(())
+    let cf = state.inner.cf(q.cf.as_deref())?;
+    let mut batch = WriteBatch::new();
+    strata_fusefs::delete_with_metadata(&state.inner.db, &mut batch, &cf, &key);
+    super::write(&state, cf, batch, q.sync, move |s, cf| {
+        logged("delete", cf, String::from_utf8_lossy(&key));
+        s.changed(cf, [key]);
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)
