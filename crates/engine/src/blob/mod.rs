@@ -9,10 +9,12 @@
 //! decides when to write, seal, evict, expire and delete them.
 //!
 //! A blob file is deleted only once no reader can reach it: files that become obsolete are handed
-//! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first.
+//! to the current [`BlobEpoch`], which every read view holds, and epochs end oldest first
+//! (`deletion.rs`).
 
 mod chunk_read;
 mod chunks;
+mod deletion;
 mod extent_read;
 pub(crate) mod extents;
 pub(crate) mod format;
@@ -23,13 +25,14 @@ mod writer;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
 pub(crate) use chunk_read::PinnedRecord;
+pub(crate) use deletion::{BlobEpoch, Deleter};
 pub(crate) use format::{
     BlobFooter, BlobHeader, ChunkSums, HEADER_SIZE, Owner, RECORD_HEADER_SIZE, Stored,
     chunked_record_header,
@@ -218,53 +221,6 @@ pub struct BlobFileProperties {
     pub state: BlobFileState,
 }
 
-/// A view generation for blob file deletion. Every read view holds the epoch current when it was
-/// installed; a blob file that becomes obsolete joins the current epoch's list, and a new epoch
-/// begins. Each epoch holds its successor, so an epoch ends only after every older one: when it
-/// ends, no view that could reach its files is left, and they are deleted.
-pub(crate) struct BlobEpoch {
-    doomed: Mutex<Vec<u64>>,
-    next: OnceLock<Arc<BlobEpoch>>,
-    store: Arc<BlobStore>,
-}
-
-impl std::fmt::Debug for BlobEpoch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlobEpoch")
-            .field("doomed", &self.doomed.lock().len())
-            .finish()
-    }
-}
-
-impl BlobEpoch {
-    pub(crate) fn first(store: Arc<BlobStore>) -> Arc<Self> {
-        Arc::new(BlobEpoch {
-            doomed: Mutex::new(Vec::new()),
-            next: OnceLock::new(),
-            store,
-        })
-    }
-}
-
-impl Drop for BlobEpoch {
-    fn drop(&mut self) {
-        self.store
-            .delete_files(std::mem::take(&mut *self.doomed.lock()));
-        // Successors that only this epoch held end now, iteratively (a long chain must not
-        // recurse).
-        let mut next = self.next.take();
-        while let Some(epoch) = next {
-            match Arc::try_unwrap(epoch) {
-                Ok(mut e) => {
-                    e.store.delete_files(std::mem::take(&mut *e.doomed.lock()));
-                    next = e.next.take();
-                }
-                Err(_) => break,
-            }
-        }
-    }
-}
-
 /// What a blob index resolves to for a reader.
 #[derive(Debug)]
 pub(crate) enum Resolved {
@@ -289,8 +245,8 @@ pub(crate) struct BlobStore {
     readers: OpenFiles<BlobFileReader>,
     /// Files evicted by FIFO, for as long as the MANIFEST remembers them.
     evicted: RwLock<HashSet<u64>>,
-    /// The epoch new read views join.
-    epoch: Mutex<Option<Arc<BlobEpoch>>>,
+    /// The epoch new read views join, and who deletes the files of the epochs that end.
+    deletion: deletion::Deletion,
     /// Files value readers keep on disk past their epoch.
     pins: pins::Pins,
 }
@@ -319,21 +275,11 @@ impl BlobStore {
             files: RwLock::new(BTreeMap::new()),
             readers: OpenFiles::new(max_open_files),
             evicted: RwLock::new(HashSet::new()),
-            epoch: Mutex::new(None),
+            deletion: deletion::Deletion::default(),
             pins: pins::Pins::default(),
         });
-        *store.epoch.lock() = Some(BlobEpoch::first(store.clone()));
+        store.deletion.begin(&store);
         store
-    }
-
-    /// The epoch a view installed now joins.
-    pub(crate) fn current_epoch(&self) -> Option<Arc<BlobEpoch>> {
-        self.epoch.lock().clone()
-    }
-
-    /// Ends the store's epochs (at close): the chain holds the store, and the store the chain.
-    pub(crate) fn shutdown(&self) {
-        self.epoch.lock().take();
     }
 
     pub(crate) fn filesystem(&self) -> &dyn FileSystem {
@@ -419,46 +365,6 @@ impl BlobStore {
         for (n, bytes) in garbage {
             if let Some(f) = files.get(n) {
                 f.meta.lock().garbage_bytes += bytes;
-            }
-        }
-    }
-
-    /// Makes `numbers` unreachable for new readers and has them deleted when the current epoch
-    /// (and every older one) ends. The caller re-installs every read view afterwards, so that
-    /// idle column families leave the old epoch too.
-    pub(crate) fn retire(&self, numbers: &[u64], state: BlobFileState) {
-        if numbers.is_empty() {
-            return;
-        }
-        for n in numbers {
-            if let Some(f) = self.get(*n) {
-                f.meta.lock().state = state;
-            }
-        }
-        let mut epoch = self.epoch.lock();
-        let Some(current) = epoch.as_ref() else {
-            // Closing: nothing reads any more.
-            drop(epoch);
-            return self.delete_files(numbers.to_vec());
-        };
-        current.doomed.lock().extend_from_slice(numbers);
-        let next = Arc::new(BlobEpoch {
-            doomed: Mutex::new(Vec::new()),
-            next: OnceLock::new(),
-            store: current.store.clone(),
-        });
-        let _ = current.next.set(next.clone());
-        *epoch = Some(next);
-    }
-
-    /// Deletes `numbers`, but for files a value reader pins, which go when it lets go.
-    fn delete_files(&self, numbers: Vec<u64>) {
-        let numbers = self.pins.unpinned(numbers);
-        // Cached values of the files age out: no index points at them any more.
-        self.forget(numbers.iter().copied());
-        for n in numbers {
-            if self.fs.remove(&self.path(n)).is_ok() {
-                self.stats.blob_files_deleted.inc();
             }
         }
     }

@@ -210,6 +210,51 @@ fn retired_files_are_deleted_only_after_every_older_view_is_gone() {
     store.shutdown();
 }
 
+/// With a deleter (the database's background pool), the thread that ends an epoch or drops the
+/// last pin only queues the files and wakes the pool, which removes them; closing takes the
+/// deleter away and removes what is queued, and later files go at once.
+#[test]
+fn with_a_deleter_files_are_queued_for_the_pool_and_closing_drains_them() {
+    let dir = crate::test_dir::tempdir();
+    let (store, stats) = store_of_files(dir.path(), &[1, 2, 3]);
+    let exists = |n| crate::filename::blob_file(dir.path(), n).exists();
+    let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = woken.clone();
+    store.set_deleter(Arc::new(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    let woken = || woken.load(std::sync::atomic::Ordering::SeqCst);
+    let view = store.current_epoch();
+    let pin = store.pin_files(vec![2]);
+    store.retire(&[1, 2], BlobFileState::Obsolete);
+    drop(view);
+    assert_eq!(woken(), 1, "the epoch's end wakes the pool");
+    assert!(
+        exists(1) && exists(2),
+        "the reader's thread removes nothing"
+    );
+    store.delete_queued();
+    assert!(
+        !exists(1) && exists(2),
+        "the pool removes the unpinned file"
+    );
+    drop(pin);
+    assert_eq!(woken(), 2, "the last pin's drop wakes the pool");
+    assert!(exists(2));
+    // Closing with a file queued and another waiting for a view.
+    let view = store.current_epoch();
+    store.retire(&[3], BlobFileState::Obsolete);
+    store.shutdown();
+    assert!(!exists(2), "closing drains the queue");
+    drop(view);
+    assert!(
+        !exists(3),
+        "after closing, the thread that lets go removes the file"
+    );
+    assert_eq!(woken(), 2);
+    assert_eq!(stats.blob_files_deleted.get(), 3);
+}
+
 /// A pinned file outlives its epoch until its last pin goes; an unpinned one retired with it
 /// does not wait for the pins.
 #[test]

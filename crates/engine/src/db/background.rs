@@ -1,5 +1,7 @@
 //! Who runs background work. Column families that need a flush or a compaction are pushed onto a
-//! queue (each at most once), so scheduling never looks at the column families that need nothing.
+//! queue (each at most once), so scheduling never looks at the column families that need nothing;
+//! blob files whose last reader is gone are removed here too, after flushes and before
+//! compactions.
 //! Natively a pool of threads takes from the queues, flushes first; under WASI (no threads) the
 //! same queues are drained when the embedder calls `maintenance()`, or inline in a write that
 //! cannot proceed without it.
@@ -21,6 +23,8 @@ struct Queues {
     compaction: VecDeque<Arc<ColumnFamilyData>>,
     /// Compactions the pool is running.
     compacting: usize,
+    /// Blob files wait in the blob store's queue for a worker to remove them.
+    blob_deletions: bool,
     shutdown: bool,
 }
 
@@ -52,6 +56,8 @@ pub(crate) trait BackgroundWork: Send + Sync + 'static {
     fn flush(&self, cf: &Arc<ColumnFamilyData>);
     /// Runs one compaction of `cf` if it needs one; one that ran queues `cf` again.
     fn compact(&self, cf: &Arc<ColumnFamilyData>);
+    /// Removes the blob files whose last reader is gone.
+    fn delete_blob_files(&self);
 }
 
 #[derive(Debug)]
@@ -125,6 +131,16 @@ impl Scheduler {
         self.shared.cv.notify_one();
     }
 
+    /// A waker that has a worker remove the blob files queued for deletion (a file system call,
+    /// kept off whichever thread let go of the files' last reader).
+    pub(crate) fn blob_deleter(&self) -> crate::blob::Deleter {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            shared.queues.lock().blob_deletions = true;
+            shared.cv.notify_one();
+        })
+    }
+
     /// Takes the next column family waiting for a flush (for `maintenance`).
     pub(crate) fn pop_flush(&self) -> Option<Arc<ColumnFamilyData>> {
         self.shared.queues.lock().take_flush()
@@ -154,6 +170,7 @@ impl Scheduler {
 
 enum Job {
     Flush(Arc<ColumnFamilyData>),
+    DeleteBlobFiles,
     Compact(Arc<ColumnFamilyData>),
 }
 
@@ -168,6 +185,9 @@ fn worker(shared: &Shared, work: &dyn BackgroundWork, max_compactions: usize) {
                 if let Some(cf) = q.take_flush() {
                     break Job::Flush(cf);
                 }
+                if std::mem::take(&mut q.blob_deletions) {
+                    break Job::DeleteBlobFiles;
+                }
                 if q.compacting < max_compactions
                     && let Some(cf) = q.take_compaction()
                 {
@@ -179,6 +199,7 @@ fn worker(shared: &Shared, work: &dyn BackgroundWork, max_compactions: usize) {
         };
         match job {
             Job::Flush(cf) => work.flush(&cf),
+            Job::DeleteBlobFiles => work.delete_blob_files(),
             Job::Compact(cf) => {
                 work.compact(&cf);
                 shared.queues.lock().compacting -= 1;

@@ -408,6 +408,9 @@ impl DbInner {
         let result = self.compact_range_steps(cf, start, end);
         cf.compaction.lock().manual = false;
         self.scheduler.schedule_compaction(cf);
+        // The blob files it left without readers are gone when it returns, as the caller who
+        // compacted to reclaim space expects, not a moment later on the pool.
+        self.blobs.delete_queued();
         result
     }
 

@@ -104,6 +104,10 @@ impl BackgroundWork for DbInner {
         // Likewise; success queues the column family again, so one job runs one compaction.
         let _ = self.compact_once(cf);
     }
+
+    fn delete_blob_files(&self) {
+        self.blobs.delete_queued();
+    }
 }
 
 impl DbInner {
@@ -324,6 +328,8 @@ impl DbInner {
     /// Runs what the scheduler's queues hold, a job at a time (flushes before compactions,
     /// as each job takes a flush first); true when it did something.
     pub(super) fn maintenance(&self) -> Result<bool> {
+        // Blob files the pool has yet to remove go too: this is pending work.
+        self.blobs.delete_queued();
         let mut did = false;
         loop {
             let (ran, more) = self.run_one_job()?;

@@ -364,6 +364,11 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     }
     inner.reserve.ensure(inner.fs.as_ref())?;
     inner.scheduler.start(threads, inner.clone())?;
+    if inner.scheduler.mode() != crate::options::Executor::Inline && threads > 0 {
+        // A reader that lets go of a blob file's last view may be an async server's worker:
+        // the pool removes the file, not that thread.
+        inner.blobs.set_deleter(inner.scheduler.blob_deleter());
+    }
     for name in missing {
         let o = inner
             .opts

@@ -354,10 +354,84 @@ fn an_iterator_keeps_relocated_files_readable() {
     let got = collect(it);
     assert_eq!(got.len(), 100);
     assert!(got.iter().all(|(_, v)| v.ends_with(b"a")));
+    // Removed once the iterator went, by the background pool rather than the iterator's thread.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.statistics().blob_files_deleted == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the files were not deleted after the iterator went"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The reader that lets go of the last view of a collected file may be an async server's worker
+/// (a GET answered from memory): it removes nothing itself; the background pool removes the
+/// file, and a manual compaction returns only once its files are gone.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn collected_files_are_removed_by_the_pool_not_by_the_reader_that_lets_go() {
+    let dir = crate::common::tempdir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let removed_by: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut o = options(&clock);
+    o.blob_file_size = 8 << 10;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    o.cache_size = 0;
+    o.filesystem = {
+        let removed_by = removed_by.clone();
+        Arc::new(
+            common::CreateHook::new(Arc::new(strata_engine::fs::StdFileSystem), |_| Ok(()))
+                .on_remove(move |path| {
+                    if path.extension().is_some_and(|e| e == "blob") {
+                        let me = std::thread::current().name().unwrap_or("").to_string();
+                        removed_by.lock().unwrap().push(me);
+                    }
+                }),
+        )
+    };
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}"), big(i, b'a')).unwrap();
+    }
+    db.flush().unwrap();
+    let it = db.iter(&ReadOptions::default()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}"), big(i, b'b')).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    assert!(db.statistics().blob_gc_files_obsolete > 0);
     assert!(
-        db.statistics().blob_files_deleted > 0,
-        "deleted once the iterator went"
+        removed_by.lock().unwrap().is_empty(),
+        "the iterator still reads them"
     );
+    // The iterator goes on a thread of the test's own.
+    std::thread::Builder::new()
+        .name("reader".into())
+        .spawn(move || drop(it))
+        .unwrap()
+        .join()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.statistics().blob_files_deleted == 0 {
+        assert!(std::time::Instant::now() < deadline, "never removed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let names = removed_by.lock().unwrap().clone();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("strata-bg")),
+        "removed by {names:?}"
+    );
+    // A manual compaction that collects files returns with them gone, whoever removed them.
+    removed_by.lock().unwrap().clear();
+    let before = db.statistics().blob_files_deleted;
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}"), big(i, b'c')).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let deleted = db.statistics().blob_files_deleted - before;
+    assert!(deleted > 0);
+    assert_eq!(removed_by.lock().unwrap().len() as u64, deleted);
 }
 
 #[test]

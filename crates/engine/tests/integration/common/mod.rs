@@ -48,14 +48,19 @@ pub fn tables_on_disk(dir: &Path) -> usize {
 }
 
 /// A filesystem over `inner` that runs a hook before every `create`; the create fails with the
-/// hook's error. Tests use it to refuse or hold back particular files.
+/// hook's error. Tests use it to refuse or hold back particular files, and to watch removals
+/// (`on_remove`).
 pub struct CreateHook {
     inner: std::sync::Arc<dyn strata_engine::FileSystem>,
     hook: Box<BeforeCreate>,
+    on_remove: Option<Box<BeforeRemove>>,
 }
 
 /// Runs before a create; an error fails it.
 type BeforeCreate = dyn Fn(&Path) -> strata_engine::Result<()> + Send + Sync;
+
+/// Runs before a remove.
+type BeforeRemove = dyn Fn(&Path) + Send + Sync;
 
 impl CreateHook {
     pub fn new(
@@ -65,7 +70,14 @@ impl CreateHook {
         CreateHook {
             inner,
             hook: Box::new(hook),
+            on_remove: None,
         }
+    }
+
+    /// Also runs `watch` before every `remove`.
+    pub fn on_remove(mut self, watch: impl Fn(&Path) + Send + Sync + 'static) -> Self {
+        self.on_remove = Some(Box::new(watch));
+        self
     }
 }
 
@@ -103,6 +115,9 @@ impl strata_engine::FileSystem for CreateHook {
         self.inner.rename(from, to)
     }
     fn remove(&self, path: &Path) -> strata_engine::Result<()> {
+        if let Some(watch) = &self.on_remove {
+            watch(path);
+        }
         self.inner.remove(path)
     }
     fn reopen(
