@@ -331,15 +331,9 @@ fn garbage_collection_empties_old_files_and_loses_nothing() {
     );
 }
 
-#[test]
-fn an_iterator_keeps_relocated_files_readable() {
-    let dir = crate::common::tempdir();
-    let clock = Arc::new(ManualClock::new(NOW));
-    let mut o = options(&clock);
-    o.blob_file_size = 8 << 10;
-    o.blob_garbage_collection_age_cutoff = 1.0;
-    o.cache_size = 0;
-    let db = Db::open(dir.path(), o).unwrap();
+/// Writes 100 values, opens an iterator, overwrites them all and compacts: the files of the
+/// first values are collected while the returned iterator still reads them.
+fn collected_under_an_iterator(db: &Db) -> strata_engine::DbIterator {
     for i in 0..100u32 {
         db.put(format!("k{i:04}"), big(i, b'a')).unwrap();
     }
@@ -350,6 +344,19 @@ fn an_iterator_keeps_relocated_files_readable() {
     }
     db.compact_range(None, None).unwrap();
     assert!(db.statistics().blob_gc_files_obsolete > 0);
+    it
+}
+
+#[test]
+fn an_iterator_keeps_relocated_files_readable() {
+    let dir = crate::common::tempdir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut o = options(&clock);
+    o.blob_file_size = 8 << 10;
+    o.blob_garbage_collection_age_cutoff = 1.0;
+    o.cache_size = 0;
+    let db = Db::open(dir.path(), o).unwrap();
+    let it = collected_under_an_iterator(&db);
     // The held iterator still reads the old values from files that are now garbage.
     let got = collect(it);
     assert_eq!(got.len(), 100);
@@ -391,16 +398,7 @@ fn collected_files_are_removed_by_the_pool_not_by_the_reader_that_lets_go() {
         )
     };
     let db = Db::open(dir.path(), o).unwrap();
-    for i in 0..100u32 {
-        db.put(format!("k{i:04}"), big(i, b'a')).unwrap();
-    }
-    db.flush().unwrap();
-    let it = db.iter(&ReadOptions::default()).unwrap();
-    for i in 0..100u32 {
-        db.put(format!("k{i:04}"), big(i, b'b')).unwrap();
-    }
-    db.compact_range(None, None).unwrap();
-    assert!(db.statistics().blob_gc_files_obsolete > 0);
+    let it = collected_under_an_iterator(&db);
     assert!(
         removed_by.lock().unwrap().is_empty(),
         "the iterator still reads them"
@@ -412,12 +410,15 @@ fn collected_files_are_removed_by_the_pool_not_by_the_reader_that_lets_go() {
         .unwrap()
         .join()
         .unwrap();
+    // Every file the collection retired goes.
+    let retired = db.statistics().blob_gc_files_obsolete;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while db.statistics().blob_files_deleted == 0 {
+    while db.statistics().blob_files_deleted < retired {
         assert!(std::time::Instant::now() < deadline, "never removed");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let names = removed_by.lock().unwrap().clone();
+    assert_eq!(names.len() as u64, retired);
     assert!(
         !names.is_empty() && names.iter().all(|n| n.starts_with("strata-bg")),
         "removed by {names:?}"
