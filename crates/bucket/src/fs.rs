@@ -751,7 +751,7 @@ impl FileSystem for BucketFs {
     }
 
     /// A WAL append may ask the bucket whether this writer was fenced (`check_before_append`).
-    fn appends_are_local(&self) -> bool {
+    fn appends_are_local(&self, _dir: &Path) -> bool {
         false
     }
 

@@ -134,6 +134,8 @@ pub(crate) struct DbInner {
     dir: PathBuf,
     opts: Options,
     fs: Arc<dyn FileSystem>,
+    /// `fs.appends_are_local(dir)`, asked at open: whether `try_write` may commit.
+    appends_are_local: bool,
     stats: Arc<Stats>,
     tables: Arc<TableCache>,
     block_cache: Option<Arc<BlockCache>>,

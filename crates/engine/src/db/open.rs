@@ -300,6 +300,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     let inner = Arc::new(DbInner {
         id: db_id,
         dir: dir.to_path_buf(),
+        appends_are_local: fs.appends_are_local(dir),
         fs,
         stats,
         tables,

@@ -55,7 +55,7 @@ impl DbInner {
     /// Commits `batch` now if nothing stands in the way; else hands it back untouched.
     pub(super) fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<TryWrite> {
         let syncs = opts.sync && !opts.disable_wal;
-        if syncs || batch.has_partial_ops() || !self.fs.appends_are_local() {
+        if syncs || batch.has_partial_ops() || !self.appends_are_local {
             return Ok(TryWrite::MustWait(batch));
         }
         if !self.lead_if_idle() {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 mod batch;
 pub(crate) mod buffers;
 mod fault;
+mod fs_kind;
 mod lock;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod mapped;
@@ -194,10 +195,12 @@ pub trait FileSystem: Send + Sync + Debug {
         let _ = dir;
         Vec::new()
     }
-    /// Whether appending to a file waits on nothing but this machine (its page cache and disk):
-    /// writes that must not wait (`Db::try_write`) are taken only then. A bucket store's WAL
-    /// append may ask the bucket first.
-    fn appends_are_local(&self) -> bool {
+    /// Whether appending to a file in `dir` waits on nothing but this machine (its page cache
+    /// and disk): writes that must not wait (`Db::try_write`) are taken only then. A bucket
+    /// store's WAL append may ask the bucket first; a directory on NFS or FUSE may wait on a
+    /// server. Asked once, when the store opens.
+    fn appends_are_local(&self, dir: &Path) -> bool {
+        let _ = dir;
         true
     }
     /// A backend other than the local disk reports its own counters here (a bucket store's
@@ -500,6 +503,10 @@ impl PositionalFile for StdPositionalFile {
 }
 
 impl FileSystem for StdFileSystem {
+    fn appends_are_local(&self, dir: &Path) -> bool {
+        fs_kind::appends_are_local(dir)
+    }
+
     fn create_positional(&self, path: &Path) -> Result<Box<dyn PositionalFile>> {
         let file = create_truncated(path)?;
         Ok(Box::new(StdPositionalFile {

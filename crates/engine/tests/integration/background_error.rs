@@ -13,12 +13,12 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::CreateHook;
+use common::HookedFs;
 use strata_engine::{Db, Error, ErrorKind, Options, StdFileSystem};
 
 /// The real filesystem, except that creating `.sst` files fails with `errno` while `failing` is set.
 fn refusing_tables(errno: i32, failing: Arc<AtomicBool>) -> Options {
-    let disk = Arc::new(CreateHook::new(Arc::new(StdFileSystem), move |path| {
+    let disk = Arc::new(HookedFs::new(Arc::new(StdFileSystem), move |path| {
         if failing.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
             return Err(Error::Io {
                 context: format!("create {}", path.display()),

@@ -388,7 +388,7 @@ fn collected_files_are_removed_by_the_pool_not_by_the_reader_that_lets_go() {
     o.filesystem = {
         let removed_by = removed_by.clone();
         Arc::new(
-            common::CreateHook::new(Arc::new(strata_engine::fs::StdFileSystem), |_| Ok(()))
+            common::HookedFs::new(Arc::new(strata_engine::fs::StdFileSystem), |_| Ok(()))
                 .on_remove(move |path| {
                     if path.extension().is_some_and(|e| e == "blob") {
                         let me = std::thread::current().name().unwrap_or("").to_string();
@@ -850,7 +850,7 @@ fn a_synced_write_makes_a_full_blob_file_durable_before_its_seal() {
     let mut o = options(&clock);
     o.filesystem = {
         let flushes = flushes.clone();
-        Arc::new(common::CreateHook::new(
+        Arc::new(common::HookedFs::new(
             Arc::new(power.clone()),
             move |path| {
                 flushes.wait_if_table(path);

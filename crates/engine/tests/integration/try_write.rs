@@ -161,3 +161,25 @@ fn tries_beside_waiting_writers_lose_nothing() {
         handed.load(std::sync::atomic::Ordering::Relaxed)
     );
 }
+
+/// A store on a network or FUSE filesystem (as `statfs` tells at open) may wait on a server or
+/// another process for any append: every try is handed back to be written where waiting is
+/// fine, and writing it then loses nothing.
+#[test]
+fn a_store_whose_appends_are_not_local_hands_every_try_back() {
+    let dir = crate::common::tempdir();
+    let mut o = Options::default();
+    o.filesystem = std::sync::Arc::new(
+        crate::common::HookedFs::new(
+            std::sync::Arc::new(strata_engine::fs::StdFileSystem),
+            |_| Ok(()),
+        )
+        .not_local(),
+    );
+    let db = Db::open(dir.path(), o).unwrap();
+    let TryWrite::MustWait(batch) = db.try_write(one("k", b"v"), &unsynced()).unwrap() else {
+        panic!("committed on a filesystem that may wait");
+    };
+    db.write(batch, &unsynced()).unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap(), &b"v"[..]);
+}

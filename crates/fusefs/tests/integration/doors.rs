@@ -124,3 +124,15 @@ fn a_directory_only_keys_implied_goes_with_its_last_key() {
     let gone = std::fs::metadata(m.path().join("implied")).unwrap_err();
     assert_eq!(gone.raw_os_error(), Some(libc::ENOENT));
 }
+
+/// A directory inside a mount is on FUSE: a store opened there would wait on the mount's process
+/// for every append, so the engine never commits there on a thread that must not wait
+/// (`Db::try_write`). The store's own directory, on the local disk, is local.
+#[test]
+fn the_engine_takes_a_mount_for_a_filesystem_that_may_wait() {
+    use strata_engine::FileSystem;
+    let Some(m) = Mount::new() else { return };
+    let disk = strata_engine::fs::StdFileSystem;
+    assert!(!disk.appends_are_local(m.path()));
+    assert!(disk.appends_are_local(m.store.path()));
+}

@@ -48,12 +48,13 @@ pub fn tables_on_disk(dir: &Path) -> usize {
 }
 
 /// A filesystem over `inner` that runs a hook before every `create`; the create fails with the
-/// hook's error. Tests use it to refuse or hold back particular files, and to watch removals
-/// (`on_remove`).
-pub struct CreateHook {
+/// hook's error. Tests use it to refuse or hold back particular files, to watch removals
+/// (`on_remove`), and to pass for a network filesystem (`not_local`).
+pub struct HookedFs {
     inner: std::sync::Arc<dyn strata_engine::FileSystem>,
     hook: Box<BeforeCreate>,
     on_remove: Option<Box<BeforeRemove>>,
+    local: bool,
 }
 
 /// Runs before a create; an error fails it.
@@ -62,16 +63,23 @@ type BeforeCreate = dyn Fn(&Path) -> strata_engine::Result<()> + Send + Sync;
 /// Runs before a remove.
 type BeforeRemove = dyn Fn(&Path) + Send + Sync;
 
-impl CreateHook {
+impl HookedFs {
     pub fn new(
         inner: std::sync::Arc<dyn strata_engine::FileSystem>,
         hook: impl Fn(&Path) -> strata_engine::Result<()> + Send + Sync + 'static,
     ) -> Self {
-        CreateHook {
+        HookedFs {
             inner,
             hook: Box::new(hook),
             on_remove: None,
+            local: true,
         }
+    }
+
+    /// Says appends may wait on something other than this machine, as NFS or FUSE would.
+    pub fn not_local(mut self) -> Self {
+        self.local = false;
+        self
     }
 
     /// Also runs `watch` before every `remove`.
@@ -81,15 +89,15 @@ impl CreateHook {
     }
 }
 
-impl std::fmt::Debug for CreateHook {
+impl std::fmt::Debug for HookedFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CreateHook")
+        f.debug_struct("HookedFs")
             .field("inner", &self.inner)
             .finish()
     }
 }
 
-impl strata_engine::FileSystem for CreateHook {
+impl strata_engine::FileSystem for HookedFs {
     fn create(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::WritableFile>> {
         (self.hook)(path)?;
         self.inner.create(path)
@@ -144,6 +152,9 @@ impl strata_engine::FileSystem for CreateHook {
     }
     fn lock(&self, path: &Path) -> strata_engine::Result<Box<dyn strata_engine::FileLock>> {
         self.inner.lock(path)
+    }
+    fn appends_are_local(&self, dir: &Path) -> bool {
+        self.local && self.inner.appends_are_local(dir)
     }
 }
 

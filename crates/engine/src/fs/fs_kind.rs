@@ -1,0 +1,93 @@
+//! Which kind of filesystem a directory is on, as far as a write that must not wait cares: an
+//! append to a file on a local disk goes to the page cache, one on a network filesystem (NFS,
+//! SMB, Ceph, 9p...) or a FUSE filesystem may wait on a server or another process.
+//! `Db::try_write` commits on the caller's thread only on a local one.
+
+use std::path::Path;
+
+/// Filesystems whose writes may wait on something other than this machine's page cache and
+/// disks, by `statfs`'s `f_type` (linux/magic.h and the filesystems' own headers).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+const NOT_LOCAL: &[(u64, &str)] = &[
+    (0x6969, "nfs"),
+    (0x6573_5546, "fuse"),
+    (0xff53_4d42, "cifs"),
+    (0xfe53_4d42, "smb2"),
+    (0x517b, "smb"),
+    (0x0102_1997, "9p"),
+    (0x00c3_6400, "ceph"),
+    (0x5346_414f, "afs"),
+    (0x6b41_4653, "kafs"),
+    (0x0bd0_0bd0, "lustre"),
+    (0x4750_4653, "gpfs"),
+    (0x564c, "ncp"),
+    (0x7366_6673, "vboxsf"),
+    (0x786f_4256, "virtiofs"),
+    (0x0001_3111, "orangefs"),
+    (0xa501_fcf5, "vxfs"),
+];
+
+/// The name of the not-local filesystem `f_type` names, if it names one.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn not_local(f_type: u64) -> Option<&'static str> {
+    NOT_LOCAL
+        .iter()
+        .find(|(magic, _)| *magic == f_type)
+        .map(|(_, name)| *name)
+}
+
+/// Whether an append to a file in `dir` waits only on this machine: false on a network or FUSE
+/// filesystem, and when `dir` cannot be examined (the careful answer).
+#[cfg(target_os = "linux")]
+pub(crate) fn appends_are_local(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_dir) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c_dir` is a NUL-terminated path that outlives the call, and `st` is writable
+    // memory of the size `statfs` fills; it is read only after the call succeeded.
+    let rc = unsafe { libc::statfs(c_dir.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: `statfs` returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    // `f_type`'s integer type differs between libc targets; the magic numbers fit in 32 bits.
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let f_type = (st.f_type as u64) & 0xffff_ffff;
+    not_local(f_type).is_none()
+}
+
+/// Elsewhere the filesystem's kind is not known: appends are taken to be local, as before.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn appends_are_local(dir: &Path) -> bool {
+    let _ = dir;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_and_fuse_filesystems_are_not_local() {
+        assert_eq!(not_local(0x6969), Some("nfs"));
+        assert_eq!(not_local(0x6573_5546), Some("fuse"));
+        assert_eq!(not_local(0xff53_4d42), Some("cifs"));
+        // ext4, xfs, btrfs, tmpfs.
+        for local in [0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994] {
+            assert_eq!(not_local(local), None, "{local:#x}");
+        }
+    }
+
+    /// The test's own directory is on a local disk or tmpfs (never a network mount on the
+    /// machines the tests run on); a path that does not exist gets the careful answer.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_local_directory_is_local_and_a_missing_one_is_not() {
+        let dir = crate::test_dir::tempdir();
+        assert!(appends_are_local(dir.path()));
+        assert!(!appends_are_local(&dir.path().join("missing")));
+    }
+}
