@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strata_engine::{Durability, PositionalFile, Result, WritableFile};
 
-use crate::fs::Shared;
+use crate::shared::Shared;
 
 /// What a file is to the bucket, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use strata_engine::{Error, Result};
 
-use crate::fs::Shared;
 use crate::log::{parse_checkpoint_key, parse_log_key};
 use crate::record::Record;
+use crate::shared::Shared;
 
 /// What one pass found and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

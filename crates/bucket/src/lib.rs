@@ -32,6 +32,7 @@ mod paged;
 mod probe;
 mod record;
 mod replay;
+mod shared;
 mod url;
 
 pub use client::{Client, Requests};

@@ -16,11 +16,12 @@ use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 use crate::cache::{Cache, Remote};
 use crate::client::Client;
 use crate::files::Class;
-use crate::fs::{BucketFs, Shared};
+use crate::fs::BucketFs;
 use crate::local_io::{crc_of, io};
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
 use crate::replay::{FileRecipe, Replayed, Source, Step};
+use crate::shared::Shared;
 use crate::url::BucketUrl;
 use strata_engine::Durability;
 
@@ -460,13 +461,13 @@ fn fetch_into(
     crc: u32,
 ) -> Result<()> {
     let mut at = At { file, pos: offset };
-    let (got_len, got_crc) = if len <= crate::fs::PIECE {
+    let (got_len, got_crc) = if len <= crate::shared::PIECE {
         client.get_into(key, &mut at)?
     } else {
         // A ranged GET per piece: each one a request under the timeout, however big the file.
         let (mut got, mut crc_so_far) = (0u64, 0u32);
         while got < len {
-            let n = crate::fs::PIECE.min(len - got);
+            let n = crate::shared::PIECE.min(len - got);
             let piece = client.get_range(key, got..got + n)?;
             at.write_all(&piece).map_err(|e| Error::Io {
                 context: format!("writing the cached copy of {}", client.object(key)),

@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use strata_engine::{Error, RandomAccessFile, Result};
 
 use crate::cache::Remote;
-use crate::fs::Shared;
 use crate::local_io::{crc_of_prefix, io};
+use crate::shared::Shared;
 
 /// Bytes per fetched page.
 pub(crate) const PAGE: u64 = 64 << 10;
