@@ -51,7 +51,7 @@ impl Encoding {
     }
 
     /// `encode`, naming the field only when it cannot be shown. The answer borrows `b`: it is
-    /// written into the JSON (or a `String`) as it is serialized, not copied first.
+    /// written into the JSON answer (`Encoded::write_json`) or a `String`, not copied first.
     pub fn encode_named(
         self,
         b: &[u8],

@@ -178,6 +178,19 @@ async fn each_route_takes_the_media_types_its_document_names() {
             .problem(415);
     }
     assert_eq!(a.count(), 0);
+    // Every other JSON route refuses a text body alike, before it reads anything.
+    for route in [
+        "/api/v1/kv:scan",
+        "/api/v1/kv:batchGet",
+        "/api/v1/kv:deleteRange",
+        "/api/v1/cfs",
+        "/api/v1/admin:flush",
+        "/api/v1/admin:compactRange",
+    ] {
+        a.typed("POST", route, Some("text/plain"), b"{}")
+            .await
+            .problem(415);
+    }
     let ok = a
         .typed(
             "POST",
@@ -324,6 +337,14 @@ async fn writes_run_on_the_worker_when_nothing_waits_and_on_the_pool_otherwise()
         .await;
     assert_eq!(json.status, StatusCode::NO_CONTENT);
     assert_eq!(counted(&a, "strata_api_writes").await, (2, 2));
+    for (key, value) in [
+        (&b"plain"[..], &b"v"[..]),
+        (b"synced", b"v"),
+        (b"large", &[5u8; 2000]),
+        (b"json", b"hi"),
+    ] {
+        assert_eq!(a.db.get(key).unwrap().unwrap(), value);
+    }
     // A DELETE and a batchWrite commit where they are too, unless they sync.
     let r = a.call("DELETE", &put(b"plain", ""), None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);

@@ -6,7 +6,8 @@
 //!
 //! - The timestamp is UTC to the second, formatted once per second per thread.
 //! - The lines of a message after its first are indented by four spaces; its other control
-//!   characters are written escaped (`\x1b`), so a key cannot forge a line or a colour.
+//!   characters and bidirectional overrides are written escaped (`\u{1b}`), and a backslash
+//!   as `\\`, so a key cannot forge a line, a colour or the order of what a line shows.
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,20 +51,51 @@ fn level_style(level: Level) -> Style {
 }
 
 /// A message's bytes, each line after the first indented, and every other control character
-/// written as `\xNN`: a message names keys, which anyone who may write may choose, and neither a
-/// key's newline nor its escape sequence may pass for a line or a colour of the server's own.
+/// (C0, DEL, C1) and bidirectional override written as `\u{NN}`, a backslash as `\\`: a
+/// message names keys, which anyone who may write may choose, and neither a key's newline nor
+/// its escape sequence may pass for a line or a colour of the server's own.
 struct Indented<'a>(&'a mut Vec<u8>);
+
+impl Indented<'_> {
+    fn push_char(&mut self, c: char) {
+        match c {
+            '\n' => self.0.extend_from_slice(b"\n    "),
+            '\t' => self.0.push(b'\t'),
+            '\\' => self.0.extend_from_slice(b"\\\\"),
+            c if c.is_control() || is_bidi_control(c) => {
+                let _ = write!(self.0, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => self
+                .0
+                .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+}
+
+/// The characters that reorder text around them when shown (Unicode's explicit directional
+/// formatting characters).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
 
 impl Write for Indented<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        for &b in buf {
-            match b {
-                b'\n' => self.0.extend_from_slice(b"\n    "),
-                b'\t' => self.0.push(b),
-                0..0x20 | 0x7f => {
-                    let _ = write!(self.0, "\\x{b:02x}");
+        // Most messages are plain ASCII: copied whole.
+        if buf.iter().all(|&b| (0x20..0x7f).contains(&b) && b != b'\\') {
+            self.0.extend_from_slice(buf);
+            return Ok(buf.len());
+        }
+        // `write!` hands over whole `str` pieces, so a character is never split across calls.
+        match std::str::from_utf8(buf) {
+            Ok(text) => text.chars().for_each(|c| self.push_char(c)),
+            Err(_) => {
+                for &b in buf {
+                    if b.is_ascii() {
+                        self.push_char(char::from(b));
+                    } else {
+                        let _ = write!(self.0, "\\x{b:02x}");
+                    }
                 }
-                _ => self.0.push(b),
             }
         }
         Ok(buf.len())
@@ -177,6 +209,77 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// `[2026-...Z` as `[TS`: two lines written a second apart still compare equal.
+    fn masked(line: &str) -> String {
+        let b = line.as_bytes();
+        let at = (0..b.len().saturating_sub(19)).find(|&i| {
+            b[i + 4] == b'-' && b[i + 10] == b'T' && b[i + 13] == b':' && b[i + 19] == b'Z'
+        });
+        match at {
+            Some(i) => format!("{}TS{}", &line[..i], &line[i + 20..]),
+            None => line.to_string(),
+        }
+    }
+
+    /// A writer env_logger writes into, read back afterwards.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Byte for byte what env_logger itself writes for the same record (its default format,
+    /// with and without colours, every level, a later line indented), but for the time.
+    #[test]
+    fn lines_are_env_loggers_own() {
+        use log::Log;
+        for styled in [false, true] {
+            for level in [
+                Level::Error,
+                Level::Warn,
+                Level::Info,
+                Level::Debug,
+                Level::Trace,
+            ] {
+                for target in ["strata::api", ""] {
+                    let out = Captured::default();
+                    let theirs = env_logger::Builder::new()
+                        .filter_level(log::LevelFilter::Trace)
+                        .write_style(if styled {
+                            env_logger::WriteStyle::Always
+                        } else {
+                            env_logger::WriteStyle::Never
+                        })
+                        .target(env_logger::Target::Pipe(Box::new(out.clone())))
+                        .build();
+                    let args = format_args!("put k (5 bytes) cf=\"default\"\nsecond line");
+                    let record = Record::builder()
+                        .level(level)
+                        .target(target)
+                        .args(args)
+                        .build();
+                    theirs.log(&record);
+                    let theirs = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+                    let mut ours = Vec::new();
+                    write_line(&mut ours, &record, styled);
+                    let ours = String::from_utf8(ours).unwrap();
+                    assert_eq!(
+                        masked(&ours),
+                        masked(&theirs),
+                        "{level} {target:?} {styled}"
+                    );
+                }
+            }
+        }
+    }
+
     /// The line env_logger's default format writes: the bracketed header, the message, its
     /// later lines indented; colours only when asked for, around the brackets and the level.
     #[test]
@@ -190,8 +293,16 @@ mod tests {
         let (head, rest) = plain.split_at(21);
         assert!(head.starts_with("[20") && head.ends_with('Z'), "{plain:?}");
         assert_eq!(rest, " INFO  strata::api] put k cf=\"default\"\n");
-        let two = line(Level::Warn, "", format_args!("a\nb\t\u{1b}[31mc\r"), false);
-        assert_eq!(&two[21..], " WARN ] a\n    b\t\\x1b[31mc\\x0d\n");
+        let two = line(
+            Level::Warn,
+            "",
+            format_args!("a\nb\t\u{1b}[31mc\r \u{9b}31m \u{202e}x \\u{{1b}} é"),
+            false,
+        );
+        assert_eq!(
+            &two[21..],
+            " WARN ] a\n    b\t\\u{1b}[31mc\\u{d} \\u{9b}31m \\u{202e}x \\\\u{1b} é\n"
+        );
         let coloured = line(Level::Error, "t", format_args!("x"), true);
         assert!(
             coloured.starts_with("\u{1b}[90m[\u{1b}[0m20"),

@@ -233,7 +233,11 @@ pub fn filesystem(
 
 fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     tune_malloc();
-    init_logging();
+    // Lines go out through a thread of their own until this returns; file names in them are
+    // escaped as the API's keys are (`log_format`). fuser warns that its own unmount failed
+    // when the mount was already gone, which is how every mount here ends (`strata umount`,
+    // or `Mounted::stop` on a signal).
+    let _log = crate::log_lines::init("info,fuser::mnt=error");
     let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
     let fs = filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
     let mut config = MountConfig {
@@ -333,13 +337,6 @@ fn forced_exit(db: &Db, open: &[String]) -> ! {
     // `exit` runs no destructor: the lines still buffered go out first.
     crate::log_lines::flush_now();
     std::process::exit(1)
-}
-
-fn init_logging() {
-    // fuser warns that its own unmount failed when the mount was already gone, which is how
-    // every mount here ends (`strata umount`, or `Mounted::stop` on a signal).
-    let env = env_logger::Env::default().default_filter_or("info,fuser::mnt=error");
-    let _ = env_logger::Builder::from_env(env).try_init();
 }
 
 /// A `strata mount` process names itself in its mount's source, `strata:PID`, so that

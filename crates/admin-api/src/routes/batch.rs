@@ -10,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strata_engine::{Clock, ColumnFamily, WriteBatch};
 
-use super::{JsonBody, logged, parse, read};
+use super::{JsonBody, blocking, logged, parse, read};
 use crate::codec::{BatchOp, Encoded, Encoding, Op, decode_ops};
 use crate::problem::Problem;
-use crate::state::AppState;
+use crate::state::{AppState, Inner};
 
 /// Adds a put of `key` to `batch`, expiring `ttl` seconds after `now` when given. A TTL past the
 /// end of time never expires: wrapping would expire it at once.
@@ -135,6 +135,22 @@ pub(crate) async fn batch_get(
     Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
+/// The batch `ops` make in `cf`; puts with a TTL expire from now.
+fn batch_of(s: &Inner, cf: &ColumnFamily, ops: &[Op]) -> WriteBatch {
+    let now = strata_engine::SystemClock.now_secs();
+    let mut batch = WriteBatch::new();
+    for op in ops {
+        match op {
+            Op::Put { key, value, ttl } => put(&mut batch, cf, key, value, *ttl, now),
+            Op::Delete { key } => strata_fusefs::delete_with_metadata(&s.db, &mut batch, cf, key),
+            Op::DeleteRange { start, end } => {
+                strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, cf, start, end)
+            }
+        }
+    }
+    batch
+}
+
 /// Operations applied as one atomic batch.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -173,19 +189,15 @@ pub(crate) async fn batch_write(
     }
     let ops = decode_ops(&req.ops, req.encoding)?;
     let count = ops.len();
-    let s = &state.inner;
-    let cf = s.cf(req.cf.as_deref())?;
-    let now = strata_engine::SystemClock.now_secs();
-    let mut batch = WriteBatch::new();
-    for op in &ops {
-        match op {
-            Op::Put { key, value, ttl } => put(&mut batch, &cf, key, value, *ttl, now),
-            Op::Delete { key } => strata_fusefs::delete_with_metadata(&s.db, &mut batch, &cf, key),
-            Op::DeleteRange { start, end } => {
-                strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, start, end)
-            }
-        }
-    }
+    let cf = state.inner.cf(req.cf.as_deref())?;
+    // A body past what a worker handles makes a batch past it too: built on the pool, where
+    // `write` would send it anyway, not on a worker that serves every connection meanwhile.
+    let (batch, ops) = if body.len() > super::ON_WORKER_BYTES {
+        let cf = cf.clone();
+        blocking(&state, move |s| Ok((batch_of(s, &cf, &ops), ops))).await?
+    } else {
+        (batch_of(&state.inner, &cf, &ops), ops)
+    };
     super::write(&state, cf, batch, req.sync, move |s, cf| {
         logged("batchWrite", cf, format_args!("{count} operations"));
         for op in ops {

@@ -350,7 +350,7 @@ pub(crate) fn put_done(s: &Inner, cf: &ColumnFamily, key: Vec<u8>, len: u64, how
     logged(
         "put",
         cf,
-        format_args!("{} ({len} bytes{how})", String::from_utf8_lossy(&key)),
+        format_args!("{} ({len} bytes{how})", super::LoggedKey(&key)),
     );
     s.changed(cf, [key]);
 }
@@ -372,7 +372,7 @@ pub(crate) async fn delete(
     let mut batch = WriteBatch::new();
     strata_fusefs::delete_with_metadata(&state.inner.db, &mut batch, &cf, &key);
     super::write(&state, cf, batch, q.sync, move |s, cf| {
-        logged("delete", cf, String::from_utf8_lossy(&key));
+        logged("delete", cf, super::LoggedKey(&key));
         s.changed(cf, [key]);
     })
     .await?;

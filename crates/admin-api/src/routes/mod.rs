@@ -61,7 +61,13 @@ pub(crate) fn router() -> Router<AppState> {
                 .delete(kv::delete),
         )
         .route("/api/v1/kv", get(scan::list))
-        .merge(json_routes())
+        .route("/api/v1/kv:scan", post(scan::scan))
+        .route("/api/v1/kv:batchGet", post(batch::batch_get))
+        .route("/api/v1/kv:batchWrite", post(batch::batch_write))
+        .route("/api/v1/kv:deleteRange", post(scan::delete_range))
+        .route("/api/v1/cfs", get(cfs::list).post(cfs::create))
+        .route("/api/v1/admin:flush", post(admin::flush))
+        .route("/api/v1/admin:compactRange", post(admin::compact_range))
         .route("/api/v1/cfs/{name}", get(cfs::detail).delete(cfs::drop))
         .route("/api/v1/server", get(admin::server))
         .route("/api/v1/stats", get(admin::stats))
@@ -88,18 +94,6 @@ pub(crate) async fn blocking<T: Send + 'static>(
                 format!("task: {e}"),
             )
         })?
-}
-
-/// The routes whose bodies are JSON (`JsonBody`).
-fn json_routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/kv:scan", post(scan::scan))
-        .route("/api/v1/kv:batchGet", post(batch::batch_get))
-        .route("/api/v1/kv:batchWrite", post(batch::batch_write))
-        .route("/api/v1/kv:deleteRange", post(scan::delete_range))
-        .route("/api/v1/cfs", get(cfs::list).post(cfs::create))
-        .route("/api/v1/admin:flush", post(admin::flush))
-        .route("/api/v1/admin:compactRange", post(admin::compact_range))
 }
 
 /// The media type a request's Content-Type names, lowercased, without its parameters; `None`
@@ -349,4 +343,37 @@ pub(crate) fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Er
 /// Logs a mutation (every one is logged).
 pub(crate) fn logged(what: &str, cf: &strata_engine::ColumnFamily, detail: impl std::fmt::Display) {
     tracing::info!(target: "strata::api", cf = cf.name(), "{what} {detail}");
+}
+
+/// A key as a mutation's log line shows it: its text (invalid UTF-8 replaced), cut after
+/// `LOGGED_KEY_BYTES` bytes with the key's length when it is longer. A key may be megabytes,
+/// and a line must stay a line: the logger drops one past its whole buffer.
+pub(crate) struct LoggedKey<'a>(pub &'a [u8]);
+
+/// The most bytes of a key a log line shows.
+const LOGGED_KEY_BYTES: usize = 256;
+
+impl std::fmt::Display for LoggedKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = &self.0[..self.0.len().min(LOGGED_KEY_BYTES)];
+        f.write_str(&String::from_utf8_lossy(shown))?;
+        if shown.len() < self.0.len() {
+            write!(f, "… ({}-byte key)", self.0.len())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoggedKey;
+
+    #[test]
+    fn a_logged_key_is_cut_with_its_length_when_long() {
+        assert_eq!(LoggedKey(b"users/alice").to_string(), "users/alice");
+        assert_eq!(LoggedKey(&[b'a', 0xff]).to_string(), "a\u{fffd}");
+        assert_eq!(LoggedKey(&[b'k'; 256]).to_string(), "k".repeat(256));
+        let long = LoggedKey(&[b'k'; 300_000]).to_string();
+        assert_eq!(long, format!("{}… (300000-byte key)", "k".repeat(256)));
+    }
 }

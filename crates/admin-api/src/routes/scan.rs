@@ -324,11 +324,7 @@ pub(crate) async fn delete_range(
         logged(
             "deleteRange",
             &cf,
-            format_args!(
-                "[{}, {})",
-                String::from_utf8_lossy(&start),
-                String::from_utf8_lossy(&end)
-            ),
+            format_args!("[{}, {})", super::LoggedKey(&start), super::LoggedKey(&end)),
         );
         s.range_deleted(&cf, &start, &end);
         Ok(Json(DeleteRangeReply {

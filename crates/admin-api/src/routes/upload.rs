@@ -110,11 +110,7 @@ pub(crate) async fn patch(
         logged(
             "patch",
             &cf,
-            format_args!(
-                "{} ({} bytes at {at})",
-                String::from_utf8_lossy(&key),
-                body.len()
-            ),
+            format_args!("{} ({} bytes at {at})", super::LoggedKey(&key), body.len()),
         );
         s.changed(&cf, [key]);
         Ok(())
