@@ -7,6 +7,7 @@ mod common;
 
 mod background_error;
 mod blob;
+mod blob_crash;
 mod block_cache;
 mod column_families;
 mod compaction;
