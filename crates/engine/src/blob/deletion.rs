@@ -110,7 +110,9 @@ impl BlobStore {
     /// Files queued or waiting for readers are removed now, on this thread.
     pub(crate) fn shutdown(&self) {
         // Taken under the write lock: a thread queuing files holds the read lock until it has.
-        self.deletion.deleter.write().take();
+        // Dropped after the lock is released, whatever dropping it may end.
+        let deleter = self.deletion.deleter.write().take();
+        drop(deleter);
         self.delete_queued();
         self.deletion.epoch.lock().take();
     }

@@ -132,13 +132,17 @@ impl Scheduler {
     }
 
     /// A waker that has a worker remove the blob files queued for deletion (a file system call,
-    /// kept off whichever thread let go of the files' last reader).
-    pub(crate) fn blob_deleter(&self) -> crate::blob::Deleter {
+    /// kept off whichever thread let go of the files' last reader); `None` for the inline
+    /// executor, which has no worker to wake.
+    pub(crate) fn blob_deleter(&self) -> Option<crate::blob::Deleter> {
+        if self.mode == Executor::Inline {
+            return None;
+        }
         let shared = self.shared.clone();
-        Arc::new(move || {
+        Some(Arc::new(move || {
             shared.queues.lock().blob_deletions = true;
             shared.cv.notify_one();
-        })
+        }))
     }
 
     /// Takes the next column family waiting for a flush (for `maintenance`).

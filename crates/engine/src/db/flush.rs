@@ -328,15 +328,17 @@ impl DbInner {
     /// Runs what the scheduler's queues hold, a job at a time (flushes before compactions,
     /// as each job takes a flush first); true when it did something.
     pub(super) fn maintenance(&self) -> Result<bool> {
-        // Blob files the pool has yet to remove go too: this is pending work.
-        self.blobs.delete_queued();
         let mut did = false;
         loop {
             let (ran, more) = self.run_one_job()?;
             did |= ran;
             if !more {
-                return Ok(did);
+                break;
             }
         }
+        // Blob files left without readers, by these jobs or before them, go before this
+        // returns rather than a moment later on the pool: this is pending work too.
+        self.blobs.delete_queued();
+        Ok(did)
     }
 }

@@ -365,10 +365,10 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
     }
     inner.reserve.ensure(inner.fs.as_ref())?;
     inner.scheduler.start(threads, inner.clone())?;
-    if inner.scheduler.mode() != crate::options::Executor::Inline && threads > 0 {
+    if let Some(deleter) = inner.scheduler.blob_deleter() {
         // A reader that lets go of a blob file's last view may be an async server's worker:
         // the pool removes the file, not that thread.
-        inner.blobs.set_deleter(inner.scheduler.blob_deleter());
+        inner.blobs.set_deleter(deleter);
     }
     for name in missing {
         let o = inner
