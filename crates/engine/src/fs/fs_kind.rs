@@ -14,17 +14,22 @@ const NOT_LOCAL: &[(u64, &str)] = &[
     (0xff53_4d42, "cifs"),
     (0xfe53_4d42, "smb2"),
     (0x517b, "smb"),
+    (0x564c, "ncp"),
     (0x0102_1997, "9p"),
     (0x00c3_6400, "ceph"),
     (0x5346_414f, "afs"),
     (0x6b41_4653, "kafs"),
+    (0x7375_7245, "coda"),
     (0x0bd0_0bd0, "lustre"),
     (0x4750_4653, "gpfs"),
-    (0x564c, "ncp"),
-    (0x7366_6673, "vboxsf"),
-    (0x786f_4256, "virtiofs"),
-    (0x0001_3111, "orangefs"),
-    (0xa501_fcf5, "vxfs"),
+    (0x1983_0326, "beegfs"),
+    (0x2003_0528, "orangefs"),
+    // Shared-disk filesystems: a write may wait on the cluster's lock manager.
+    (0x0116_1970, "gfs2"),
+    (0x7461_636f, "ocfs2"),
+    // A host's folder in a virtual machine (virtiofs reports FUSE's).
+    (0x786f_4256, "vboxsf"),
+    (0x7c7c_6673, "prl_fs"),
 ];
 
 /// The name of the not-local filesystem `f_type` names, if it names one.
@@ -75,10 +80,33 @@ mod tests {
         assert_eq!(not_local(0x6969), Some("nfs"));
         assert_eq!(not_local(0x6573_5546), Some("fuse"));
         assert_eq!(not_local(0xff53_4d42), Some("cifs"));
-        // ext4, xfs, btrfs, tmpfs.
-        for local in [0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994] {
+        // ext4, xfs, btrfs, tmpfs, overlayfs, vxfs.
+        for local in [
+            0xef53,
+            0x5846_5342,
+            0x9123_683e,
+            0x0102_1994,
+            0x794c_7630,
+            0xa501_fcf5,
+        ] {
             assert_eq!(not_local(local), None, "{local:#x}");
         }
+        // Each number is its filesystem's, where the libc crate names it too.
+        #[cfg(target_os = "linux")]
+        for (magic, name) in [
+            (libc::NFS_SUPER_MAGIC as u64, "nfs"),
+            (libc::FUSE_SUPER_MAGIC as u64, "fuse"),
+            (libc::SMB_SUPER_MAGIC as u64, "smb"),
+            (libc::AFS_SUPER_MAGIC as u64, "afs"),
+            (libc::CODA_SUPER_MAGIC as u64, "coda"),
+            (libc::OCFS2_SUPER_MAGIC as u64, "ocfs2"),
+        ] {
+            assert_eq!(not_local(magic), Some(name), "{magic:#x}");
+        }
+        let mut magics: Vec<_> = NOT_LOCAL.iter().map(|(m, _)| m).collect();
+        magics.sort_unstable();
+        magics.dedup();
+        assert_eq!(magics.len(), NOT_LOCAL.len(), "a number listed twice");
     }
 
     /// The test's own directory is on a local disk or tmpfs (never a network mount on the
