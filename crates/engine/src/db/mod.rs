@@ -666,7 +666,10 @@ impl DbInner {
             return Ok(());
         }
         if self.read_only {
-            return Ok(()); // nothing was written, nothing runs
+            // Nothing was written and nothing runs; but the blob epochs hold the blob store, and
+            // it them (and its open blob files), until they are ended.
+            self.blobs.shutdown();
+            return Ok(());
         }
         // The leader of any group in flight finishes before we take the WAL.
         let result = {

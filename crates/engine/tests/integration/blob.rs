@@ -624,6 +624,34 @@ fn column_families_keep_their_own_blob_settings() {
     assert_eq!(blob_files_on_disk(dir.path()), 1, "media's file stays");
 }
 
+/// A read-only open that reads a value from a blob file lets go of the file when it closes: the
+/// blob store and its epochs hold each other until closing ends them.
+#[test]
+#[cfg(target_os = "linux")]
+fn read_only_opens_let_go_of_their_blob_files() {
+    let dir = crate::common::tempdir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let o = options(&clock);
+    {
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        db.put("k", big(1, b'a')).unwrap();
+        db.flush().unwrap();
+    }
+    for _ in 0..20 {
+        let db = Db::open_read_only(dir.path(), o.clone()).unwrap();
+        assert_eq!(
+            db.get("k").unwrap().unwrap().as_ref(),
+            big(1, b'a').as_slice()
+        );
+        drop(db);
+    }
+    assert_eq!(
+        common::open_files_with_extension(dir.path(), "blob"),
+        0,
+        "blob files left open by closed read-only stores"
+    );
+}
+
 /// Every table lists the blob files its entries point into, with counts that add up to the values
 /// written there; the MANIFEST keeps the list across a reopen.
 #[test]

@@ -191,11 +191,7 @@ fn reading_many_value_files_keeps_few_open() {
             assert_eq!(got.as_deref(), Some(&pattern(2048, i as u8)[..]), "{round}");
         }
     }
-    let open_blobs = std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|p| p.starts_with(dir.path()) && p.extension().is_some_and(|x| x == "blob"))
-        .count();
+    let open_blobs = crate::common::open_files_with_extension(dir.path(), "blob");
     // 16 readers, and the unsynced value files kept for the next sync (at most 64).
     assert!(open_blobs <= 16 + 64, "{open_blobs} blob files open");
 }

@@ -42,6 +42,17 @@ pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// How many files in `dir` whose extension is `ext` this process holds open (Linux: read from
+/// `/proc/self/fd`).
+#[cfg(target_os = "linux")]
+pub fn open_files_with_extension(dir: &Path, ext: &str) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir) && p.extension().is_some_and(|x| x == ext))
+        .count()
+}
+
 /// Table files in a store's directory.
 pub fn tables_on_disk(dir: &Path) -> usize {
     files_with_extension(dir, "sst").len()
