@@ -12,7 +12,7 @@ STRATA = $(CARGO) run --quiet --release -p strata-cli --
 
 WEB = web-admin
 
-.PHONY: run test deps web web-check e2e gallery wasm-test fmt bench-rocksdb bench-rest
+.PHONY: run test deps web web-check e2e gallery wasm-test fmt bench-rocksdb bench-rest bench-peers
 
 run: deps web
 	$(CARGO) build --release -p strata-cli
@@ -74,6 +74,15 @@ fmt:
 bench-rest: deps
 	$(CARGO) build --release -p strata-cli
 	./scripts/rest-bench.sh
+
+# Strata beside fjall and the in-memory BTreeMap, same flags, one after another (not part of CI;
+# BENCH_FLAGS adds flags to every run).
+BENCH_FLAGS ?= --num 1000000 --cache_size 536870912 --benchmarks fillrandom,waitforcompaction,readrandom,multireadrandom,stats
+bench-peers:
+	$(CARGO) build --release -p strata-cli
+	for engine in strata fjall memory; do \
+		$(STRATA) --db /tmp/strata-peers-$$engine bench --engine $$engine $(BENCH_FLAGS) || exit 1; \
+	done
 
 # Strata against RocksDB in one run (compiles RocksDB: 20+ minutes the first time; not part of CI).
 bench-rocksdb:

@@ -240,7 +240,7 @@ fn serve_shares_one_store_between_the_api_and_the_mount_and_stops_cleanly() {
         f.write_all_at(b"after it", 16).unwrap();
     }
     let status = served.child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    assert!(status.success(), "{status}:\n{}", served.log());
     // Every mutation is logged, and the lines are all out once serve has exited.
     let log = served.log();
     assert!(log.contains("put docs/a.md (12 bytes)"), "{log}");

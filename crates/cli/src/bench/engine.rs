@@ -94,7 +94,7 @@ pub struct StrataEngine {
 }
 
 /// The numeric value of a bench key (zero-padded decimal), as db_bench picks column families by it.
-fn key_number(key: &[u8]) -> u64 {
+pub(super) fn key_number(key: &[u8]) -> u64 {
     key.iter()
         .filter(|b| b.is_ascii_digit())
         .fold(0u64, |n, b| {
@@ -132,9 +132,7 @@ impl StrataEngine {
             blob_compression: compression,
             ..Default::default()
         };
-        let names: Vec<String> = (1..args.num_column_families)
-            .map(|i| format!("column_family_name_{i:06}"))
-            .collect();
+        let names = column_family_names(args);
         let opts = Options {
             cache_size: args.cache_size,
             cache_kind: args.cache_kind()?,
@@ -165,6 +163,13 @@ impl StrataEngine {
             ttl: args.ttl,
         })
     }
+}
+
+/// The column families besides the default one, named as db_bench names them.
+pub(super) fn column_family_names(args: &BenchArgs) -> Vec<String> {
+    (1..args.num_column_families)
+        .map(|i| format!("column_family_name_{i:06}"))
+        .collect()
 }
 
 fn err(e: strata_engine::Error) -> String {

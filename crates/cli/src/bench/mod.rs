@@ -4,6 +4,9 @@
 mod appends;
 mod bucket;
 mod engine;
+#[cfg(feature = "fjall")]
+mod fjall;
+mod memory;
 mod page_cache;
 mod ranges;
 #[cfg(feature = "rocksdb")]
@@ -181,7 +184,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub ttl: u64,
     /// Engine: strata (native), wasm (the same engine as a WebAssembly component under
-    /// wasmtime), or rocksdb (needs the `rocksdb` cargo feature).
+    /// wasmtime), rocksdb (needs the `rocksdb` cargo feature), fjall (the `fjall` feature, on by
+    /// default), or memory (a BTreeMap behind a lock: the memory-speed reference).
     #[arg(long, default_value = "strata")]
     pub engine: String,
     /// Seed for key and value generation.
@@ -249,6 +253,18 @@ impl BenchArgs {
     }
 }
 
+/// `strata bench`'s flags parsed from `flags`, as the command line gives them.
+#[cfg(test)]
+fn parse_flags(flags: &[&str]) -> BenchArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+    Command::parse_from(std::iter::once("bench").chain(flags.iter().copied())).bench
+}
+
 pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
     if args.threads == 0 {
         return Err("--threads must be at least 1".into());
@@ -260,6 +276,15 @@ pub fn run(default_db: &Path, args: BenchArgs) -> Result<(), String> {
         return bucket::run(default_db, &args);
     }
     run_on(default_db, &args, strata_engine::Options::default()).map(|_| ())
+}
+
+/// Whether `dir` holds a store of one of the engines: Strata's and RocksDB's `CURRENT` or
+/// `IDENTITY`, or fjall's `version` file, which begins with its magic bytes.
+fn holds_a_store(dir: &Path) -> bool {
+    let fjall_version = std::fs::read(dir.join("version")).unwrap_or_default();
+    dir.join("CURRENT").exists()
+        || dir.join("IDENTITY").exists()
+        || fjall_version.starts_with(b"FJL")
 }
 
 /// The workloads on the store at `default_db`, opened with `base`'s storage; returns the key
@@ -277,7 +302,7 @@ fn run_on(
             .next()
             .is_none();
         // A benchmark starts from an empty store, as db_bench does, but never deletes what is not one.
-        if !empty && !dir.join("CURRENT").exists() && !dir.join("IDENTITY").exists() {
+        if !empty && !holds_a_store(&dir) {
             return Err(format!(
                 "{} is not empty and holds no store: refusing to delete it (pick another --db)",
                 dir.display()
@@ -297,7 +322,20 @@ fn run_on(
                 "this strata was built without RocksDB: rebuild with `--features rocksdb`".into(),
             );
         }
-        other => return Err(format!("unknown engine {other}: strata, wasm or rocksdb")),
+        #[cfg(feature = "fjall")]
+        "fjall" => Box::new(fjall::FjallEngine::open(&dir, &args)?),
+        #[cfg(not(feature = "fjall"))]
+        "fjall" => {
+            return Err(
+                "this strata was built without fjall: rebuild with `--features fjall`".into(),
+            );
+        }
+        "memory" => Box::new(memory::MemoryEngine::open(&args)?),
+        other => {
+            return Err(format!(
+                "unknown engine {other}: strata, wasm, rocksdb, fjall or memory"
+            ));
+        }
     };
     println!("Engine:     {}", engine.name());
     println!("Keys:       {} bytes each", args.key_size);

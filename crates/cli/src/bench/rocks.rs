@@ -225,22 +225,14 @@ impl BenchEngine for RocksEngine {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use clap::Parser;
-
+    use super::super::parse_flags;
     use super::*;
-
-    #[derive(Parser)]
-    struct Args {
-        #[command(flatten)]
-        bench: BenchArgs,
-    }
 
     /// The options reach RocksDB: its own OPTIONS file, which it writes at open, says so.
     #[test]
     fn rocksdb_runs_with_the_flags_it_was_given() {
         let dir = tempfile::tempdir().unwrap();
-        let args = Args::parse_from([
-            "bench",
+        let args = parse_flags(&[
             "--compression_type",
             "none",
             "--bloom_bits",
@@ -250,8 +242,7 @@ mod tests {
             "--enable_blob_files",
             "--min_blob_size",
             "1000",
-        ])
-        .bench;
+        ]);
         let engine = RocksEngine::open(dir.path(), &args).unwrap();
         drop(engine);
         let options = std::fs::read_dir(dir.path())
@@ -287,8 +278,7 @@ mod tests {
     #[test]
     fn blob_files_are_counted_once() {
         let dir = tempfile::tempdir().unwrap();
-        let args =
-            Args::parse_from(["bench", "--enable_blob_files", "--min_blob_size", "64"]).bench;
+        let args = parse_flags(&["--enable_blob_files", "--min_blob_size", "64"]);
         let engine = RocksEngine::open(dir.path(), &args).unwrap();
         let value = [7u8; 200];
         for chunk in 0..20u32 {
