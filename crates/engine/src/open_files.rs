@@ -4,6 +4,7 @@
 //! descriptors. Sharded by file number.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,8 +12,9 @@ use parking_lot::Mutex;
 
 const SHARDS: usize = 16;
 
-/// Each reader with the tick of its last use.
-type Shard<T> = HashMap<u64, (Arc<T>, u64)>;
+/// Each reader with the tick of its last use. Hashed as the block cache hashes its keys: every
+/// point read looks up a reader per table it probes, and SipHash showed in that profile.
+type Shard<T> = HashMap<u64, (Arc<T>, u64), BuildHasherDefault<crate::cache::KeyHasher>>;
 
 pub(crate) struct OpenFiles<T> {
     shards: Vec<Mutex<Shard<T>>>,
@@ -23,7 +25,7 @@ pub(crate) struct OpenFiles<T> {
 impl<T> OpenFiles<T> {
     pub(crate) fn new(max_open: usize) -> Self {
         OpenFiles {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: (max_open / SHARDS).max(1),
             clock: AtomicU64::new(0),
         }
