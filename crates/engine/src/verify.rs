@@ -73,7 +73,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut names = fs.list(dir)?;
     names.sort();
     let versions = VersionSet::recover(dir, fs.clone());
-    // An empty WAL holds nothing: only the newest WAL with bytes may be torn or unsealed.
+    // An empty WAL holds nothing: only the newest WAL with a record may be torn or unsealed.
     let newest_wal = names
         .iter()
         .filter_map(|n| match filename::parse(n) {
@@ -82,9 +82,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         })
         .filter(|&n| {
             let path = filename::wal_file(dir, n);
-            fs.open_random(&path)
-                .and_then(|f| f.len())
-                .is_ok_and(|len| len > 0)
+            crate::wal::holds_no_record(fs.as_ref(), &path).is_ok_and(|empty| !empty)
         })
         .max();
     let mut seals = BTreeMap::new();
@@ -118,9 +116,12 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         match checked {
             Ok(c) => {
                 file.entries = c.entries;
+                // A WAL of zeros only holds nothing (made, then a crash): not a torn one.
+                let empty_wal = matches!(kind, FileKind::Wal(_))
+                    && crate::wal::holds_no_record(fs.as_ref(), &path).unwrap_or(bytes == 0);
                 match kind {
                     FileKind::Wal(n) => {
-                        seals.insert(n, (bytes == 0, c.sealed_to));
+                        seals.insert(n, (empty_wal, c.sealed_to));
                         wal_blob_ends.insert(n, c.blob_ends);
                     }
                     FileKind::Table(n) => {
@@ -130,6 +131,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
                 }
                 match (kind, c.torn_tail) {
                     // Synced whole when the next one started: only the newest can be torn.
+                    (FileKind::Wal(_), Some(_)) if empty_wal => {}
                     (FileKind::Wal(n), Some(torn)) if Some(n) != newest_wal => {
                         file.problem = Some(format!("{torn}, but a newer WAL follows it"));
                     }

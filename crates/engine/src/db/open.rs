@@ -442,7 +442,10 @@ fn replay_and_persist(
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     created.push(wal_path.clone());
-    let wal_writer = LogWriter::new(opts.filesystem.create(&wal_path)?);
+    let wal_writer = LogWriter::new(
+        opts.filesystem
+            .create_sized(&wal_path, super::room::expected_wal_len(opts))?,
+    );
     let ids: Vec<u32> = versions.column_families().keys().copied().collect();
     for id in ids {
         versions.apply_recovered(&VersionEdit {

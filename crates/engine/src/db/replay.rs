@@ -95,10 +95,13 @@ pub(super) fn replay_wals(
     };
     let mut skipped = 0u64;
     // An empty WAL holds nothing (a crash right after a rotation created it): the newest WAL that
-    // counts is the newest with bytes, and only it may end in a cut or without a seal.
+    // counts is the newest with a record, and only it may end in a cut or without a seal.
     let mut files = Vec::with_capacity(wals.len());
     for &number in wals.iter() {
-        files.push((number, fs.open_random(&wal_file(dir, number))?.is_empty()?));
+        files.push((
+            number,
+            crate::wal::holds_no_record(fs, &wal_file(dir, number))?,
+        ));
     }
     let nonempty: Vec<u64> = files.iter().filter(|f| !f.1).map(|f| f.0).collect();
     let strict = mode == ReadOutcome::FailOnMidLogDamage;

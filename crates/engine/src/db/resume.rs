@@ -98,7 +98,13 @@ impl DbInner {
     /// (synced), so a refused write's record can never be replayed by the next open.
     pub(super) fn close_wal(&self, wal: &mut WalState) -> Result<()> {
         let Some(good) = wal.damaged_from else {
-            return wal.sync();
+            let synced = wal.sync();
+            if synced.is_ok() {
+                // Let go once synced: a WAL created at its expected size
+                // (`FileSystem::create_sized`) gives back its spare space as its writer drops.
+                wal.writer = None;
+            }
+            return synced;
         };
         // Dropping the writer may hand its buffer to the OS; the cut comes after.
         wal.writer = None;

@@ -15,6 +15,20 @@ use crate::options::{ColumnFamilyOptions, Executor};
 use crate::version::Version;
 use crate::wal::LogWriter;
 
+/// About how long a WAL grows before a memtable switch replaces it: twice the largest memtable
+/// budget (a WAL record is smaller than its memtable entry). A WAL is created at this size
+/// (`FileSystem::create_sized`) so that, on the local disk, an append is a copy into pages
+/// populated ahead rather than a `write` call; a longer one goes on past it with `write`, and a
+/// crash leaves a zero tail, which the WAL reader takes for a cut-short end.
+pub(super) fn expected_wal_len(opts: &crate::options::Options) -> u64 {
+    let largest = opts
+        .column_families
+        .values()
+        .map(|cf| cf.write_buffer_size)
+        .fold(opts.cf.write_buffer_size, usize::max);
+    (largest as u64).saturating_mul(2)
+}
+
 /// What compaction debt asks of writers; computed once per installed version.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Pressure {
@@ -216,7 +230,7 @@ impl DbInner {
             _ => {
                 let number = self.versions.lock().new_file_number();
                 let path = wal_file(&self.dir, number);
-                let file = self.fs.create(&path)?;
+                let file = self.fs.create_sized(&path, expected_wal_len(&self.opts))?;
                 let ready = self
                     .fs
                     .sync_dir(&self.dir)

@@ -131,7 +131,7 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Creates a file of appends expected to grow to about `expected_len` bytes. Until
     /// [`WritableFile::finish`] the file may hold zeroed spare space past the bytes appended, and
     /// a crash leaves it there: only formats whose readers take a zero tail for empty space (blob
-    /// files) may use this. The default is [`FileSystem::create`].
+    /// files, WALs) may use this. The default is [`FileSystem::create`].
     fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
         let _ = expected_len;
         self.create(path)

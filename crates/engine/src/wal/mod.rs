@@ -41,5 +41,26 @@ fn fragment_crc(ty: u8, payload: &[u8]) -> u32 {
     ))
 }
 
+/// Whether the WAL at `path` holds no record: it is empty, or all zeros (a WAL is created at
+/// its expected size, `FileSystem::create_sized`, so one a crash cut off before its first append
+/// is zeros to its end). Zeros with anything after them are not empty: replay reports them.
+pub(crate) fn holds_no_record(
+    fs: &dyn crate::fs::FileSystem,
+    path: &std::path::Path,
+) -> crate::error::Result<bool> {
+    let file = fs.open_random(path)?;
+    let len = file.len()?;
+    if len == 0 {
+        return Ok(true);
+    }
+    // A record begins with a fragment header whose type is never zero: only a zeroed start
+    // needs the whole file read.
+    let head = file.read_vec_at(HEADER_SIZE.min(len as usize), 0)?;
+    if head.iter().any(|&b| b != 0) {
+        return Ok(false);
+    }
+    Ok(fs.read_all(path)?.iter().all(|&b| b == 0))
+}
+
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::blob::{NOW, big, options};
-use crate::common::{self, files_with_extension};
+use crate::common::{self, crash_copy, files_with_extension};
 use strata_engine::fs::FaultInjectionFs;
 use strata_engine::{BlobFileState, Db, ManualClock, Options, ReadOptions, WriteOptions};
 
@@ -41,16 +41,6 @@ fn a_damaged_blob_record_is_corruption_naming_the_file() {
     it.seek_to_first();
     assert!(!it.valid());
     assert!(it.status().unwrap_err().is_corruption());
-}
-
-/// Copies a store's files as a crash would leave them: whatever reached the OS.
-fn crash_copy(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -26,3 +26,4 @@ mod ranged;
 mod resume;
 mod try_write;
 mod value_file;
+mod wal_crash;

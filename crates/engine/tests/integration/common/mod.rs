@@ -171,6 +171,16 @@ impl strata_engine::FileSystem for HookedFs {
 
 /// A temporary directory on every target: WASI has no system temp directory, so there it is
 /// under `$TMPDIR` (the runner, `strata-wasi-run`, preopens one).
+/// Copies a store's files as a crash would leave them: whatever reached the OS.
+pub fn crash_copy(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     #[cfg(target_os = "wasi")]
     {

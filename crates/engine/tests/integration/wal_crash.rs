@@ -1,0 +1,95 @@
+//! WALs through crashes: a WAL is created at its expected size and written through a mapping
+//! (on Linux), so a crash leaves its records followed by zeros. Recovery takes the zeros for a
+//! cut-short end, a WAL that is zeros only (a crash right after an open made it) for an empty
+//! one, and zeros with records after them for damage.
+
+#![allow(clippy::unwrap_used, clippy::field_reassign_with_default)]
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{crash_copy, files_with_extension, tempdir};
+use strata_engine::{Db, Options};
+
+fn options() -> Options {
+    let mut o = Options::default();
+    o.cf.write_buffer_size = 1 << 20;
+    o
+}
+
+fn value(i: u32) -> Vec<u8> {
+    format!("value {i} ").repeat(8).into_bytes()
+}
+
+/// The live store's files as a kill leaves them, after 500 unsynced puts; and the copy's WAL.
+fn crashed_store() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempdir();
+    let copy = tempdir();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("k{i:04}"), value(i)).unwrap();
+    }
+    crash_copy(dir.path(), copy.path());
+    drop(db);
+    let wal = files_with_extension(copy.path(), "log").remove(0);
+    (copy, wal)
+}
+
+fn assert_every_put_is_there(dir: &Path) {
+    let db = Db::open(dir, options()).unwrap();
+    for i in 0..500u32 {
+        assert_eq!(
+            db.get(format!("k{i:04}")).unwrap().as_deref(),
+            Some(value(i).as_slice()),
+            "k{i:04}"
+        );
+    }
+}
+
+#[test]
+fn a_crash_keeps_every_write_handed_to_the_wal() {
+    let (copy, wal) = crashed_store();
+    let data = std::fs::read(&wal).unwrap();
+    let end = data.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+    assert!(end > 500 * 80, "{end} bytes of records");
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    assert!(
+        data.len() > end,
+        "a WAL is created at its expected size: {} bytes for {end} of records",
+        data.len()
+    );
+    let report = strata_engine::verify_store(copy.path(), &options()).unwrap();
+    assert!(report.is_ok(), "{:?}", report.files);
+    assert_every_put_is_there(copy.path());
+}
+
+/// An open that recovered a crashed WAL makes a new one before the MANIFEST that retires the
+/// old: a crash in between leaves the new WAL all zeros behind the old one's zero tail. That
+/// new WAL holds nothing, so the old one is still the newest and may end cut short.
+#[test]
+fn a_wal_of_zeros_only_is_empty_and_the_one_before_it_may_end_cut_short() {
+    let (copy, wal) = crashed_store();
+    let number: u64 = wal.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    // Numbered past every file of the store, as the open would have numbered it.
+    let zeros = copy.path().join(format!("{:06}.log", number + 100));
+    std::fs::write(&zeros, vec![0u8; 2 << 20]).unwrap();
+    let report = strata_engine::verify_store(copy.path(), &options()).unwrap();
+    assert!(report.is_ok(), "{:?}", report.files);
+    assert_every_put_is_there(copy.path());
+}
+
+/// Zeros at a WAL's start with records after them are no crash's doing: the open fails,
+/// naming the file, rather than skip acknowledged writes.
+#[test]
+fn zeros_before_records_are_damage() {
+    let (copy, wal) = crashed_store();
+    let mut data = std::fs::read(&wal).unwrap();
+    data[..7].fill(0);
+    std::fs::write(&wal, &data).unwrap();
+    let e = Db::open(copy.path(), options()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(
+        e.to_string()
+            .contains(wal.file_name().unwrap().to_str().unwrap()),
+        "{e}"
+    );
+}
