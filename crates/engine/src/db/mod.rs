@@ -136,6 +136,11 @@ pub(crate) struct DbInner {
     fs: Arc<dyn FileSystem>,
     /// `fs.appends_are_local(dir)`, asked at open: whether `try_write` may commit.
     appends_are_local: bool,
+    /// Whether a new WAL is created at its expected size, its pages reserved ahead of the writer
+    /// (`FileSystem::create_sized`). Cleared when the disk fills, so the room a compaction or a
+    /// released reserve frees goes to the flushes and deletions that need it, not to a WAL's
+    /// spare pages; set again once a resume succeeds with the reserve held (or none kept).
+    wal_room_ahead: std::sync::atomic::AtomicBool,
     stats: Arc<Stats>,
     tables: Arc<TableCache>,
     block_cache: Option<Arc<BlockCache>>,

@@ -301,6 +301,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         id: db_id,
         dir: dir.to_path_buf(),
         appends_are_local: fs.appends_are_local(dir),
+        wal_room_ahead: std::sync::atomic::AtomicBool::new(true),
         fs,
         stats,
         tables,
@@ -442,10 +443,15 @@ fn replay_and_persist(
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     created.push(wal_path.clone());
-    let wal_writer = LogWriter::new(
+    // Mapped only where appends stay on this machine (`fs_kind`): a store into a mapping of a
+    // network or FUSE file could fault where a `write` would return an error.
+    let wal_file = if opts.filesystem.appends_are_local(dir) {
         opts.filesystem
-            .create_sized(&wal_path, super::room::expected_wal_len(opts))?,
-    );
+            .create_sized(&wal_path, super::room::expected_wal_len(opts))?
+    } else {
+        opts.filesystem.create(&wal_path)?
+    };
+    let wal_writer = LogWriter::new(wal_file);
     let ids: Vec<u32> = versions.column_families().keys().copied().collect();
     for id in ids {
         versions.apply_recovered(&VersionEdit {
@@ -523,12 +529,7 @@ fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<
         match filename::parse(&name) {
             FileKind::Table(_) => tables += 1,
             FileKind::Blob(_) => blob_files += 1,
-            FileKind::Wal(_) => {
-                let len = fs.open_random(&dir.join(&name)).and_then(|f| f.len())?;
-                if len > 0 {
-                    wals += 1;
-                }
-            }
+            FileKind::Wal(_) if !crate::wal::holds_no_record(fs, &dir.join(&name))? => wals += 1,
             _ => {}
         }
     }

@@ -137,6 +137,11 @@ impl DiskReserve {
         fs.remove(&self.path).is_ok()
     }
 
+    /// Whether the store has the room a reserve stands for: it keeps none, or it is on disk.
+    pub(crate) fn is_held_or_unused(&self) -> bool {
+        self.bytes == 0 || self.state.lock().present
+    }
+
     /// Whether the reserve is on disk.
     pub(crate) fn is_present(&self) -> bool {
         self.state.lock().present
@@ -149,6 +154,10 @@ impl DbInner {
     pub(super) fn refill_reserve(&self, freed: u64) {
         if !self.read_only && self.reserve.may_refill(freed) {
             let _ = self.reserve.ensure(self.fs.as_ref());
+            if self.reserve.is_held_or_unused() {
+                self.wal_room_ahead
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }

@@ -128,6 +128,7 @@ impl DbInner {
                 Some(_) => {}
             }
         }
+        self.give_back_wal_room(wal)?;
         let mut resumed = self.try_resume(wal);
         if matches!(&resumed, Err(e) if e.kind() == ErrorKind::NoSpace)
             && deletions_only
@@ -140,6 +141,10 @@ impl DbInner {
             // failure leaves the store without a reserve, which writes do not need.
             let _ = self.reserve.ensure(self.fs.as_ref());
         }
+        if resumed.is_ok() && self.reserve.is_held_or_unused() {
+            self.wal_room_ahead
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if let Err(e) = &resumed {
             self.set_background_error(e);
             let mut st = self.state.lock();
@@ -151,6 +156,35 @@ impl DbInner {
             return Err(writes_stopped(st.bg_error.as_ref().unwrap_or(e)));
         }
         resumed
+    }
+
+    /// After the disk filled: a log holding room reserved ahead of its appends gives it back,
+    /// going on in the same file without it (appended bytes stay), so that what a released
+    /// reserve or a compaction frees goes to the deletions and flushes that need it.
+    fn give_back_wal_room(&self, wal: &mut WalState) -> Result<()> {
+        if self
+            .wal_room_ahead
+            .load(std::sync::atomic::Ordering::Relaxed)
+            || wal.damaged_from.is_some()
+            || !wal.writer.as_ref().is_some_and(LogWriter::reserves_ahead)
+        {
+            return Ok(());
+        }
+        let good = wal.writer.as_ref().map_or(0, LogWriter::bytes_written);
+        // Dropping the writer hands what it holds to the OS and trims the spare room; a failed
+        // reopen leaves the log to the damaged path, which cuts it at `good` and replaces it.
+        wal.writer = None;
+        let path = wal_file(&self.dir, wal.number);
+        match self.fs.reopen(&path, good) {
+            Ok(file) => {
+                wal.writer = Some(LogWriter::resume(file, good));
+                Ok(())
+            }
+            Err(e) => {
+                wal.damaged_from = Some(good);
+                Err(e)
+            }
+        }
     }
 
     fn try_resume(&self, wal: &mut WalState) -> Result<()> {

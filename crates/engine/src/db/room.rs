@@ -225,12 +225,24 @@ impl DbInner {
     /// a new WAL first (unless the current one is still empty) so that their flushes can release
     /// the old one.
     pub(super) fn switch_memtables(&self, wal: &mut WalState, ids: &[u32]) -> Result<()> {
+        // A writer or flush that got past its check before a close took the WAL lock: close let
+        // go of the log, and a new one now would follow it unsealed.
+        self.check_open()?;
         let closed = match wal.writer.as_ref().map(|w| w.bytes_written()) {
             Some(0) => None,
             _ => {
                 let number = self.versions.lock().new_file_number();
                 let path = wal_file(&self.dir, number);
-                let file = self.fs.create_sized(&path, expected_wal_len(&self.opts))?;
+                // Mapped only where appends stay on this machine, as at open.
+                let file = if self.appends_are_local
+                    && self
+                        .wal_room_ahead
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    self.fs.create_sized(&path, expected_wal_len(&self.opts))?
+                } else {
+                    self.fs.create(&path)?
+                };
                 let ready = self
                     .fs
                     .sync_dir(&self.dir)

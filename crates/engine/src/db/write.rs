@@ -419,6 +419,10 @@ impl DbInner {
     }
 
     pub(super) fn set_background_error(&self, e: &Error) {
+        if e.kind() == crate::error::ErrorKind::NoSpace {
+            // Until room is back, new WALs reserve nothing ahead (`DbInner::wal_room_ahead`).
+            self.wal_room_ahead.store(false, Ordering::Relaxed);
+        }
         let mut st = self.state.lock();
         let first = st.bg_error.is_none();
         if first {

@@ -289,6 +289,10 @@ impl MappedWritableFile {
 }
 
 impl WritableFile for MappedWritableFile {
+    fn reserves_ahead(&self) -> bool {
+        self.region.is_some()
+    }
+
     fn append(&mut self, data: &[u8]) -> Result<()> {
         let start = self.len as usize;
         let end = start + data.len();

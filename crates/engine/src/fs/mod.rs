@@ -75,6 +75,11 @@ pub trait WritableFile: Send + Sync + Debug {
         let _ = durability;
         None
     }
+    /// Whether the file holds room reserved ahead of its appends (a file from
+    /// [`FileSystem::create_sized`] on the local disk); dropping the writer gives it back.
+    fn reserves_ahead(&self) -> bool {
+        false
+    }
     /// Syncs for the last time; the file ends at the last byte appended (a file from
     /// [`FileSystem::create_sized`] gives back its spare space). Nothing is appended after.
     fn finish(&mut self) -> Result<()> {

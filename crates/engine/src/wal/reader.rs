@@ -21,6 +21,21 @@ const CUT_SHORT: [&str; 3] = [
     "zeroed space",
 ];
 
+/// Whether the log holds nothing but zeros from a byte inside the fragment at `pos` (of payload
+/// length `len`) to its end, which lies past the fragment's: a record whose copy into a log
+/// extended ahead of its writer (`FileSystem::create_sized`, a mapped WAL) a crash cut short,
+/// the rest of its place still zeros, as a log a crash cut during a `write` ends early. A log
+/// that ends where the fragment does was not extended ahead (a MANIFEST): there a record whose
+/// last bytes are zeros and whose checksum fails is damage.
+fn ends_in_zeros_within(data: &[u8], pos: usize, len: usize) -> bool {
+    let end = pos + HEADER_SIZE + len;
+    let last_written = data[pos..]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(pos, |p| pos + p + 1);
+    data.len() > end && last_written < end
+}
+
 /// Reads the records of a whole log held in memory.
 pub(crate) struct LogReader<'a> {
     data: &'a [u8],
@@ -84,7 +99,13 @@ impl<'a> LogReader<'a> {
         if ty_byte == 0 && len == 0 {
             return Err("zeroed space");
         }
-        let ty = FragmentType::from_u8(ty_byte).ok_or("unknown fragment type")?;
+        let Some(ty) = FragmentType::from_u8(ty_byte) else {
+            return Err(if ends_in_zeros_within(data, pos, len) {
+                "truncated fragment header"
+            } else {
+                "unknown fragment type"
+            });
+        };
         if HEADER_SIZE + len > block_left {
             return Err("fragment crosses a block boundary");
         }
@@ -99,7 +120,11 @@ impl<'a> LogReader<'a> {
         }
         let payload = &data[pos + HEADER_SIZE..pos + HEADER_SIZE + len];
         if fixed32(data, pos) != fragment_crc(ty_byte, payload) {
-            return Err("checksum mismatch");
+            return Err(if ends_in_zeros_within(data, pos, len) {
+                "truncated fragment"
+            } else {
+                "checksum mismatch"
+            });
         }
         Ok((ty, len))
     }

@@ -57,6 +57,48 @@ fn torn_tail_is_dropped_at_every_cut() {
     }
 }
 
+/// A log extended ahead of its writer (a mapped WAL) and cut by a crash at any byte of its last
+/// record keeps that record's place as zeros to the end: a torn tail, as a cut file is, never
+/// damage. Every cut of the last two records is tried, into a log of zeros past them.
+#[test]
+fn a_record_cut_into_zeros_at_any_byte_is_a_torn_tail() {
+    let recs: Vec<Vec<u8>> = vec![b"first".to_vec(), vec![5u8; 300], vec![6u8; 40]];
+    let data = write_log(&recs);
+    let kept = write_log(&recs[..1]).len();
+    for cut in kept..data.len() {
+        let mut torn_log = data[..cut].to_vec();
+        torn_log.resize(data.len() + BLOCK_SIZE, 0);
+        let (got, torn) = read_all(&torn_log, ReadOutcome::FailOnMidLogDamage)
+            .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        assert_eq!(got[..], recs[..got.len()], "cut at {cut}");
+        assert!(got.len() < recs.len() && torn > 0, "cut at {cut}");
+        let mut r = LogReader::new(
+            &torn_log,
+            Path::new("000001.log"),
+            ReadOutcome::FailOnMidLogDamage,
+        );
+        while r.next_record().unwrap().is_some() {}
+        assert_eq!(r.tail_damage, None, "cut at {cut}");
+    }
+}
+
+/// A wrong byte inside the last record is still damage, zeros after it or not.
+#[test]
+fn a_wrong_byte_before_zeros_is_damage() {
+    let recs: Vec<Vec<u8>> = vec![b"first".to_vec(), vec![5u8; 300]];
+    let mut data = write_log(&recs);
+    let at = data.len() - 100;
+    data[at] ^= 0x40;
+    data.resize(data.len() + BLOCK_SIZE, 0);
+    let mut r = LogReader::new(
+        &data,
+        Path::new("000001.log"),
+        ReadOutcome::FailOnMidLogDamage,
+    );
+    while r.next_record().unwrap().is_some() {}
+    assert_eq!(r.tail_damage, Some("checksum mismatch"));
+}
+
 #[test]
 fn zeroed_tail_is_a_torn_tail() {
     let recs = sample();

@@ -81,6 +81,11 @@ impl LogWriter {
         Ok(self.scratch.len())
     }
 
+    /// `WritableFile::reserves_ahead`.
+    pub(crate) fn reserves_ahead(&self) -> bool {
+        self.file.reserves_ahead()
+    }
+
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.file.flush()
     }

@@ -169,8 +169,6 @@ impl strata_engine::FileSystem for HookedFs {
     }
 }
 
-/// A temporary directory on every target: WASI has no system temp directory, so there it is
-/// under `$TMPDIR` (the runner, `strata-wasi-run`, preopens one).
 /// Copies a store's files as a crash would leave them: whatever reached the OS.
 pub fn crash_copy(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
@@ -181,6 +179,8 @@ pub fn crash_copy(from: &Path, to: &Path) {
     }
 }
 
+/// A temporary directory on every target: WASI has no system temp directory, so there it is
+/// under `$TMPDIR` (the runner, `strata-wasi-run`, preopens one).
 pub fn tempdir() -> tempfile::TempDir {
     #[cfg(target_os = "wasi")]
     {
