@@ -77,7 +77,7 @@ bench-rest: deps
 
 # Strata beside fjall and the in-memory BTreeMap, same flags, one after another (not part of CI;
 # BENCH_FLAGS adds flags to every run).
-BENCH_FLAGS ?= --num 1000000 --cache_size 536870912 --benchmarks fillrandom,waitforcompaction,readrandom,multireadrandom,stats
+BENCH_FLAGS ?= --num 1000000 --cache_size 536870912 --benchmarks fillrandom,compact,readrandom,readrandom,multireadrandom,stats
 bench-peers:
 	$(CARGO) build --release -p strata-cli
 	for engine in strata fjall memory; do \
