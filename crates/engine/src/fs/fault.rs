@@ -120,6 +120,10 @@ struct FaultState {
     active: bool,
     /// Durable length of every file written through this filesystem.
     synced_len: HashMap<PathBuf, u64>,
+    /// Files created at their expected size (`create_sized`) and not yet trimmed, with the bytes
+    /// appended: past those they hold zeros, and a power loss zeroes their unsynced bytes rather
+    /// than cutting the file.
+    extended: HashMap<PathBuf, u64>,
     /// Files whose creation no directory sync has covered.
     unsynced_creates: HashSet<PathBuf>,
     /// Renames no directory sync has covered, oldest first.
@@ -130,6 +134,14 @@ struct FaultState {
     rules: Vec<Rule>,
     rng: XorShift,
     injected: u64,
+}
+
+/// Writes `data` at `offset` of `file`, on every target (WASI has no `FileExt::write_all_at`).
+fn write_at(file: &File, data: &[u8], offset: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    file.write_all(data)
 }
 
 /// xorshift64*: reproducible from a seed, no dependency needed.
@@ -267,6 +279,14 @@ impl FaultInjectionFs {
             }
             match OpenOptions::new().write(true).open(path) {
                 Ok(f) => {
+                    if let Some(&appended) = st.extended.get(path) {
+                        // The file keeps its size; what the disk never got reads as zeros.
+                        let unsynced = appended.saturating_sub(synced);
+                        let cut = synced.min(appended) + keep(path, unsynced).min(unsynced);
+                        let zeros = vec![0u8; (appended - cut) as usize];
+                        write_at(&f, &zeros, cut).map_err(|e| io_err("zero", path, e))?;
+                        continue;
+                    }
                     let len = f.metadata().map_err(|e| io_err("stat", path, e))?.len();
                     let unsynced = len.saturating_sub(synced);
                     let cut = synced.min(len) + keep(path, unsynced).min(unsynced);
@@ -292,8 +312,34 @@ impl FaultInjectionFs {
             }
         }
         st.synced_len.clear();
+        st.extended.clear();
         st.active = true;
         Ok(())
+    }
+
+    /// A new file for appends, extended to `expected_len` when given (`create_sized`).
+    fn create_extended(
+        &self,
+        path: &Path,
+        expected_len: Option<u64>,
+    ) -> Result<Box<dyn WritableFile>> {
+        self.check(FsOp::Create, path)?;
+        let file = super::create_truncated(path)?;
+        if let Some(len) = expected_len {
+            file.set_len(len).map_err(|e| io_err("extend", path, e))?;
+        }
+        self.note_created(path);
+        if expected_len.is_some() {
+            self.state.lock().extended.insert(path.to_path_buf(), 0);
+        }
+        Ok(Box::new(FaultWritableFile {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::new(),
+            written: 0,
+            fs: self.clone(),
+            sized: expected_len.is_some(),
+        }))
     }
 
     /// Records a new, empty file whose directory entry is not yet durable.
@@ -317,6 +363,23 @@ struct FaultWritableFile {
     buf: Vec<u8>,
     written: u64,
     fs: FaultInjectionFs,
+    /// Created at its expected size (`create_sized`): bytes go at `written`, not at the file's
+    /// end, and the spare space goes when the file is finished or dropped.
+    sized: bool,
+}
+
+impl FaultWritableFile {
+    /// Gives back a sized file's spare space, as the mapped file does.
+    fn trim(&mut self) -> Result<()> {
+        if self.sized {
+            self.file
+                .set_len(self.written)
+                .map_err(|e| io_err("trim", &self.path, e))?;
+            self.fs.state.lock().extended.remove(&self.path);
+            self.sized = false;
+        }
+        Ok(())
+    }
 }
 
 impl WritableFile for FaultWritableFile {
@@ -334,11 +397,21 @@ impl WritableFile for FaultWritableFile {
             return Ok(());
         }
         self.fs.check(FsOp::Write, &self.path)?;
-        self.file
-            .write_all(&self.buf)
-            .map_err(|e| io_err("write", &self.path, e))?;
+        let wrote = if self.sized {
+            write_at(&self.file, &self.buf, self.written)
+        } else {
+            self.file.write_all(&self.buf)
+        };
+        wrote.map_err(|e| io_err("write", &self.path, e))?;
         self.written += self.buf.len() as u64;
         self.buf.clear();
+        if self.sized {
+            self.fs
+                .state
+                .lock()
+                .extended
+                .insert(self.path.clone(), self.written);
+        }
         Ok(())
     }
 
@@ -354,6 +427,12 @@ impl WritableFile for FaultWritableFile {
             .synced_len
             .insert(self.path.clone(), self.written);
         Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.flush()?;
+        self.trim()?;
+        self.sync()
     }
 }
 
@@ -407,6 +486,7 @@ impl Drop for FaultWritableFile {
     fn drop(&mut self) {
         if self.fs.state.lock().active {
             let _ = self.flush();
+            let _ = self.trim();
         }
     }
 }
@@ -439,29 +519,30 @@ impl FileSystem for FaultInjectionFs {
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.check(FsOp::Create, path)?;
-        let file = super::create_truncated(path)?;
-        self.note_created(path);
-        Ok(Box::new(FaultWritableFile {
-            path: path.to_path_buf(),
-            file,
-            buf: Vec::new(),
-            written: 0,
-            fs: self.clone(),
-        }))
+        self.create_extended(path, None)
+    }
+
+    /// As the local disk's mapped files: extended to `expected_len` at once, zeros past what was
+    /// appended until finished or dropped; a power loss zeroes unsynced bytes in place.
+    fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
+        self.create_extended(path, Some(expected_len))
     }
 
     /// Cutting back is a write; the real `reopen` syncs what the cut leaves, so all of it is durable.
     fn reopen(&self, path: &Path, len: u64) -> Result<Box<dyn WritableFile>> {
         self.check(FsOp::Write, path)?;
         let file = super::open_cut(path, len)?;
-        self.state.lock().synced_len.insert(path.to_path_buf(), len);
+        let mut st = self.state.lock();
+        st.synced_len.insert(path.to_path_buf(), len);
+        st.extended.remove(path);
+        drop(st);
         Ok(Box::new(FaultWritableFile {
             path: path.to_path_buf(),
             file,
             buf: Vec::new(),
             written: len,
             fs: self.clone(),
+            sized: false,
         }))
     }
 
