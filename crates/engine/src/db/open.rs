@@ -443,15 +443,11 @@ fn replay_and_persist(
     let wal_number = versions.new_file_number();
     let wal_path = wal_file(dir, wal_number);
     created.push(wal_path.clone());
-    // Mapped only where appends stay on this machine (`fs_kind`): a store into a mapping of a
-    // network or FUSE file could fault where a `write` would return an error.
-    let wal_file = if opts.filesystem.appends_are_local(dir) {
+    // The local disk maps it only where that is safe (`fs_kind::mapping_is_safe`).
+    let wal_writer = LogWriter::new(
         opts.filesystem
-            .create_sized(&wal_path, super::room::expected_wal_len(opts))?
-    } else {
-        opts.filesystem.create(&wal_path)?
-    };
-    let wal_writer = LogWriter::new(wal_file);
+            .create_sized(&wal_path, super::room::expected_wal_len(opts))?,
+    );
     let ids: Vec<u32> = versions.column_families().keys().copied().collect();
     for id in ids {
         versions.apply_recovered(&VersionEdit {

@@ -233,11 +233,9 @@ impl DbInner {
             _ => {
                 let number = self.versions.lock().new_file_number();
                 let path = wal_file(&self.dir, number);
-                // Mapped only where appends stay on this machine, as at open.
-                let file = if self.appends_are_local
-                    && self
-                        .wal_room_ahead
-                        .load(std::sync::atomic::Ordering::Relaxed)
+                let file = if self
+                    .wal_room_ahead
+                    .load(std::sync::atomic::Ordering::Relaxed)
                 {
                     self.fs.create_sized(&path, expected_wal_len(&self.opts))?
                 } else {

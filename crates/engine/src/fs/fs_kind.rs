@@ -32,6 +32,16 @@ const NOT_LOCAL: &[(u64, &str)] = &[
     (0x7c7c_6673, "prl_fs"),
 ];
 
+/// Copy-on-write filesystems: a page written back since it was populated takes a new block at
+/// the next store into it, which on a full disk faults (SIGBUS) instead of failing a `write`.
+/// Files there are not written through a mapping (`mapped.rs`).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+const COPY_ON_WRITE: &[(u64, &str)] = &[
+    (0x9123_683e, "btrfs"),
+    (0x2fc1_2fc1, "zfs"),
+    (0xca45_1a4e, "bcachefs"),
+];
+
 /// The name of the not-local filesystem `f_type` names, if it names one.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn not_local(f_type: u64) -> Option<&'static str> {
@@ -45,23 +55,35 @@ fn not_local(f_type: u64) -> Option<&'static str> {
 /// filesystem, and when `dir` cannot be examined (the careful answer).
 #[cfg(target_os = "linux")]
 pub(crate) fn appends_are_local(dir: &Path) -> bool {
+    f_type(dir).is_some_and(|t| not_local(t).is_none())
+}
+
+/// Whether a file in `dir` may be written through a shared mapping: on a local filesystem that
+/// is not copy-on-write, and false when `dir` cannot be examined.
+#[cfg(target_os = "linux")]
+pub(crate) fn mapping_is_safe(dir: &Path) -> bool {
+    f_type(dir).is_some_and(|t| {
+        not_local(t).is_none() && !COPY_ON_WRITE.iter().any(|(magic, _)| *magic == t)
+    })
+}
+
+/// `statfs`'s `f_type` for `dir`, or `None` when it cannot be examined.
+#[cfg(target_os = "linux")]
+fn f_type(dir: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c_dir) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: `c_dir` is a NUL-terminated path that outlives the call, and `st` is writable
     // memory of the size `statfs` fills; it is read only after the call succeeded.
     let rc = unsafe { libc::statfs(c_dir.as_ptr(), st.as_mut_ptr()) };
     if rc != 0 {
-        return false;
+        return None;
     }
     // SAFETY: `statfs` returned 0, so it filled `st`.
     let st = unsafe { st.assume_init() };
     // `f_type`'s integer type differs between libc targets; the magic numbers fit in 32 bits.
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    let f_type = (st.f_type as u64) & 0xffff_ffff;
-    not_local(f_type).is_none()
+    Some((st.f_type as u64) & 0xffff_ffff)
 }
 
 /// Elsewhere the filesystem's kind is not known: appends are taken to be local, as before.
@@ -103,10 +125,20 @@ mod tests {
         ] {
             assert_eq!(not_local(magic), Some(name), "{magic:#x}");
         }
-        let mut magics: Vec<_> = NOT_LOCAL.iter().map(|(m, _)| m).collect();
+        #[cfg(target_os = "linux")]
+        assert_eq!(COPY_ON_WRITE[0].0, libc::BTRFS_SUPER_MAGIC as u64);
+        let mut magics: Vec<_> = NOT_LOCAL
+            .iter()
+            .chain(COPY_ON_WRITE)
+            .map(|(m, _)| m)
+            .collect();
         magics.sort_unstable();
         magics.dedup();
-        assert_eq!(magics.len(), NOT_LOCAL.len(), "a number listed twice");
+        assert_eq!(
+            magics.len(),
+            NOT_LOCAL.len() + COPY_ON_WRITE.len(),
+            "a number listed twice"
+        );
     }
 
     /// The test's own directory is on a local disk or tmpfs (never a network mount on the

@@ -544,8 +544,11 @@ impl FileSystem for StdFileSystem {
     /// (`mapped.rs`): an append of a large value costs a copy instead of a syscall and the
     /// kernel's page-cache work.
     fn create_sized(&self, path: &Path, expected_len: u64) -> Result<Box<dyn WritableFile>> {
+        // Not where a store into the mapping could fault on a full disk or wait on a server.
         #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-        if let Some(file) = mapped::MappedWritableFile::create(path, expected_len)? {
+        if fs_kind::mapping_is_safe(path.parent().unwrap_or(Path::new(".")))
+            && let Some(file) = mapped::MappedWritableFile::create(path, expected_len)?
+        {
             return Ok(Box::new(file));
         }
         let _ = expected_len;
