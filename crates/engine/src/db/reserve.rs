@@ -154,10 +154,16 @@ impl DbInner {
     pub(super) fn refill_reserve(&self, freed: u64) {
         if !self.read_only && self.reserve.may_refill(freed) {
             let _ = self.reserve.ensure(self.fs.as_ref());
-            if self.reserve.is_held_or_unused() {
-                self.wal_room_ahead
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-            }
+            self.note_room_is_back();
+        }
+    }
+
+    /// New WALs reserve room ahead again (`DbInner::wal_room_ahead`) once the store has the
+    /// room its reserve stands for.
+    pub(super) fn note_room_is_back(&self) {
+        if self.reserve.is_held_or_unused() {
+            self.wal_room_ahead
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

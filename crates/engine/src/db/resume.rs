@@ -141,9 +141,8 @@ impl DbInner {
             // failure leaves the store without a reserve, which writes do not need.
             let _ = self.reserve.ensure(self.fs.as_ref());
         }
-        if resumed.is_ok() && self.reserve.is_held_or_unused() {
-            self.wal_room_ahead
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+        if resumed.is_ok() {
+            self.note_room_is_back();
         }
         if let Err(e) = &resumed {
             self.set_background_error(e);
@@ -171,30 +170,26 @@ impl DbInner {
             return Ok(());
         }
         let good = wal.writer.as_ref().map_or(0, LogWriter::bytes_written);
-        // Dropping the writer hands what it holds to the OS and trims the spare room; a failed
-        // reopen leaves the log to the damaged path, which cuts it at `good` and replaces it.
+        // Dropping the writer trims the spare room; a failed reopen leaves the log to the
+        // damaged path, which cuts it at `good` and replaces it.
+        self.reopen_wal_at(wal, good)
+            .inspect_err(|_| wal.damaged_from = Some(good))
+    }
+
+    /// Drops the log's writer, then goes on in the same file, cut at `good` bytes, written the
+    /// ordinary way. Dropping first hands the writer's buffer (and a mapped file's spare room)
+    /// back, so the cut removes whatever lay past `good`.
+    fn reopen_wal_at(&self, wal: &mut WalState, good: u64) -> Result<()> {
         wal.writer = None;
-        let path = wal_file(&self.dir, wal.number);
-        match self.fs.reopen(&path, good) {
-            Ok(file) => {
-                wal.writer = Some(LogWriter::resume(file, good));
-                Ok(())
-            }
-            Err(e) => {
-                wal.damaged_from = Some(good);
-                Err(e)
-            }
-        }
+        let file = self.fs.reopen(&wal_file(&self.dir, wal.number), good)?;
+        wal.writer = Some(LogWriter::resume(file, good));
+        Ok(())
     }
 
     fn try_resume(&self, wal: &mut WalState) -> Result<()> {
         if let Some(good) = wal.damaged_from {
-            let path = wal_file(&self.dir, wal.number);
-            // The writer's buffer may still hold the failed group, which dropping it hands to the
-            // OS: drop it before the cut, so the cut removes those bytes too.
-            wal.writer = None;
-            let file = self.fs.reopen(&path, good)?;
-            wal.writer = Some(LogWriter::resume(file, good));
+            // The writer's buffer may still hold the failed group: the cut removes it too.
+            self.reopen_wal_at(wal, good)?;
         }
         self.state.lock().bg_error = None;
         if wal.damaged_from.is_some() {
