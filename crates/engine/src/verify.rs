@@ -431,11 +431,15 @@ fn check_log(
         entries: records,
         sealed_to,
         blob_ends: BTreeMap::new(),
-        torn_tail: (torn > 0).then(|| {
-            format!(
+        torn_tail: (torn > 0).then(|| match reader.hole_at {
+            Some(at) => format!(
+                "the last {torn} bytes start at a hole of zeros at offset {at} (writes a power \
+                 loss kept from the disk, after the last sync); recovery drops them"
+            ),
+            None => format!(
                 "the last {torn} bytes are a record cut short (a crash during a write that was \
                  never synced); recovery drops them"
-            )
+            ),
         }),
     })
 }

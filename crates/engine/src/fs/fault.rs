@@ -159,6 +159,46 @@ impl XorShift {
     }
 }
 
+/// Which of a file's unsynced bytes survive a power loss.
+enum Survivors {
+    /// The first this many.
+    Prefix(u64),
+    /// Each 4 KiB page of the file, or its unsynced part, at random (from this seed).
+    Pages(u64),
+}
+
+impl Survivors {
+    const PAGE: u64 = 4096;
+
+    /// How many unsynced bytes survive where the file is cut at the first byte lost.
+    fn prefix(self, unsynced: u64) -> u64 {
+        match self {
+            Survivors::Prefix(n) => n.min(unsynced),
+            Survivors::Pages(seed) => XorShift(seed | 1).next() % (unsynced + 1),
+        }
+    }
+
+    /// The ranges of `from..to` (the unsynced bytes) that read back as zeros.
+    fn lost(self, from: u64, to: u64) -> Vec<(u64, u64)> {
+        match self {
+            Survivors::Prefix(n) => vec![(from + n.min(to - from), to)],
+            Survivors::Pages(seed) => {
+                let mut rng = XorShift(seed | 1);
+                let mut lost = Vec::new();
+                let mut start = from;
+                while start < to {
+                    let end = ((start / Self::PAGE + 1) * Self::PAGE).min(to);
+                    if rng.next().is_multiple_of(3) {
+                        lost.push((start, end));
+                    }
+                    start = end;
+                }
+                lost
+            }
+        }
+    }
+}
+
 impl FaultState {
     /// `Err` when `op` on `path` must fail now.
     fn check(&mut self, op: FsOp, path: &Path) -> Result<()> {
@@ -253,23 +293,34 @@ impl FaultInjectionFs {
     /// calls again (fault rules are kept). Call it once nothing holds a file open for writing (the
     /// store was dropped), or a late writer could write past the cut.
     pub fn drop_unsynced_data(&self) -> Result<()> {
-        self.rewind(|_, _| 0)
+        self.rewind(|_, _| Survivors::Prefix(0))
     }
 
     /// As [`Self::drop_unsynced_data`], except that each file keeps a random share of its unsynced
     /// tail (none, some, possibly cut mid-record, or all), as a disk that wrote back some pages
-    /// before the power went would.
+    /// before the power went would; a file extended ahead may instead keep a random set of its
+    /// unsynced pages, as [`Self::drop_random_unsynced_pages`] does.
     pub fn drop_random_unsynced_data(&self, seed: u64) -> Result<()> {
         let mut rng = XorShift(seed | 1);
-        self.rewind(move |_, unsynced| match rng.next() % 3 {
-            0 => 0,
-            1 => unsynced,
-            _ => rng.next() % (unsynced + 1),
+        self.rewind(move |_, unsynced| match rng.next() % 4 {
+            0 => Survivors::Prefix(0),
+            1 => Survivors::Prefix(unsynced),
+            2 => Survivors::Prefix(rng.next() % (unsynced + 1)),
+            _ => Survivors::Pages(rng.next()),
         })
     }
 
-    /// `keep(path, unsynced_bytes)` says how many unsynced bytes of a file survive.
-    fn rewind(&self, mut keep: impl FnMut(&Path, u64) -> u64) -> Result<()> {
+    /// As [`Self::drop_unsynced_data`], except that a file extended ahead (`create_sized`) keeps
+    /// each 4 KiB page of its unsynced bytes or not, at random: writeback has no order, so the
+    /// pages that reached the disk before the power went need not be a prefix, and what did not
+    /// reads back as zeros between bytes that did. Other files keep a random prefix.
+    pub fn drop_random_unsynced_pages(&self, seed: u64) -> Result<()> {
+        let mut rng = XorShift(seed | 1);
+        self.rewind(move |_, _| Survivors::Pages(rng.next()))
+    }
+
+    /// `survivors(path, unsynced_bytes)` says which unsynced bytes of a file survive.
+    fn rewind(&self, mut survivors: impl FnMut(&Path, u64) -> Survivors) -> Result<()> {
         let mut st = self.state.lock();
         let mut files: Vec<(&PathBuf, &u64)> = st.synced_len.iter().collect();
         files.sort();
@@ -281,15 +332,16 @@ impl FaultInjectionFs {
                 Ok(f) => {
                     if let Some(&appended) = st.extended.get(path) {
                         // The file keeps its size; what the disk never got reads as zeros.
-                        let unsynced = appended.saturating_sub(synced);
-                        let cut = synced.min(appended) + keep(path, unsynced).min(unsynced);
-                        let zeros = vec![0u8; (appended - cut) as usize];
-                        write_at(&f, &zeros, cut).map_err(|e| io_err("zero", path, e))?;
+                        let from = synced.min(appended);
+                        for (start, end) in survivors(path, appended - from).lost(from, appended) {
+                            let zeros = vec![0u8; (end - start) as usize];
+                            write_at(&f, &zeros, start).map_err(|e| io_err("zero", path, e))?;
+                        }
                         continue;
                     }
                     let len = f.metadata().map_err(|e| io_err("stat", path, e))?.len();
                     let unsynced = len.saturating_sub(synced);
-                    let cut = synced.min(len) + keep(path, unsynced).min(unsynced);
+                    let cut = synced.min(len) + survivors(path, unsynced).prefix(unsynced);
                     f.set_len(cut).map_err(|e| io_err("truncate", path, e))?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

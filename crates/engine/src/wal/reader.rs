@@ -36,6 +36,36 @@ fn ends_in_zeros_within(data: &[u8], pos: usize, len: usize) -> bool {
     data.len() > end && last_written < end
 }
 
+/// The unit a disk writes whole: what a power loss keeps from the disk is whole sectors.
+pub(super) const SECTOR: usize = 512;
+
+/// Whether the damaged fragment at `pos` overlaps a hole: bytes a power loss kept from the
+/// disk, not bytes gone wrong. Writeback has no order, so such a hole can have pages after it
+/// that did reach the disk; but a sync makes every byte before it durable, so a hole lies past
+/// the last sync, and so does everything after it. A disk writes whole sectors, so a hole is
+/// zeros from the fragment's start (the last sync's end, where the sector's rest was zeros when
+/// that sync wrote it) to its sector's end, or a whole sector of zeros within the fragment. A
+/// header is never zeros, and a wrong byte leaves its sector not zeros: neither is a hole.
+fn overlaps_lost_sector(data: &[u8], pos: usize) -> bool {
+    let block_end = (pos / BLOCK_SIZE + 1) * BLOCK_SIZE;
+    // The fragment's extent as its header gives it, or just the header when that is damaged too.
+    let end = match data.get(pos + 4..pos + HEADER_SIZE) {
+        Some(&[lo, hi, ty]) if FragmentType::from_u8(ty).is_some() => {
+            (pos + HEADER_SIZE + u16::from_le_bytes([lo, hi]) as usize).min(block_end)
+        }
+        _ => pos + HEADER_SIZE,
+    }
+    .min(data.len());
+    let zeros_to_sector_end = |from: usize| {
+        let to = ((from / SECTOR + 1) * SECTOR).min(data.len());
+        data[from..to].iter().all(|&b| b == 0)
+    };
+    zeros_to_sector_end(pos)
+        || ((pos / SECTOR + 1) * SECTOR..end)
+            .step_by(SECTOR)
+            .any(zeros_to_sector_end)
+}
+
 /// Reads the records of a whole log held in memory.
 pub(crate) struct LogReader<'a> {
     data: &'a [u8],
@@ -48,6 +78,9 @@ pub(crate) struct LogReader<'a> {
     /// crash leaves them) but wrong: a checksum mismatch, an unknown type. A crash cannot write
     /// wrong bytes into a synced log, so a caller that synced every record calls that damage.
     pub(crate) tail_damage: Option<&'static str>,
+    /// Where the tail dropped began with a hole: a sector of zeros that intact records follow,
+    /// which a power loss leaves and only past the last sync (`overlaps_lost_sector`).
+    pub(crate) hole_at: Option<usize>,
     /// Damaged regions skipped in `SkipDamage` mode.
     pub(crate) skipped_regions: usize,
     done: bool,
@@ -71,6 +104,7 @@ impl<'a> LogReader<'a> {
             mode,
             torn_tail_bytes: 0,
             tail_damage: None,
+            hole_at: None,
             skipped_regions: 0,
             done: false,
             every_offset: false,
@@ -177,10 +211,18 @@ impl<'a> LogReader<'a> {
     /// fragments are looked for after the damage, not after the record's start: a record cut in
     /// its last block by a crash is followed by its own intact first fragments, and is a torn
     /// tail all the same.
+    /// In `FailOnMidLogDamage` mode, a hole (`overlaps_lost_sector`) ends the log as a torn tail
+    /// does, whatever follows it: those records were never synced, and keeping them without the
+    /// hole's would keep later writes without earlier ones.
     fn on_damage(&mut self, at: usize, damaged: usize, why: &'static str) -> Result<bool> {
-        if !self.intact_fragment_after(damaged) {
+        let hole = self.mode == ReadOutcome::FailOnMidLogDamage
+            && overlaps_lost_sector(self.data, damaged);
+        if hole || !self.intact_fragment_after(damaged) {
+            if hole {
+                self.hole_at = Some(damaged);
+            }
             self.torn_tail_bytes = self.data.len() - at;
-            if !CUT_SHORT.contains(&why) {
+            if !hole && !CUT_SHORT.contains(&why) {
                 self.tail_damage = Some(why);
             }
             self.done = true;

@@ -1,5 +1,6 @@
 use std::path::Path;
 
+use super::reader::SECTOR;
 use super::*;
 use crate::error::Error;
 use crate::fs::{FileSystem, StdFileSystem};
@@ -165,5 +166,104 @@ fn a_record_cut_in_its_last_block_is_a_torn_tail() {
         let (got, torn) = read_all(&data[..cut], ReadOutcome::FailOnMidLogDamage).unwrap();
         assert_eq!(got, recs[..1], "cut at {cut}");
         assert_eq!(torn, cut - (HEADER_SIZE + 6), "cut at {cut}");
+    }
+}
+
+/// Records of varied lengths over several blocks, so that their starts fall at every place in a
+/// sector.
+fn many_records() -> Vec<Vec<u8>> {
+    (0..400u32)
+        .map(|i| vec![(i % 251) as u8 + 1; 100 + (i as usize * 37) % 600])
+        .collect()
+}
+
+/// Where each record of `recs` starts in the log `write_log` makes of them.
+fn record_starts(recs: &[Vec<u8>]) -> Vec<usize> {
+    (0..recs.len())
+        .map(|n| {
+            if n == 0 {
+                0
+            } else {
+                write_log(&recs[..n]).len()
+            }
+        })
+        .collect()
+}
+
+/// A power loss keeps whole sectors from the disk, in no order: zeros from a record's start (a
+/// sync's end) to its sector's end, or a whole sector of zeros inside a record, with intact
+/// records in later blocks, end the log there, as a cut does. Every place in a sector is tried.
+#[test]
+fn a_hole_a_power_loss_leaves_ends_the_log_whatever_follows_it() {
+    let recs = many_records();
+    let data = write_log(&recs);
+    let starts = record_starts(&recs);
+    for (n, &start) in starts.iter().enumerate().take(150).skip(1) {
+        let sector_end = (start / SECTOR + 1) * SECTOR;
+        // From the record's start (where a sync ended), and a whole sector inside it.
+        for (from, to) in [(start, sector_end), (sector_end, sector_end + SECTOR)] {
+            if to > starts[n + 1] && from != start {
+                continue; // the sector is not inside this record
+            }
+            let mut holed = data.clone();
+            holed[from..to].fill(0);
+            let mut r = LogReader::new(
+                &holed,
+                Path::new("000001.log"),
+                ReadOutcome::FailOnMidLogDamage,
+            );
+            let mut got = Vec::new();
+            while let Some(rec) = r.next_record().unwrap_or_else(|e| panic!("{n}: {e}")) {
+                got.push(rec);
+            }
+            assert_eq!(got[..], recs[..n], "hole at {from}..{to}");
+            assert_eq!(r.hole_at, Some(start), "hole at {from}..{to}");
+            assert_eq!(r.tail_damage, None);
+            assert_eq!(r.torn_tail_bytes, holed.len() - start);
+        }
+    }
+}
+
+/// Zeros that are no hole, with intact records after them, are still damage: a zeroed header
+/// whose sector holds more, zeros short of a sector, a wrong byte.
+#[test]
+fn zeros_short_of_a_hole_and_wrong_bytes_are_still_damage() {
+    let recs = many_records();
+    let data = write_log(&recs);
+    let starts = record_starts(&recs);
+    let start = starts[10];
+    let aligned = starts
+        .iter()
+        .find(|&&s| s % SECTOR == 0)
+        .copied()
+        .unwrap_or((starts[20] / SECTOR + 1) * SECTOR);
+    // What each damage zeroes, and where it flips a bit.
+    let damages = [
+        ("a zeroed header", start..start + HEADER_SIZE, None),
+        ("511 zeros in a sector", aligned + 1..aligned + SECTOR, None),
+        ("a wrong byte", 0..0, Some(start + 20)),
+    ];
+    for (what, zeroed, flipped) in damages {
+        let mut damaged = data.clone();
+        damaged[zeroed].fill(0);
+        if let Some(at) = flipped {
+            damaged[at] ^= 0x10;
+        }
+        let mut r = LogReader::new(
+            &damaged,
+            Path::new("000001.log"),
+            ReadOutcome::FailOnMidLogDamage,
+        );
+        let e = loop {
+            match r.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("{what}: read to the end"),
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            e.to_string().contains("followed by intact records"),
+            "{what}: {e}"
+        );
     }
 }
