@@ -7,10 +7,9 @@
     clippy::field_reassign_with_default
 )]
 
-use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
 use strata_engine::{Db, Error, Executor, Options, ReadOptions, WriteBatch, WriteOptions};
 
-fn small_options() -> Options {
+pub(crate) fn small_options() -> Options {
     {
         let mut o = Options::default();
         o.write_buffer_size = 64 << 10;
@@ -21,7 +20,7 @@ fn small_options() -> Options {
 
 use crate::common;
 
-fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn keys(db: &Db, opts: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
     common::collect(db.iter(opts).unwrap())
 }
 
@@ -225,67 +224,6 @@ fn iterators_are_consistent_bounded_and_bidirectional() {
     assert!(!it.valid());
     it.next(); // no-op on an invalid iterator, never a panic
     assert!(!it.valid());
-}
-
-#[test]
-fn bad_input_gets_typed_errors() {
-    let dir = crate::common::tempdir();
-    let db = Db::open(dir.path(), small_options()).unwrap();
-    let big_key = vec![0u8; strata_engine::MAX_KEY_SIZE + 1];
-    assert!(matches!(
-        db.put(&big_key, "v"),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
-    let bad = {
-        let mut o = Options::default();
-        o.write_buffer_size = 10;
-        o
-    };
-    assert!(matches!(
-        Db::open(dir.path().join("other"), bad),
-        Err(Error::InvalidArgument(_))
-    ));
-    let missing = {
-        let mut o = Options::default();
-        o.create_if_missing = false;
-        o
-    };
-    assert!(matches!(
-        Db::open(dir.path().join("missing"), missing),
-        Err(Error::InvalidArgument(_))
-    ));
-    let exists = {
-        let mut o = Options::default();
-        o.error_if_exists = true;
-        o
-    };
-    drop(db);
-    assert!(matches!(
-        Db::open(dir.path(), exists),
-        Err(Error::InvalidArgument(_))
-    ));
-}
-
-#[test]
-fn a_second_open_is_busy_and_close_releases_the_lock() {
-    let dir = crate::common::tempdir();
-    let db = Db::open(dir.path(), small_options()).unwrap();
-    db.put("k", "v").unwrap();
-    match Db::open(dir.path(), small_options()) {
-        Err(Error::Busy(msg)) => assert!(msg.contains("LOCK"), "{msg}"),
-        other => panic!("expected Busy, got {other:?}"),
-    }
-    db.close().unwrap();
-    assert!(matches!(db.put("k", "v"), Err(Error::Closed)));
-    assert!(matches!(db.get("k"), Err(Error::Closed)));
-    assert!(matches!(
-        db.iter(&ReadOptions::default()),
-        Err(Error::Closed)
-    ));
-    db.close().unwrap();
-    let again = Db::open(dir.path(), small_options()).unwrap();
-    assert_eq!(again.get("k").unwrap().unwrap(), &b"v"[..]);
 }
 
 #[test]
@@ -624,86 +562,6 @@ fn memtable_filters_answer_misses_without_changing_results() {
     ));
 }
 
-/// Every public entry point given bad arguments answers with a typed error, never a panic: empty
-/// and inverted ranges, a TTL of zero, unknown and dropped column families, and any call after
-/// close.
-#[test]
-fn every_entry_point_refuses_bad_arguments_with_a_typed_error() {
-    let dir = crate::common::tempdir();
-    let db = Db::open(dir.path(), small_options()).unwrap();
-    let invalid = |r: strata_engine::Result<()>, what: &str| match r {
-        Err(Error::InvalidArgument(msg)) => assert!(!msg.is_empty(), "{what}"),
-        other => panic!("{what}: expected InvalidArgument, got {other:?}"),
-    };
-    invalid(db.delete_range("b", "b"), "empty range");
-    invalid(db.delete_range("b", "a"), "inverted range");
-    invalid(db.put_with_ttl(&db.default_cf(), "k", "v", 0), "TTL of 0");
-    invalid(db.cf("no such family").map(|_| ()), "unknown column family");
-    invalid(
-        db.create_cf("default", Default::default()).map(|_| ()),
-        "existing name",
-    );
-    invalid(db.drop_cf(&db.default_cf()), "dropping the default");
-    let inverted = ReadOptions {
-        lower_bound: Some(b"z".to_vec()),
-        upper_bound: Some(b"a".to_vec()),
-        ..Default::default()
-    };
-    match db.iter(&inverted) {
-        Err(Error::InvalidArgument(_)) => {}
-        Ok(mut it) => {
-            it.seek_to_first();
-            assert!(!it.valid(), "inverted bounds yield nothing");
-        }
-        Err(e) => panic!("inverted bounds: {e:?}"),
-    }
-
-    let cf = db.create_cf("doomed", Default::default()).unwrap();
-    db.drop_cf(&cf).unwrap();
-    let dropped = |r: strata_engine::Result<()>, what: &str| {
-        assert!(
-            matches!(r, Err(Error::InvalidArgument(_))),
-            "{what} on a dropped column family: {r:?}"
-        )
-    };
-    dropped(db.put_cf(&cf, "k", "v"), "put");
-    dropped(db.get_cf(&cf, "k").map(|_| ()), "get");
-    dropped(db.iter_cf(&ReadOptions::default(), &cf).map(|_| ()), "iter");
-    dropped(db.flush_cf(&cf), "flush");
-    dropped(db.compact_range_cf(&cf, None, None), "compact");
-    dropped(db.properties_cf(&cf).map(|_| ()), "properties");
-    dropped(db.drop_cf(&cf), "drop again");
-
-    db.close().unwrap();
-    let closed = |r: strata_engine::Result<()>, what: &str| {
-        assert!(matches!(r, Err(Error::Closed)), "{what} after close: {r:?}")
-    };
-    let default = db.default_cf();
-    closed(db.put("k", "v"), "put");
-    closed(db.delete("k"), "delete");
-    closed(db.delete_range("a", "b"), "delete_range");
-    closed(
-        db.write(WriteBatch::new(), &WriteOptions::default()),
-        "write",
-    );
-    closed(db.put_with_ttl(&default, "k", "v", 10), "put_with_ttl");
-    closed(db.get("k").map(|_| ()), "get");
-    closed(
-        db.get_expiration(&default, "k").map(|_| ()),
-        "get_expiration",
-    );
-    for r in db.multi_get(&ReadOptions::default(), &["a", "b"]) {
-        closed(r.map(|_| ()), "multi_get");
-    }
-    closed(db.iter(&ReadOptions::default()).map(|_| ()), "iter");
-    closed(db.flush(), "flush");
-    closed(db.compact_range(None, None), "compact_range");
-    closed(
-        db.create_cf("late", Default::default()).map(|_| ()),
-        "create_cf",
-    );
-}
-
 /// `forward()` and `backward()` give a scan as one `for` loop, within the bounds, from the first
 /// (or last) key or from where a seek placed the cursor.
 #[test]
@@ -747,127 +605,5 @@ fn entries_iterate_both_ways_within_bounds() {
     assert!(
         past.forward().next().is_none(),
         "a seek past the bounds yields nothing"
-    );
-}
-
-/// Each error maps to one kind, which the faces translate; a full disk is `NoSpace`.
-#[test]
-fn errors_have_kinds() {
-    use strata_engine::ErrorKind;
-    let dir = crate::common::tempdir();
-    let db = Db::open(dir.path(), small_options()).unwrap();
-    let err = db.delete_range("b", "a").unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    let busy = Db::open(dir.path(), small_options()).unwrap_err();
-    assert_eq!(busy.kind(), ErrorKind::Busy);
-    db.close().unwrap();
-    assert_eq!(db.put("a", "1").unwrap_err().kind(), ErrorKind::Closed);
-    drop(db);
-
-    let fault = FaultInjectionFs::new();
-    let mut opts = small_options();
-    opts.filesystem = std::sync::Arc::new(fault.clone());
-    let db = Db::open(dir.path(), opts).unwrap();
-    fault.fail_after(&[FsOp::Sync], 0, FaultError::NoSpace);
-    let full = db
-        .put_with(
-            &WriteOptions {
-                sync: true,
-                ..Default::default()
-            },
-            "a",
-            "1",
-        )
-        .unwrap_err();
-    assert_eq!(full.kind(), ErrorKind::NoSpace, "{full}");
-}
-
-/// A read-only open beside a writer: it sees what the writer made durable (tables and WAL), takes
-/// no lock, changes no file, and refuses every mutation with `ReadOnly`.
-#[test]
-fn a_read_only_open_reads_beside_a_writer_and_changes_nothing() {
-    use strata_engine::ErrorKind;
-    let dir = crate::common::tempdir();
-    let writer = Db::open(dir.path(), small_options()).unwrap();
-    writer.put("a", "1").unwrap();
-    writer.flush().unwrap();
-    writer
-        .put_with(
-            &WriteOptions {
-                sync: true,
-                ..Default::default()
-            },
-            "b",
-            "2",
-        )
-        .unwrap();
-    let listing = || {
-        let mut names: Vec<(String, u64)> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.file_name().into_string().unwrap(),
-                    e.metadata().unwrap().len(),
-                )
-            })
-            .collect();
-        names.sort();
-        names
-    };
-    let before = listing();
-    let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
-    assert_eq!(reader.get("a").unwrap().as_deref(), Some(&b"1"[..]));
-    assert_eq!(
-        reader.get("b").unwrap().as_deref(),
-        Some(&b"2"[..]),
-        "from the WAL"
-    );
-    assert_eq!(keys(&reader, &ReadOptions::default()).len(), 2);
-    let cf = reader.default_cf();
-    let refused = [
-        reader.put("c", "3").unwrap_err(),
-        reader
-            .write(WriteBatch::new(), &WriteOptions::default())
-            .unwrap_err(),
-        reader.delete_range("a", "z").unwrap_err(),
-        reader.flush().unwrap_err(),
-        reader.compact_range(None, None).unwrap_err(),
-        reader.create_cf("x", Default::default()).unwrap_err(),
-        reader.drop_cf(&cf).unwrap_err(),
-        reader.maintenance().unwrap_err(),
-    ];
-    for e in refused {
-        assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
-    }
-    reader.close().unwrap();
-    drop(reader);
-    assert_eq!(
-        listing(),
-        before,
-        "the read-only open changed the directory"
-    );
-    writer.put("c", "3").unwrap();
-    drop(writer);
-
-    let missing = Db::open_read_only(dir.path().join("nope"), small_options()).unwrap_err();
-    assert!(missing.to_string().contains("no store at"), "{missing}");
-}
-
-/// A second writer is told which process holds the store.
-#[test]
-#[cfg_attr(
-    target_os = "wasi",
-    ignore = "no processes or OS file locks (the host holds the lock)"
-)]
-fn a_busy_store_names_the_process_holding_it() {
-    let dir = crate::common::tempdir();
-    let _writer = Db::open(dir.path(), small_options()).unwrap();
-    let busy = Db::open(dir.path(), small_options()).unwrap_err();
-    let pid = std::process::id();
-    assert!(
-        busy.to_string()
-            .contains(&format!("in use by process {pid}")),
-        "{busy}"
     );
 }

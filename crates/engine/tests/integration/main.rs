@@ -6,8 +6,10 @@
 mod common;
 
 mod background_error;
+mod bad_input;
 mod blob;
 mod blob_crash;
+mod blob_fifo;
 mod block_cache;
 mod column_families;
 mod compaction;
@@ -24,6 +26,8 @@ mod partial;
 mod range_del;
 mod ranged;
 mod resume;
+mod sharing;
 mod try_write;
 mod value_file;
 mod wal_crash;
+mod wal_damage;

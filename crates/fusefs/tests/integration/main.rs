@@ -5,24 +5,22 @@
 mod common;
 mod disk;
 mod doors;
+mod large_files;
 mod ops;
 mod processes;
 mod shared;
 mod times;
+mod tools;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{
-    Mount, Node, fuse_available, run_fsx, small_write_back, snapshot, starting_processes,
-    temporary_files, write_a_large_file,
-};
+use common::{Mount, Node, snapshot, starting_processes};
 use ops::{Op, apply, same_failure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_engine::{Db, Options, WriteBatch, WriteOptions};
+use strata_engine::{WriteBatch, WriteOptions};
 use strata_fusefs::FsConfig;
 
 fn s(x: &str) -> String {
@@ -307,83 +305,6 @@ fn a_listing_resumes_correctly_while_the_directory_changes() {
     assert!(seen.contains(&"f01000.d".to_string()));
 }
 
-#[test]
-fn a_large_file_reaches_the_store_as_it_is_written_and_past_the_largest_value_is_efbig() {
-    let Some(m) = Mount::with(small_write_back(), false) else {
-        return;
-    };
-    // No more than the write-back bound waited in memory.
-    let while_open = write_a_large_file(&m, "large.bin");
-    assert!(while_open >= 23 << 20, "{while_open}");
-    let f = m.path().join("large.bin");
-    let h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
-    use std::os::unix::fs::FileExt;
-    let e = h.write_at(b"x", strata_engine::MAX_VALUE_SIZE).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
-    let e = h.set_len(strata_engine::MAX_VALUE_SIZE + 1).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
-}
-
-#[test]
-fn without_blob_files_a_large_file_is_written_in_ranges_too() {
-    if !fuse_available() {
-        return;
-    }
-    let store = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(store.path(), Options::default()).unwrap());
-    assert!(!db.default_cf().options().enable_blob_files);
-    let m = Mount::over(
-        db,
-        store,
-        tempfile::tempdir().unwrap(),
-        small_write_back(),
-        false,
-    );
-    let while_open = write_a_large_file(&m, "large.bin");
-    assert!(while_open >= 23 << 20, "{while_open}");
-}
-
-#[test]
-fn a_large_file_keeps_its_bytes_across_fsync_rename_and_truncate() {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let Some(m) = Mount::with(small_write_back(), false) else {
-        return;
-    };
-    let block = |i: u8| vec![i; 1 << 20];
-    let (a, b) = (m.path().join("a.bin"), m.path().join("b.bin"));
-    let mut h = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&a)
-        .unwrap();
-    let mut want = Vec::new();
-    for i in 0..3 {
-        h.write_all(&block(i)).unwrap();
-        want.extend_from_slice(&block(i));
-    }
-    h.sync_all().unwrap();
-    assert!(m.db.get_cf(&m.cf(), "a.bin").unwrap().unwrap().as_ref() == &want[..]);
-    // Written again after the fsync, renamed while open, cut short, then read through the
-    // same descriptor: every step sees the bytes so far.
-    h.write_all(&block(3)).unwrap();
-    want.extend_from_slice(&block(3));
-    std::fs::rename(&a, &b).unwrap();
-    h.set_len(want.len() as u64 - 100).unwrap();
-    want.truncate(want.len() - 100);
-    h.seek(SeekFrom::Start((2 << 20) - 1)).unwrap();
-    let mut two = [0; 2];
-    h.read_exact(&mut two).unwrap();
-    assert_eq!(two, [1, 2]);
-    drop(h);
-    assert!(!a.exists());
-    assert_eq!(std::fs::read(&b).unwrap(), want);
-    assert!(m.db.get_cf(&m.cf(), "a.bin").unwrap().is_none());
-    assert!(m.db.get_cf(&m.cf(), "b.bin").unwrap().unwrap().as_ref() == &want[..]);
-    assert_eq!(temporary_files(&m), Vec::<String>::new());
-}
-
 /// Flushes of an open file (each close of a duplicate of its descriptor is one, as when a
 /// forked process execs) racing renames of it: the file ends under its last name only, with its
 /// bytes, and no earlier name comes back.
@@ -512,72 +433,6 @@ fn a_write_without_cap_fsetid_clears_set_id_bits() {
     assert_eq!(mode(), 0o755);
 }
 
-fn run(cmd: &str, args: &[&str], dir: &Path) -> String {
-    let _starting = starting_processes();
-    let out = std::process::Command::new(cmd)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-#[test]
-fn real_tools_work_inside_the_mount() {
-    let Some(m) = Mount::new() else { return };
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let plain = tempfile::tempdir().unwrap();
-    for root in [plain.path(), m.path()] {
-        run("cp", &["-r", src.to_str().unwrap(), "tree"], root);
-        run("tar", &["cf", "tree.tar", "tree"], root);
-        run("mkdir", &["untarred"], root);
-        run("tar", &["xf", "../tree.tar"], &root.join("untarred"));
-    }
-    assert_eq!(snapshot(plain.path()).len(), snapshot(m.path()).len());
-    for root in [plain.path(), m.path()] {
-        run("diff", &["-r", "tree", "untarred/tree"], root);
-        run("diff", &["-r", src.to_str().unwrap(), "tree"], root);
-    }
-    let find = |root: &Path| {
-        let mut v: Vec<String> = run("find", &[".", "-name", "*.rs"], root)
-            .lines()
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(find(plain.path()), find(m.path()));
-    // A git repository inside the mount: objects, index, refs, renames and fsyncs.
-    let repo = m.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    run("git", &["init", "-q"], &repo);
-    run("cp", &["-r", src.to_str().unwrap(), "src"], &repo);
-    run("git", &["add", "."], &repo);
-    let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
-    run(
-        "git",
-        &[&who[..], &["commit", "-qm", "first"]].concat(),
-        &repo,
-    );
-    run("git", &["mv", "src/lib.rs", "src/lib2.rs"], &repo);
-    run(
-        "git",
-        &[&who[..], &["commit", "-qm", "second"]].concat(),
-        &repo,
-    );
-    run("git", &["fsck", "--strict"], &repo);
-    assert_eq!(
-        run("git", &["log", "--format=%s"], &repo),
-        "second\nfirst\n"
-    );
-    assert!(run("git", &["status", "--porcelain"], &repo).is_empty());
-}
-
 #[test]
 fn a_read_only_mount_refuses_changes() {
     let store = tempfile::tempdir().unwrap();
@@ -681,25 +536,6 @@ fn snapshot_sees_every_kind() {
     assert!(matches!(snap[Path::new("d")], Node::Dir { perm: _ }));
     assert_eq!(snap[Path::new("l")], Node::Symlink("d".into()));
     assert_eq!(snap[Path::new("p")], Node::Fifo);
-}
-
-#[test]
-fn fsx_finds_no_corruption() {
-    let Some(m) = Mount::new() else { return };
-    run_fsx(&m);
-}
-
-#[test]
-fn fsx_finds_no_corruption_with_a_small_write_back() {
-    // fsx's file grows to 256 KiB: past 64 KiB every writer works in a value file.
-    let config = FsConfig {
-        write_back: 64 << 10,
-        ..FsConfig::default()
-    };
-    let Some(m) = Mount::with(config, false) else {
-        return;
-    };
-    run_fsx(&m);
 }
 
 #[test]
