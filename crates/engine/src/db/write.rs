@@ -419,6 +419,10 @@ impl DbInner {
     }
 
     pub(super) fn set_background_error(&self, e: &Error) {
+        if matches!(e, Error::Closed) {
+            // Work a close overtook is no failure: every later call finds the store closed itself.
+            return;
+        }
         if e.kind() == crate::error::ErrorKind::NoSpace {
             // Until room is back, new WALs reserve nothing ahead (`DbInner::wal_room_ahead`).
             self.wal_room_ahead.store(false, Ordering::Relaxed);

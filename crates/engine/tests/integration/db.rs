@@ -288,6 +288,85 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
     assert_eq!(db.properties().last_sequence, 2000);
 }
 
+/// Writers keep writing while another thread closes the store, with memtables small enough
+/// that writes keep moving to new WALs. Every write acknowledged reads back after a reopen, the
+/// others failed with `Closed` (so do flushes racing it), and nothing is created in the store's directory once `close`
+/// returns: a writer that passed its checks before the close took the WAL never starts a new
+/// log behind the closed one.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn writers_racing_a_close_lose_nothing_and_leave_nothing_behind() {
+    use std::sync::{Arc, Barrier};
+    let mut o = small_options();
+    o.write_buffer_size = 16 << 10;
+    for round in 0..48u64 {
+        let dir = crate::common::tempdir();
+        let db = Arc::new(Db::open(dir.path(), o.clone()).unwrap());
+        let start = Arc::new(Barrier::new(3));
+        let writers: Vec<_> = (0..2)
+            .map(|t| {
+                let (db, start) = (db.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut acknowledged = Vec::new();
+                    for i in 0.. {
+                        let key = format!("t{t}-{i:06}");
+                        match db.put(&key, vec![t as u8 + 1; 700]) {
+                            Ok(()) => acknowledged.push(key),
+                            Err(Error::Closed) => return acknowledged,
+                            Err(e) => panic!("round {round}, {key}: {e}"),
+                        }
+                    }
+                    unreachable!()
+                })
+            })
+            .collect();
+        // Flushes move to a new WAL too, and one that got past its check before the close
+        // reaches the WAL after it.
+        let flusher = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                loop {
+                    match db.flush() {
+                        Ok(()) => {}
+                        Err(Error::Closed) => return,
+                        Err(e) => panic!("round {round}, flush: {e}"),
+                    }
+                }
+            })
+        };
+        start.wait();
+        std::thread::sleep(std::time::Duration::from_micros(round * 400));
+        db.close().unwrap();
+        let after_close = common::list_dir(dir.path());
+        // A call the close overtook returns (`Closed`) rather than wait on work that never runs.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !(flusher.is_finished() && writers.iter().all(|w| w.is_finished())) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: a call racing close hangs"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        flusher.join().unwrap();
+        let acknowledged: Vec<String> = writers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        assert_eq!(
+            common::list_dir(dir.path()),
+            after_close,
+            "round {round}: files changed after close"
+        );
+        drop(db);
+        let db = Db::open(dir.path(), o.clone())
+            .unwrap_or_else(|e| panic!("round {round}: reopen: {e}"));
+        for key in &acknowledged {
+            assert!(db.get(key).unwrap().is_some(), "round {round}: {key} lost");
+        }
+    }
+}
+
 #[test]
 fn inline_executor_flushes_without_threads() {
     let dir = crate::common::tempdir();

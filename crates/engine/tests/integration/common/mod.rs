@@ -31,6 +31,22 @@ pub fn collect_backward(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// Every file in `dir` with its length, by name: what a check that nothing changed compares.
+pub fn list_dir(dir: &Path) -> Vec<(String, u64)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// Files in a store's directory whose extension is `ext`, by path.
 pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
