@@ -21,17 +21,70 @@ const BRANCHING: u32 = 2;
 pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
 const MIN_CHUNK_SIZE: usize = 4 << 10;
 
-/// A node of the list. In memory it is `links for levels height-1 .. 1 | Node | key | value`:
-/// the links above level 0 lie just before the node, highest first (so a node needs no height
-/// or key pointer of its own), and the entry (the internal key, then the value) right after it.
-/// 16 bytes and one link per level of overhead per entry: the denser the memtable, the more
-/// entries each flush takes and the fewer L0 tables compaction has to merge.
+/// A node of the list. In memory it is
+/// `links for levels height-1 .. 1 | Node | varint32 key length | key | varint32 value length |
+/// value`: the links above level 0 lie just before the node, highest first (so a node needs no
+/// height or key pointer of its own), and the entry right after it. The level-0 link, one link
+/// per level above it, and a byte per length (for keys and values under 128 bytes) of overhead
+/// per entry: the denser the memtable, the more entries each flush takes (duplicates folded
+/// before they reach a table, so less written) and the fewer L0 tables compaction has to merge.
 #[repr(C)]
 pub(crate) struct Node {
     /// The level-0 link.
     next: AtomicPtr<Node>,
-    key_len: u32,
-    value_len: u32,
+}
+
+/// The bytes `v` takes as a varint32.
+fn varint_len(v: u32) -> usize {
+    (32 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Writes `v` as a varint32 at `p`, returning the byte after it.
+///
+/// # Safety
+/// `p` must be valid for `varint_len(v)` bytes of writes.
+unsafe fn write_varint(mut p: *mut u8, mut v: u32) -> *mut u8 {
+    while v >= 0x80 {
+        // SAFETY: within the varint_len(v) bytes the caller provides.
+        unsafe {
+            *p = v as u8 | 0x80;
+            p = p.add(1);
+        }
+        v >>= 7;
+    }
+    // SAFETY: the last of those bytes.
+    unsafe {
+        *p = v as u8;
+        p.add(1)
+    }
+}
+
+/// Reads the varint32 `write_varint` wrote at `p`: the value and the byte after it.
+///
+/// # Safety
+/// `p` must point to a whole varint32.
+#[inline(always)]
+unsafe fn read_varint(p: *const u8) -> (usize, *const u8) {
+    // SAFETY: the caller's varint is at least one byte.
+    let first = unsafe { *p };
+    if first < 0x80 {
+        // SAFETY: the byte after the varint is at most one past its end.
+        return (first as usize, unsafe { p.add(1) });
+    }
+    let mut value = (first & 0x7f) as usize;
+    let mut shift = 7;
+    let mut at = 1;
+    loop {
+        // SAFETY: a byte with the high bit set is followed by another of the same varint.
+        let b = unsafe { *p.add(at) };
+        at += 1;
+        value |= ((b & 0x7f) as usize) << shift;
+        if b < 0x80 {
+            // SAFETY: one past the varint's last byte.
+            return (value, unsafe { p.add(at) });
+        }
+        shift += 7;
+    }
 }
 
 impl Node {
@@ -85,9 +138,12 @@ impl Node {
     /// As `entry`; the node outlives `'a`.
     #[inline]
     unsafe fn key<'a>(this: *const Node) -> &'a [u8] {
-        // SAFETY: the arena outlives every node, and the entry holds key_len bytes of key
-        // followed by value_len bytes of value, written before the node was published.
-        unsafe { std::slice::from_raw_parts(Self::entry(this), (*this).key_len as usize) }
+        // SAFETY: the arena outlives every node, and the entry starts with the key's length
+        // and the key, written before the node was published.
+        unsafe {
+            let (len, key) = read_varint(Self::entry(this));
+            std::slice::from_raw_parts(key, len)
+        }
     }
 
     /// The value of a published node.
@@ -96,12 +152,11 @@ impl Node {
     /// As `key`.
     #[inline]
     unsafe fn value<'a>(this: *const Node) -> &'a [u8] {
-        // SAFETY: as in `key`; the value follows the key.
+        // SAFETY: as in `key`; the value's length and the value follow the key.
         unsafe {
-            std::slice::from_raw_parts(
-                Self::entry(this).add((*this).key_len as usize),
-                (*this).value_len as usize,
-            )
+            let key = Self::key(this);
+            let (len, value) = read_varint(key.as_ptr().add(key.len()));
+            std::slice::from_raw_parts(value, len)
         }
     }
 }
@@ -225,9 +280,15 @@ impl SkipList {
         value: &[u8],
     ) -> *const Node {
         let node_size = Node::size(height);
-        let key_len = user_key.len() + if trailer.is_some() { 8 } else { 0 };
+        let key_len = (user_key.len() + if trailer.is_some() { 8 } else { 0 }) as u32;
+        // Values past 4 GiB never reach a memtable (`MAX_WRITE_SIZE` bounds a batch).
+        let value_len = value.len() as u32;
         let base = arena.alloc(
-            node_size + key_len + value.len(),
+            node_size
+                + varint_len(key_len)
+                + key_len as usize
+                + varint_len(value_len)
+                + value.len(),
             std::mem::align_of::<Node>(),
             used,
         );
@@ -242,19 +303,18 @@ impl SkipList {
                 node,
                 Node {
                     next: AtomicPtr::new(ptr::null_mut()),
-                    key_len: key_len as u32,
-                    value_len: value.len() as u32,
                 },
             );
             for level in 1..height {
                 ptr::write(Node::link_ptr(node, level), AtomicPtr::new(ptr::null_mut()));
             }
-            let entry = Node::entry(node).cast_mut();
-            ptr::copy_nonoverlapping(user_key.as_ptr(), entry, user_key.len());
+            let key = write_varint(Node::entry(node).cast_mut(), key_len);
+            ptr::copy_nonoverlapping(user_key.as_ptr(), key, user_key.len());
             if let Some(t) = trailer {
-                ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), entry.add(user_key.len()), 8);
+                ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), key.add(user_key.len()), 8);
             }
-            ptr::copy_nonoverlapping(value.as_ptr(), entry.add(key_len), value.len());
+            let value_at = write_varint(key.add(key_len as usize), value_len);
+            ptr::copy_nonoverlapping(value.as_ptr(), value_at, value.len());
             node
         }
     }
@@ -463,6 +523,48 @@ mod tests {
         let usage = list.memory_usage();
         assert_eq!((usage - MIN_CHUNK_SIZE) % (8 << 10), 0, "{usage}");
         assert!(usage < 1000 * 100, "{usage}");
+    }
+
+    /// Keys and values whose lengths take one to three varint bytes read back whole, and a small
+    /// entry costs its bytes, a node and two length bytes, aligned: nothing more.
+    #[test]
+    fn entries_of_every_length_read_back_and_small_ones_cost_little() {
+        for len in [0usize, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let list = SkipList::new(8 * MAX_CHUNK_SIZE);
+            let key = vec![7u8; len];
+            let value: Vec<u8> = (0..len + 5).map(|i| i as u8).collect();
+            list.insert(&key, 42, &value);
+            let n = list.first();
+            assert_eq!(list.node_key(n).len(), len + 8, "{len}");
+            assert_eq!(&list.node_key(n)[..len], &key[..], "{len}");
+            assert_eq!(list.node_value(n), &value[..], "{len}");
+        }
+        assert_eq!(
+            (
+                varint_len(0),
+                varint_len(127),
+                varint_len(128),
+                varint_len(u32::MAX)
+            ),
+            (1, 1, 2, 5)
+        );
+        // A node of height 1 in the head's chunk: 8 bytes of link, 1 + 24 of key, 1 + 100 of value.
+        let list = SkipList::new(8 * MAX_CHUNK_SIZE);
+        let mut arena = list.arena.lock();
+        let before = arena.ptr as usize;
+        SkipList::new_node(
+            &mut arena,
+            &list.memory,
+            1,
+            &[1u8; 16],
+            Some(9),
+            &[2u8; 100],
+        );
+        let used = arena.ptr as usize - before;
+        assert!(
+            used <= 8 + 1 + 24 + 1 + 100 + 7,
+            "{used} bytes for a 16-byte key and 100 bytes"
+        );
     }
 
     #[test]
