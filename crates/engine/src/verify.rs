@@ -99,7 +99,7 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         let (kind_name, checked) = match kind {
             FileKind::Table(n) => ("table", check_table(&fs, &path, n)),
             FileKind::Wal(_) => ("wal", check_wal(fs.as_ref(), &path)),
-            FileKind::Manifest(_) => ("manifest", check_log(fs.as_ref(), &path, check_edit)),
+            FileKind::Manifest(_) => ("manifest", check_log(fs.as_ref(), &path, false, check_edit)),
             FileKind::Blob(n) => ("blob", check_blob(fs.as_ref(), &path, n)),
             _ if name == CURRENT => ("current", Ok(Checked::whole(1))),
             _ => continue,
@@ -401,13 +401,17 @@ fn note_blob_ends(index: &crate::blob::BlobIndex<'_>, ends: &mut BTreeMap<u64, u
 fn check_log(
     fs: &dyn FileSystem,
     path: &Path,
+    wal: bool,
     mut check_record: impl FnMut(&[u8], &Path) -> Result<Option<u64>>,
 ) -> Result<Checked> {
-    let data = fs.read_all(path)?;
+    let data = crate::wal::read_log(fs, path)?;
     // Every offset, for WALs too: at worst a value holding log bytes makes a crash's torn tail
     // read as damage here, which only errs towards reporting.
     let mut reader =
         LogReader::new(&data, path, ReadOutcome::FailOnMidLogDamage).scanning_every_offset();
+    if wal {
+        reader = reader.reading_a_wal();
+    }
     let mut records = 0;
     let mut sealed_to = None;
     while let Some(record) = reader.next_record()? {
@@ -431,10 +435,11 @@ fn check_log(
         entries: records,
         sealed_to,
         blob_ends: BTreeMap::new(),
-        torn_tail: (torn > 0).then(|| match reader.hole_at {
+        torn_tail: (torn > 0).then(|| match reader.lost_write_at {
             Some(at) => format!(
-                "the last {torn} bytes start at a hole of zeros at offset {at} (writes a power \
-                 loss kept from the disk, after the last sync); recovery drops them"
+                "the last {torn} bytes start at offset {at}, where zeros run to a sector's end \
+                 (a write a power loss kept from the disk, after the last sync); recovery drops \
+                 them"
             ),
             None => format!(
                 "the last {torn} bytes are a record cut short (a crash during a write that was \
@@ -448,7 +453,7 @@ fn check_log(
 /// end.
 fn check_wal(fs: &dyn FileSystem, path: &Path) -> Result<Checked> {
     let mut ends = BTreeMap::new();
-    let mut checked = check_log(fs, path, |record, path| {
+    let mut checked = check_log(fs, path, true, |record, path| {
         check_wal_record(record, path, &mut ends)
     })?;
     checked.blob_ends = ends;

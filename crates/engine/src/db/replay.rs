@@ -111,8 +111,8 @@ pub(super) fn replay_wals(
         let path = wal_file(dir, number);
         let newest = nonempty.last() == Some(&number);
         skipped += chain.enter(number)?;
-        let data = fs.read_all(&path)?;
-        let mut reader = LogReader::new(&data, &path, mode);
+        let data = crate::wal::read_log(fs, &path)?;
+        let mut reader = LogReader::new(&data, &path, mode).reading_a_wal();
         while let Some(record) = reader.next_record()? {
             if let Some(next) = decode_seal(&record) {
                 chain.seal(&path, next)?;

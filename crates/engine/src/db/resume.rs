@@ -145,6 +145,10 @@ impl DbInner {
             self.note_room_is_back();
         }
         if let Err(e) = &resumed {
+            if matches!(e, Error::Closed) {
+                // A close took the WAL from under the resume: no failure to keep.
+                return Err(Error::Closed);
+            }
             self.set_background_error(e);
             let mut st = self.state.lock();
             if !e.kind().is_transient() {

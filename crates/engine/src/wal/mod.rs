@@ -64,5 +64,31 @@ pub(crate) fn holds_no_record(
     Ok(true)
 }
 
+/// A log's bytes up to one block past the block holding its last non-zero byte: all a reader
+/// needs of a WAL created at its expected size (`FileSystem::create_sized`, 128 MiB by default)
+/// that a crash left ending in zeros, without holding those zeros in memory. A fragment never
+/// crosses a block boundary, so every record is kept whole, and so are the zeros after a
+/// cut-short one that tell it from damage (`reader::ends_in_zeros_within`): the reader sees what
+/// it would in the whole file.
+pub(crate) fn read_log(
+    fs: &dyn crate::fs::FileSystem,
+    path: &std::path::Path,
+) -> crate::error::Result<Vec<u8>> {
+    let file = fs.open_random(path)?;
+    let len = file.len()?;
+    let block = BLOCK_SIZE as u64;
+    let mut scanned_from = len;
+    while scanned_from > 0 {
+        let start = (scanned_from - 1) / block * block;
+        let chunk = file.read_vec_at((scanned_from - start) as usize, start)?;
+        if let Some(at) = chunk.iter().rposition(|&b| b != 0) {
+            let keep = ((start + at as u64) / block + 2) * block;
+            return file.read_vec_at(keep.min(len) as usize, 0);
+        }
+        scanned_from = start;
+    }
+    file.read_vec_at(len.min(block) as usize, 0)
+}
+
 #[cfg(test)]
 mod tests;

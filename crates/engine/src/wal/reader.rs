@@ -39,14 +39,15 @@ fn ends_in_zeros_within(data: &[u8], pos: usize, len: usize) -> bool {
 /// The unit a disk writes whole: what a power loss keeps from the disk is whole sectors.
 pub(super) const SECTOR: usize = 512;
 
-/// Whether the damaged fragment at `pos` overlaps a hole: bytes a power loss kept from the
-/// disk, not bytes gone wrong. Writeback has no order, so such a hole can have pages after it
-/// that did reach the disk; but a sync makes every byte before it durable, so a hole lies past
-/// the last sync, and so does everything after it. A disk writes whole sectors, so a hole is
-/// zeros from the fragment's start (the last sync's end, where the sector's rest was zeros when
-/// that sync wrote it) to its sector's end, or a whole sector of zeros within the fragment. A
-/// header is never zeros, and a wrong byte leaves its sector not zeros: neither is a hole.
-fn overlaps_lost_sector(data: &[u8], pos: usize) -> bool {
+/// Whether the damaged fragment at `pos` ends in a lost write: bytes a power loss kept from the
+/// disk, not bytes gone wrong. A disk writes whole sectors, and holds for each the version of
+/// some moment: the log's bytes up to then (it is appended to), zeros after. Writeback has no
+/// order, so a sector holding an older version can have sectors after it that hold their last;
+/// but a sync makes every byte before it durable, so such a sector lies past the last sync, and
+/// so does everything after it. So a lost write is a sector whose bytes from inside the fragment
+/// to the sector's end are zeros (a sector wholly inside the data: the log's end is no sector's).
+/// A wrong byte with non-zero bytes after it in its sector is no lost write.
+fn ends_in_lost_write(data: &[u8], pos: usize) -> bool {
     let block_end = (pos / BLOCK_SIZE + 1) * BLOCK_SIZE;
     // The fragment's extent as its header gives it, or just the header when that is damaged too.
     let end = match data.get(pos + 4..pos + HEADER_SIZE) {
@@ -54,16 +55,21 @@ fn overlaps_lost_sector(data: &[u8], pos: usize) -> bool {
             (pos + HEADER_SIZE + u16::from_le_bytes([lo, hi]) as usize).min(block_end)
         }
         _ => pos + HEADER_SIZE,
-    }
-    .min(data.len());
-    let zeros_to_sector_end = |from: usize| {
-        let to = ((from / SECTOR + 1) * SECTOR).min(data.len());
-        data[from..to].iter().all(|&b| b == 0)
     };
-    zeros_to_sector_end(pos)
-        || ((pos / SECTOR + 1) * SECTOR..end)
-            .step_by(SECTOR)
-            .any(zeros_to_sector_end)
+    let mut sector_end = (pos / SECTOR + 1) * SECTOR;
+    while sector_end <= data.len() && sector_end - SECTOR < end {
+        // The sector's zeros at its end, from no earlier than the fragment's start.
+        let from = pos.max(sector_end - SECTOR);
+        let zeros_from = data[from..sector_end]
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(from, |last| from + last + 1);
+        if zeros_from < sector_end && zeros_from < end {
+            return true;
+        }
+        sector_end += SECTOR;
+    }
+    false
 }
 
 /// Reads the records of a whole log held in memory.
@@ -78,14 +84,16 @@ pub(crate) struct LogReader<'a> {
     /// crash leaves them) but wrong: a checksum mismatch, an unknown type. A crash cannot write
     /// wrong bytes into a synced log, so a caller that synced every record calls that damage.
     pub(crate) tail_damage: Option<&'static str>,
-    /// Where the tail dropped began with a hole: a sector of zeros that intact records follow,
-    /// which a power loss leaves and only past the last sync (`overlaps_lost_sector`).
-    pub(crate) hole_at: Option<usize>,
+    /// Where the tail dropped began with a lost write (`ends_in_lost_write`), which a power loss
+    /// leaves, only past the last sync.
+    pub(crate) lost_write_at: Option<usize>,
     /// Damaged regions skipped in `SkipDamage` mode.
     pub(crate) skipped_regions: usize,
     done: bool,
     /// Look for intact fragments after damage at every offset, not only at block starts.
     every_offset: bool,
+    /// A WAL: damage that ends in a lost write (`ends_in_lost_write`) ends the log.
+    wal: bool,
 }
 
 enum Physical<'a> {
@@ -104,10 +112,11 @@ impl<'a> LogReader<'a> {
             mode,
             torn_tail_bytes: 0,
             tail_damage: None,
-            hole_at: None,
+            lost_write_at: None,
             skipped_regions: 0,
             done: false,
             every_offset: false,
+            wal: false,
         }
     }
 
@@ -117,6 +126,16 @@ impl<'a> LogReader<'a> {
     /// bytes that parse as a fragment, which would make a torn tail look like damage.
     pub(crate) fn scanning_every_offset(mut self) -> Self {
         self.every_offset = true;
+        self
+    }
+
+    /// Reads a WAL: damage that ends in a lost write (`ends_in_lost_write`) ends it, in either
+    /// mode, as a torn tail does: the records after it were never synced, and keeping them
+    /// without the lost ones would keep later writes without earlier ones. Not for the MANIFEST,
+    /// whose every edit is synced alone: there only the last can be cut, and zeros inside a
+    /// record followed by others are damage.
+    pub(crate) fn reading_a_wal(mut self) -> Self {
+        self.wal = true;
         self
     }
 
@@ -211,18 +230,15 @@ impl<'a> LogReader<'a> {
     /// fragments are looked for after the damage, not after the record's start: a record cut in
     /// its last block by a crash is followed by its own intact first fragments, and is a torn
     /// tail all the same.
-    /// In `FailOnMidLogDamage` mode, a hole (`overlaps_lost_sector`) ends the log as a torn tail
-    /// does, whatever follows it: those records were never synced, and keeping them without the
-    /// hole's would keep later writes without earlier ones.
+    /// In a WAL, a lost write (`reading_a_wal`) ends the log as a torn tail does, whatever follows.
     fn on_damage(&mut self, at: usize, damaged: usize, why: &'static str) -> Result<bool> {
-        let hole = self.mode == ReadOutcome::FailOnMidLogDamage
-            && overlaps_lost_sector(self.data, damaged);
-        if hole || !self.intact_fragment_after(damaged) {
-            if hole {
-                self.hole_at = Some(damaged);
+        let lost_write = self.wal && ends_in_lost_write(self.data, damaged);
+        if lost_write || !self.intact_fragment_after(damaged) {
+            if lost_write {
+                self.lost_write_at = Some(damaged);
             }
             self.torn_tail_bytes = self.data.len() - at;
-            if !hole && !CUT_SHORT.contains(&why) {
+            if !lost_write && !CUT_SHORT.contains(&why) {
                 self.tail_damage = Some(why);
             }
             self.done = true;

@@ -23,8 +23,8 @@ impl Repair<'_> {
         if self.cfs.values().all(|cf| number < cf.log_number) {
             return Ok(()); // every column family had flushed it; the next open removes it
         }
-        let data = self.fs.read_all(&path)?;
-        let mut reader = LogReader::new(&data, &path, ReadOutcome::SkipDamage);
+        let data = crate::wal::read_log(self.fs.as_ref(), &path)?;
+        let mut reader = LogReader::new(&data, &path, ReadOutcome::SkipDamage).reading_a_wal();
         let mut bad_records = 0u64;
         while let Some(record) = reader.next_record()? {
             if decode_seal(&record).is_some() {

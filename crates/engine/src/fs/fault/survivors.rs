@@ -6,7 +6,8 @@ use super::XorShift;
 pub(super) enum Survivors {
     /// The first this many.
     Prefix(u64),
-    /// Each 4 KiB page of the file, or its unsynced part, at random (from this seed).
+    /// Each 4 KiB page of the file's unsynced part as it was at a random moment (from this
+    /// seed): all of it, none of it, or the bytes appended up to then; pages need not agree.
     Pages(u64),
 }
 
@@ -31,8 +32,10 @@ impl Survivors {
                 let mut start = from;
                 while start < to {
                     let end = ((start / Self::PAGE + 1) * Self::PAGE).min(to);
-                    if rng.next().is_multiple_of(3) {
-                        lost.push((start, end));
+                    match rng.next() % 3 {
+                        0 => lost.push((start, end)),
+                        1 => {}
+                        _ => lost.push((start + rng.next() % (end - start), end)),
                     }
                     start = end;
                 }
