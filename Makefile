@@ -76,12 +76,16 @@ bench-rest: deps
 	./scripts/rest-bench.sh
 
 # Strata beside fjall and the in-memory BTreeMap, same flags, one after another (not part of CI;
-# BENCH_FLAGS adds flags to every run).
+# BENCH_FLAGS adds flags to every run; ROCKSDB=1 adds RocksDB, compiled from source: 20+ minutes
+# the first time).
 BENCH_FLAGS ?= --num 1000000 --cache_size 536870912 --benchmarks fillrandom,compact,readrandom,readrandom,multireadrandom,stats
+PEERS_FEATURES = $(if $(ROCKSDB),--features rocksdb)
 bench-peers:
-	$(CARGO) build --release -p strata-cli
-	for engine in strata fjall memory; do \
-		$(STRATA) --db /tmp/strata-peers-$$engine bench --engine $$engine $(BENCH_FLAGS) || exit 1; \
+	$(CARGO) build --release -p strata-cli $(PEERS_FEATURES)
+	for engine in strata $(if $(ROCKSDB),rocksdb) fjall memory; do \
+		rm -rf /tmp/strata-peers-$$engine; \
+		$(CARGO) run --quiet --release -p strata-cli $(PEERS_FEATURES) -- \
+			--db /tmp/strata-peers-$$engine bench --engine $$engine $(BENCH_FLAGS) || exit 1; \
 	done
 
 # Strata against RocksDB in one run (compiles RocksDB: 20+ minutes the first time; not part of CI).
