@@ -22,7 +22,7 @@ pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
 const MIN_CHUNK_SIZE: usize = 4 << 10;
 
 /// A node of the list. In memory it is
-/// `links for levels height-1 .. 1 | Node | varint32 key length | key | varint32 value length |
+/// `links for levels height-1 .. 1 | Node | varint key length | key | varint value length |
 /// value`: the links above level 0 lie just before the node, highest first (so a node needs no
 /// height or key pointer of its own), and the entry right after it. The level-0 link, one link
 /// per level above it, and a byte per length (for keys and values under 128 bytes) of overhead
@@ -34,16 +34,16 @@ pub(crate) struct Node {
     next: AtomicPtr<Node>,
 }
 
-/// The bytes `v` takes as a varint32.
-fn varint_len(v: u32) -> usize {
-    (32 - (v | 1).leading_zeros() as usize).div_ceil(7)
+/// The bytes `v` takes as a varint.
+fn varint_len(v: usize) -> usize {
+    (usize::BITS as usize - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Writes `v` as a varint32 at `p`, returning the byte after it.
+/// Writes `v` as a varint at `p`, returning the byte after it.
 ///
 /// # Safety
 /// `p` must be valid for `varint_len(v)` bytes of writes.
-unsafe fn write_varint(mut p: *mut u8, mut v: u32) -> *mut u8 {
+unsafe fn write_varint(mut p: *mut u8, mut v: usize) -> *mut u8 {
     while v >= 0x80 {
         // SAFETY: within the varint_len(v) bytes the caller provides.
         unsafe {
@@ -59,10 +59,10 @@ unsafe fn write_varint(mut p: *mut u8, mut v: u32) -> *mut u8 {
     }
 }
 
-/// Reads the varint32 `write_varint` wrote at `p`: the value and the byte after it.
+/// Reads the varint `write_varint` wrote at `p`: the value and the byte after it.
 ///
 /// # Safety
-/// `p` must point to a whole varint32.
+/// `p` must point to a whole varint written by `write_varint`.
 #[inline(always)]
 unsafe fn read_varint(p: *const u8) -> (usize, *const u8) {
     // SAFETY: the caller's varint is at least one byte.
@@ -280,15 +280,9 @@ impl SkipList {
         value: &[u8],
     ) -> *const Node {
         let node_size = Node::size(height);
-        let key_len = (user_key.len() + if trailer.is_some() { 8 } else { 0 }) as u32;
-        // Values past 4 GiB never reach a memtable (`MAX_WRITE_SIZE` bounds a batch).
-        let value_len = value.len() as u32;
+        let key_len = user_key.len() + if trailer.is_some() { 8 } else { 0 };
         let base = arena.alloc(
-            node_size
-                + varint_len(key_len)
-                + key_len as usize
-                + varint_len(value_len)
-                + value.len(),
+            node_size + varint_len(key_len) + key_len + varint_len(value.len()) + value.len(),
             std::mem::align_of::<Node>(),
             used,
         );
@@ -313,7 +307,7 @@ impl SkipList {
             if let Some(t) = trailer {
                 ptr::copy_nonoverlapping(t.to_le_bytes().as_ptr(), key.add(user_key.len()), 8);
             }
-            let value_at = write_varint(key.add(key_len as usize), value_len);
+            let value_at = write_varint(key.add(key_len), value.len());
             ptr::copy_nonoverlapping(value.as_ptr(), value_at, value.len());
             node
         }
@@ -544,10 +538,22 @@ mod tests {
                 varint_len(0),
                 varint_len(127),
                 varint_len(128),
-                varint_len(u32::MAX)
+                varint_len(u32::MAX as usize)
             ),
             (1, 1, 2, 5)
         );
+        #[cfg(target_pointer_width = "64")]
+        for v in [u32::MAX as usize + 1, usize::MAX] {
+            let mut buf = [0u8; 10];
+            // SAFETY: ten bytes hold any 64-bit varint.
+            let (read, end) = unsafe {
+                let end = write_varint(buf.as_mut_ptr(), v);
+                assert_eq!(end as usize - buf.as_ptr() as usize, varint_len(v));
+                read_varint(buf.as_ptr())
+            };
+            assert_eq!(read, v);
+            assert_eq!(end as usize - buf.as_ptr() as usize, varint_len(v));
+        }
         // A node of height 1 in the head's chunk: 8 bytes of link, 1 + 24 of key, 1 + 100 of value.
         let list = SkipList::new(8 * MAX_CHUNK_SIZE);
         let mut arena = list.arena.lock();

@@ -36,17 +36,21 @@ fn ends_in_zeros_within(data: &[u8], pos: usize, len: usize) -> bool {
     data.len() > end && last_written < end
 }
 
+/// Why an intact fragment is damage: it does not continue the record before it.
+const OUT_OF_ORDER: &str = "fragment out of order";
+
 /// The unit a disk writes whole: what a power loss keeps from the disk is whole sectors.
 pub(super) const SECTOR: usize = 512;
 
 /// Whether the damaged fragment at `pos` ends in a lost write: bytes a power loss kept from the
 /// disk, not bytes gone wrong. A disk writes whole sectors, and holds for each the version of
-/// some moment: the log's bytes up to then (it is appended to), zeros after. Writeback has no
-/// order, so a sector holding an older version can have sectors after it that hold their last;
-/// but a sync makes every byte before it durable, so such a sector lies past the last sync, and
-/// so does everything after it. So a lost write is a sector whose bytes from inside the fragment
-/// to the sector's end are zeros (a sector wholly inside the data: the log's end is no sector's).
-/// A wrong byte with non-zero bytes after it in its sector is no lost write.
+/// some moment; writeback has no order, so a sector holding an older version can have sectors
+/// after it that hold their last. But a sync makes every byte before it durable, so such a
+/// sector lies past the last sync, and so does everything after it. A record reaches the log as
+/// its header and then its payload (or as one copy, split across blocks), so an older version of
+/// a sector is zeros from one of those points to the sector's end: from the fragment's start,
+/// from its payload's start, or from the start of a sector (wholly inside the data) that begins
+/// inside it. Zeros starting anywhere else, or a wrong byte, are no lost write.
 fn ends_in_lost_write(data: &[u8], pos: usize) -> bool {
     let block_end = (pos / BLOCK_SIZE + 1) * BLOCK_SIZE;
     // The fragment's extent as its header gives it, or just the header when that is damaged too.
@@ -56,20 +60,15 @@ fn ends_in_lost_write(data: &[u8], pos: usize) -> bool {
         }
         _ => pos + HEADER_SIZE,
     };
-    let mut sector_end = (pos / SECTOR + 1) * SECTOR;
-    while sector_end <= data.len() && sector_end - SECTOR < end {
-        // The sector's zeros at its end, from no earlier than the fragment's start.
-        let from = pos.max(sector_end - SECTOR);
-        let zeros_from = data[from..sector_end]
-            .iter()
-            .rposition(|&b| b != 0)
-            .map_or(from, |last| from + last + 1);
-        if zeros_from < sector_end && zeros_from < end {
-            return true;
-        }
-        sector_end += SECTOR;
-    }
-    false
+    let zeros_to_sector_end = |from: usize| {
+        let sector_end = (from / SECTOR + 1) * SECTOR;
+        sector_end <= data.len() && data[from..sector_end].iter().all(|&b| b == 0)
+    };
+    zeros_to_sector_end(pos)
+        || (pos + HEADER_SIZE < end && zeros_to_sector_end(pos + HEADER_SIZE))
+        || ((pos / SECTOR + 1) * SECTOR..end)
+            .step_by(SECTOR)
+            .any(zeros_to_sector_end)
 }
 
 /// Reads the records of a whole log held in memory.
@@ -232,7 +231,9 @@ impl<'a> LogReader<'a> {
     /// tail all the same.
     /// In a WAL, a lost write (`reading_a_wal`) ends the log as a torn tail does, whatever follows.
     fn on_damage(&mut self, at: usize, damaged: usize, why: &'static str) -> Result<bool> {
-        let lost_write = self.wal && ends_in_lost_write(self.data, damaged);
+        // A fragment out of order is intact itself: only bytes that fail their checks can be a
+        // lost write.
+        let lost_write = self.wal && why != OUT_OF_ORDER && ends_in_lost_write(self.data, damaged);
         if lost_write || !self.intact_fragment_after(damaged) {
             if lost_write {
                 self.lost_write_at = Some(damaged);
@@ -284,7 +285,7 @@ impl<'a> LogReader<'a> {
                     }
                     _ => {
                         let at = assembling.take().map_or(start, |(s, _)| s);
-                        if !self.on_damage(at, start, "fragment out of order")? {
+                        if !self.on_damage(at, start, OUT_OF_ORDER)? {
                             return Ok(None);
                         }
                         // A First or Full fragment may begin a new record right here.

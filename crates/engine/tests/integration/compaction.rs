@@ -137,7 +137,9 @@ fn full_compaction_drops_old_versions_and_tombstones_but_not_what_snapshots_see(
         "only the live v2s remain at the bottom"
     );
     assert_eq!(p.estimate_num_keys, 500);
-    assert!(db.statistics().compaction_keys_dropped >= 2000);
+    // Every v1 and every tombstone; the v2s the tombstones shadow go at the flush when they
+    // share a memtable with them (how many do depends on how many entries a memtable holds).
+    assert!(db.statistics().compaction_keys_dropped >= 1500);
     assert_eq!(tables_on_disk(dir.path()), p.total_files);
 }
 

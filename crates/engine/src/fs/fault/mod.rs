@@ -126,7 +126,7 @@ struct FaultState {
     /// Files created at their expected size (`create_sized`) and not yet trimmed, with the bytes
     /// appended: past those they hold zeros, and a power loss zeroes their unsynced bytes rather
     /// than cutting the file.
-    extended: HashMap<PathBuf, u64>,
+    extended: HashMap<PathBuf, Extended>,
     /// Files whose creation no directory sync has covered.
     unsynced_creates: HashSet<PathBuf>,
     /// Renames no directory sync has covered, oldest first.
@@ -137,6 +137,16 @@ struct FaultState {
     rules: Vec<Rule>,
     rng: XorShift,
     injected: u64,
+}
+
+/// A file created at its expected size and not yet trimmed.
+#[derive(Debug, Default)]
+struct Extended {
+    /// Bytes appended: past them the file holds zeros.
+    appended: u64,
+    /// Where each append not yet synced ended: the points from which an older version of a page
+    /// can read as zeros.
+    append_ends: Vec<u64>,
 }
 
 /// Writes `data` at `offset` of `file`, on every target (WASI has no `FileExt::write_all_at`).
@@ -293,10 +303,13 @@ impl FaultInjectionFs {
             }
             match OpenOptions::new().write(true).open(path) {
                 Ok(f) => {
-                    if let Some(&appended) = st.extended.get(path) {
+                    if let Some(ext) = st.extended.get(path) {
                         // The file keeps its size; what the disk never got reads as zeros.
+                        let appended = ext.appended;
                         let from = synced.min(appended);
-                        for (start, end) in survivors(path, appended - from).lost(from, appended) {
+                        let lost =
+                            survivors(path, appended - from).lost(from, appended, &ext.append_ends);
+                        for (start, end) in lost {
                             let zeros = vec![0u8; (end - start) as usize];
                             write_at(&f, &zeros, start).map_err(|e| io_err("zero", path, e))?;
                         }
@@ -345,7 +358,8 @@ impl FaultInjectionFs {
         }
         self.note_created(path);
         if expected_len.is_some() {
-            self.state.lock().extended.insert(path.to_path_buf(), 0);
+            let ext = Extended::default();
+            self.state.lock().extended.insert(path.to_path_buf(), ext);
         }
         Ok(Box::new(FaultWritableFile {
             path: path.to_path_buf(),
@@ -354,6 +368,7 @@ impl FaultInjectionFs {
             written: 0,
             fs: self.clone(),
             sized: expected_len.is_some(),
+            append_ends: Vec::new(),
         }))
     }
 
@@ -381,6 +396,8 @@ struct FaultWritableFile {
     /// Created at its expected size (`create_sized`): bytes go at `written`, not at the file's
     /// end, and the spare space goes when the file is finished or dropped.
     sized: bool,
+    /// Where each append still in `buf` ends (sized files).
+    append_ends: Vec<u64>,
 }
 
 impl FaultWritableFile {
@@ -401,6 +418,9 @@ impl WritableFile for FaultWritableFile {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.fs.check(FsOp::Write, &self.path)?;
         self.buf.extend_from_slice(data);
+        if self.sized {
+            self.append_ends.push(self.written + self.buf.len() as u64);
+        }
         if self.buf.len() >= super::WRITE_BUFFER {
             self.flush()?;
         }
@@ -421,11 +441,10 @@ impl WritableFile for FaultWritableFile {
         self.written += self.buf.len() as u64;
         self.buf.clear();
         if self.sized {
-            self.fs
-                .state
-                .lock()
-                .extended
-                .insert(self.path.clone(), self.written);
+            let mut st = self.fs.state.lock();
+            let ext = st.extended.entry(self.path.clone()).or_default();
+            ext.appended = self.written;
+            ext.append_ends.append(&mut self.append_ends);
         }
         Ok(())
     }
@@ -436,11 +455,11 @@ impl WritableFile for FaultWritableFile {
         self.file
             .sync_data()
             .map_err(|e| io_err("sync", &self.path, e))?;
-        self.fs
-            .state
-            .lock()
-            .synced_len
-            .insert(self.path.clone(), self.written);
+        let mut st = self.fs.state.lock();
+        st.synced_len.insert(self.path.clone(), self.written);
+        if let Some(ext) = st.extended.get_mut(&self.path) {
+            ext.append_ends.retain(|&end| end > self.written);
+        }
         Ok(())
     }
 
@@ -558,6 +577,7 @@ impl FileSystem for FaultInjectionFs {
             written: len,
             fs: self.clone(),
             sized: false,
+            append_ends: Vec::new(),
         }))
     }
 

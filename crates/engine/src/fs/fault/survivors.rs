@@ -7,7 +7,8 @@ pub(super) enum Survivors {
     /// The first this many.
     Prefix(u64),
     /// Each 4 KiB page of the file's unsynced part as it was at a random moment (from this
-    /// seed): all of it, none of it, or the bytes appended up to then; pages need not agree.
+    /// seed): all of it, none of it, or the appends that had ended by then; pages need not
+    /// agree.
     Pages(u64),
 }
 
@@ -22,8 +23,9 @@ impl Survivors {
         }
     }
 
-    /// The ranges of `from..to` (the unsynced bytes) that read back as zeros.
-    pub(super) fn lost(self, from: u64, to: u64) -> Vec<(u64, u64)> {
+    /// The ranges of `from..to` (the unsynced bytes) that read back as zeros; `append_ends` are
+    /// where the appends to them ended, so that a page's older version holds whole appends.
+    pub(super) fn lost(self, from: u64, to: u64, append_ends: &[u64]) -> Vec<(u64, u64)> {
         match self {
             Survivors::Prefix(n) => vec![(from + n.min(to - from), to)],
             Survivors::Pages(seed) => {
@@ -32,10 +34,23 @@ impl Survivors {
                 let mut start = from;
                 while start < to {
                     let end = ((start / Self::PAGE + 1) * Self::PAGE).min(to);
+                    // As of some moment: nothing appended in it yet, all of it, or the
+                    // appends that had ended by then.
                     match rng.next() % 3 {
                         0 => lost.push((start, end)),
                         1 => {}
-                        _ => lost.push((start + rng.next() % (end - start), end)),
+                        _ => {
+                            let ends: Vec<u64> = append_ends
+                                .iter()
+                                .copied()
+                                .filter(|e| (start..end).contains(e))
+                                .collect();
+                            let cut = match ends.len() {
+                                0 => start,
+                                n => ends[(rng.next() % n as u64) as usize],
+                            };
+                            lost.push((cut, end));
+                        }
                     }
                     start = end;
                 }
