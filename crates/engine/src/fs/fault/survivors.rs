@@ -40,11 +40,10 @@ impl Survivors {
                         0 => lost.push((start, end)),
                         1 => {}
                         _ => {
-                            let ends: Vec<u64> = append_ends
-                                .iter()
-                                .copied()
-                                .filter(|e| (start..end).contains(e))
-                                .collect();
+                            // Appends end in order: the page's are one run of them.
+                            let first = append_ends.partition_point(|&e| e < start);
+                            let past = append_ends.partition_point(|&e| e < end);
+                            let ends = &append_ends[first..past];
                             let cut = match ends.len() {
                                 0 => start,
                                 n => ends[(rng.next() % n as u64) as usize],
