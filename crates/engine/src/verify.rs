@@ -73,17 +73,23 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut names = fs.list(dir)?;
     names.sort();
     let versions = VersionSet::recover(dir, fs.clone());
-    // An empty WAL holds nothing: only the newest WAL with a record may be torn or unsealed.
-    let newest_wal = names
+    // Whether each WAL holds no record (`None`: it could not be read). An empty WAL holds
+    // nothing: only the newest WAL with a record may be torn or unsealed.
+    let wals_empty: BTreeMap<u64, Option<bool>> = names
         .iter()
         .filter_map(|n| match filename::parse(n) {
             FileKind::Wal(n) => Some(n),
             _ => None,
         })
-        .filter(|&n| {
+        .map(|n| {
             let path = filename::wal_file(dir, n);
-            crate::wal::holds_no_record(fs.as_ref(), &path).is_ok_and(|empty| !empty)
+            (n, crate::wal::holds_no_record(fs.as_ref(), &path).ok())
         })
+        .collect();
+    let newest_wal = wals_empty
+        .iter()
+        .filter(|(_, empty)| **empty == Some(false))
+        .map(|(&n, _)| n)
         .max();
     let mut seals = BTreeMap::new();
     let (mut wal_blob_ends, mut table_blob_ends) = (BTreeMap::new(), BTreeMap::new());
@@ -117,8 +123,10 @@ pub fn verify_store(dir: &Path, opts: &Options) -> Result<VerifyReport> {
             Ok(c) => {
                 file.entries = c.entries;
                 // A WAL of zeros only holds nothing (made, then a crash): not a torn one.
-                let empty_wal = matches!(kind, FileKind::Wal(_))
-                    && crate::wal::holds_no_record(fs.as_ref(), &path).unwrap_or(bytes == 0);
+                let empty_wal = match kind {
+                    FileKind::Wal(n) => wals_empty.get(&n).copied().flatten().unwrap_or(bytes == 0),
+                    _ => false,
+                };
                 match kind {
                     FileKind::Wal(n) => {
                         seals.insert(n, (empty_wal, c.sealed_to));

@@ -51,20 +51,7 @@ fn a_read_only_open_reads_beside_a_writer_and_changes_nothing() {
             "2",
         )
         .unwrap();
-    let listing = || {
-        let mut names: Vec<(String, u64)> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.file_name().into_string().unwrap(),
-                    e.metadata().unwrap().len(),
-                )
-            })
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || crate::common::list_dir(dir.path());
     let before = listing();
     let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
     assert_eq!(reader.get("a").unwrap().as_deref(), Some(&b"1"[..]));
