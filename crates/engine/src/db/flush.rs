@@ -283,11 +283,13 @@ impl DbInner {
 
     /// Lets one flush of `cf` happen: runs it here under the inline executor, otherwise queues it
     /// and waits until some flush finishes or fails. Callers re-check their condition afterwards.
+    /// `Closed` once the store is closed: no flush runs after that, so nothing would end the wait.
     pub(super) fn wait_for_flush(
         &self,
         mut st: MutexGuard<'_, State>,
         cf: &Arc<ColumnFamilyData>,
     ) -> Result<()> {
+        self.check_open()?;
         if self.scheduler.mode() == Executor::Inline {
             drop(st);
             self.flush_oldest(cf)?;

@@ -563,6 +563,11 @@ impl DbInner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // A caller waiting for a flush (`wait_for_flush`) checked `closed` under the state lock
+        // before it waited: taking the lock once orders this close after that wait began, and
+        // the wake-up sends it back to find the store closed, since no flush is coming.
+        drop(self.state.lock());
+        self.state_cv.notify_all();
         if self.read_only {
             // Nothing was written and nothing runs; but the blob epochs hold the blob store, and
             // it them (and its open blob files), until they are ended.
