@@ -71,6 +71,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRIES: usize = 3;
 const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Requests `get_many` keeps in flight.
+const GET_MANY_AT_ONCE: usize = 32;
 
 impl Client {
     /// A client for `url`: credentials and region from the standard `AWS_*` variables, the
@@ -148,9 +150,12 @@ impl Client {
         &self.url
     }
 
-    /// The object `key` (relative to the prefix) as `object_store` names it.
+    /// The object `key` as `object_store` names it: relative to the prefix, or, starting with
+    /// `/`, absolute in the bucket (a clone's reference to its source's objects).
     pub fn object(&self, key: &str) -> String {
-        if self.url.prefix.is_empty() {
+        if let Some(absolute) = key.strip_prefix('/') {
+            absolute.to_string()
+        } else if self.url.prefix.is_empty() {
             key.to_string()
         } else {
             format!("{}/{key}", self.url.prefix)
@@ -278,6 +283,48 @@ impl Client {
                 .fetch_add(b.len() as u64, Ordering::Relaxed);
         }
         Ok(got)
+    }
+
+    /// The whole objects `keys`, in order (`None` for one that is not there): up to
+    /// `GET_MANY_AT_ONCE` requests in flight, so an open that replays a thousand records waits
+    /// for dozens of round trips, not a thousand.
+    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Bytes>>> {
+        let store = self.store.clone();
+        let paths: Vec<ObjectPath> = keys
+            .iter()
+            .map(|k| ObjectPath::from(self.object(k)))
+            .collect();
+        self.counts
+            .gets
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let got = self.run(async move {
+            let fetches = paths.into_iter().enumerate().map(|(i, path)| {
+                let store = store.clone();
+                async move {
+                    let got = match store.get(&path).await {
+                        Ok(r) => r.bytes().await.map(Some),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(e),
+                    };
+                    (i, got)
+                }
+            });
+            futures_util::stream::iter(fetches)
+                .buffered(GET_MANY_AT_ONCE)
+                .collect::<Vec<_>>()
+                .await
+        })?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (i, got) in got {
+            let got = got.map_err(|e| self.error("GET", &keys[i], e))?;
+            if let Some(b) = &got {
+                self.counts
+                    .bytes_down
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
+            out.push(got);
+        }
+        Ok(out)
     }
 
     /// Bytes `range` of the object (a ranged GET).

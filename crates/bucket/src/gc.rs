@@ -1,7 +1,7 @@
 //! Garbage collection: deleting the data objects nothing can reach. An object goes only when no
-//! checkpoint and no record in the bucket names it, no queued entry of this writer names it, it
-//! is older than the minimum age (a second guard, never the only one), and this writer is not
-//! fenced.
+//! log checkpoint, no record and no pin (a checkpoint, a clone's) in the bucket names it, no
+//! queued entry of this writer names it, no pin is being made, it is older than the minimum age
+//! (a second guard, never the only one), and this writer is not fenced.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
@@ -24,6 +24,8 @@ pub struct GcReport {
     pub young: usize,
     /// Deleted.
     pub deleted: usize,
+    /// Checkpoints being made: while there is one, nothing is deleted.
+    pub held_by_markers: usize,
 }
 
 /// The objects the record or checkpoint `key` names; none if it was deleted since it was listed.
@@ -65,11 +67,23 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         reachable.extend(named_by(shared, &key)?);
     }
     reachable.extend(log.waiting_objects());
+    // Pins after the records: a pin made from a view read after this pass read the records
+    // names only objects this pass found reachable, or its maker's marker is listed below.
+    for key in client.list("pin/")? {
+        if let Some(pin) = crate::checkpoint::read_pin(client, &key)? {
+            reachable.extend(pin.objects().into_iter().map(|(key, _, _)| key));
+        }
+    }
+    let held_by_markers = crate::checkpoint::marker_ages(client)?
+        .into_iter()
+        .filter(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS)
+        .count();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let mut report = GcReport {
         objects: objects.len(),
+        held_by_markers,
         ..GcReport::default()
     };
     let mut doomed = Vec::new();
@@ -81,6 +95,9 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         } else {
             doomed.push(key);
         }
+    }
+    if held_by_markers > 0 {
+        doomed.clear();
     }
     // Fenced meanwhile (by a writer this one has not heard of yet): the new writer's records
     // were not read, so nothing is provably garbage. The bucket is asked, not only memory.

@@ -19,8 +19,12 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backup;
 mod cache;
+pub mod checkpoint;
 mod client;
+mod clone;
+mod copy;
 mod fault;
 mod files;
 mod fs;
@@ -29,13 +33,16 @@ mod local_io;
 mod log;
 mod open;
 mod paged;
+mod pin;
 mod probe;
 mod record;
 mod replay;
 mod shared;
 mod url;
 
+pub use checkpoint::CheckpointInfo;
 pub use client::{Client, Requests};
+pub use clone::{CloneReport, clone_store};
 pub use fault::{Fault, FaultPlan, Request};
 pub use fs::BucketFs;
 pub use gc::GcReport;

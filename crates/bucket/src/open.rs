@@ -38,6 +38,8 @@ pub struct BucketConfig {
     pub durability: Durability,
     /// Open to read: no claim, nothing written to the bucket.
     pub read_only: bool,
+    /// Open checkpoint NAME (read-only) instead of the store's newest version.
+    pub checkpoint: Option<String>,
     /// How often a writer collects garbage in the background; `None` for never.
     pub gc_interval: Option<Duration>,
     /// How old an unreachable data object must be before garbage collection deletes it: a
@@ -71,6 +73,7 @@ impl BucketConfig {
             cache_dir,
             durability: Durability::Local,
             read_only: false,
+            checkpoint: None,
             gc_interval: Some(Duration::from_secs(600)),
             gc_min_age: Duration::from_secs(3600),
             patience: Duration::from_secs(30),
@@ -149,6 +152,19 @@ impl BucketFs {
         let writer = writer_id();
         if !config.read_only {
             crate::probe::check(&client, &writer)?;
+        }
+        if let Some(name) = &config.checkpoint {
+            if !config.read_only {
+                return Err(Error::ReadOnly(format!(
+                    "{}: checkpoint {name:?} opens read-only",
+                    config.url
+                )));
+            }
+            let replayed = crate::checkpoint::read(&client, name)?.replayed();
+            // Made to match the checkpoint, this directory is no writer's working copy any more.
+            write_state(&root, &config.url, &[])?;
+            let placed = reconcile(&client, &root, &replayed, false)?;
+            return Self::assemble(config, root, client, None, placed, lock);
         }
         let ours = read_state(&root, &config.url);
         for _ in 0..CLAIM_TRIES {
@@ -308,14 +324,23 @@ fn replay_once(client: &Client) -> Result<LogView> {
     if base > 0 {
         replayed.apply(base, &read(checkpoint_key(base))?);
     }
-    for (expected, &seq) in (base + 1..).zip(records.iter().filter(|&&s| s > base)) {
+    let newer: Vec<u64> = records.iter().copied().filter(|&s| s > base).collect();
+    for (expected, &seq) in (base + 1..).zip(&newer) {
         if seq != expected {
             return Err(corrupt(
                 log_key(expected),
                 format!("the store's log has no record {expected} (the next is {seq})"),
             ));
         }
-        replayed.apply(seq, &read(log_key(seq))?);
+    }
+    // Fetched many at a time, applied in order; a batch at a time bounds the memory.
+    for batch in newer.chunks(64) {
+        let keys: Vec<String> = batch.iter().map(|&seq| log_key(seq)).collect();
+        for ((seq, key), bytes) in batch.iter().zip(&keys).zip(client.get_many(&keys)?) {
+            let bytes = bytes.ok_or_else(|| corrupt(key.clone(), "listed, then gone".into()))?;
+            let record = Record::decode(&bytes).map_err(|e| corrupt(key.clone(), e.0.into()))?;
+            replayed.apply(*seq, &record);
+        }
     }
     Ok(LogView {
         replayed,

@@ -4,9 +4,12 @@
 use bytes::Bytes;
 
 const MAGIC: &[u8; 8] = b"STRATALG";
-/// Written: 2 (it has `lease` entries). Read: 1 and 2, so a store an older binary wrote opens;
-/// an older binary refuses a version-2 record as a newer format, not as damage.
+/// Written: 2 (it has `lease` entries), or 3 when it names an absolute object key (a clone's,
+/// `/PATH` outside the store's prefix). Read: 1 to 3, so a store an older binary wrote opens; an
+/// older binary refuses a newer record as a newer format, not as damage, and never looks for a
+/// clone's objects under its own prefix.
 const VERSION: u8 = 2;
+const VERSION_ABSOLUTE: u8 = 3;
 const OLDEST_READ: u8 = 1;
 
 /// One thing that happened to a file.
@@ -87,7 +90,8 @@ impl Record {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
-        out.push(VERSION);
+        let absolute = self.objects().any(|o| o.starts_with('/'));
+        out.push(if absolute { VERSION_ABSOLUTE } else { VERSION });
         out.extend_from_slice(&self.epoch.to_le_bytes());
         put_varint(&mut out, self.entries.len() as u64);
         for e in &self.entries {
@@ -156,7 +160,7 @@ impl Record {
         if &body[..8] != MAGIC {
             return Err(BadRecord("not a Strata log record (bad magic)"));
         }
-        if !(OLDEST_READ..=VERSION).contains(&body[8]) {
+        if !(OLDEST_READ..=VERSION_ABSOLUTE).contains(&body[8]) {
             return Err(BadRecord(
                 "unknown record version (written by a newer Strata, or damaged)",
             ));
@@ -332,6 +336,21 @@ mod tests {
     fn records_decode_to_what_was_encoded() {
         let r = sample();
         assert_eq!(Record::decode(&Bytes::from(r.encode())).unwrap(), r);
+    }
+
+    #[test]
+    fn only_a_record_naming_an_absolute_key_is_version_3() {
+        assert_eq!(sample().encode()[8], VERSION);
+        let mut clone = sample();
+        clone.entries.push(Entry::Placed {
+            name: "000009.sst".into(),
+            len: 1,
+            crc: 2,
+            object: "/source/data/0000000001/00000003-000009.sst".into(),
+        });
+        let bytes = clone.encode();
+        assert_eq!(bytes[8], VERSION_ABSOLUTE);
+        assert_eq!(Record::decode(&Bytes::from(bytes)).unwrap(), clone);
     }
 
     #[test]

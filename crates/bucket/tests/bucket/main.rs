@@ -2,7 +2,7 @@
 //! ports, telemetry off): stores reopened from their cache and from nothing, fencing, racing
 //! writers, checkpoints and garbage collection (`store`); faults between the store and the
 //! bucket and SeaweedFS stopped under load (`faults`); writers killed at random moments
-//! (`crash`).
+//! (`crash`); checkpoints, clones and backups (`versions`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,3 +12,4 @@ mod faults;
 mod model;
 mod store;
 mod support;
+mod versions;

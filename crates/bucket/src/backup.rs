@@ -1,0 +1,339 @@
+//! Backups of a bucket store into another bucket or prefix: incremental (an object the
+//! destination holds is never copied again), checked object by object, restored from the
+//! newest one that checks, pruned by count or age (doc/format.md, "Checkpoints, clones and
+//! backups").
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata_engine::{Error, Result};
+
+use crate::checkpoint::{fresh_name, pin_now, read_pin};
+use crate::client::{Client, Created};
+use crate::clone::{overlaps, require_empty, write_first_record};
+use crate::copy::{copied_key, copy_object, verify_object};
+use crate::pin::{Pin, now_millis, pin_key};
+
+/// A backup, as `list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupInfo {
+    pub number: u64,
+    /// The source's record the backup is as of.
+    pub seq: u64,
+    /// Unix milliseconds.
+    pub created_millis: u64,
+    pub source: String,
+    pub files: usize,
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+/// What `create` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupReport {
+    pub backup: BackupInfo,
+    /// Objects copied now, and their bytes.
+    pub copied: usize,
+    pub bytes_copied: u64,
+    /// Objects an earlier backup had copied already.
+    pub already_there: usize,
+}
+
+/// What `restore` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub backup: BackupInfo,
+    /// Newer backups that did not check, and why.
+    pub skipped: Vec<(u64, String)>,
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+/// What `prune` deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PruneReport {
+    pub backups_deleted: usize,
+    pub objects_deleted: usize,
+    pub backups_kept: usize,
+}
+
+/// A pending backup older than this is a dead run's: it no longer keeps its objects.
+const PENDING_HOLDS: Duration = Duration::from_secs(24 * 3600);
+
+fn backup_key(number: u64) -> String {
+    format!("backup/{number:020}")
+}
+
+fn pending_key(number: u64) -> String {
+    format!("backup-pending/{number:020}")
+}
+
+fn parse_number(key: &str, dir: &str) -> Option<u64> {
+    let digits = key.strip_prefix(dir)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Where the destination keeps its copy of the source's object `key`: one name per source
+/// object, so a second backup finds it.
+fn object_key(key: &str) -> String {
+    match key.strip_prefix('/') {
+        Some(absolute) => format!("objects/abs/{absolute}"),
+        None => format!("objects/rel/{key}"),
+    }
+}
+
+fn info(number: u64, pin: &Pin) -> BackupInfo {
+    BackupInfo {
+        number,
+        seq: pin.seq,
+        created_millis: pin.created_millis,
+        source: pin.source.clone(),
+        files: pin.replayed().files.len(),
+        objects: pin.objects().len(),
+        bytes: pin.bytes(),
+    }
+}
+
+/// Every backup in `dest`, oldest first, with its pin.
+fn backups(dest: &Client) -> Result<Vec<(u64, Pin)>> {
+    let mut out = Vec::new();
+    for key in dest.list("backup/")? {
+        let Some(number) = parse_number(&key, "backup/") else {
+            continue;
+        };
+        if let Some(pin) = read_pin(dest, &key)? {
+            out.push((number, pin));
+        }
+    }
+    Ok(out)
+}
+
+/// Every backup in `dest`, oldest first.
+pub fn list(dest: &Client) -> Result<Vec<BackupInfo>> {
+    Ok(backups(dest)?
+        .iter()
+        .map(|(n, pin)| info(*n, pin))
+        .collect())
+}
+
+/// The objects backup `number` names in `dest`, with the length and CRC each must have.
+pub fn objects(dest: &Client, number: u64) -> Result<Vec<(String, u64, u32)>> {
+    Ok(read_backup(dest, number)?.objects())
+}
+
+fn read_backup(dest: &Client, number: u64) -> Result<Pin> {
+    read_pin(dest, &backup_key(number))?
+        .ok_or_else(|| Error::NotFound(format!("{}: no backup numbered {number}", dest.url())))
+}
+
+/// Backs up `src`'s newest version into `dest`.
+pub fn create(src: &Client, dest: &Client) -> Result<BackupReport> {
+    if overlaps(src, dest) {
+        return Err(Error::InvalidArgument(format!(
+            "{} cannot hold backups of {}: one's objects would be listed as the other's",
+            dest.url(),
+            src.url()
+        )));
+    }
+    let source = src.url().to_string();
+    let existing = backups(dest)?;
+    if let Some((n, other)) = existing.iter().find(|(_, pin)| pin.source != source) {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds backups of {} (backup {n}); one destination keeps one store's backups",
+            dest.url(),
+            other.source
+        )));
+    }
+    let pending: Vec<u64> = dest
+        .list("backup-pending/")?
+        .iter()
+        .filter_map(|k| parse_number(k, "backup-pending/"))
+        .collect();
+    let number = existing
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(pending)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    // A pin keeps every object the backup reads until the copy is done.
+    let pin_name = fresh_name("backup");
+    let pin = pin_now(src, &pin_name, source)?;
+    let copied = copy_pinned(src, dest, number, &pin);
+    let unpinned = src.delete(&pin_key(&pin_name));
+    let report = copied?;
+    unpinned?;
+    Ok(report)
+}
+
+fn copy_pinned(src: &Client, dest: &Client, number: u64, pin: &Pin) -> Result<BackupReport> {
+    let mut backup = pin.with_objects(object_key);
+    backup.created_millis = now_millis();
+    let body = Bytes::from(backup.encode());
+    if dest.put_create(&pending_key(number), body.clone())? == Created::AlreadyThere {
+        return Err(Error::Busy(format!(
+            "{}: another backup is being made ({number})",
+            dest.url()
+        )));
+    }
+    let copied = (|| {
+        let there: BTreeSet<String> = dest.list("objects/")?.into_iter().collect();
+        let mut report = BackupReport {
+            backup: info(number, &backup),
+            copied: 0,
+            bytes_copied: 0,
+            already_there: 0,
+        };
+        for (key, len, crc) in pin.objects() {
+            let to = object_key(&key);
+            if there.contains(&to) {
+                report.already_there += 1;
+                continue;
+            }
+            copy_object(src, &key, len, crc, dest, &to)?;
+            report.copied += 1;
+            report.bytes_copied += len;
+        }
+        match dest.put_create(&backup_key(number), body)? {
+            Created::Yes => Ok(report),
+            Created::AlreadyThere => Err(Error::Busy(format!(
+                "{}: backup {number} was made meanwhile by another process",
+                dest.url()
+            ))),
+        }
+    })();
+    let removed = dest.delete(&pending_key(number));
+    let report = copied?;
+    removed?;
+    Ok(report)
+}
+
+/// Reads every object of backup `number` and checks its length and CRC: the first that fails
+/// is named.
+pub fn verify(dest: &Client, number: u64) -> Result<BackupInfo> {
+    let pin = read_backup(dest, number)?;
+    for (key, len, crc) in pin.objects() {
+        verify_object(dest, &key, len, crc)?;
+    }
+    Ok(info(number, &pin))
+}
+
+/// Restores backup `number`, or the newest that verifies, as a new store at the empty `target`.
+pub fn restore(dest: &Client, number: Option<u64>, target: &Client) -> Result<RestoreReport> {
+    if overlaps(dest, target) {
+        return Err(Error::InvalidArgument(format!(
+            "{} is inside the backups at {} (or holds them)",
+            target.url(),
+            dest.url()
+        )));
+    }
+    require_empty(target)?;
+    let all = backups(dest)?;
+    if all.is_empty() {
+        return Err(Error::NotFound(format!(
+            "{}: no backup to restore",
+            dest.url()
+        )));
+    }
+    let mut skipped = Vec::new();
+    let mut chosen = None;
+    for (n, pin) in all.iter().rev() {
+        if number.is_some_and(|want| want != *n) {
+            continue;
+        }
+        match pin
+            .objects()
+            .iter()
+            .try_for_each(|(key, len, crc)| verify_object(dest, key, *len, *crc))
+        {
+            Ok(()) => {
+                chosen = Some((*n, pin));
+                break;
+            }
+            Err(e) if number.is_none() => {
+                log::warn!("{}: backup {n} does not verify: {e}", dest.url());
+                skipped.push((*n, e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let Some((n, pin)) = chosen else {
+        return Err(match number {
+            Some(want) => Error::NotFound(format!("{}: no backup numbered {want}", dest.url())),
+            None => Error::Corruption {
+                file: dest.object("backup/").into(),
+                detail: format!("no backup verifies: {skipped:?}"),
+            },
+        });
+    };
+    let mut renamed = std::collections::BTreeMap::new();
+    let mut bytes = 0;
+    for (i, (key, len, crc)) in pin.objects().iter().enumerate() {
+        let to = copied_key(i, key);
+        copy_object(dest, key, *len, *crc, target, &to)?;
+        bytes += len;
+        renamed.insert(key.clone(), to);
+    }
+    let restored = pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default());
+    write_first_record(target, &restored)?;
+    Ok(RestoreReport {
+        backup: info(n, pin),
+        skipped,
+        objects: renamed.len(),
+        bytes,
+    })
+}
+
+/// Deletes the backups past the newest `keep` and those older than `older_than` (the newest
+/// is always kept), then every object no remaining or pending backup names.
+pub fn prune(
+    dest: &Client,
+    keep: Option<usize>,
+    older_than: Option<Duration>,
+) -> Result<PruneReport> {
+    if keep == Some(0) {
+        return Err(Error::InvalidArgument(
+            "--keep 0 would delete every backup; the newest is always kept".into(),
+        ));
+    }
+    let all = backups(dest)?;
+    let now = now_millis();
+    let mut report = PruneReport::default();
+    let count = all.len();
+    for (i, (n, pin)) in all.iter().enumerate() {
+        let newer = count - 1 - i;
+        let too_many = keep.is_some_and(|k| newer >= k);
+        let too_old = older_than.is_some_and(|age| {
+            now.saturating_sub(pin.created_millis)
+                > u64::try_from(age.as_millis()).unwrap_or(u64::MAX)
+        });
+        if newer > 0 && (too_many || too_old) {
+            dest.delete(&backup_key(*n))?;
+            report.backups_deleted += 1;
+        } else {
+            report.backups_kept += 1;
+        }
+    }
+    // The objects first, then what names them: one copied after the LIST is not in it, and one
+    // copied before is named by a pending backup written before it.
+    let objects = dest.list("objects/")?;
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for (_, pin) in backups(dest)? {
+        named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
+    }
+    for key in dest.list("backup-pending/")? {
+        if let Some(pin) = read_pin(dest, &key)? {
+            let age = now.saturating_sub(pin.created_millis);
+            if age < u64::try_from(PENDING_HOLDS.as_millis()).unwrap_or(u64::MAX) {
+                named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
+            }
+        }
+    }
+    let doomed: Vec<String> = objects.into_iter().filter(|k| !named.contains(k)).collect();
+    report.objects_deleted = doomed.len();
+    dest.delete_many(doomed)?;
+    Ok(report)
+}

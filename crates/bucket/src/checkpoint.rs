@@ -1,0 +1,191 @@
+//! Checkpoints: named, pinned versions of a store that garbage collection spares, made by any
+//! process with access to the bucket while a writer goes on (doc/format.md, "Checkpoints, clones
+//! and backups").
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use strata_engine::{Error, Result};
+
+use crate::client::{Client, Created};
+use crate::pin::{Pin, check_name, marker_key, now_millis, pin_key};
+
+/// How long a marker stops garbage collection (judged by the bucket's clock).
+pub(crate) const MARKER_HOLDS: Duration = Duration::from_secs(600);
+/// How long a checkpoint may take from its marker's PUT to its pin's: half the marker's hold,
+/// leaving the rest for the two machines' clocks to disagree.
+const MAKING_LIMIT: Duration = Duration::from_secs(300);
+
+/// A checkpoint, as `list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    pub name: String,
+    /// The store's record the checkpoint is as of.
+    pub seq: u64,
+    /// Unix milliseconds.
+    pub created_millis: u64,
+    /// The store it was made for (a clone's pin: the clone).
+    pub source: String,
+    pub files: usize,
+    pub objects: usize,
+    /// Bytes of the store's files at the checkpoint.
+    pub bytes: u64,
+}
+
+impl CheckpointInfo {
+    fn of(name: &str, pin: &Pin) -> CheckpointInfo {
+        CheckpointInfo {
+            name: name.to_string(),
+            seq: pin.seq,
+            created_millis: pin.created_millis,
+            source: pin.source.clone(),
+            files: pin.replayed().files.len(),
+            objects: pin.objects().len(),
+            bytes: pin.bytes(),
+        }
+    }
+}
+
+/// Pins the store's current version as checkpoint `name`.
+pub fn create(client: &Client, name: &str) -> Result<CheckpointInfo> {
+    check_name(name)?;
+    let pin = pin_now(client, name, client.url().to_string())?;
+    Ok(CheckpointInfo::of(name, &pin))
+}
+
+/// Makes the pin `name` of the store's version now, for `source`: marker, replay, pin (see the
+/// format's invariants for why garbage collection cannot delete what it names meanwhile).
+pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin> {
+    if client.head(&pin_key(name))?.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: there is a checkpoint named {name:?} already",
+            client.url()
+        )));
+    }
+    let started = Instant::now();
+    place_marker(client, name)?;
+    let made = (|| {
+        let view = crate::open::replay(client)?;
+        let pin = Pin::of(&view.replayed, source);
+        match client.put_create(&pin_key(name), Bytes::from(pin.encode()))? {
+            Created::Yes => {}
+            Created::AlreadyThere => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a checkpoint named {name:?} was made meanwhile",
+                    client.url()
+                )));
+            }
+        }
+        if started.elapsed() > MAKING_LIMIT {
+            // Garbage collection may have gone on past the marker: the pin proves nothing.
+            client.delete(&pin_key(name))?;
+            return Err(Error::Unavailable(format!(
+                "{}: making checkpoint {name:?} took {:?}, past the {MAKING_LIMIT:?} garbage \
+                 collection waits for it; try again",
+                client.url(),
+                started.elapsed()
+            )));
+        }
+        Ok(pin)
+    })();
+    let removed = client.delete(&marker_key(name));
+    let pin = made?;
+    removed?;
+    Ok(pin)
+}
+
+/// PUTs the marker of `name`, create-only; one older than its hold (its maker died) is
+/// replaced once.
+fn place_marker(client: &Client, name: &str) -> Result<()> {
+    let body = || Bytes::from(now_millis().to_string());
+    if client.put_create(&marker_key(name), body())? == Created::Yes {
+        return Ok(());
+    }
+    let fresh = marker_ages(client)?
+        .into_iter()
+        .any(|(key, age)| key == marker_key(name) && age < MARKER_HOLDS);
+    if fresh {
+        return Err(Error::Busy(format!(
+            "{}: checkpoint {name:?} is being made by another process",
+            client.url()
+        )));
+    }
+    client.delete(&marker_key(name))?;
+    match client.put_create(&marker_key(name), body())? {
+        Created::Yes => Ok(()),
+        Created::AlreadyThere => Err(Error::Busy(format!(
+            "{}: checkpoint {name:?} is being made by another process",
+            client.url()
+        ))),
+    }
+}
+
+/// Every marker and how old the bucket says it is.
+pub(crate) fn marker_ages(client: &Client) -> Result<Vec<(String, Duration)>> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    Ok(client
+        .list_aged("pinning/")?
+        .into_iter()
+        .map(|(key, modified)| {
+            let age = u64::try_from(now.saturating_sub(modified)).unwrap_or(0);
+            (key, Duration::from_secs(age))
+        })
+        .collect())
+}
+
+/// The pin `key`, if it is still there.
+pub(crate) fn read_pin(client: &Client, key: &str) -> Result<Option<Pin>> {
+    let Some(bytes) = client.get(key)? else {
+        return Ok(None);
+    };
+    Pin::decode(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Corruption {
+            file: PathBuf::from(client.object(key)),
+            detail: e.0.into(),
+        })
+}
+
+/// Checkpoint `name`.
+pub fn read(client: &Client, name: &str) -> Result<Pin> {
+    check_name(name)?;
+    read_pin(client, &pin_key(name))?
+        .ok_or_else(|| Error::NotFound(format!("{}: no checkpoint named {name:?}", client.url())))
+}
+
+/// Every checkpoint, clones' pins included, oldest name first.
+pub fn list(client: &Client) -> Result<Vec<CheckpointInfo>> {
+    let mut out = Vec::new();
+    for key in client.list("pin/")? {
+        let Some(name) = key.strip_prefix("pin/") else {
+            continue;
+        };
+        if let Some(pin) = read_pin(client, &key)? {
+            out.push(CheckpointInfo::of(name, &pin));
+        }
+    }
+    Ok(out)
+}
+
+/// Drops checkpoint `name`: garbage collection may then delete what only it kept.
+pub fn drop(client: &Client, name: &str) -> Result<()> {
+    check_name(name)?;
+    if client.head(&pin_key(name))?.is_none() {
+        return Err(Error::NotFound(format!(
+            "{}: no checkpoint named {name:?}",
+            client.url()
+        )));
+    }
+    client.delete(&pin_key(name))
+}
+
+/// A name for a pin made for a clone or a backup: unique, and saying what it is for.
+pub(crate) fn fresh_name(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{what}-{nanos}-{}", std::process::id())
+}

@@ -1,0 +1,96 @@
+//! Copying a data object from one bucket (or prefix) to another, and checking one: a piece at a
+//! time, so memory is bounded by the piece however big the object, and never trusting a copy
+//! whose length and CRC differ from what the record says.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use strata_engine::{Error, Result};
+
+use crate::client::{Client, Created};
+use crate::shared::PIECE;
+
+fn mismatch(client: &Client, key: &str, got: (u64, u32), want: (u64, u32)) -> Error {
+    Error::Corruption {
+        file: PathBuf::from(client.object(key)),
+        detail: format!(
+            "holds {} bytes of CRC {:#010x}; its record says {} of {:#010x}",
+            got.0, got.1, want.0, want.1
+        ),
+    }
+}
+
+fn missing(client: &Client, key: &str) -> Error {
+    Error::Corruption {
+        file: PathBuf::from(client.object(key)),
+        detail: "missing: a record names it, the bucket has no such object".into(),
+    }
+}
+
+/// Reads the whole object `key` and checks it holds `len` bytes of CRC32C `crc`.
+pub(crate) fn verify_object(client: &Client, key: &str, len: u64, crc: u32) -> Result<()> {
+    if client.head(key)?.is_none() {
+        return Err(missing(client, key));
+    }
+    let got = client.get_into(key, &mut std::io::sink())?;
+    if got != (len, crc) {
+        return Err(mismatch(client, key, got, (len, crc)));
+    }
+    Ok(())
+}
+
+/// Copies `from`'s object `key` (`len` bytes of CRC `crc`) to `to` as `to_key`, checking the
+/// bytes read before the copy exists: a single create-only PUT up to a piece, else a multipart
+/// upload whose parts are checked as they pass, deleted again if the whole does not match.
+pub(crate) fn copy_object(
+    from: &Client,
+    key: &str,
+    len: u64,
+    crc: u32,
+    to: &Client,
+    to_key: &str,
+) -> Result<()> {
+    if len <= PIECE {
+        let bytes = from.get(key)?.ok_or_else(|| missing(from, key))?;
+        let got = (bytes.len() as u64, crc32c::crc32c(&bytes));
+        if got != (len, crc) {
+            return Err(mismatch(from, key, got, (len, crc)));
+        }
+        return match to.put_create(to_key, bytes)? {
+            Created::Yes => Ok(()),
+            // Copied before (names are never reused for other bytes): checked, not trusted.
+            Created::AlreadyThere => verify_object(to, to_key, len, crc),
+        };
+    }
+    let (mut at, mut crc_so_far) = (0u64, 0u32);
+    to.put_multipart(to_key, || {
+        if at >= len {
+            return Ok(None);
+        }
+        let n = PIECE.min(len - at);
+        let piece: Bytes = from.get_range(key, at..at + n)?;
+        if piece.len() as u64 != n {
+            return Err(mismatch(
+                from,
+                key,
+                (at + piece.len() as u64, 0),
+                (len, crc),
+            ));
+        }
+        crc_so_far = crc32c::crc32c_append(crc_so_far, &piece);
+        at += n;
+        Ok(Some(piece))
+    })?;
+    if crc_so_far != crc {
+        to.delete(to_key)?;
+        return Err(mismatch(from, key, (len, crc_so_far), (len, crc)));
+    }
+    Ok(())
+}
+
+/// A data object's name in a store it is copied into: under epoch 0 (never a writer's), its
+/// place in the copy, then the file name the source gave it.
+pub(crate) fn copied_key(index: usize, source_key: &str) -> String {
+    let base = source_key.rsplit('/').next().unwrap_or(source_key);
+    format!("data/0000000000/{index:08}-{base}")
+}

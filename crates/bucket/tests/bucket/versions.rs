@@ -1,0 +1,352 @@
+//! Versions of a store in a real SeaweedFS bucket: checkpoints that open as they were and that
+//! garbage collection spares while a writer compacts under it, clones that refer to their
+//! source and never change it, backups that copy each object once and restore past a damaged
+//! one.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Client, Durability, backup, checkpoint};
+use strata_engine::{Db, ErrorKind, Options, WriteBatch};
+
+use crate::support::seaweed::{self, Seaweed};
+use crate::support::{get, open_db, synced};
+
+fn client(s: &Seaweed, url: &BucketUrl) -> Client {
+    Client::connect(url, Some(&s.endpoint), Some(&seaweed::credentials())).unwrap()
+}
+
+fn writer(s: &Seaweed, url: &BucketUrl, cache: &Path) -> (BucketFs, Db) {
+    let fs = BucketFs::open(&s.config(url, cache.to_path_buf(), Durability::Remote)).unwrap();
+    (fs.clone(), open_db(fs))
+}
+
+/// The store at `url` (or its checkpoint), read-only, from an empty cache.
+fn reader(s: &Seaweed, url: &BucketUrl, checkpoint: Option<&str>) -> Db {
+    let cache = tempfile::tempdir().unwrap().keep();
+    let fs = BucketFs::open(&BucketConfig {
+        read_only: true,
+        checkpoint: checkpoint.map(str::to_string),
+        ..s.config(url, cache, Durability::Remote)
+    })
+    .unwrap();
+    let root = fs.root().to_path_buf();
+    let opts = Options {
+        filesystem: Arc::new(fs),
+        ..Options::default()
+    };
+    Db::open_read_only(&root, opts).unwrap()
+}
+
+fn key(i: usize) -> String {
+    format!("key-{i:05}")
+}
+
+/// Writes the keys in `range` in synced batches of 100 (a record each), then flushes.
+fn fill(db: &Db, range: std::ops::Range<usize>, tag: &str) {
+    let keys: Vec<usize> = range.collect();
+    for chunk in keys.chunks(100) {
+        let mut batch = WriteBatch::new();
+        for &i in chunk {
+            batch.put(key(i), format!("{tag}-{i}"));
+        }
+        db.write(batch, &synced()).unwrap();
+    }
+    db.flush().unwrap();
+}
+
+fn assert_tagged(db: &Db, range: std::ops::Range<usize>, tag: &str) {
+    for i in range {
+        assert_eq!(
+            get(db, &key(i)),
+            Some(format!("{tag}-{i}").into_bytes()),
+            "{}",
+            key(i)
+        );
+    }
+}
+
+#[test]
+fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("checkpoint");
+    let c = client(s, &url);
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    fill(&db, 0..300, "old");
+    let made = checkpoint::create(&c, "before-rewrite").unwrap();
+    assert!(made.files > 0 && made.objects > 0, "{made:?}");
+    let e = checkpoint::create(&c, "before-rewrite").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(
+        checkpoint::create(&c, "../x").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    // Everything rewritten and compacted: the old tables are named by nothing but the pin.
+    fill(&db, 0..300, "new");
+    db.compact_range(None, None).unwrap();
+    let gc = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert_eq!(gc.held_by_markers, 0);
+    assert_tagged(&reader(s, &url, Some("before-rewrite")), 0..300, "old");
+    assert_tagged(&reader(s, &url, None), 0..300, "new");
+    let listed = checkpoint::list(&c).unwrap();
+    assert_eq!(listed, vec![made.clone()]);
+    // A checkpoint is a version of the past: it opens to read only.
+    let e = BucketFs::open(&BucketConfig {
+        checkpoint: Some("before-rewrite".into()),
+        ..s.config(&url, tmp.path().join("rw"), Durability::Remote)
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    // A maker's marker stops garbage collection; dropping the pin lets it go on.
+    c.put_create("pinning/someone", Bytes::from_static(b"0"))
+        .unwrap();
+    checkpoint::drop(&c, "before-rewrite").unwrap();
+    let held = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert_eq!((held.held_by_markers, held.deleted), (1, 0), "{held:?}");
+    c.delete("pinning/someone").unwrap();
+    let freed = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(
+        freed.deleted >= made.objects / 2,
+        "{freed:?} after {made:?}"
+    );
+    let e = checkpoint::drop(&c, "before-rewrite").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_tagged(&reader(s, &url, None), 0..300, "new");
+}
+
+/// Each key's value is its round: a version of the store is some prefix of the writes, so the
+/// rounds never rise along the keys and span at most two.
+fn assert_consistent(db: &Db, keys: usize, name: &str) {
+    let rounds: Vec<u64> = (0..keys)
+        .filter_map(|i| get(db, &key(i)))
+        .map(|v| String::from_utf8(v).unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        rounds.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1),
+        "{name}: {rounds:?}"
+    );
+}
+
+#[test]
+fn checkpoints_made_while_a_writer_compacts_and_garbage_is_collected_all_open() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("pin-race");
+    let c = client(s, &url);
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    const KEYS: usize = 60;
+    let done = Arc::new(AtomicBool::new(false));
+    let deleted = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 1..=8u64 {
+                for i in 0..KEYS {
+                    db.put_with(&synced(), key(i).as_bytes(), round.to_string().as_bytes())
+                        .unwrap();
+                }
+                db.flush().unwrap();
+                if round % 2 == 0 {
+                    db.compact_range(None, None).unwrap();
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                let r = fs.collect_garbage(Duration::ZERO).unwrap();
+                deleted.fetch_add(r.deleted, Ordering::SeqCst);
+            }
+        });
+        let mut n = 0;
+        while !done.load(Ordering::SeqCst) {
+            checkpoint::create(&c, &format!("c{n}")).unwrap();
+            n += 1;
+            // Not back to back: a marker always present would hold garbage collection off.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    });
+    deleted.fetch_add(
+        fs.collect_garbage(Duration::ZERO).unwrap().deleted,
+        Ordering::SeqCst,
+    );
+    let pins = checkpoint::list(&c).unwrap();
+    eprintln!(
+        "{} checkpoints, {} objects deleted meanwhile",
+        pins.len(),
+        deleted.load(Ordering::SeqCst)
+    );
+    assert!(pins.len() >= 2, "{pins:?}");
+    for pin in &pins {
+        assert_consistent(&reader(s, &url, Some(&pin.name)), KEYS, &pin.name);
+    }
+    // What the pins kept was garbage all along: without them it goes.
+    for pin in &pins {
+        checkpoint::drop(&c, &pin.name).unwrap();
+    }
+    let freed = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(freed.deleted > 0, "{freed:?}");
+    assert_consistent(&reader(s, &url, None), KEYS, "newest");
+}
+
+/// Every object under the store's prefix but its pins, with its length.
+fn objects(c: &Client) -> Vec<String> {
+    ["data/", "log/", "checkpoint/"]
+        .iter()
+        .flat_map(|d| c.list(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_clone_refers_to_its_source_copies_nothing_and_writes_never_touch_the_source() {
+    let Some(s) = seaweed::shared() else { return };
+    let src_url = s.fresh_url("clone-src");
+    let dst_url = s.fresh_url("clone-dst");
+    let (src, dst) = (client(s, &src_url), client(s, &dst_url));
+    let tmp = tempfile::tempdir().unwrap();
+    let (src_fs, src_db) = writer(s, &src_url, &tmp.path().join("src"));
+    fill(&src_db, 0..1000, "source");
+    let before = src.requests();
+    let made = strata_bucket::clone_store(&src, &dst, None).unwrap();
+    let spent = src.requests().gets + src.requests().puts + src.requests().lists
+        - before.gets
+        - before.puts
+        - before.lists
+        + dst.requests().gets
+        + dst.requests().puts
+        + dst.requests().lists;
+    eprintln!("clone: {made:?}, {spent} requests");
+    assert_eq!(made.objects_copied, 0);
+    assert!(made.objects_referred > 0);
+    assert!(spent < 100, "{spent} requests");
+    let source_objects = objects(&src);
+    // The clone is a store of its own: written, flushed, compacted, collected.
+    {
+        let (clone_fs, clone_db) = writer(s, &dst_url, &tmp.path().join("dst"));
+        assert_tagged(&clone_db, 0..1000, "source");
+        fill(&clone_db, 0..500, "clone");
+        clone_db.compact_range(None, None).unwrap();
+        clone_fs.collect_garbage(Duration::ZERO).unwrap();
+    }
+    assert_eq!(
+        objects(&src),
+        source_objects,
+        "the clone changed its source"
+    );
+    // The source rewrites everything and collects its garbage: the pin keeps the clone whole.
+    fill(&src_db, 0..1000, "rewritten");
+    src_db.compact_range(None, None).unwrap();
+    src_fs.collect_garbage(Duration::ZERO).unwrap();
+    let clone = reader(s, &dst_url, None);
+    assert_tagged(&clone, 0..500, "clone");
+    assert_tagged(&clone, 500..1000, "source");
+    assert_tagged(&reader(s, &src_url, None), 0..1000, "rewritten");
+    let pins = checkpoint::list(&src).unwrap();
+    assert_eq!(pins.len(), 1);
+    assert_eq!(Some(&pins[0].name), made.source_pin.as_ref());
+    assert_eq!(pins[0].source, dst_url.to_string());
+    // Into a store, or overlapping the source: refused.
+    let e = strata_bucket::clone_store(&src, &dst, None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let inside = BucketUrl::parse(&format!("{src_url}/data/x")).unwrap();
+    let e = strata_bucket::clone_store(&src, &client(s, &inside), None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    // From a checkpoint, into another bucket: copied, and the source keeps no pin for it.
+    checkpoint::create(&src, "v").unwrap();
+    let far = BucketUrl::parse(&format!("s3://strata-clones/far-{}", std::process::id())).unwrap();
+    // SeaweedFS makes a bucket at its first PUT.
+    client(s, &far).put_create("made", Bytes::new()).unwrap();
+    let copied = strata_bucket::clone_store(&src, &client(s, &far), Some("v")).unwrap();
+    assert!(
+        copied.objects_copied > 0 && copied.source_pin.is_none(),
+        "{copied:?}"
+    );
+    assert_eq!(checkpoint::list(&src).unwrap().len(), 2);
+    assert_tagged(&reader(s, &far, None), 0..1000, "rewritten");
+}
+
+#[test]
+fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
+    let Some(s) = seaweed::shared() else { return };
+    let src_url = s.fresh_url("backup-src");
+    let dest_url = s.fresh_url("backups");
+    let (src, dest) = (client(s, &src_url), client(s, &dest_url));
+    let tmp = tempfile::tempdir().unwrap();
+    let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
+    fill(&db, 0..300, "first");
+    let one = backup::create(&src, &dest).unwrap();
+    assert!(one.copied > 0 && one.already_there == 0, "{one:?}");
+    let two = backup::create(&src, &dest).unwrap();
+    assert_eq!((two.copied, two.already_there), (0, one.copied), "{two:?}");
+    fill(&db, 300..400, "second");
+    let three = backup::create(&src, &dest).unwrap();
+    assert!(
+        three.copied >= 1 && three.already_there >= one.copied,
+        "{three:?}"
+    );
+    assert_eq!(
+        backup::list(&dest)
+            .unwrap()
+            .iter()
+            .map(|b| b.number)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    // The source's backup pins are gone once each backup is made.
+    assert!(checkpoint::list(&src).unwrap().is_empty());
+    // Damage an object only backup 3 has: its verify names it, restore takes backup 2.
+    let named = |n: u64| -> std::collections::BTreeSet<String> {
+        backup::objects(&dest, n)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _, _)| k)
+            .collect()
+    };
+    let damaged = named(3)
+        .difference(&named(2))
+        .find(|k| k.ends_with(".sst"))
+        .cloned()
+        .expect("backup 3 names a table backup 2 lacks");
+    dest.put_overwrite(&damaged, Bytes::from_static(b"not the table"))
+        .unwrap();
+    let e = backup::verify(&dest, 3).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corruption);
+    assert!(e.to_string().contains(&damaged), "{e}");
+    backup::verify(&dest, 2).unwrap();
+    let restored_url = s.fresh_url("restored");
+    let restored = backup::restore(&dest, None, &client(s, &restored_url)).unwrap();
+    assert_eq!(restored.backup.number, 2);
+    assert_eq!(restored.skipped.len(), 1);
+    assert_eq!(restored.skipped[0].0, 3);
+    let db2 = reader(s, &restored_url, None);
+    assert_tagged(&db2, 0..300, "first");
+    assert_eq!(get(&db2, &key(300)), None);
+    // The restored store is writable, and its own.
+    {
+        let (_f, w) = writer(s, &restored_url, &tmp.path().join("restored"));
+        fill(&w, 0..10, "after");
+    }
+    // Another store's backups are not mixed in.
+    let other = s.fresh_url("other-src");
+    {
+        let (_f, w) = writer(s, &other, &tmp.path().join("other"));
+        fill(&w, 0..10, "other");
+    }
+    let e = backup::create(&client(s, &other), &dest).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    // Pruning to one keeps the newest; objects only the others named go.
+    let pruned = backup::prune(&dest, Some(1), None).unwrap();
+    assert_eq!(
+        (pruned.backups_deleted, pruned.backups_kept),
+        (2, 1),
+        "{pruned:?}"
+    );
+    assert_eq!(backup::list(&dest).unwrap().len(), 1);
+    assert_eq!(
+        backup::prune(&dest, Some(0), None).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
