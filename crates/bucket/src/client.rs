@@ -175,6 +175,12 @@ impl Client {
     /// The engine error for a failed request. Only `Other` (no answer, a 5xx, a timeout) is
     /// worth waiting out; a refusal of the credentials is not.
     fn error(&self, op: &str, key: &str, e: object_store::Error) -> Error {
+        if e.to_string().contains("<Code>NoSuchBucket</Code>") {
+            return Error::NotFound(format!(
+                "the bucket {} does not exist (create it first; check --s3-endpoint)",
+                self.url.bucket
+            ));
+        }
         let kind = match &e {
             object_store::Error::NotFound { .. } => std::io::ErrorKind::NotFound,
             object_store::Error::PermissionDenied { .. }

@@ -24,8 +24,11 @@ pub struct GcReport {
     pub young: usize,
     /// Deleted.
     pub deleted: usize,
-    /// Checkpoints being made: while there is one, nothing is deleted.
-    pub held_by_markers: usize,
+    /// Checkpoints being made, and pins listed but gone when read (a lease renewed meanwhile):
+    /// while there is one, nothing is deleted.
+    pub held: usize,
+    /// Readers' leases that lapsed, deleted.
+    pub lapsed_leases: usize,
 }
 
 /// The objects the record or checkpoint `key` names; none if it was deleted since it was listed.
@@ -69,12 +72,22 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     reachable.extend(log.waiting_objects());
     // Pins after the records: a pin made from a view read after this pass read the records
     // names only objects this pass found reachable, or its maker's marker is listed below.
+    let mut held = 0;
+    let mut lapsed = Vec::new();
+    let now_millis = crate::pin::now_millis();
     for key in client.list("pin/")? {
-        if let Some(pin) = crate::checkpoint::read_pin(client, &key)? {
-            reachable.extend(pin.objects().into_iter().map(|(key, _, _)| key));
+        let name = key.trim_start_matches("pin/");
+        if crate::lease::lease_expiry(name).is_some_and(|e| crate::lease::lapsed(e, now_millis)) {
+            lapsed.push(key);
+            continue;
+        }
+        match crate::checkpoint::read_pin(client, &key)? {
+            Some(pin) => reachable.extend(pin.objects().into_iter().map(|(key, _, _)| key)),
+            // Renewed under a name this LIST did not see: what it pins was not read.
+            None => held += 1,
         }
     }
-    let held_by_markers = crate::checkpoint::marker_ages(client)?
+    held += crate::checkpoint::marker_ages(client)?
         .into_iter()
         .filter(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS)
         .count();
@@ -83,7 +96,8 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         .map_or(0, |d| d.as_secs() as i64);
     let mut report = GcReport {
         objects: objects.len(),
-        held_by_markers,
+        held,
+        lapsed_leases: lapsed.len(),
         ..GcReport::default()
     };
     let mut doomed = Vec::new();
@@ -96,7 +110,7 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
             doomed.push(key);
         }
     }
-    if held_by_markers > 0 {
+    if held > 0 {
         doomed.clear();
     }
     // Fenced meanwhile (by a writer this one has not heard of yet): the new writer's records
@@ -104,6 +118,7 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     log.confirm(client)?;
     report.deleted = doomed.len();
     client.delete_many(doomed)?;
+    client.delete_many(lapsed)?;
     Ok(report)
 }
 

@@ -164,9 +164,35 @@ impl BucketFs {
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             write_state(&root, &config.url, &[])?;
             let placed = reconcile(&client, &root, &replayed, false)?;
-            return Self::assemble(config, root, client, None, placed, lock);
+            return Self::assemble(config, root, client, None, placed, lock, None);
         }
         let ours = read_state(&root, &config.url);
+        if config.read_only {
+            // A reader leases the version it replays: garbage collection keeps every object of
+            // it until the store closes (or the lease lapses).
+            let (lease, replayed) = match crate::lease::ReaderLease::take(&client, &writer) {
+                Ok((lease, replayed)) => (Some(lease), replayed),
+                Err(e) => {
+                    log::warn!(
+                        "{}: no reader's lease ({e}): garbage collection may delete files this \
+                         reader has not fetched once they are an hour old",
+                        config.url
+                    );
+                    (None, replay(&client)?.replayed)
+                }
+            };
+            let valid = ours
+                .iter()
+                .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
+                && replayed.epoch != 0;
+            let placed = reconcile(&client, &root, &replayed, valid)?;
+            let renew = lease.is_some();
+            let fs = Self::assemble(config, root, client, None, placed, lock, lease)?;
+            if renew {
+                crate::lease::start_renewing(&fs.shared);
+            }
+            return Ok(fs);
+        }
         for _ in 0..CLAIM_TRIES {
             let view = replay(&client)?;
             let replayed = &view.replayed;
@@ -174,10 +200,6 @@ impl BucketFs {
                 .iter()
                 .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
                 && replayed.epoch != 0;
-            if config.read_only {
-                let placed = reconcile(&client, &root, replayed, valid)?;
-                return Self::assemble(config, root, client, None, placed, lock);
-            }
             let epoch = replayed.max_epoch + 1;
             let seq = replayed.last_seq + 1;
             // Written down before the claim. A directory that was the newest writer's stays
@@ -218,7 +240,7 @@ impl BucketFs {
             // Bytes are shared, not copied: the clone costs the map.
             let resync_from = valid.then(|| view.replayed.clone());
             let log = Log::new(epoch, seq, &claim, view, config.lease);
-            let fs = Self::assemble(config, root, client, Some(log), placed, lock)?;
+            let fs = Self::assemble(config, root, client, Some(log), placed, lock, None)?;
             if let Some(replayed) = resync_from {
                 fs.shared.resync(&replayed)?;
             }
@@ -240,6 +262,7 @@ impl BucketFs {
         log: Option<Log>,
         placed: BTreeMap<String, (Remote, bool)>,
         lock: DirLock,
+        reader_lease: Option<crate::lease::ReaderLease>,
     ) -> Result<BucketFs> {
         let fs = BucketFs {
             shared: Arc::new(Shared {
@@ -256,6 +279,7 @@ impl BucketFs {
                 last_wal_commit: Mutex::new(std::time::Instant::now()),
                 cache: Cache::new(placed, config.cache_size),
                 moving: Mutex::new(BTreeMap::new()),
+                reader_lease,
                 _lock: lock,
             }),
         };

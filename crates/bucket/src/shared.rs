@@ -50,6 +50,9 @@ pub struct Shared {
     pub(crate) cache: Cache,
     /// The value files open now, by name, so a rename moves them.
     pub(crate) moving: Mutex<BTreeMap<String, Location>>,
+    /// A read-only open's lease on the version it replayed (`None` for a writer, a checkpoint,
+    /// or a reader the bucket would not let write one).
+    pub(crate) reader_lease: Option<crate::lease::ReaderLease>,
     /// The cache directory is this process's while the store is open.
     pub(crate) _lock: crate::open::DirLock,
 }
@@ -435,6 +438,12 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if let Some(Err(e)) = self.reader_lease.as_ref().map(|l| l.release(&self.client)) {
+            log::warn!(
+                "{}: the reader's lease stays until it lapses: {e}",
+                self.client.url()
+            );
+        }
         // What the engine queued last (removals at close) goes up with the last record; a
         // failure only leaves files the next open finds unreferenced.
         if let Some(Err(e)) = self

@@ -124,6 +124,11 @@ fn now_stamp(f: impl FnOnce(&[u8])) {
     f(&text);
 }
 
+/// `secs` after the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`, for output other than the log's.
+pub fn utc_text(secs: u64) -> String {
+    String::from_utf8_lossy(&stamp(secs)).into_owned()
+}
+
 /// `secs` after the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (years 0 to 9999).
 fn stamp(secs: u64) -> [u8; 20] {
     let (y, m, d) = civil_from_days(secs / 86_400);

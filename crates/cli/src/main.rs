@@ -11,6 +11,7 @@ mod mount;
 mod serve;
 mod store;
 mod stress;
+mod versions;
 mod wasm;
 
 use std::path::PathBuf;
@@ -164,6 +165,15 @@ enum Command {
     /// Commands about buckets (`--db s3://BUCKET/PREFIX`).
     #[command(subcommand)]
     Bucket(BucketCommand),
+    /// Named versions of a store in a bucket (`--db s3://…`), made beside its writer.
+    #[command(subcommand)]
+    Checkpoint(versions::CheckpointCommand),
+    /// Makes a writable store from another's newest version (or --checkpoint NAME's), in
+    /// seconds: in the same bucket it refers to the source's objects instead of copying them.
+    Clone(versions::CloneArgs),
+    /// Backups of a store in a bucket (`--db s3://…`) to another bucket or prefix.
+    #[command(subcommand)]
+    Backup(versions::BackupCommand),
     /// The REST API over loopback from many connections beside the engine doing the same work
     /// (GET, PUT, batchGet of 100, scan of 100), or a mixed load read back (--mixed-only). Needs
     /// a new store at --db.
@@ -454,8 +464,12 @@ fn repair(dir: &std::path::Path, json: bool) -> Result<(), String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     let err = |e: strata_engine::Error| e.to_string();
-    if let Command::Bucket(BucketCommand::Check { url }) = &cli.command {
-        return store::check(url, &cli.bucket);
+    match &cli.command {
+        Command::Bucket(BucketCommand::Check { url }) => return store::check(url, &cli.bucket),
+        Command::Checkpoint(c) => return versions::checkpoint(&cli.db, &cli.bucket, c),
+        Command::Clone(c) => return versions::clone(&cli.bucket, c),
+        Command::Backup(c) => return versions::backup(&cli.db, &cli.bucket, c),
+        _ => {}
     }
     let db = store::resolve(&cli.db, &cli.bucket)?;
     if store::is_bucket() {
@@ -476,7 +490,9 @@ fn run(cli: Cli) -> Result<(), String> {
         return wasm::run(&db, &cli.cf, cli.command);
     }
     match cli.command {
-        Command::Bucket(_) => Ok(()),
+        Command::Bucket(_) | Command::Checkpoint(_) | Command::Clone(_) | Command::Backup(_) => {
+            Ok(())
+        }
         Command::Bench(args) => bench::run(&db, *args),
         Command::Verify { json } => verify(&db, json),
         Command::Share => share(&db),

@@ -34,6 +34,10 @@ pub struct BucketArgs {
     /// uploads; synced writes arriving meanwhile share one PUT (each waits up to this long).
     #[arg(long, global = true, value_name = "MS", default_value_t = 0)]
     pub commit_interval_ms: u64,
+    /// For an `s3://` store: open its checkpoint NAME (read-only) instead of its newest
+    /// version; for `strata clone`, clone it.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub checkpoint: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +59,14 @@ static BUCKET: OnceLock<Bucket> = OnceLock::new();
 /// Reads `--db`: the directory the engine opens (a bucket store's cache directory).
 pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
     if !BucketUrl::is_bucket(db) {
-        if args.cache_dir.is_some() || args.s3_endpoint.is_some() || args.cache_size.is_some() {
+        if args.cache_dir.is_some()
+            || args.s3_endpoint.is_some()
+            || args.cache_size.is_some()
+            || args.checkpoint.is_some()
+        {
             return Err(format!(
-                "--cache-dir, --cache-size and --s3-endpoint are for a store in a bucket \
-                 (--db s3://…), not {db}"
+                "--cache-dir, --cache-size, --s3-endpoint and --checkpoint are for a store in a \
+                 bucket (--db s3://…), not {db}"
             ));
         }
         return Ok(PathBuf::from(db));
@@ -108,6 +116,12 @@ pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
     let b = BUCKET
         .get()
         .ok_or("--db names a directory, not a store in a bucket")?;
+    if let (Some(name), false) = (&b.args.checkpoint, read_only) {
+        return Err(format!(
+            "checkpoint {name} opens read-only: this command writes (serve and mount take \
+             --read-only)"
+        ));
+    }
     let config = BucketConfig {
         endpoint: b.args.s3_endpoint.clone(),
         durability: match b.args.durability {
@@ -115,6 +129,7 @@ pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
             DurabilityArg::Bucket => Durability::Remote,
         },
         read_only,
+        checkpoint: b.args.checkpoint.clone(),
         cache_size: b.args.cache_size,
         commit_interval: std::time::Duration::from_millis(b.args.commit_interval_ms),
         ..BucketConfig::new(b.url.clone(), b.cache_dir.clone())

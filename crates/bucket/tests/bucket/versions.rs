@@ -58,6 +58,15 @@ fn fill(db: &Db, range: std::ops::Range<usize>, tag: &str) {
     db.flush().unwrap();
 }
 
+/// Enough small synced writes for the log to take two checkpoints and drop the records before
+/// them: until then every object a record ever named counts as reachable.
+fn churn_log(db: &Db) {
+    for i in 0..200 {
+        db.put_with(&synced(), b"churn", format!("{i}").as_bytes())
+            .unwrap();
+    }
+}
+
 fn assert_tagged(db: &Db, range: std::ops::Range<usize>, tag: &str) {
     for i in range {
         assert_eq!(
@@ -88,8 +97,9 @@ fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped()
     // Everything rewritten and compacted: the old tables are named by nothing but the pin.
     fill(&db, 0..300, "new");
     db.compact_range(None, None).unwrap();
+    churn_log(&db);
     let gc = fs.collect_garbage(Duration::ZERO).unwrap();
-    assert_eq!(gc.held_by_markers, 0);
+    assert_eq!(gc.held, 0);
     assert_tagged(&reader(s, &url, Some("before-rewrite")), 0..300, "old");
     assert_tagged(&reader(s, &url, None), 0..300, "new");
     let listed = checkpoint::list(&c).unwrap();
@@ -106,7 +116,7 @@ fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped()
         .unwrap();
     checkpoint::drop(&c, "before-rewrite").unwrap();
     let held = fs.collect_garbage(Duration::ZERO).unwrap();
-    assert_eq!((held.held_by_markers, held.deleted), (1, 0), "{held:?}");
+    assert_eq!((held.held, held.deleted), (1, 0), "{held:?}");
     c.delete("pinning/someone").unwrap();
     let freed = fs.collect_garbage(Duration::ZERO).unwrap();
     assert!(
@@ -116,6 +126,58 @@ fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped()
     let e = checkpoint::drop(&c, "before-rewrite").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert_tagged(&reader(s, &url, None), 0..300, "new");
+}
+
+#[test]
+fn a_reader_leases_its_version_so_garbage_collection_keeps_it_until_it_closes() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("lease");
+    let c = client(s, &url);
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    fill(&db, 0..300, "old");
+    let leases = || -> Vec<String> {
+        checkpoint::list(&c)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .filter(|n| n.starts_with("lease-"))
+            .collect()
+    };
+    let reading = reader(s, &url, None);
+    let held = leases();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let pinned = checkpoint::read(&c, &held[0]).unwrap().objects();
+    assert!(!pinned.is_empty());
+    // The writer rewrites and compacts everything and collects at once: the reader's version
+    // stays whole in the bucket.
+    fill(&db, 0..300, "new");
+    db.compact_range(None, None).unwrap();
+    churn_log(&db);
+    fs.collect_garbage(Duration::ZERO).unwrap();
+    for (key, _, _) in &pinned {
+        assert!(c.head(key).unwrap().is_some(), "{key} went under a reader");
+    }
+    assert_tagged(&reading, 0..300, "old");
+    drop(reading);
+    assert!(leases().is_empty(), "the lease outlived its reader");
+    let freed = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(freed.deleted > 0, "{freed:?}");
+    assert!(
+        pinned
+            .iter()
+            .any(|(key, _, _)| c.head(key).unwrap().is_none())
+    );
+    // A lease whose reader died lapses: it holds nothing, and goes.
+    let stale = checkpoint::read(&c, &checkpoint::create(&c, "copy").unwrap().name).unwrap();
+    c.put_create(
+        "pin/lease-00000000000000000001-dead-reader",
+        Bytes::from(stale.encode()),
+    )
+    .unwrap();
+    let swept = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert_eq!(swept.lapsed_leases, 1, "{swept:?}");
+    assert!(leases().is_empty());
 }
 
 /// Each key's value is its round: a version of the store is some prefix of the writes, so the
@@ -239,7 +301,9 @@ fn a_clone_refers_to_its_source_copies_nothing_and_writes_never_touch_the_source
     // The source rewrites everything and collects its garbage: the pin keeps the clone whole.
     fill(&src_db, 0..1000, "rewritten");
     src_db.compact_range(None, None).unwrap();
-    src_fs.collect_garbage(Duration::ZERO).unwrap();
+    churn_log(&src_db);
+    let gc = src_fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(gc.deleted > 0, "{gc:?}");
     let clone = reader(s, &dst_url, None);
     assert_tagged(&clone, 0..500, "clone");
     assert_tagged(&clone, 500..1000, "source");

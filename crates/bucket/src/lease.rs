@@ -1,0 +1,155 @@
+//! A reader's lease: a pin of the version a read-only open replayed, renewed while the store is
+//! open and dropped when it closes, so garbage collection never deletes an object a reader may
+//! still fetch (doc/format.md, "Checkpoints, clones and backups").
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strata_engine::Result;
+
+use crate::checkpoint::pin_now;
+use crate::client::{Client, Created};
+use crate::pin::{Pin, now_millis, pin_key};
+use crate::replay::Replayed;
+use crate::shared::Shared;
+
+/// How long a lease holds past its last renewal.
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(600);
+/// How often an open reader renews it: several tries before it lapses.
+const RENEW_EVERY: Duration = Duration::from_secs(120);
+/// How far the collector's clock may run ahead of the reader's.
+pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+/// The pin name of a lease that holds until `expiry_millis`.
+fn lease_name(expiry_millis: u64, holder: &str) -> String {
+    format!("lease-{expiry_millis:020}-{holder}")
+}
+
+/// When the lease named `name` (a pin's name) lapses, if it is a lease.
+pub(crate) fn lease_expiry(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("lease-")?;
+    let digits = rest.get(..20)?;
+    (digits.bytes().all(|b| b.is_ascii_digit()) && rest[20..].starts_with('-'))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Whether a lease that holds until `expiry_millis` has lapsed, to a collector whose clock
+/// reads `now_millis` (allowing for the reader's clock being behind).
+pub(crate) fn lapsed(expiry_millis: u64, now_millis: u64) -> bool {
+    expiry_millis.saturating_add(CLOCK_SKEW.as_millis() as u64) < now_millis
+}
+
+fn expiry_from_now() -> u64 {
+    now_millis() + LEASE_TTL.as_millis() as u64
+}
+
+/// A read-only open's lease.
+#[derive(Debug)]
+pub(crate) struct ReaderLease {
+    holder: String,
+    /// The pin's current name (it changes at each renewal).
+    name: Mutex<String>,
+    pin: Pin,
+    renewed: Mutex<Instant>,
+    lapsed: AtomicBool,
+}
+
+impl ReaderLease {
+    /// Pins the store's version now for `holder`; the version it pinned.
+    pub(crate) fn take(client: &Client, holder: &str) -> Result<(ReaderLease, Replayed)> {
+        let name = lease_name(expiry_from_now(), holder);
+        let taken = Instant::now();
+        let pin = pin_now(client, &name, format!("reader {holder}"))?;
+        let replayed = pin.replayed();
+        let lease = ReaderLease {
+            holder: holder.to_string(),
+            name: Mutex::new(name),
+            pin,
+            renewed: Mutex::new(taken),
+            lapsed: AtomicBool::new(false),
+        };
+        Ok((lease, replayed))
+    }
+
+    /// Moves the lease to a later expiry: the new pin is written before the old one goes, so the
+    /// version is never unpinned.
+    fn renew(&self, client: &Client) -> Result<()> {
+        let started = Instant::now();
+        let new = lease_name(expiry_from_now(), &self.holder);
+        if client.put_create(&pin_key(&new), Bytes::from(self.pin.encode()))? == Created::Yes {
+            let old = std::mem::replace(&mut *self.name.lock(), new);
+            *self.renewed.lock() = started;
+            client.delete(&pin_key(&old))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the lease ran out before a renewal landed: garbage collection may have deleted
+    /// what this reader has not fetched yet.
+    pub(crate) fn has_lapsed(&self) -> bool {
+        self.lapsed.load(Ordering::Relaxed)
+    }
+
+    /// Drops the lease (the store closes).
+    pub(crate) fn release(&self, client: &Client) -> Result<()> {
+        client.delete(&pin_key(&self.name.lock()))
+    }
+}
+
+/// Renews `shared`'s lease every `RENEW_EVERY` while the store is open, on a thread of its own.
+pub(crate) fn start_renewing(shared: &Arc<Shared>) {
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let spawned = std::thread::Builder::new()
+        .name("strata-bucket-lease".into())
+        .spawn(move || {
+            let mut next = Instant::now() + RENEW_EVERY;
+            loop {
+                // Wakes each second to notice the store closed.
+                std::thread::sleep(Duration::from_secs(1));
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let Some(lease) = &shared.reader_lease else {
+                    return;
+                };
+                if Instant::now() < next {
+                    continue;
+                }
+                next = Instant::now() + RENEW_EVERY;
+                if let Err(e) = lease.renew(&shared.client) {
+                    log::warn!("{}: renewing the reader's lease: {e}", shared.client.url());
+                }
+                if lease.renewed.lock().elapsed() > LEASE_TTL && !lease.has_lapsed() {
+                    lease.lapsed.store(true, Ordering::Relaxed);
+                    log::error!(
+                        "{}: this reader's lease lapsed (the bucket did not take a renewal for \
+                         {LEASE_TTL:?}): garbage collection may delete files it has not fetched \
+                         yet; reopen the store",
+                        shared.client.url()
+                    );
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("no lease renewal: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_names_carry_their_expiry() {
+        let name = lease_name(1_795_877_723_862, "host-1-2");
+        assert_eq!(lease_expiry(&name), Some(1_795_877_723_862));
+        assert_eq!(lease_expiry("nightly"), None);
+        assert_eq!(lease_expiry("lease-12-x"), None);
+        assert!(!lapsed(1_000_000, 1_000_000 + 59_000));
+        assert!(lapsed(1_000_000, 1_000_000 + 61_000));
+    }
+}

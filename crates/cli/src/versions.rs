@@ -1,0 +1,298 @@
+//! `strata checkpoint`, `strata clone` and `strata backup`: versions of a store in a bucket,
+//! made beside its writer (doc/bucket.md, "Checkpoints, clones and backups").
+
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use strata_bucket::{BucketUrl, Client, backup, checkpoint};
+
+use crate::store::BucketArgs;
+
+#[derive(Subcommand, Debug)]
+pub enum CheckpointCommand {
+    /// Pins the store's newest version as NAME: garbage collection keeps everything it needs,
+    /// and `--checkpoint NAME` opens it (read-only) or clones it.
+    Create { name: String },
+    /// Prints the checkpoints, and the pins clones keep in their source.
+    List {
+        /// As JSON (one array) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drops checkpoint NAME; garbage collection may then delete what only it kept.
+    Drop { name: String },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CloneArgs {
+    /// The store to clone: s3://BUCKET/PREFIX (its newest version, or --checkpoint's).
+    pub source: String,
+    /// Where the clone goes: an empty s3://BUCKET/PREFIX. In the source's bucket nothing is
+    /// copied; in another, every object is.
+    pub target: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BackupCommand {
+    /// Backs up --db's newest version into --to, copying only the objects it lacks.
+    Create(To),
+    /// Prints the backups in --to.
+    List {
+        #[command(flatten)]
+        to: To,
+        /// As JSON (one array) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reads every object of a backup (default: each, newest first) and checks its length and
+    /// CRC; exits non-zero naming the first damaged object.
+    Verify {
+        #[command(flatten)]
+        to: To,
+        /// Only this backup.
+        number: Option<u64>,
+    },
+    /// Restores a backup (default: the newest that verifies) as a new store at TARGET, an
+    /// empty s3://BUCKET/PREFIX.
+    Restore {
+        #[command(flatten)]
+        to: To,
+        target: String,
+        /// This backup rather than the newest that verifies.
+        #[arg(long)]
+        backup: Option<u64>,
+    },
+    /// Deletes old backups (the newest always stays) and the objects only they named.
+    Prune {
+        #[command(flatten)]
+        to: To,
+        /// Keep this many of the newest.
+        #[arg(long)]
+        keep: Option<usize>,
+        /// Delete those older than this many days.
+        #[arg(long, value_name = "DAYS")]
+        older_than_days: Option<u64>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct To {
+    /// Where the backups are: s3://BUCKET/PREFIX (another bucket, or a prefix outside the store).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+}
+
+fn client(url: &str, args: &BucketArgs) -> Result<Client, String> {
+    let url = BucketUrl::parse(url).map_err(|e| e.to_string())?;
+    Client::connect(&url, args.s3_endpoint.as_deref(), None).map_err(|e| e.to_string())
+}
+
+fn err(e: strata_engine::Error) -> String {
+    e.to_string()
+}
+
+fn when(millis: u64) -> String {
+    crate::log_format::utc_text(millis / 1000)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// The requests a command made, and how long it took: what it cost, printed.
+fn cost(clients: &[&Client], started: Instant) -> String {
+    let (mut n, mut up, mut down) = (0, 0, 0);
+    for c in clients {
+        let r = c.requests();
+        n += r.gets + r.puts + r.lists + r.deletes;
+        up += r.bytes_up;
+        down += r.bytes_down;
+    }
+    format!(
+        "{n} requests, {} up, {} down, {:.2} s",
+        mib(up),
+        mib(down),
+        started.elapsed().as_secs_f64()
+    )
+}
+
+pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> Result<(), String> {
+    let c = client(db, args)?;
+    match command {
+        CheckpointCommand::Create { name } => {
+            let started = Instant::now();
+            let info = checkpoint::create(&c, name).map_err(err)?;
+            println!(
+                "checkpoint {name}: record {}, {} files, {} objects, {} ({})",
+                info.seq,
+                info.files,
+                info.objects,
+                mib(info.bytes),
+                cost(&[&c], started)
+            );
+        }
+        CheckpointCommand::List { json } => {
+            let all = checkpoint::list(&c).map_err(err)?;
+            if *json {
+                let rows: Vec<_> = all
+                    .iter()
+                    .map(|i| {
+                        serde_json::json!({
+                            "name": i.name, "record": i.seq, "created": when(i.created_millis),
+                            "for": i.source, "files": i.files, "objects": i.objects,
+                            "bytes": i.bytes,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!(
+                    "{:<40} {:>10} {:<21} {:>7} {:>12}  for",
+                    "name", "record", "created", "objects", "size"
+                );
+                for i in all {
+                    println!(
+                        "{:<40} {:>10} {:<21} {:>7} {:>12}  {}",
+                        i.name,
+                        i.seq,
+                        when(i.created_millis),
+                        i.objects,
+                        mib(i.bytes),
+                        i.source
+                    );
+                }
+            }
+        }
+        CheckpointCommand::Drop { name } => {
+            checkpoint::drop(&c, name).map_err(err)?;
+            println!("checkpoint {name} dropped");
+        }
+    }
+    Ok(())
+}
+
+pub fn clone(args: &BucketArgs, clone: &CloneArgs) -> Result<(), String> {
+    let (src, dst) = (client(&clone.source, args)?, client(&clone.target, args)?);
+    let started = Instant::now();
+    let report = strata_bucket::clone_store(&src, &dst, args.checkpoint.as_deref()).map_err(err)?;
+    println!(
+        "cloned {} (record {}) into {}: {} files, {} objects referred to, {} copied ({}); {}",
+        clone.source,
+        report.seq,
+        clone.target,
+        report.files,
+        report.objects_referred,
+        report.objects_copied,
+        mib(report.bytes_copied),
+        cost(&[&src, &dst], started)
+    );
+    if let Some(pin) = report.source_pin {
+        println!(
+            "the source keeps the clone's objects under checkpoint {pin}: drop it there \
+             only once the clone (and every clone of it) is gone"
+        );
+    }
+    Ok(())
+}
+
+pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<(), String> {
+    let started = Instant::now();
+    match command {
+        BackupCommand::Create(to) => {
+            let (src, dest) = (client(db, args)?, client(&to.to, args)?);
+            let r = backup::create(&src, &dest).map_err(err)?;
+            println!(
+                "backup {} of {} (record {}): {} objects copied ({}), {} there already; {}",
+                r.backup.number,
+                db,
+                r.backup.seq,
+                r.copied,
+                mib(r.bytes_copied),
+                r.already_there,
+                cost(&[&src, &dest], started)
+            );
+        }
+        BackupCommand::List { to, json } => {
+            let dest = client(&to.to, args)?;
+            let all = backup::list(&dest).map_err(err)?;
+            if *json {
+                let rows: Vec<_> = all
+                    .iter()
+                    .map(|b| {
+                        serde_json::json!({
+                            "number": b.number, "record": b.seq, "created": when(b.created_millis),
+                            "source": b.source, "files": b.files, "objects": b.objects,
+                            "bytes": b.bytes,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!(
+                    "{:>6} {:>10} {:<21} {:>7} {:>12}  source",
+                    "backup", "record", "created", "objects", "size"
+                );
+                for b in all {
+                    println!(
+                        "{:>6} {:>10} {:<21} {:>7} {:>12}  {}",
+                        b.number,
+                        b.seq,
+                        when(b.created_millis),
+                        b.objects,
+                        mib(b.bytes),
+                        b.source
+                    );
+                }
+            }
+        }
+        BackupCommand::Verify { to, number } => {
+            let dest = client(&to.to, args)?;
+            let numbers: Vec<u64> = match number {
+                Some(n) => vec![*n],
+                None => backup::list(&dest)
+                    .map_err(err)?
+                    .iter()
+                    .rev()
+                    .map(|b| b.number)
+                    .collect(),
+            };
+            for n in numbers {
+                let b = backup::verify(&dest, n).map_err(|e| format!("backup {n}: {e}"))?;
+                println!("backup {n}: {} objects, {}: good", b.objects, mib(b.bytes));
+            }
+        }
+        BackupCommand::Restore { to, target, backup } => {
+            let (dest, target_client) = (client(&to.to, args)?, client(target, args)?);
+            let r = backup::restore(&dest, *backup, &target_client).map_err(err)?;
+            for (n, why) in &r.skipped {
+                println!("backup {n} skipped: {why}");
+            }
+            println!(
+                "restored backup {} (record {} of {}) into {target}: {} objects, {}; {}",
+                r.backup.number,
+                r.backup.seq,
+                r.backup.source,
+                r.objects,
+                mib(r.bytes),
+                cost(&[&dest, &target_client], started)
+            );
+        }
+        BackupCommand::Prune {
+            to,
+            keep,
+            older_than_days,
+        } => {
+            if keep.is_none() && older_than_days.is_none() {
+                return Err("prune needs --keep N or --older-than-days D".into());
+            }
+            let dest = client(&to.to, args)?;
+            let age = older_than_days.map(|d| Duration::from_secs(d * 86_400));
+            let r = backup::prune(&dest, *keep, age).map_err(err)?;
+            println!(
+                "{} backups deleted, {} kept; {} objects deleted",
+                r.backups_deleted, r.backups_kept, r.objects_deleted
+            );
+        }
+    }
+    Ok(())
+}
