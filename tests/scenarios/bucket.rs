@@ -105,3 +105,129 @@ fn a_served_bucket_store_counts_its_requests_and_is_fenced_by_a_second_server() 
         .unwrap();
     stdout(&check);
 }
+
+/// `strata ARGS...` with the bucket's credentials and endpoint.
+fn strata_cmd(endpoint: &str, args: &[&str]) -> Output {
+    Command::new(strata_bin())
+        .args(args)
+        .args(["--s3-endpoint", endpoint])
+        .envs(ENV)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
+    let Some(sw) = seaweed::shared() else { return };
+    let url = sw.fresh_url("versions").to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = [
+        "--s3-endpoint",
+        sw.endpoint.as_str(),
+        "--durability",
+        "bucket",
+    ];
+    let writer = Serve::start_bucket(&url, &tmp.path().join("writer"), &endpoint, &ENV);
+    assert!(put(&writer, "v/1", "bucket").status < 300);
+    // A checkpoint made beside the serving writer, which goes on writing.
+    let made = strata_cmd(&sw.endpoint, &["--db", &url, "checkpoint", "create", "one"]);
+    assert!(
+        stdout(&made).contains("checkpoint one"),
+        "{}",
+        stdout(&made)
+    );
+    assert!(put(&writer, "v/2", "bucket").status < 300);
+    // A second server reads the checkpoint, read-only: v/1 only, and writes are refused.
+    let at_one = Serve::start_bucket(
+        &url,
+        &tmp.path().join("at-one"),
+        &[
+            "--s3-endpoint",
+            &sw.endpoint,
+            "--checkpoint",
+            "one",
+            "--read-only",
+        ],
+        &ENV,
+    );
+    assert_eq!(at_one.value(b"v/1").as_deref(), Some(&b"v/1"[..]));
+    assert_eq!(at_one.value(b"v/2"), None);
+    let refused = put(&at_one, "v/3", "1");
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    at_one.stop();
+    // Without --read-only a checkpoint does not open, and says why.
+    let rw = strata_on(
+        &url,
+        &tmp.path().join("rw"),
+        &sw.endpoint,
+        &["--checkpoint", "one", "put", "k", "v"],
+    );
+    assert!(!rw.status.success());
+    assert!(String::from_utf8_lossy(&rw.stderr).contains("read-only"));
+    // A clone of the live store is a writable store of its own.
+    let clone_url = sw.fresh_url("versions-clone").to_string();
+    let cloned = strata_cmd(&sw.endpoint, &["clone", &url, &clone_url]);
+    assert!(stdout(&cloned).contains("0 copied"), "{}", stdout(&cloned));
+    let clone_cache = tmp.path().join("clone");
+    stdout(&strata_on(
+        &clone_url,
+        &clone_cache,
+        &sw.endpoint,
+        &["put", "only/clone", "c"],
+    ));
+    let got = strata_on(&clone_url, &clone_cache, &sw.endpoint, &["get", "v/2"]);
+    assert_eq!(stdout(&got).trim(), "v/2");
+    assert_eq!(
+        writer.value(b"only/clone"),
+        None,
+        "the clone wrote to its source"
+    );
+    // Backups: the second copies nothing; a restore serves what was backed up.
+    let dest = sw.fresh_url("versions-backups").to_string();
+    let first = strata_cmd(
+        &sw.endpoint,
+        &["--db", &url, "backup", "create", "--to", &dest],
+    );
+    assert!(stdout(&first).contains("backup 1"), "{}", stdout(&first));
+    let second = strata_cmd(
+        &sw.endpoint,
+        &["--db", &url, "backup", "create", "--to", &dest],
+    );
+    assert!(
+        stdout(&second).contains(" 0 objects copied"),
+        "{}",
+        stdout(&second)
+    );
+    stdout(&strata_cmd(
+        &sw.endpoint,
+        &["backup", "verify", "--to", &dest],
+    ));
+    let restored = sw.fresh_url("versions-restored").to_string();
+    stdout(&strata_cmd(
+        &sw.endpoint,
+        &["backup", "restore", "--to", &dest, &restored],
+    ));
+    let got = strata_on(
+        &restored,
+        &tmp.path().join("restored"),
+        &sw.endpoint,
+        &["get", "v/2"],
+    );
+    assert_eq!(stdout(&got).trim(), "v/2");
+    let listed = strata_cmd(
+        &sw.endpoint,
+        &["--db", &url, "checkpoint", "list", "--json"],
+    );
+    let pins: serde_json::Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    let names: Vec<&str> = pins
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"one") && names.iter().any(|n| n.starts_with("clone-")),
+        "{names:?}"
+    );
+    writer.stop();
+}
