@@ -2,6 +2,8 @@
 //! to the source's objects and copies none; the source keeps them through a pin (doc/format.md,
 //! "Checkpoints, clones and backups").
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 use strata_engine::{Error, Result};
 
@@ -117,7 +119,16 @@ pub fn clone_store(src: &Client, dst: &Client, checkpoint: Option<&str>) -> Resu
     let made = if same_bucket {
         report.objects_referred = objects.len();
         let cloned = pin.with_objects(|key| absolute(src, key));
-        write_first_record(dst, &cloned)
+        // The clone names the pin that keeps its source's objects before it refers to any, so
+        // its garbage collection can drop that pin once nothing refers to them any more.
+        let origin = Bytes::from(absolute(src, &pin_key(&pin_name)));
+        match dst.put_create(ORIGIN, origin)? {
+            Created::Yes => write_first_record(dst, &cloned),
+            Created::AlreadyThere => Err(Error::Busy(format!(
+                "{}: another clone is being made here",
+                dst.url()
+            ))),
+        }
     } else {
         // Another bucket cannot be read through this one's name: copy, under the clone's own.
         let mut renamed = std::collections::BTreeMap::new();
@@ -139,6 +150,9 @@ pub fn clone_store(src: &Client, dst: &Client, checkpoint: Option<&str>) -> Resu
     };
     if let Err(e) = made {
         let _ = src.delete(&pin_key(&pin_name));
+        if same_bucket && dst.list("log/").is_ok_and(|l| l.is_empty()) {
+            let _ = dst.delete(ORIGIN);
+        }
         return Err(e);
     }
     if same_bucket {
@@ -148,6 +162,34 @@ pub fn clone_store(src: &Client, dst: &Client, checkpoint: Option<&str>) -> Resu
         src.delete(&pin_key(&pin_name))?;
     }
     Ok(report)
+}
+
+/// The object in a clone naming the pin in its source that keeps the objects it refers to.
+const ORIGIN: &str = "origin";
+
+/// A clone's garbage collection, once `reachable` (everything its records, log checkpoints,
+/// pins and queued entries name, read with no pin being made) names none of its source's
+/// objects: drops the source's pin, which keeps them for nothing now. Objects never become
+/// reachable again, so nothing can come to need them later. Whether it dropped one.
+pub(crate) fn release_origin(client: &Client, reachable: &BTreeSet<String>) -> Result<bool> {
+    let Some(origin) = client.get(ORIGIN)? else {
+        return Ok(false);
+    };
+    let origin = String::from_utf8_lossy(&origin).into_owned();
+    let Some((source_root, _)) = origin.rsplit_once("/pin/") else {
+        return Ok(false);
+    };
+    let source_root = format!("{source_root}/");
+    if reachable.iter().any(|k| k.starts_with(&source_root)) {
+        return Ok(false);
+    }
+    client.delete(&origin)?;
+    client.delete(ORIGIN)?;
+    log::info!(
+        "{}: refers to no object of its source any more; dropped the source's pin {origin}",
+        client.url()
+    );
+    Ok(true)
 }
 
 /// `key` of the store at `client`, named from anywhere in its bucket.

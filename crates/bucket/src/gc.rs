@@ -29,6 +29,8 @@ pub struct GcReport {
     pub held: usize,
     /// Readers' leases that lapsed, deleted.
     pub lapsed_leases: usize,
+    /// A clone that refers to none of its source's objects any more dropped the source's pin.
+    pub released_source: bool,
 }
 
 /// The objects the record or checkpoint `key` names; none if it was deleted since it was listed.
@@ -119,6 +121,9 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     report.deleted = doomed.len();
     client.delete_many(doomed)?;
     client.delete_many(lapsed)?;
+    if held == 0 {
+        report.released_source = crate::clone::release_origin(client, &reachable)?;
+    }
     Ok(report)
 }
 

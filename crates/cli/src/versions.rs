@@ -188,8 +188,8 @@ pub fn clone(args: &BucketArgs, clone: &CloneArgs) -> Result<(), String> {
     );
     if let Some(pin) = report.source_pin {
         println!(
-            "the source keeps the clone's objects under checkpoint {pin}: drop it there \
-             only once the clone (and every clone of it) is gone"
+            "the source keeps the clone's objects under checkpoint {pin}; the clone drops it \
+             once it refers to none of them"
         );
     }
     Ok(())
