@@ -58,6 +58,15 @@ pub struct PruneReport {
     pub backups_kept: usize,
 }
 
+/// How far a copy has got: called after each object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub objects_done: usize,
+    pub objects: usize,
+    pub bytes_done: u64,
+    pub bytes: u64,
+}
+
 /// A pending backup older than this is a dead run's: it no longer keeps its objects.
 const PENDING_HOLDS: Duration = Duration::from_secs(24 * 3600);
 
@@ -130,7 +139,7 @@ fn read_backup(dest: &Client, number: u64) -> Result<Pin> {
 }
 
 /// Backs up `src`'s newest version into `dest`.
-pub fn create(src: &Client, dest: &Client) -> Result<BackupReport> {
+pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Result<BackupReport> {
     if overlaps(src, dest) {
         return Err(Error::InvalidArgument(format!(
             "{} cannot hold backups of {}: one's objects would be listed as the other's",
@@ -162,14 +171,20 @@ pub fn create(src: &Client, dest: &Client) -> Result<BackupReport> {
     // A pin keeps every object the backup reads until the copy is done.
     let pin_name = fresh_name("backup");
     let pin = pin_now(src, &pin_name, source)?;
-    let copied = copy_pinned(src, dest, number, &pin);
+    let copied = copy_pinned(src, dest, number, &pin, progress);
     let unpinned = src.delete(&pin_key(&pin_name));
     let report = copied?;
     unpinned?;
     Ok(report)
 }
 
-fn copy_pinned(src: &Client, dest: &Client, number: u64, pin: &Pin) -> Result<BackupReport> {
+fn copy_pinned(
+    src: &Client,
+    dest: &Client,
+    number: u64,
+    pin: &Pin,
+    progress: &dyn Fn(Progress),
+) -> Result<BackupReport> {
     let mut backup = pin.with_objects(object_key);
     backup.created_millis = now_millis();
     let body = Bytes::from(backup.encode());
@@ -187,15 +202,25 @@ fn copy_pinned(src: &Client, dest: &Client, number: u64, pin: &Pin) -> Result<Ba
             bytes_copied: 0,
             already_there: 0,
         };
-        for (key, len, crc) in pin.objects() {
+        let objects = pin.objects();
+        let mut done = Progress {
+            objects_done: 0,
+            objects: objects.len(),
+            bytes_done: 0,
+            bytes: objects.iter().map(|(_, len, _)| len).sum(),
+        };
+        for (key, len, crc) in objects {
             let to = object_key(&key);
             if there.contains(&to) {
                 report.already_there += 1;
-                continue;
+            } else {
+                copy_object(src, &key, len, crc, dest, &to)?;
+                report.copied += 1;
+                report.bytes_copied += len;
             }
-            copy_object(src, &key, len, crc, dest, &to)?;
-            report.copied += 1;
-            report.bytes_copied += len;
+            done.objects_done += 1;
+            done.bytes_done += len;
+            progress(done);
         }
         match dest.put_create(&backup_key(number), body)? {
             Created::Yes => Ok(report),
@@ -222,7 +247,12 @@ pub fn verify(dest: &Client, number: u64) -> Result<BackupInfo> {
 }
 
 /// Restores backup `number`, or the newest that verifies, as a new store at the empty `target`.
-pub fn restore(dest: &Client, number: Option<u64>, target: &Client) -> Result<RestoreReport> {
+pub fn restore(
+    dest: &Client,
+    number: Option<u64>,
+    target: &Client,
+    progress: &dyn Fn(Progress),
+) -> Result<RestoreReport> {
     if overlaps(dest, target) {
         return Err(Error::InvalidArgument(format!(
             "{} is inside the backups at {} (or holds them)",
@@ -270,13 +300,22 @@ pub fn restore(dest: &Client, number: Option<u64>, target: &Client) -> Result<Re
         });
     };
     let mut renamed = std::collections::BTreeMap::new();
-    let mut bytes = 0;
-    for (i, (key, len, crc)) in pin.objects().iter().enumerate() {
+    let objects = pin.objects();
+    let mut done = Progress {
+        objects_done: 0,
+        objects: objects.len(),
+        bytes_done: 0,
+        bytes: objects.iter().map(|(_, len, _)| len).sum(),
+    };
+    for (i, (key, len, crc)) in objects.iter().enumerate() {
         let to = copied_key(i, key);
         copy_object(dest, key, *len, *crc, target, &to)?;
-        bytes += len;
         renamed.insert(key.clone(), to);
+        done.objects_done += 1;
+        done.bytes_done += len;
+        progress(done);
     }
+    let bytes = done.bytes_done;
     let restored = pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default());
     write_first_record(target, &restored)?;
     Ok(RestoreReport {

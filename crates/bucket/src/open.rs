@@ -36,7 +36,7 @@ pub struct BucketConfig {
     /// The local working copy and cache.
     pub cache_dir: PathBuf,
     pub durability: Durability,
-    /// Open to read: no claim, nothing written to the bucket.
+    /// Open to read: no claim, no change to the store (only a reader's lease is written).
     pub read_only: bool,
     /// Open checkpoint NAME (read-only) instead of the store's newest version.
     pub checkpoint: Option<String>,

@@ -116,6 +116,43 @@ fn cost(clients: &[&Client], started: Instant) -> String {
     )
 }
 
+/// A bar on stderr as objects are copied: redrawn in place on a terminal, else a line per
+/// tenth of the bytes.
+fn show_progress(what: &'static str) -> impl Fn(backup::Progress) {
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let last_tenth = std::cell::Cell::new(0u64);
+    move |p: backup::Progress| {
+        let frac = if p.bytes == 0 {
+            1.0
+        } else {
+            p.bytes_done as f64 / p.bytes as f64
+        };
+        let tenth = (frac * 10.0) as u64;
+        let finished = p.objects_done == p.objects;
+        if !terminal && tenth == last_tenth.get() && !finished {
+            return;
+        }
+        last_tenth.set(tenth);
+        let width = 30;
+        let filled = ((frac * width as f64) as usize).min(width);
+        let line = format!(
+            "{what} [{}{}] {:>3.0}%  {}/{} objects, {} of {}",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            frac * 100.0,
+            p.objects_done,
+            p.objects,
+            mib(p.bytes_done),
+            mib(p.bytes)
+        );
+        if terminal {
+            eprint!("\r{line}{}", if finished { "\n" } else { "" });
+        } else {
+            eprintln!("{line}");
+        }
+    }
+}
+
 pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> Result<(), String> {
     let c = client(db, args)?;
     match command {
@@ -200,7 +237,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
     match command {
         BackupCommand::Create(to) => {
             let (src, dest) = (client(db, args)?, client(&to.to, args)?);
-            let r = backup::create(&src, &dest).map_err(err)?;
+            let r = backup::create(&src, &dest, &show_progress("backing up")).map_err(err)?;
             println!(
                 "backup {} of {} (record {}): {} objects copied ({}), {} there already; {}",
                 r.backup.number,
@@ -263,7 +300,8 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
         }
         BackupCommand::Restore { to, target, backup } => {
             let (dest, target_client) = (client(&to.to, args)?, client(target, args)?);
-            let r = backup::restore(&dest, *backup, &target_client).map_err(err)?;
+            let r = backup::restore(&dest, *backup, &target_client, &show_progress("restoring"))
+                .map_err(err)?;
             for (n, why) in &r.skipped {
                 println!("backup {n} skipped: {why}");
             }

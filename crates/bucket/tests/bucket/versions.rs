@@ -361,12 +361,20 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     let tmp = tempfile::tempdir().unwrap();
     let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
     fill(&db, 0..300, "first");
-    let one = backup::create(&src, &dest).unwrap();
+    let seen = std::cell::RefCell::new(Vec::new());
+    let one = backup::create(&src, &dest, &|p| seen.borrow_mut().push(p)).unwrap();
+    let seen = seen.into_inner();
+    let last = seen.last().expect("progress was reported");
+    assert_eq!(seen.len(), one.copied);
+    assert_eq!(
+        (last.objects_done, last.bytes_done),
+        (last.objects, last.bytes)
+    );
     assert!(one.copied > 0 && one.already_there == 0, "{one:?}");
-    let two = backup::create(&src, &dest).unwrap();
+    let two = backup::create(&src, &dest, &|_| {}).unwrap();
     assert_eq!((two.copied, two.already_there), (0, one.copied), "{two:?}");
     fill(&db, 300..400, "second");
-    let three = backup::create(&src, &dest).unwrap();
+    let three = backup::create(&src, &dest, &|_| {}).unwrap();
     assert!(
         three.copied >= 1 && three.already_there >= one.copied,
         "{three:?}"
@@ -401,7 +409,7 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     assert!(e.to_string().contains(&damaged), "{e}");
     backup::verify(&dest, 2).unwrap();
     let restored_url = s.fresh_url("restored");
-    let restored = backup::restore(&dest, None, &client(s, &restored_url)).unwrap();
+    let restored = backup::restore(&dest, None, &client(s, &restored_url), &|_| {}).unwrap();
     assert_eq!(restored.backup.number, 2);
     assert_eq!(restored.skipped.len(), 1);
     assert_eq!(restored.skipped[0].0, 3);
@@ -419,7 +427,7 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
         let (_f, w) = writer(s, &other, &tmp.path().join("other"));
         fill(&w, 0..10, "other");
     }
-    let e = backup::create(&client(s, &other), &dest).unwrap_err();
+    let e = backup::create(&client(s, &other), &dest, &|_| {}).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     // Pruning to one keeps the newest; objects only the others named go.
     let pruned = backup::prune(&dest, Some(1), None).unwrap();
