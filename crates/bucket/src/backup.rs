@@ -3,17 +3,18 @@
 //! newest one that checks, pruned by count or age (doc/format.md, "Checkpoints, clones and
 //! backups").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::Bytes;
 use strata_engine::{Error, Result};
 
-use crate::checkpoint::{fresh_name, pin_now, read_pin};
-use crate::client::{Client, Created};
-use crate::clone::{overlaps, require_empty, write_first_record};
-use crate::copy::{copied_key, copy_object, verify_object};
-use crate::pin::{Pin, now_millis, pin_key};
+use crate::checkpoint::{fresh_name, read_pin};
+use crate::client::Client;
+use crate::clone::{copy_all, overlaps, require_empty, write_first_record};
+use crate::copy::{copy_object, verify_object};
+use crate::lease::ReaderLease;
+use crate::pin::{Pin, now_millis};
 
 /// A backup, as `list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,14 +86,23 @@ fn parse_number(key: &str, dir: &str) -> Option<u64> {
         .flatten()
 }
 
-/// Where the destination keeps its copy of the source's object `key`: one name per source
-/// object, so a second backup finds it.
-fn object_key(key: &str) -> String {
+/// Where the destination keeps its copy of the source's object `key` (`len` bytes of CRC
+/// `crc`): one name per source object and contents, so a second backup finds it, and a store
+/// recreated at the same URL, whose new objects may reuse the old names, never passes for it.
+fn object_key(key: &str, len: u64, crc: u32) -> String {
     match key.strip_prefix('/') {
-        Some(absolute) => format!("objects/abs/{absolute}"),
-        None => format!("objects/rel/{key}"),
+        Some(absolute) => format!("objects/abs/{absolute}.{len}-{crc:08x}"),
+        None => format!("objects/rel/{key}.{len}-{crc:08x}"),
     }
 }
+
+/// Where a prune in progress says so: a backup made meanwhile waits for it.
+fn prune_marker_key(run: &str) -> String {
+    format!("backup-prune/{run}")
+}
+
+/// How long a prune's marker counts (a prune that died leaves one).
+const PRUNE_HOLDS: Duration = Duration::from_secs(3600);
 
 fn info(number: u64, pin: &Pin) -> BackupInfo {
     BackupInfo {
@@ -168,33 +178,51 @@ pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Resul
         .max()
         .unwrap_or(0)
         + 1;
-    // A pin keeps every object the backup reads until the copy is done.
-    let pin_name = fresh_name("backup");
-    let pin = pin_now(src, &pin_name, source)?;
-    let copied = copy_pinned(src, dest, number, &pin, progress);
-    let unpinned = src.delete(&pin_key(&pin_name));
+    // A lease keeps every object the backup reads until the copy is done, and lapses should
+    // this process die mid-copy.
+    let (lease, _) = ReaderLease::take(src, &fresh_name("backup"))?;
+    let copied = copy_leased(src, dest, number, &lease, progress);
+    let released = lease.release(src);
     let report = copied?;
-    unpinned?;
+    released?;
     Ok(report)
 }
 
-fn copy_pinned(
+fn copy_leased(
     src: &Client,
     dest: &Client,
     number: u64,
-    pin: &Pin,
+    lease: &ReaderLease,
     progress: &dyn Fn(Progress),
 ) -> Result<BackupReport> {
-    let mut backup = pin.with_objects(object_key);
+    let pin = lease.pin();
+    let objects = pin.objects();
+    let named: BTreeMap<&str, (u64, u32)> = objects
+        .iter()
+        .map(|(k, len, crc)| (k.as_str(), (*len, *crc)))
+        .collect();
+    let mut backup = pin.with_objects(|k| {
+        let (len, crc) = named.get(k).copied().unwrap_or_default();
+        object_key(k, len, crc)
+    });
     backup.created_millis = now_millis();
+    backup.source = src.url().to_string();
     let body = Bytes::from(backup.encode());
-    if dest.put_create(&pending_key(number), body.clone())? == Created::AlreadyThere {
+    if !dest.put_create_or_own(&pending_key(number), body.clone())? {
         return Err(Error::Busy(format!(
             "{}: another backup is being made ({number})",
             dest.url()
         )));
     }
     let copied = (|| {
+        // A prune that began before the pending backup landed may not have seen it, and may
+        // delete objects this one finds already there: wait for none.
+        if fresh_prune(dest)? {
+            return Err(Error::Busy(format!(
+                "{}: a prune is running; back up once it ends",
+                dest.url()
+            )));
+        }
         let there: BTreeSet<String> = dest.list("objects/")?.into_iter().collect();
         let mut report = BackupReport {
             backup: info(number, &backup),
@@ -202,19 +230,19 @@ fn copy_pinned(
             bytes_copied: 0,
             already_there: 0,
         };
-        let objects = pin.objects();
         let mut done = Progress {
             objects_done: 0,
             objects: objects.len(),
             bytes_done: 0,
             bytes: objects.iter().map(|(_, len, _)| len).sum(),
         };
-        for (key, len, crc) in objects {
-            let to = object_key(&key);
+        for (key, len, crc) in &objects {
+            let to = object_key(key, *len, *crc);
             if there.contains(&to) {
                 report.already_there += 1;
             } else {
-                copy_object(src, &key, len, crc, dest, &to)?;
+                lease.renew_if_due(src)?;
+                copy_object(src, key, *len, *crc, dest, &to)?;
                 report.copied += 1;
                 report.bytes_copied += len;
             }
@@ -222,18 +250,30 @@ fn copy_pinned(
             done.bytes_done += len;
             progress(done);
         }
-        match dest.put_create(&backup_key(number), body)? {
-            Created::Yes => Ok(report),
-            Created::AlreadyThere => Err(Error::Busy(format!(
+        if dest.put_create_or_own(&backup_key(number), body)? {
+            Ok(report)
+        } else {
+            Err(Error::Busy(format!(
                 "{}: backup {number} was made meanwhile by another process",
                 dest.url()
-            ))),
+            )))
         }
     })();
     let removed = dest.delete(&pending_key(number));
     let report = copied?;
     removed?;
     Ok(report)
+}
+
+/// Whether a prune is running (its marker younger than `PRUNE_HOLDS`).
+fn fresh_prune(dest: &Client) -> Result<bool> {
+    let now = now_millis() / 1000;
+    Ok(dest
+        .list_aged("backup-prune/")?
+        .iter()
+        .any(|(_, modified)| {
+            now.saturating_sub(u64::try_from(*modified).unwrap_or(0)) < PRUNE_HOLDS.as_secs()
+        }))
 }
 
 /// Reads every object of backup `number` and checks its length and CRC: the first that fails
@@ -283,7 +323,7 @@ pub fn restore(
                 chosen = Some((*n, pin));
                 break;
             }
-            Err(e) if number.is_none() => {
+            Err(e) if number.is_none() && e.kind() == strata_engine::ErrorKind::Corruption => {
                 log::warn!("{}: backup {n} does not verify: {e}", dest.url());
                 skipped.push((*n, e.to_string()));
             }
@@ -299,29 +339,14 @@ pub fn restore(
             },
         });
     };
-    let mut renamed = std::collections::BTreeMap::new();
+    let restored = copy_all(dest, target, pin, None, progress)?;
     let objects = pin.objects();
-    let mut done = Progress {
-        objects_done: 0,
-        objects: objects.len(),
-        bytes_done: 0,
-        bytes: objects.iter().map(|(_, len, _)| len).sum(),
-    };
-    for (i, (key, len, crc)) in objects.iter().enumerate() {
-        let to = copied_key(i, key);
-        copy_object(dest, key, *len, *crc, target, &to)?;
-        renamed.insert(key.clone(), to);
-        done.objects_done += 1;
-        done.bytes_done += len;
-        progress(done);
-    }
-    let bytes = done.bytes_done;
-    let restored = pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default());
+    let bytes = objects.iter().map(|(_, len, _)| len).sum();
     write_first_record(target, &restored)?;
     Ok(RestoreReport {
         backup: info(n, pin),
         skipped,
-        objects: renamed.len(),
+        objects: objects.len(),
         bytes,
     })
 }
@@ -338,6 +363,27 @@ pub fn prune(
             "--keep 0 would delete every backup; the newest is always kept".into(),
         ));
     }
+    // Marked first, then the pending backups read below: a backup either lands its pending
+    // record before that read, or sees this marker and stops.
+    let run = fresh_name("prune");
+    if !dest.put_create_or_own(&prune_marker_key(&run), Bytes::from(run.clone()))? {
+        return Err(Error::Busy(format!(
+            "{}: prune marker {run} exists",
+            dest.url()
+        )));
+    }
+    let pruned = prune_marked(dest, keep, older_than);
+    let removed = dest.delete(&prune_marker_key(&run));
+    let report = pruned?;
+    removed?;
+    Ok(report)
+}
+
+fn prune_marked(
+    dest: &Client,
+    keep: Option<usize>,
+    older_than: Option<Duration>,
+) -> Result<PruneReport> {
     let all = backups(dest)?;
     let now = now_millis();
     let mut report = PruneReport::default();

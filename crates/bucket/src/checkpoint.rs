@@ -8,14 +8,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use strata_engine::{Error, Result};
 
-use crate::client::{Client, Created};
+use crate::client::Client;
 use crate::pin::{Pin, check_name, marker_key, now_millis, pin_key};
 
-/// How long a marker stops garbage collection (judged by the bucket's clock).
-pub(crate) const MARKER_HOLDS: Duration = Duration::from_secs(600);
-/// How long a checkpoint may take from its marker's PUT to its pin's: half the marker's hold,
-/// leaving the rest for the two machines' clocks to disagree.
+/// How long a marker stops garbage collection: its age is the collector's clock against the
+/// bucket's time of the marker's PUT, so it is long beside `MAKING_LIMIT`, leaving 55 minutes
+/// for the clocks to disagree. A maker that died holds collection off this long.
+pub(crate) const MARKER_HOLDS: Duration = Duration::from_secs(3600);
+/// How long a pin may take from its marker's PUT to its own.
 const MAKING_LIMIT: Duration = Duration::from_secs(300);
+/// Names the store gives its own pins; a checkpoint may not take them.
+const RESERVED: [&str; 3] = ["lease-", "clone-", "backup-"];
 
 /// A checkpoint, as `list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,12 @@ impl CheckpointInfo {
 /// Pins the store's current version as checkpoint `name`.
 pub fn create(client: &Client, name: &str) -> Result<CheckpointInfo> {
     check_name(name)?;
+    if let Some(prefix) = RESERVED.iter().find(|p| name.starts_with(*p)) {
+        return Err(Error::InvalidArgument(format!(
+            "{name:?}: names starting {prefix:?} are the store's own (readers' leases, clones' \
+             and backups' pins)"
+        )));
+    }
     let pin = pin_now(client, name, client.url().to_string())?;
     Ok(CheckpointInfo::of(name, &pin))
 }
@@ -67,15 +76,16 @@ pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin
     place_marker(client, name)?;
     let made = (|| {
         let view = crate::open::replay(client)?;
+        if view.replayed.last_seq == 0 {
+            return Err(Error::NotFound(format!("{}: no store here", client.url())));
+        }
         let pin = Pin::of(&view.replayed, source);
-        match client.put_create(&pin_key(name), Bytes::from(pin.encode()))? {
-            Created::Yes => {}
-            Created::AlreadyThere => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a checkpoint named {name:?} was made meanwhile",
-                    client.url()
-                )));
-            }
+        // Settled, not taken at its word: a PUT whose answer was lost finds its own pin.
+        if !client.put_create_or_own(&pin_key(name), Bytes::from(pin.encode()))? {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a checkpoint named {name:?} was made meanwhile",
+                client.url()
+            )));
         }
         if started.elapsed() > MAKING_LIMIT {
             // Garbage collection may have gone on past the marker: the pin proves nothing.
@@ -98,8 +108,9 @@ pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin
 /// PUTs the marker of `name`, create-only; one older than its hold (its maker died) is
 /// replaced once.
 fn place_marker(client: &Client, name: &str) -> Result<()> {
-    let body = || Bytes::from(now_millis().to_string());
-    if client.put_create(&marker_key(name), body())? == Created::Yes {
+    // Unique, so that a retried PUT tells its own marker from another maker's.
+    let body = || Bytes::from(format!("{} {}", now_millis(), fresh_name("maker")));
+    if client.put_create_or_own(&marker_key(name), body())? {
         return Ok(());
     }
     let fresh = marker_ages(client)?
@@ -112,13 +123,33 @@ fn place_marker(client: &Client, name: &str) -> Result<()> {
         )));
     }
     client.delete(&marker_key(name))?;
-    match client.put_create(&marker_key(name), body())? {
-        Created::Yes => Ok(()),
-        Created::AlreadyThere => Err(Error::Busy(format!(
+    if client.put_create_or_own(&marker_key(name), body())? {
+        Ok(())
+    } else {
+        Err(Error::Busy(format!(
             "{}: checkpoint {name:?} is being made by another process",
             client.url()
-        ))),
+        )))
     }
+}
+
+/// Pins checkpoint `from`'s version again as `name` (a clone's pin, which must outlive the
+/// checkpoint). The checkpoint is checked to be there still once the copy is: dropped before
+/// that, a collection pass that saw neither pin may have deleted what it kept.
+pub(crate) fn pin_copy(client: &Client, from: &str, name: &str, source: String) -> Result<Pin> {
+    let mut pin = read(client, from)?;
+    pin.source = source;
+    if !client.put_create_or_own(&pin_key(name), Bytes::from(pin.encode()))? {
+        return Err(Error::Busy(format!("{}: pin {name} exists", client.url())));
+    }
+    if client.head(&pin_key(from))?.is_none() {
+        client.delete(&pin_key(name))?;
+        return Err(Error::NotFound(format!(
+            "{}: checkpoint {from:?} was dropped while it was being cloned",
+            client.url()
+        )));
+    }
+    Ok(pin)
 }
 
 /// Every marker and how old the bucket says it is.

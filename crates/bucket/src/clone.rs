@@ -2,14 +2,16 @@
 //! to the source's objects and copies none; the source keeps them through a pin (doc/format.md,
 //! "Checkpoints, clones and backups").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use strata_engine::{Error, Result};
 
-use crate::checkpoint::{fresh_name, pin_now, read};
-use crate::client::{Client, Created};
+use crate::backup::Progress;
+use crate::checkpoint::{fresh_name, pin_copy, pin_now};
+use crate::client::Client;
 use crate::copy::{copied_key, copy_object};
+use crate::lease::ReaderLease;
 use crate::log::log_key;
 use crate::pin::{Pin, pin_key};
 
@@ -29,7 +31,7 @@ pub struct CloneReport {
 }
 
 /// The directories of a store: another store's objects must not fall under any of them.
-const STORE_DIRS: [&str; 9] = [
+const STORE_DIRS: [&str; 10] = [
     "data/",
     "log/",
     "checkpoint/",
@@ -38,6 +40,7 @@ const STORE_DIRS: [&str; 9] = [
     "probe/",
     "backup/",
     "backup-pending/",
+    "backup-prune/",
     "objects/",
 ];
 
@@ -67,20 +70,60 @@ pub(crate) fn require_empty(dst: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Writes `pin`'s files as record 1 of the new store at `dst`, create-only.
+/// Writes `pin`'s files as record 1 of the new store at `dst`, create-only (settled: a PUT
+/// whose answer was lost finds its own record).
 pub(crate) fn write_first_record(dst: &Client, pin: &Pin) -> Result<()> {
     let record = pin.as_first_record();
-    match dst.put_create(&log_key(1), Bytes::from(record.encode()))? {
-        Created::Yes => Ok(()),
-        Created::AlreadyThere => Err(Error::Busy(format!(
+    if dst.put_create_or_own(&log_key(1), Bytes::from(record.encode()))? {
+        Ok(())
+    } else {
+        Err(Error::Busy(format!(
             "{}: another process made a store here meanwhile",
             dst.url()
-        ))),
+        )))
     }
 }
 
+/// Copies every object `pin` names from `src` into `dst` under names of this run's own (so two
+/// runs into one store never write the same name), renewing `lease` as it goes; the pin with
+/// its keys renamed to the copies.
+pub(crate) fn copy_all(
+    src: &Client,
+    dst: &Client,
+    pin: &Pin,
+    lease: Option<&ReaderLease>,
+    progress: &dyn Fn(Progress),
+) -> Result<Pin> {
+    let run = fresh_name("copy");
+    let objects = pin.objects();
+    let mut done = Progress {
+        objects_done: 0,
+        objects: objects.len(),
+        bytes_done: 0,
+        bytes: objects.iter().map(|(_, len, _)| len).sum(),
+    };
+    let mut renamed = BTreeMap::new();
+    for (i, (key, len, crc)) in objects.iter().enumerate() {
+        if let Some(lease) = lease {
+            lease.renew_if_due(src)?;
+        }
+        let to = copied_key(&run, i, key);
+        copy_object(src, key, *len, *crc, dst, &to)?;
+        renamed.insert(key.clone(), to);
+        done.objects_done += 1;
+        done.bytes_done += len;
+        progress(done);
+    }
+    Ok(pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default()))
+}
+
 /// Clones `src` (its newest version, or its checkpoint `checkpoint`) into the empty `dst`.
-pub fn clone_store(src: &Client, dst: &Client, checkpoint: Option<&str>) -> Result<CloneReport> {
+pub fn clone_store(
+    src: &Client,
+    dst: &Client,
+    checkpoint: Option<&str>,
+    progress: &dyn Fn(Progress),
+) -> Result<CloneReport> {
     if overlaps(src, dst) {
         return Err(Error::InvalidArgument(format!(
             "{} and {}: one store's objects would be listed as the other's; pick prefixes \
@@ -90,78 +133,68 @@ pub fn clone_store(src: &Client, dst: &Client, checkpoint: Option<&str>) -> Resu
         )));
     }
     require_empty(dst)?;
+    if src.url().bucket != dst.url().bucket {
+        // Another bucket cannot be read through this one's name: every object is copied, under
+        // a lease that lapses should this process die mid-copy.
+        let holder = fresh_name("clone");
+        let lease = match checkpoint {
+            Some(name) => ReaderLease::of_checkpoint(src, name, &holder)?,
+            None => ReaderLease::take(src, &holder)?.0,
+        };
+        let copied = copy_all(src, dst, lease.pin(), Some(&lease), progress)
+            .and_then(|copy| write_first_record(dst, &copy).map(|()| copy));
+        let released = lease.release(src);
+        let copy = copied?;
+        released?;
+        let pin = lease.pin();
+        return Ok(CloneReport {
+            seq: pin.seq,
+            files: copy.replayed().files.len(),
+            objects_referred: 0,
+            objects_copied: pin.objects().len(),
+            bytes_copied: pin.objects().iter().map(|(_, len, _)| len).sum(),
+            source_pin: None,
+        });
+    }
+    // In the same bucket the clone refers to the source's objects, kept by a pin made before
+    // anything refers to them and outliving that: from a checkpoint, a copy of it (the
+    // checkpoint may be dropped first).
     let pin_name = fresh_name("clone");
-    // The pin is made before anything refers to its objects and outlives the clone's use of
-    // them: from a checkpoint, a copy of it (the checkpoint may be dropped first).
     let pin = match checkpoint {
-        Some(name) => {
-            let mut pin = read(src, name)?;
-            pin.source = dst.url().to_string();
-            match src.put_create(&pin_key(&pin_name), Bytes::from(pin.encode()))? {
-                Created::Yes => pin,
-                Created::AlreadyThere => {
-                    return Err(Error::Busy(format!("{}: pin {pin_name} exists", src.url())));
-                }
-            }
-        }
+        Some(name) => pin_copy(src, name, &pin_name, dst.url().to_string())?,
         None => pin_now(src, &pin_name, dst.url().to_string())?,
     };
-    let objects = pin.objects();
-    let mut report = CloneReport {
-        seq: pin.seq,
-        files: pin.replayed().files.len(),
-        objects_referred: 0,
-        objects_copied: 0,
-        bytes_copied: 0,
-        source_pin: None,
-    };
-    let same_bucket = src.url().bucket == dst.url().bucket;
-    let made = if same_bucket {
-        report.objects_referred = objects.len();
-        let cloned = pin.with_objects(|key| absolute(src, key));
-        // The clone names the pin that keeps its source's objects before it refers to any, so
-        // its garbage collection can drop that pin once nothing refers to them any more.
-        let origin = Bytes::from(absolute(src, &pin_key(&pin_name)));
-        match dst.put_create(ORIGIN, origin)? {
-            Created::Yes => write_first_record(dst, &cloned),
-            Created::AlreadyThere => Err(Error::Busy(format!(
-                "{}: another clone is being made here",
-                dst.url()
-            ))),
-        }
-    } else {
-        // Another bucket cannot be read through this one's name: copy, under the clone's own.
-        let mut renamed = std::collections::BTreeMap::new();
-        let copied = objects
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, (key, len, crc))| {
-                let to_key = copied_key(i, key);
-                copy_object(src, key, *len, *crc, dst, &to_key)?;
-                report.objects_copied += 1;
-                report.bytes_copied += len;
-                renamed.insert(key.clone(), to_key);
-                Ok::<_, Error>(())
-            });
-        copied.and_then(|()| {
-            let cloned = pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default());
-            write_first_record(dst, &cloned)
+    let cloned = pin.with_objects(|key| absolute(src, key));
+    // The clone names that pin before it refers to any object, so its garbage collection can
+    // drop the pin once nothing refers to them any more. One left by a clone that died before
+    // its record 1 is replaced; should two clones race, the loser's origin may stay, which
+    // leaves the winner's pin in place for good (kept, never lost).
+    let origin = absolute(src, &pin_key(&pin_name));
+    let made = dst
+        .put_create_or_own(ORIGIN, Bytes::from(origin.clone()))
+        .and_then(|ours| {
+            if ours {
+                Ok(())
+            } else {
+                dst.put_overwrite(ORIGIN, Bytes::from(origin.clone()))
+            }
         })
-    };
+        .and_then(|()| write_first_record(dst, &cloned));
     if let Err(e) = made {
         let _ = src.delete(&pin_key(&pin_name));
-        if same_bucket && dst.list("log/").is_ok_and(|l| l.is_empty()) {
+        if dst.get(ORIGIN).ok().flatten().as_deref() == Some(origin.as_bytes()) {
             let _ = dst.delete(ORIGIN);
         }
         return Err(e);
     }
-    if same_bucket {
-        report.source_pin = Some(pin_name);
-    } else {
-        // The copies are the clone's own: the source need keep nothing for it.
-        src.delete(&pin_key(&pin_name))?;
-    }
-    Ok(report)
+    Ok(CloneReport {
+        seq: pin.seq,
+        files: pin.replayed().files.len(),
+        objects_referred: pin.objects().len(),
+        objects_copied: 0,
+        bytes_copied: 0,
+        source_pin: Some(pin_name),
+    })
 }
 
 /// The object in a clone naming the pin in its source that keeps the objects it refers to.
@@ -176,11 +209,12 @@ pub(crate) fn release_origin(client: &Client, reachable: &BTreeSet<String>) -> R
         return Ok(false);
     };
     let origin = String::from_utf8_lossy(&origin).into_owned();
-    let Some((source_root, _)) = origin.rsplit_once("/pin/") else {
+    if !origin.starts_with('/') || !origin.contains("/pin/") {
         return Ok(false);
-    };
-    let source_root = format!("{source_root}/");
-    if reachable.iter().any(|k| k.starts_with(&source_root)) {
+    }
+    // Any absolute key keeps it, not only one under the source's prefix: a clone of a clone
+    // names its grandsource's objects too, which only its source's pins keep.
+    if reachable.iter().any(|k| k.starts_with('/')) {
         return Ok(false);
     }
     client.delete(&origin)?;

@@ -27,14 +27,26 @@ fn missing(client: &Client, key: &str) -> Error {
     }
 }
 
-/// Reads the whole object `key` and checks it holds `len` bytes of CRC32C `crc`.
+/// Reads the whole object `key`, a ranged GET per piece (each under the request timeout however
+/// big the object), and checks it holds `len` bytes of CRC32C `crc`.
 pub(crate) fn verify_object(client: &Client, key: &str, len: u64, crc: u32) -> Result<()> {
-    if client.head(key)?.is_none() {
+    let Some(found) = client.head(key)? else {
         return Err(missing(client, key));
+    };
+    if found != len {
+        return Err(mismatch(client, key, (found, 0), (len, crc)));
     }
-    let got = client.get_into(key, &mut std::io::sink())?;
-    if got != (len, crc) {
-        return Err(mismatch(client, key, got, (len, crc)));
+    let (mut at, mut got) = (0u64, 0u32);
+    while at < len {
+        let piece = client.get_range(key, at..at + PIECE.min(len - at))?;
+        if piece.is_empty() {
+            break;
+        }
+        got = crc32c::crc32c_append(got, &piece);
+        at += piece.len() as u64;
+    }
+    if (at, got) != (len, crc) {
+        return Err(mismatch(client, key, (at, got), (len, crc)));
     }
     Ok(())
 }
@@ -62,6 +74,10 @@ pub(crate) fn copy_object(
             Created::AlreadyThere => verify_object(to, to_key, len, crc),
         };
     }
+    // A multipart upload cannot be create-only: one already there is checked, not replaced.
+    if to.head(to_key)?.is_some() {
+        return verify_object(to, to_key, len, crc);
+    }
     let (mut at, mut crc_so_far) = (0u64, 0u32);
     to.put_multipart(to_key, || {
         if at >= len {
@@ -88,9 +104,10 @@ pub(crate) fn copy_object(
     Ok(())
 }
 
-/// A data object's name in a store it is copied into: under epoch 0 (never a writer's), its
-/// place in the copy, then the file name the source gave it.
-pub(crate) fn copied_key(index: usize, source_key: &str) -> String {
+/// A data object's name in a store it is copied into: under epoch 0 (never a writer's), then
+/// the copying run's own name (two runs into one store never share one), its place in the copy,
+/// and the file name the source gave it.
+pub(crate) fn copied_key(run: &str, index: usize, source_key: &str) -> String {
     let base = source_key.rsplit('/').next().unwrap_or(source_key);
-    format!("data/0000000000/{index:08}-{base}")
+    format!("data/0000000000/{run}/{index:08}-{base}")
 }

@@ -72,9 +72,16 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         reachable.extend(named_by(shared, &key)?);
     }
     reachable.extend(log.waiting_objects());
-    // Pins after the records: a pin made from a view read after this pass read the records
-    // names only objects this pass found reachable, or its maker's marker is listed below.
-    let mut held = 0;
+    // Then the markers, then the pins. A pin's maker places its marker, replays, PUTs the pin
+    // and only then deletes the marker. If this pass lists the markers before the maker placed
+    // its marker, the maker replayed after this pass read the records: every object its pin
+    // names was reachable then, and objects never become reachable again. If it lists them
+    // while the marker is there, the pass holds. If after, the pin was PUT before the marker
+    // went, so before the pins are listed below.
+    let mut held = crate::checkpoint::marker_ages(client)?
+        .into_iter()
+        .filter(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS)
+        .count();
     let mut lapsed = Vec::new();
     let now_millis = crate::pin::now_millis();
     for key in client.list("pin/")? {
@@ -89,10 +96,6 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
             None => held += 1,
         }
     }
-    held += crate::checkpoint::marker_ages(client)?
-        .into_iter()
-        .filter(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS)
-        .count();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use strata_engine::Result;
 
 use crate::checkpoint::pin_now;
-use crate::client::{Client, Created};
+use crate::client::Client;
 use crate::pin::{Pin, now_millis, pin_key};
 use crate::replay::Replayed;
 use crate::shared::Shared;
@@ -75,12 +75,45 @@ impl ReaderLease {
         Ok((lease, replayed))
     }
 
+    /// A lease on checkpoint `checkpoint`'s version (a copy from it, which lapses if the copier
+    /// dies).
+    pub(crate) fn of_checkpoint(
+        client: &Client,
+        checkpoint: &str,
+        holder: &str,
+    ) -> Result<ReaderLease> {
+        let name = lease_name(expiry_from_now(), holder);
+        let taken = Instant::now();
+        let pin =
+            crate::checkpoint::pin_copy(client, checkpoint, &name, format!("copier {holder}"))?;
+        Ok(ReaderLease {
+            holder: holder.to_string(),
+            name: Mutex::new(name),
+            pin,
+            renewed: Mutex::new(taken),
+            lapsed: AtomicBool::new(false),
+        })
+    }
+
+    /// The version the lease pins.
+    pub(crate) fn pin(&self) -> &Pin {
+        &self.pin
+    }
+
+    /// Renews the lease if it is due (a long copy calls this as it goes).
+    pub(crate) fn renew_if_due(&self, client: &Client) -> Result<()> {
+        if self.renewed.lock().elapsed() >= RENEW_EVERY {
+            self.renew(client)?;
+        }
+        Ok(())
+    }
+
     /// Moves the lease to a later expiry: the new pin is written before the old one goes, so the
     /// version is never unpinned.
     fn renew(&self, client: &Client) -> Result<()> {
         let started = Instant::now();
         let new = lease_name(expiry_from_now(), &self.holder);
-        if client.put_create(&pin_key(&new), Bytes::from(self.pin.encode()))? == Created::Yes {
+        if client.put_create_or_own(&pin_key(&new), Bytes::from(self.pin.encode()))? {
             let old = std::mem::replace(&mut *self.name.lock(), new);
             *self.renewed.lock() = started;
             client.delete(&pin_key(&old))?;

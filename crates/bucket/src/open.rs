@@ -160,6 +160,16 @@ impl BucketFs {
                     config.url
                 )));
             }
+            if !read_state(&root, &config.url).is_empty() {
+                // Made to match the checkpoint, a writer's working copy would lose what only it
+                // holds (WALs synced to `local`) and be distrusted at the writer's next open.
+                return Err(Error::InvalidArgument(format!(
+                    "{} is a writer's working copy of {}: open checkpoint {name:?} with another \
+                     --cache-dir",
+                    root.display(),
+                    config.url
+                )));
+            }
             let replayed = crate::checkpoint::read(&client, name)?.replayed();
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             write_state(&root, &config.url, &[])?;

@@ -72,9 +72,18 @@ pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
         return Ok(PathBuf::from(db));
     }
     let url = BucketUrl::parse(db).map_err(|e| e.to_string())?;
-    let cache_dir = match &args.cache_dir {
-        Some(d) => d.clone(),
-        None => default_cache_dir(&url)?,
+    let cache_dir = match (&args.cache_dir, &args.checkpoint) {
+        (Some(d), _) => d.clone(),
+        (None, None) => default_cache_dir(&url)?,
+        // A checkpoint's working copy is its own: the store's is a writer's.
+        (None, Some(name)) => {
+            let dir = default_cache_dir(&url)?;
+            let last = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            dir.with_file_name(format!("{last}@checkpoint-{name}"))
+        }
     };
     let bucket = Bucket {
         url,

@@ -211,7 +211,13 @@ pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> R
 pub fn clone(args: &BucketArgs, clone: &CloneArgs) -> Result<(), String> {
     let (src, dst) = (client(&clone.source, args)?, client(&clone.target, args)?);
     let started = Instant::now();
-    let report = strata_bucket::clone_store(&src, &dst, args.checkpoint.as_deref()).map_err(err)?;
+    let report = strata_bucket::clone_store(
+        &src,
+        &dst,
+        args.checkpoint.as_deref(),
+        &show_progress("copying"),
+    )
+    .map_err(err)?;
     println!(
         "cloned {} (record {}) into {}: {} files, {} objects referred to, {} copied ({}); {}",
         clone.source,
@@ -324,7 +330,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
                 return Err("prune needs --keep N or --older-than-days D".into());
             }
             let dest = client(&to.to, args)?;
-            let age = older_than_days.map(|d| Duration::from_secs(d * 86_400));
+            let age = older_than_days.map(|d| Duration::from_secs(d.saturating_mul(86_400)));
             let r = backup::prune(&dest, *keep, age).map_err(err)?;
             println!(
                 "{} backups deleted, {} kept; {} objects deleted",

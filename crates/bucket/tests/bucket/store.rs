@@ -5,22 +5,9 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 
 use crate::support::seaweed::{self, Seaweed};
-use crate::support::{get, open_db, synced};
+use crate::support::{get, noise, open_db, synced};
 use strata_bucket::{BucketFs, Durability};
 use strata_engine::ErrorKind;
-
-/// `len` bytes no compressor shrinks, the same for the same seed (xorshift).
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn sw() -> Option<&'static Seaweed> {
     seaweed::shared()

@@ -13,7 +13,7 @@ use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Client, Durability, backu
 use strata_engine::{Db, ErrorKind, Options, WriteBatch};
 
 use crate::support::seaweed::{self, Seaweed};
-use crate::support::{get, open_db, synced};
+use crate::support::{get, noise, open_db, synced};
 
 fn client(s: &Seaweed, url: &BucketUrl) -> Client {
     Client::connect(url, Some(&s.endpoint), Some(&seaweed::credentials())).unwrap()
@@ -90,10 +90,15 @@ fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped()
     assert!(made.files > 0 && made.objects > 0, "{made:?}");
     let e = checkpoint::create(&c, "before-rewrite").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert_eq!(
-        checkpoint::create(&c, "../x").unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
+    for bad in [
+        "../x",
+        "lease-00000000000000000001-x",
+        "clone-1",
+        "backup-1",
+    ] {
+        let e = checkpoint::create(&c, bad).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}: {e}");
+    }
     // Everything rewritten and compacted: the old tables are named by nothing but the pin.
     fill(&db, 0..300, "new");
     db.compact_range(None, None).unwrap();
@@ -111,6 +116,18 @@ fn a_checkpoint_opens_as_it_was_and_garbage_collection_spares_it_until_dropped()
     })
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+    // Nor in a writer's working copy, which it would lose what only it holds from.
+    drop(db);
+    drop(fs);
+    let e = BucketFs::open(&BucketConfig {
+        read_only: true,
+        checkpoint: Some("before-rewrite".into()),
+        ..s.config(&url, tmp.path().join("w"), Durability::Remote)
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    assert_tagged(&db, 0..300, "new");
     // A maker's marker stops garbage collection; dropping the pin lets it go on.
     c.put_create("pinning/someone", Bytes::from_static(b"0"))
         .unwrap();
@@ -168,16 +185,29 @@ fn a_reader_leases_its_version_so_garbage_collection_keeps_it_until_it_closes() 
             .iter()
             .any(|(key, _, _)| c.head(key).unwrap().is_none())
     );
-    // A lease whose reader died lapses: it holds nothing, and goes.
-    let stale = checkpoint::read(&c, &checkpoint::create(&c, "copy").unwrap().name).unwrap();
+    // A lease whose reader died lapses: what only it kept goes with it.
+    fill(&db, 0..300, "newer");
+    let made = checkpoint::create(&c, "copy").unwrap();
+    let stale = checkpoint::read(&c, &made.name).unwrap();
     c.put_create(
         "pin/lease-00000000000000000001-dead-reader",
         Bytes::from(stale.encode()),
     )
     .unwrap();
+    checkpoint::drop(&c, "copy").unwrap();
+    fill(&db, 0..300, "newest");
+    db.compact_range(None, None).unwrap();
+    churn_log(&db);
     let swept = fs.collect_garbage(Duration::ZERO).unwrap();
     assert_eq!(swept.lapsed_leases, 1, "{swept:?}");
     assert!(leases().is_empty());
+    assert!(
+        stale
+            .objects()
+            .iter()
+            .any(|(key, _, _)| c.head(key).unwrap().is_none()),
+        "a lapsed lease still kept its objects"
+    );
 }
 
 /// Each key's value is its round: a version of the store is some prefix of the writes, so the
@@ -272,7 +302,7 @@ fn a_clone_refers_to_its_source_copies_nothing_and_writes_never_touch_the_source
     let (src_fs, src_db) = writer(s, &src_url, &tmp.path().join("src"));
     fill(&src_db, 0..1000, "source");
     let before = src.requests();
-    let made = strata_bucket::clone_store(&src, &dst, None).unwrap();
+    let made = strata_bucket::clone_store(&src, &dst, None, &|_| {}).unwrap();
     let spent = src.requests().gets + src.requests().puts + src.requests().lists
         - before.gets
         - before.puts
@@ -333,23 +363,74 @@ fn a_clone_refers_to_its_source_copies_nothing_and_writes_never_touch_the_source
     src_fs.collect_garbage(Duration::ZERO).unwrap();
     assert_tagged(&reader(s, &dst_url, None), 0..1000, "own");
     // Into a store, or overlapping the source: refused.
-    let e = strata_bucket::clone_store(&src, &dst, None).unwrap_err();
+    let e = strata_bucket::clone_store(&src, &dst, None, &|_| {}).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let inside = BucketUrl::parse(&format!("{src_url}/data/x")).unwrap();
-    let e = strata_bucket::clone_store(&src, &client(s, &inside), None).unwrap_err();
+    let e = strata_bucket::clone_store(&src, &client(s, &inside), None, &|_| {}).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     // From a checkpoint, into another bucket: copied, and the source keeps no pin for it.
     checkpoint::create(&src, "v").unwrap();
     let far = BucketUrl::parse(&format!("s3://strata-clones/far-{}", std::process::id())).unwrap();
     // SeaweedFS makes a bucket at its first PUT.
     client(s, &far).put_create("made", Bytes::new()).unwrap();
-    let copied = strata_bucket::clone_store(&src, &client(s, &far), Some("v")).unwrap();
+    let copied = strata_bucket::clone_store(&src, &client(s, &far), Some("v"), &|_| {}).unwrap();
     assert!(
         copied.objects_copied > 0 && copied.source_pin.is_none(),
         "{copied:?}"
     );
     assert_eq!(checkpoint::list(&src).unwrap().len(), 1);
     assert_tagged(&reader(s, &far, None), 0..1000, "rewritten");
+}
+
+#[test]
+fn a_clone_of_a_clone_reads_on_while_both_sources_rewrite_and_collect() {
+    let Some(s) = seaweed::shared() else { return };
+    let urls = [
+        s.fresh_url("chain-s"),
+        s.fresh_url("chain-a"),
+        s.fresh_url("chain-b"),
+    ];
+    let [sc, ac, bc] = urls.clone().map(|u| client(s, &u));
+    let tmp = tempfile::tempdir().unwrap();
+    let (s_fs, s_db) = writer(s, &urls[0], &tmp.path().join("s"));
+    fill(&s_db, 0..300, "s");
+    strata_bucket::clone_store(&sc, &ac, None, &|_| {}).unwrap();
+    let (a_fs, a_db) = writer(s, &urls[1], &tmp.path().join("a"));
+    fill(&a_db, 0..100, "a");
+    strata_bucket::clone_store(&ac, &bc, None, &|_| {}).unwrap();
+    // Both rewrite and compact everything and collect at once. The middle one refers to
+    // nothing of its source's any more, but its clone does, through the middle one's pin.
+    for (db, tag) in [(&s_db, "s2"), (&a_db, "a2")] {
+        fill(db, 0..300, tag);
+        db.compact_range(None, None).unwrap();
+        churn_log(db);
+    }
+    let a_gc = a_fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(!a_gc.released_source, "{a_gc:?}");
+    let s_gc = s_fs.collect_garbage(Duration::ZERO).unwrap();
+    assert!(s_gc.deleted > 0, "{s_gc:?}");
+    let b = reader(s, &urls[2], None);
+    assert_tagged(&b, 0..100, "a");
+    assert_tagged(&b, 100..300, "s");
+}
+
+/// Values no compressor shrinks, 10 MiB in all: the table holding them is past the 8 MiB one
+/// PUT carries, so copies go as multipart uploads and checks read it in pieces.
+fn fill_big(db: &Db) {
+    for i in 0..40u64 {
+        db.put(format!("big-{i:02}"), noise(i, 256 << 10)).unwrap();
+    }
+    db.flush().unwrap();
+}
+
+fn assert_big(db: &Db) {
+    for i in 0..40u64 {
+        assert_eq!(
+            get(db, &format!("big-{i:02}")),
+            Some(noise(i, 256 << 10)),
+            "big-{i:02}"
+        );
+    }
 }
 
 #[test]
@@ -360,25 +441,27 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     let (src, dest) = (client(s, &src_url), client(s, &dest_url));
     let tmp = tempfile::tempdir().unwrap();
     let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
+    fill_big(&db);
     fill(&db, 0..300, "first");
     let seen = std::cell::RefCell::new(Vec::new());
     let one = backup::create(&src, &dest, &|p| seen.borrow_mut().push(p)).unwrap();
     let seen = seen.into_inner();
     let last = seen.last().expect("progress was reported");
-    assert_eq!(seen.len(), one.copied);
+    assert_eq!(seen.len(), one.backup.objects);
     assert_eq!(
         (last.objects_done, last.bytes_done),
         (last.objects, last.bytes)
     );
-    assert!(one.copied > 0 && one.already_there == 0, "{one:?}");
+    assert!(one.bytes_copied > 8 << 20, "{one:?}");
     let two = backup::create(&src, &dest, &|_| {}).unwrap();
     assert_eq!((two.copied, two.already_there), (0, one.copied), "{two:?}");
-    fill(&db, 300..400, "second");
+    // Compacted: backup 3 shares no table with the first two.
+    fill(&db, 0..400, "second");
+    db.compact_range(None, None).unwrap();
+    // The removal of the compacted tables rides with the next record.
+    db.put_with(&synced(), b"after", b"compaction").unwrap();
     let three = backup::create(&src, &dest, &|_| {}).unwrap();
-    assert!(
-        three.copied >= 1 && three.already_there >= one.copied,
-        "{three:?}"
-    );
+    assert!(three.copied >= 1, "{three:?}");
     assert_eq!(
         backup::list(&dest)
             .unwrap()
@@ -387,9 +470,8 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
             .collect::<Vec<_>>(),
         [1, 2, 3]
     );
-    // The source's backup pins are gone once each backup is made.
+    // The source's backup leases are gone once each backup is made.
     assert!(checkpoint::list(&src).unwrap().is_empty());
-    // Damage an object only backup 3 has: its verify names it, restore takes backup 2.
     let named = |n: u64| -> std::collections::BTreeSet<String> {
         backup::objects(&dest, n)
             .unwrap()
@@ -397,9 +479,10 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
             .map(|(k, _, _)| k)
             .collect()
     };
+    // Damage an object only backup 3 has: its verify names it, restore takes backup 2.
     let damaged = named(3)
         .difference(&named(2))
-        .find(|k| k.ends_with(".sst"))
+        .find(|k| k.contains(".sst."))
         .cloned()
         .expect("backup 3 names a table backup 2 lacks");
     dest.put_overwrite(&damaged, Bytes::from_static(b"not the table"))
@@ -415,6 +498,7 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     assert_eq!(restored.skipped[0].0, 3);
     let db2 = reader(s, &restored_url, None);
     assert_tagged(&db2, 0..300, "first");
+    assert_big(&db2);
     assert_eq!(get(&db2, &key(300)), None);
     // The restored store is writable, and its own.
     {
@@ -429,16 +513,69 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     }
     let e = backup::create(&client(s, &other), &dest, &|_| {}).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    // Pruning to one keeps the newest; objects only the others named go.
+    // Pruning to one keeps the newest; the objects only the others named go.
+    let only_old: Vec<String> = named(2).difference(&named(3)).cloned().collect();
+    assert!(!only_old.is_empty());
     let pruned = backup::prune(&dest, Some(1), None).unwrap();
     assert_eq!(
-        (pruned.backups_deleted, pruned.backups_kept),
-        (2, 1),
+        (
+            pruned.backups_deleted,
+            pruned.backups_kept,
+            pruned.objects_deleted
+        ),
+        (2, 1, only_old.len()),
         "{pruned:?}"
     );
-    assert_eq!(backup::list(&dest).unwrap().len(), 1);
+    for key in &only_old {
+        assert!(
+            dest.head(key).unwrap().is_none(),
+            "{key} outlived its backups"
+        );
+    }
+    for key in named(3) {
+        assert!(
+            dest.head(&key).unwrap().is_some(),
+            "{key} went with backup 3 kept"
+        );
+    }
     assert_eq!(
         backup::prune(&dest, Some(0), None).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
+}
+
+#[test]
+fn a_store_made_again_at_the_same_url_is_backed_up_anew() {
+    let Some(s) = seaweed::shared() else { return };
+    let src_url = s.fresh_url("remade");
+    let dest_url = s.fresh_url("remade-backups");
+    let (src, dest) = (client(s, &src_url), client(s, &dest_url));
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (_f, db) = writer(s, &src_url, &tmp.path().join("first"));
+        fill(&db, 0..100, "first life");
+    }
+    backup::create(&src, &dest, &|_| {}).unwrap();
+    // Wiped and made again: the new store's first objects take the old ones' names.
+    src.delete_many(src.list("").unwrap()).unwrap();
+    {
+        let (_f, db) = writer(s, &src_url, &tmp.path().join("second"));
+        fill(&db, 0..100, "second life");
+    }
+    let again = backup::create(&src, &dest, &|_| {}).unwrap();
+    let source_names = |n: u64| -> std::collections::BTreeSet<String> {
+        backup::objects(&dest, n)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _, _)| k.rsplit_once('.').unwrap().0.to_string())
+            .collect()
+    };
+    assert!(
+        source_names(1).intersection(&source_names(2)).count() > 0,
+        "the new store's objects did not reuse the old names: the case is not exercised"
+    );
+    assert_eq!(again.already_there, 0, "{again:?}");
+    let restored_url = s.fresh_url("remade-restored");
+    backup::restore(&dest, None, &client(s, &restored_url), &|_| {}).unwrap();
+    assert_tagged(&reader(s, &restored_url, None), 0..100, "second life");
 }

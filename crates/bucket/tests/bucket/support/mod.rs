@@ -27,3 +27,16 @@ pub fn synced() -> WriteOptions {
 pub fn get(db: &Db, key: &str) -> Option<Vec<u8>> {
     db.get(key.as_bytes()).unwrap().map(|v| v.to_vec())
 }
+
+/// `len` bytes no compressor shrinks, the same for the same seed (xorshift).
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
