@@ -70,17 +70,21 @@ pub(crate) fn require_empty(dst: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Writes `pin`'s files as record 1 of the new store at `dst`, create-only (settled: a PUT
-/// whose answer was lost finds its own record).
+/// Writes `pin`'s files as record 1 of the new store at `dst`, create-only, and settled: a PUT
+/// whose answer was lost (a failure, or a refusal of the S3 client's own retry) is read back,
+/// and counts if the record there is ours.
 pub(crate) fn write_first_record(dst: &Client, pin: &Pin) -> Result<()> {
-    let record = pin.as_first_record();
-    if dst.put_create_or_own(&log_key(1), Bytes::from(record.encode()))? {
-        Ok(())
-    } else {
-        Err(Error::Busy(format!(
+    let bytes = Bytes::from(pin.as_first_record().encode());
+    match dst.put_create_or_own(&log_key(1), bytes.clone()) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::Busy(format!(
             "{}: another process made a store here meanwhile",
             dst.url()
-        )))
+        ))),
+        Err(e) => match dst.get(&log_key(1)) {
+            Ok(Some(there)) if there == bytes => Ok(()),
+            _ => Err(e),
+        },
     }
 }
 
@@ -181,9 +185,19 @@ pub fn clone_store(
         })
         .and_then(|()| write_first_record(dst, &cloned));
     if let Err(e) = made {
-        let _ = src.delete(&pin_key(&pin_name));
-        if dst.get(ORIGIN).ok().flatten().as_deref() == Some(origin.as_bytes()) {
-            let _ = dst.delete(ORIGIN);
+        // The pin goes only once the clone's record 1 is known not to be ours: a pin kept for
+        // nothing is only space, a clone without its pin loses its objects.
+        let ours = Bytes::from(cloned.as_first_record().encode());
+        let not_ours = match dst.get(&log_key(1)) {
+            Ok(None) => true,
+            Ok(Some(there)) => there != ours,
+            Err(_) => false,
+        };
+        if not_ours {
+            let _ = src.delete(&pin_key(&pin_name));
+            if dst.get(ORIGIN).ok().flatten().as_deref() == Some(origin.as_bytes()) {
+                let _ = dst.delete(ORIGIN);
+            }
         }
         return Err(e);
     }

@@ -132,6 +132,26 @@ impl fmt::Display for FaultyStore {
     }
 }
 
+/// A LIST with `fault` applied: refused, or started late (the listing is lazy, so the server
+/// answers as of after the delay).
+fn faulty_list(
+    fault: Option<Fault>,
+    inner: BoxStream<'static, object_store::Result<ObjectMeta>>,
+) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+    match fault {
+        None => inner,
+        Some(Fault::Delay(d)) => futures_util::stream::once(async move {
+            tokio::time::sleep(d).await;
+            inner
+        })
+        .flatten()
+        .boxed(),
+        Some(Fault::Refuse | Fault::LoseAnswer) => {
+            futures_util::stream::once(async { Err(injected("LIST refused")) }).boxed()
+        }
+    }
+}
+
 impl FaultyStore {
     /// Applies the fault before the request; `Some(lose)` goes on with the request, `lose`
     /// saying whether its answer is then lost.
@@ -210,10 +230,8 @@ impl ObjectStore for FaultyStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let key = prefix.map(|p| p.to_string()).unwrap_or_default();
-        if self.plan.take(Request::List, &key).is_some() {
-            return futures_util::stream::once(async { Err(injected("LIST refused")) }).boxed();
-        }
-        self.inner.list(prefix)
+        let fault = self.plan.take(Request::List, &key);
+        faulty_list(fault, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -222,10 +240,8 @@ impl ObjectStore for FaultyStore {
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let key = prefix.map(|p| p.to_string()).unwrap_or_default();
-        if self.plan.take(Request::List, &key).is_some() {
-            return futures_util::stream::once(async { Err(injected("LIST refused")) }).boxed();
-        }
-        self.inner.list_with_offset(prefix, offset)
+        let fault = self.plan.take(Request::List, &key);
+        faulty_list(fault, self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

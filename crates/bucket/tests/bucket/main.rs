@@ -2,10 +2,11 @@
 //! ports, telemetry off): stores reopened from their cache and from nothing, fencing, racing
 //! writers, checkpoints and garbage collection (`store`); faults between the store and the
 //! bucket and SeaweedFS stopped under load (`faults`); writers killed at random moments
-//! (`crash`); checkpoints, clones and backups (`versions`).
+//! (`crash`); checkpoints, leases and clones (`versions`), backups (`backups`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod backups;
 mod crash;
 mod durability;
 mod faults;

@@ -1,7 +1,6 @@
 //! Versions of a store in a real SeaweedFS bucket: checkpoints that open as they were and that
-//! garbage collection spares while a writer compacts under it, clones that refer to their
-//! source and never change it, backups that copy each object once and restore past a damaged
-//! one.
+//! garbage collection spares while a writer compacts under it, readers' leases, clones that
+//! refer to their source and never change it. Backups are in `backups`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,23 +8,23 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Client, Durability, backup, checkpoint};
+use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Client, Durability, checkpoint};
 use strata_engine::{Db, ErrorKind, Options, WriteBatch};
 
 use crate::support::seaweed::{self, Seaweed};
-use crate::support::{get, noise, open_db, synced};
+use crate::support::{get, open_db, synced};
 
-fn client(s: &Seaweed, url: &BucketUrl) -> Client {
+pub(crate) fn client(s: &Seaweed, url: &BucketUrl) -> Client {
     Client::connect(url, Some(&s.endpoint), Some(&seaweed::credentials())).unwrap()
 }
 
-fn writer(s: &Seaweed, url: &BucketUrl, cache: &Path) -> (BucketFs, Db) {
+pub(crate) fn writer(s: &Seaweed, url: &BucketUrl, cache: &Path) -> (BucketFs, Db) {
     let fs = BucketFs::open(&s.config(url, cache.to_path_buf(), Durability::Remote)).unwrap();
     (fs.clone(), open_db(fs))
 }
 
 /// The store at `url` (or its checkpoint), read-only, from an empty cache.
-fn reader(s: &Seaweed, url: &BucketUrl, checkpoint: Option<&str>) -> Db {
+pub(crate) fn reader(s: &Seaweed, url: &BucketUrl, checkpoint: Option<&str>) -> Db {
     let cache = tempfile::tempdir().unwrap().keep();
     let fs = BucketFs::open(&BucketConfig {
         read_only: true,
@@ -41,12 +40,12 @@ fn reader(s: &Seaweed, url: &BucketUrl, checkpoint: Option<&str>) -> Db {
     Db::open_read_only(&root, opts).unwrap()
 }
 
-fn key(i: usize) -> String {
+pub(crate) fn key(i: usize) -> String {
     format!("key-{i:05}")
 }
 
 /// Writes the keys in `range` in synced batches of 100 (a record each), then flushes.
-fn fill(db: &Db, range: std::ops::Range<usize>, tag: &str) {
+pub(crate) fn fill(db: &Db, range: std::ops::Range<usize>, tag: &str) {
     let keys: Vec<usize> = range.collect();
     for chunk in keys.chunks(100) {
         let mut batch = WriteBatch::new();
@@ -60,14 +59,14 @@ fn fill(db: &Db, range: std::ops::Range<usize>, tag: &str) {
 
 /// Enough small synced writes for the log to take two checkpoints and drop the records before
 /// them: until then every object a record ever named counts as reachable.
-fn churn_log(db: &Db) {
+pub(crate) fn churn_log(db: &Db) {
     for i in 0..200 {
         db.put_with(&synced(), b"churn", format!("{i}").as_bytes())
             .unwrap();
     }
 }
 
-fn assert_tagged(db: &Db, range: std::ops::Range<usize>, tag: &str) {
+pub(crate) fn assert_tagged(db: &Db, range: std::ops::Range<usize>, tag: &str) {
     for i in range {
         assert_eq!(
             get(db, &key(i)),
@@ -208,6 +207,96 @@ fn a_reader_leases_its_version_so_garbage_collection_keeps_it_until_it_closes() 
             .any(|(key, _, _)| c.head(key).unwrap().is_none()),
         "a lapsed lease still kept its objects"
     );
+}
+
+#[test]
+fn a_pin_put_while_collection_lists_is_seen_by_it() {
+    // The maker replays, then its pin's PUT is held back while the writer compacts its table
+    // away and a collection pass reads the records; that pass's listing of the markers is held
+    // back in turn until the pin is in and the marker gone. Collection must still spare what
+    // the pin names (read records, then markers, then pins).
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("pin-order");
+    let tmp = tempfile::tempdir().unwrap();
+    let writer_faults = strata_bucket::FaultPlan::new();
+    let fs = BucketFs::open(&BucketConfig {
+        faults: Some(writer_faults.clone()),
+        ..s.config(&url, tmp.path().join("w"), Durability::Remote)
+    })
+    .unwrap();
+    let db = open_db(fs.clone());
+    fill(&db, 0..300, "old");
+    let maker_faults = strata_bucket::FaultPlan::new();
+    let maker = Client::connect_with_faults(
+        &url,
+        Some(&s.endpoint),
+        Some(&seaweed::credentials()),
+        Some(maker_faults.clone()),
+    )
+    .unwrap();
+    use strata_bucket::{Fault, Request};
+    maker_faults.inject(
+        Request::Put,
+        "pin/late",
+        Fault::Delay(Duration::from_secs(6)),
+        1,
+    );
+    std::thread::scope(|scope| {
+        let made = scope.spawn(|| checkpoint::create(&maker, "late").unwrap());
+        std::thread::sleep(Duration::from_millis(500));
+        fill(&db, 0..300, "new");
+        db.compact_range(None, None).unwrap();
+        churn_log(&db);
+        writer_faults.inject(
+            Request::List,
+            "pinning",
+            Fault::Delay(Duration::from_secs(8)),
+            1,
+        );
+        let gc = fs.collect_garbage(Duration::ZERO).unwrap();
+        eprintln!("{gc:?}");
+        made.join().unwrap();
+    });
+    let pin = checkpoint::read(&client(s, &url), "late").unwrap();
+    for (key, _, _) in pin.objects() {
+        assert!(
+            client(s, &url).head(&key).unwrap().is_some(),
+            "{key} went under a pin"
+        );
+    }
+    assert_tagged(&reader(s, &url, Some("late")), 0..300, "old");
+}
+
+#[test]
+fn a_clone_whose_record_landed_unanswered_keeps_its_source_pin() {
+    let Some(s) = seaweed::shared() else { return };
+    let (src_url, dst_url) = (s.fresh_url("lost-src"), s.fresh_url("lost-dst"));
+    let tmp = tempfile::tempdir().unwrap();
+    let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
+    fill(&db, 0..100, "v");
+    let faults = strata_bucket::FaultPlan::new();
+    let dst = Client::connect_with_faults(
+        &dst_url,
+        Some(&s.endpoint),
+        Some(&seaweed::credentials()),
+        Some(faults.clone()),
+    )
+    .unwrap();
+    // The clone's record 1 lands but its answer is lost, and the S3 client's own retry finds
+    // it there: the clone is made, and the pin that keeps its objects stays.
+    faults.inject(
+        strata_bucket::Request::Put,
+        "log/",
+        strata_bucket::Fault::LoseAnswer,
+        1,
+    );
+    let made = strata_bucket::clone_store(&client(s, &src_url), &dst, None, &|_| {}).unwrap();
+    let pins = checkpoint::list(&client(s, &src_url)).unwrap();
+    assert_eq!(
+        pins.iter().map(|p| Some(&p.name)).collect::<Vec<_>>(),
+        [made.source_pin.as_ref()]
+    );
+    assert_tagged(&reader(s, &dst_url, None), 0..100, "v");
 }
 
 /// Each key's value is its round: a version of the store is some prefix of the writes, so the
@@ -412,170 +501,4 @@ fn a_clone_of_a_clone_reads_on_while_both_sources_rewrite_and_collect() {
     let b = reader(s, &urls[2], None);
     assert_tagged(&b, 0..100, "a");
     assert_tagged(&b, 100..300, "s");
-}
-
-/// Values no compressor shrinks, 10 MiB in all: the table holding them is past the 8 MiB one
-/// PUT carries, so copies go as multipart uploads and checks read it in pieces.
-fn fill_big(db: &Db) {
-    for i in 0..40u64 {
-        db.put(format!("big-{i:02}"), noise(i, 256 << 10)).unwrap();
-    }
-    db.flush().unwrap();
-}
-
-fn assert_big(db: &Db) {
-    for i in 0..40u64 {
-        assert_eq!(
-            get(db, &format!("big-{i:02}")),
-            Some(noise(i, 256 << 10)),
-            "big-{i:02}"
-        );
-    }
-}
-
-#[test]
-fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
-    let Some(s) = seaweed::shared() else { return };
-    let src_url = s.fresh_url("backup-src");
-    let dest_url = s.fresh_url("backups");
-    let (src, dest) = (client(s, &src_url), client(s, &dest_url));
-    let tmp = tempfile::tempdir().unwrap();
-    let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
-    fill_big(&db);
-    fill(&db, 0..300, "first");
-    let seen = std::cell::RefCell::new(Vec::new());
-    let one = backup::create(&src, &dest, &|p| seen.borrow_mut().push(p)).unwrap();
-    let seen = seen.into_inner();
-    let last = seen.last().expect("progress was reported");
-    assert_eq!(seen.len(), one.backup.objects);
-    assert_eq!(
-        (last.objects_done, last.bytes_done),
-        (last.objects, last.bytes)
-    );
-    assert!(one.bytes_copied > 8 << 20, "{one:?}");
-    let two = backup::create(&src, &dest, &|_| {}).unwrap();
-    assert_eq!((two.copied, two.already_there), (0, one.copied), "{two:?}");
-    // Compacted: backup 3 shares no table with the first two.
-    fill(&db, 0..400, "second");
-    db.compact_range(None, None).unwrap();
-    // The removal of the compacted tables rides with the next record.
-    db.put_with(&synced(), b"after", b"compaction").unwrap();
-    let three = backup::create(&src, &dest, &|_| {}).unwrap();
-    assert!(three.copied >= 1, "{three:?}");
-    assert_eq!(
-        backup::list(&dest)
-            .unwrap()
-            .iter()
-            .map(|b| b.number)
-            .collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
-    // The source's backup leases are gone once each backup is made.
-    assert!(checkpoint::list(&src).unwrap().is_empty());
-    let named = |n: u64| -> std::collections::BTreeSet<String> {
-        backup::objects(&dest, n)
-            .unwrap()
-            .into_iter()
-            .map(|(k, _, _)| k)
-            .collect()
-    };
-    // Damage an object only backup 3 has: its verify names it, restore takes backup 2.
-    let damaged = named(3)
-        .difference(&named(2))
-        .find(|k| k.contains(".sst."))
-        .cloned()
-        .expect("backup 3 names a table backup 2 lacks");
-    dest.put_overwrite(&damaged, Bytes::from_static(b"not the table"))
-        .unwrap();
-    let e = backup::verify(&dest, 3).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Corruption);
-    assert!(e.to_string().contains(&damaged), "{e}");
-    backup::verify(&dest, 2).unwrap();
-    let restored_url = s.fresh_url("restored");
-    let restored = backup::restore(&dest, None, &client(s, &restored_url), &|_| {}).unwrap();
-    assert_eq!(restored.backup.number, 2);
-    assert_eq!(restored.skipped.len(), 1);
-    assert_eq!(restored.skipped[0].0, 3);
-    let db2 = reader(s, &restored_url, None);
-    assert_tagged(&db2, 0..300, "first");
-    assert_big(&db2);
-    assert_eq!(get(&db2, &key(300)), None);
-    // The restored store is writable, and its own.
-    {
-        let (_f, w) = writer(s, &restored_url, &tmp.path().join("restored"));
-        fill(&w, 0..10, "after");
-    }
-    // Another store's backups are not mixed in.
-    let other = s.fresh_url("other-src");
-    {
-        let (_f, w) = writer(s, &other, &tmp.path().join("other"));
-        fill(&w, 0..10, "other");
-    }
-    let e = backup::create(&client(s, &other), &dest, &|_| {}).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    // Pruning to one keeps the newest; the objects only the others named go.
-    let only_old: Vec<String> = named(2).difference(&named(3)).cloned().collect();
-    assert!(!only_old.is_empty());
-    let pruned = backup::prune(&dest, Some(1), None).unwrap();
-    assert_eq!(
-        (
-            pruned.backups_deleted,
-            pruned.backups_kept,
-            pruned.objects_deleted
-        ),
-        (2, 1, only_old.len()),
-        "{pruned:?}"
-    );
-    for key in &only_old {
-        assert!(
-            dest.head(key).unwrap().is_none(),
-            "{key} outlived its backups"
-        );
-    }
-    for key in named(3) {
-        assert!(
-            dest.head(&key).unwrap().is_some(),
-            "{key} went with backup 3 kept"
-        );
-    }
-    assert_eq!(
-        backup::prune(&dest, Some(0), None).unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-}
-
-#[test]
-fn a_store_made_again_at_the_same_url_is_backed_up_anew() {
-    let Some(s) = seaweed::shared() else { return };
-    let src_url = s.fresh_url("remade");
-    let dest_url = s.fresh_url("remade-backups");
-    let (src, dest) = (client(s, &src_url), client(s, &dest_url));
-    let tmp = tempfile::tempdir().unwrap();
-    {
-        let (_f, db) = writer(s, &src_url, &tmp.path().join("first"));
-        fill(&db, 0..100, "first life");
-    }
-    backup::create(&src, &dest, &|_| {}).unwrap();
-    // Wiped and made again: the new store's first objects take the old ones' names.
-    src.delete_many(src.list("").unwrap()).unwrap();
-    {
-        let (_f, db) = writer(s, &src_url, &tmp.path().join("second"));
-        fill(&db, 0..100, "second life");
-    }
-    let again = backup::create(&src, &dest, &|_| {}).unwrap();
-    let source_names = |n: u64| -> std::collections::BTreeSet<String> {
-        backup::objects(&dest, n)
-            .unwrap()
-            .into_iter()
-            .map(|(k, _, _)| k.rsplit_once('.').unwrap().0.to_string())
-            .collect()
-    };
-    assert!(
-        source_names(1).intersection(&source_names(2)).count() > 0,
-        "the new store's objects did not reuse the old names: the case is not exercised"
-    );
-    assert_eq!(again.already_there, 0, "{again:?}");
-    let restored_url = s.fresh_url("remade-restored");
-    backup::restore(&dest, None, &client(s, &restored_url), &|_| {}).unwrap();
-    assert_tagged(&reader(s, &restored_url, None), 0..100, "second life");
 }
