@@ -155,6 +155,31 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
     let refused = put(&at_one, "v/3", "1");
     assert_eq!(refused.status, 403, "{}", refused.text());
     at_one.stop();
+    // A read-only server on the live store holds a lease on the version it serves, and says so.
+    let reader = Serve::start_bucket(
+        &url,
+        &tmp.path().join("reader"),
+        &["--s3-endpoint", &sw.endpoint, "--read-only"],
+        &ENV,
+    );
+    assert_eq!(reader.value(b"v/2").as_deref(), Some(&b"v/2"[..]));
+    let storage = &reader.call("GET", "/api/v1/stats", b"").json()["storage"];
+    let lease = storage["reader_lease"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(lease.starts_with("lease-"), "{storage}");
+    assert_eq!(storage["reader_lease_lapsed"], false);
+    let metrics = reader.call("GET", "/metrics", b"").text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "strata_bucket_reader_lease_lapsed 0"),
+        "{metrics}"
+    );
+    let listed = strata_cmd(&sw.endpoint, &["--db", &url, "checkpoint", "list"]);
+    assert!(stdout(&listed).contains(&lease), "{}", stdout(&listed));
+    reader.stop();
     // Without --read-only a checkpoint does not open, and says why.
     let rw = strata_on(
         &url,

@@ -222,6 +222,12 @@ fn encode_storage(
     )?;
     gauge(
         encoder,
+        "strata_bucket_reader_lease_lapsed",
+        "1 when this reader's lease lapsed (garbage collection may delete what it reads)",
+        i64::from(st.reader_lease_lapsed),
+    )?;
+    gauge(
+        encoder,
         "strata_bucket_writer_epoch",
         "this writer's epoch (0 when opened to read)",
         st.writer_epoch as i64,

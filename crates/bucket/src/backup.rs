@@ -13,7 +13,7 @@ use crate::checkpoint::{fresh_name, read_pin};
 use crate::client::Client;
 use crate::clone::{copy_all, overlaps, require_empty, write_first_record};
 use crate::copy::{copy_object, verify_object};
-use crate::lease::ReaderLease;
+use crate::lease::{DEFAULT_LEASE_TTL, ReaderLease};
 use crate::pin::{Pin, now_millis};
 
 /// A backup, as `list` shows it.
@@ -180,7 +180,7 @@ pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Resul
         + 1;
     // A lease keeps every object the backup reads until the copy is done, and lapses should
     // this process die mid-copy.
-    let (lease, _) = ReaderLease::take(src, &fresh_name("backup"))?;
+    let (lease, _) = ReaderLease::take(src, &fresh_name("backup"), DEFAULT_LEASE_TTL)?;
     let copied = copy_leased(src, dest, number, &lease, progress);
     let released = lease.release(src);
     let report = copied?;

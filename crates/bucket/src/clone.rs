@@ -11,7 +11,7 @@ use crate::backup::Progress;
 use crate::checkpoint::{fresh_name, pin_copy, pin_now};
 use crate::client::Client;
 use crate::copy::{copied_key, copy_object};
-use crate::lease::ReaderLease;
+use crate::lease::{DEFAULT_LEASE_TTL, ReaderLease};
 use crate::log::log_key;
 use crate::pin::{Pin, pin_key};
 
@@ -143,7 +143,7 @@ pub fn clone_store(
         let holder = fresh_name("clone");
         let lease = match checkpoint {
             Some(name) => ReaderLease::of_checkpoint(src, name, &holder)?,
-            None => ReaderLease::take(src, &holder)?.0,
+            None => ReaderLease::take(src, &holder, DEFAULT_LEASE_TTL)?.0,
         };
         let copied = copy_all(src, dst, lease.pin(), Some(&lease), progress)
             .and_then(|copy| write_first_record(dst, &copy).map(|()| copy));

@@ -51,6 +51,15 @@ impl BucketFs {
         self.shared.durability
     }
 
+    /// A read-only open's lease: its pin's current name, and whether it lapsed (renewals failed
+    /// for its whole time). `None` for a writer, a checkpoint, or a reader without one.
+    pub fn reader_lease(&self) -> Option<(String, bool)> {
+        self.shared
+            .reader_lease
+            .as_ref()
+            .map(|l| (l.name(), l.has_lapsed()))
+    }
+
     /// Deletes the data objects nothing can reach any more and that are older than `min_age`.
     pub fn collect_garbage(&self, min_age: std::time::Duration) -> Result<crate::GcReport> {
         crate::gc::collect(&self.shared, min_age)
@@ -302,6 +311,7 @@ impl FileSystem for BucketFs {
                 .map(|m| m.len())
                 .sum()
         });
+        let lease = self.reader_lease();
         Some(StorageStats {
             location: s.client.url().to_string(),
             durability: match s.durability {
@@ -321,6 +331,8 @@ impl FileSystem for BucketFs {
             cache_misses: s.cache.misses.load(Ordering::Relaxed),
             cache_bytes,
             upload_queue: s.log.as_ref().map_or(0, Log::queued),
+            reader_lease: lease.as_ref().map(|(name, _)| name.clone()),
+            reader_lease_lapsed: lease.is_some_and(|(_, lapsed)| lapsed),
         })
     }
 }

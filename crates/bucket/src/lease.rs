@@ -16,10 +16,10 @@ use crate::pin::{Pin, now_millis, pin_key};
 use crate::replay::Replayed;
 use crate::shared::Shared;
 
-/// How long a lease holds past its last renewal.
-pub(crate) const LEASE_TTL: Duration = Duration::from_secs(600);
-/// How often an open reader renews it: several tries before it lapses.
-const RENEW_EVERY: Duration = Duration::from_secs(120);
+/// How long a lease holds past its last renewal unless the holder says (`BucketConfig`).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(600);
+/// A lease is renewed every fifth of its time: several tries before it lapses.
+const RENEWALS_PER_TTL: u32 = 5;
 /// How far the collector's clock may run ahead of the reader's.
 pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
@@ -43,14 +43,15 @@ pub(crate) fn lapsed(expiry_millis: u64, now_millis: u64) -> bool {
     expiry_millis.saturating_add(CLOCK_SKEW.as_millis() as u64) < now_millis
 }
 
-fn expiry_from_now() -> u64 {
-    now_millis() + LEASE_TTL.as_millis() as u64
+fn expiry_from_now(ttl: Duration) -> u64 {
+    now_millis() + u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX / 2)
 }
 
 /// A read-only open's lease.
 #[derive(Debug)]
 pub(crate) struct ReaderLease {
     holder: String,
+    ttl: Duration,
     /// The pin's current name (it changes at each renewal).
     name: Mutex<String>,
     pin: Pin,
@@ -60,13 +61,18 @@ pub(crate) struct ReaderLease {
 
 impl ReaderLease {
     /// Pins the store's version now for `holder`; the version it pinned.
-    pub(crate) fn take(client: &Client, holder: &str) -> Result<(ReaderLease, Replayed)> {
-        let name = lease_name(expiry_from_now(), holder);
+    pub(crate) fn take(
+        client: &Client,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(ReaderLease, Replayed)> {
+        let name = lease_name(expiry_from_now(ttl), holder);
         let taken = Instant::now();
         let pin = pin_now(client, &name, format!("reader {holder}"))?;
         let replayed = pin.replayed();
         let lease = ReaderLease {
             holder: holder.to_string(),
+            ttl,
             name: Mutex::new(name),
             pin,
             renewed: Mutex::new(taken),
@@ -82,12 +88,14 @@ impl ReaderLease {
         checkpoint: &str,
         holder: &str,
     ) -> Result<ReaderLease> {
-        let name = lease_name(expiry_from_now(), holder);
+        let ttl = DEFAULT_LEASE_TTL;
+        let name = lease_name(expiry_from_now(ttl), holder);
         let taken = Instant::now();
         let pin =
             crate::checkpoint::pin_copy(client, checkpoint, &name, format!("copier {holder}"))?;
         Ok(ReaderLease {
             holder: holder.to_string(),
+            ttl,
             name: Mutex::new(name),
             pin,
             renewed: Mutex::new(taken),
@@ -102,7 +110,7 @@ impl ReaderLease {
 
     /// Renews the lease if it is due (a long copy calls this as it goes).
     pub(crate) fn renew_if_due(&self, client: &Client) -> Result<()> {
-        if self.renewed.lock().elapsed() >= RENEW_EVERY {
+        if self.renewed.lock().elapsed() >= self.renew_every() {
             self.renew(client)?;
         }
         Ok(())
@@ -112,13 +120,22 @@ impl ReaderLease {
     /// version is never unpinned.
     fn renew(&self, client: &Client) -> Result<()> {
         let started = Instant::now();
-        let new = lease_name(expiry_from_now(), &self.holder);
+        let new = lease_name(expiry_from_now(self.ttl), &self.holder);
         if client.put_create_or_own(&pin_key(&new), Bytes::from(self.pin.encode()))? {
             let old = std::mem::replace(&mut *self.name.lock(), new);
             *self.renewed.lock() = started;
             client.delete(&pin_key(&old))?;
         }
         Ok(())
+    }
+
+    fn renew_every(&self) -> Duration {
+        self.ttl / RENEWALS_PER_TTL
+    }
+
+    /// The lease's pin's current name.
+    pub(crate) fn name(&self) -> String {
+        self.name.lock().clone()
     }
 
     /// Whether the lease ran out before a renewal landed: garbage collection may have deleted
@@ -133,16 +150,23 @@ impl ReaderLease {
     }
 }
 
-/// Renews `shared`'s lease every `RENEW_EVERY` while the store is open, on a thread of its own.
+/// Renews `shared`'s lease every fifth of its time while the store is open, on a thread of its
+/// own.
 pub(crate) fn start_renewing(shared: &Arc<Shared>) {
     let weak: Weak<Shared> = Arc::downgrade(shared);
     let spawned = std::thread::Builder::new()
         .name("strata-bucket-lease".into())
         .spawn(move || {
-            let mut next = Instant::now() + RENEW_EVERY;
+            let Some(every) = weak
+                .upgrade()
+                .and_then(|s| s.reader_lease.as_ref().map(ReaderLease::renew_every))
+            else {
+                return;
+            };
+            let mut next = Instant::now() + every;
             loop {
-                // Wakes each second to notice the store closed.
-                std::thread::sleep(Duration::from_secs(1));
+                // Wakes at least each second to notice the store closed.
+                std::thread::sleep(every.min(Duration::from_secs(1)));
                 let Some(shared) = weak.upgrade() else {
                     return;
                 };
@@ -152,17 +176,18 @@ pub(crate) fn start_renewing(shared: &Arc<Shared>) {
                 if Instant::now() < next {
                     continue;
                 }
-                next = Instant::now() + RENEW_EVERY;
+                next = Instant::now() + every;
                 if let Err(e) = lease.renew(&shared.client) {
                     log::warn!("{}: renewing the reader's lease: {e}", shared.client.url());
                 }
-                if lease.renewed.lock().elapsed() > LEASE_TTL && !lease.has_lapsed() {
+                if lease.renewed.lock().elapsed() > lease.ttl && !lease.has_lapsed() {
                     lease.lapsed.store(true, Ordering::Relaxed);
                     log::error!(
                         "{}: this reader's lease lapsed (the bucket did not take a renewal for \
-                         {LEASE_TTL:?}): garbage collection may delete files it has not fetched \
+                         {:?}): garbage collection may delete files it has not fetched \
                          yet; reopen the store",
-                        shared.client.url()
+                        shared.client.url(),
+                        lease.ttl
                     );
                 }
             }

@@ -59,6 +59,10 @@ pub struct BucketConfig {
     /// confirming it still owns the store; a new writer waits this long after claiming a store
     /// another writer held. Longer means fewer checks, shorter a faster takeover.
     pub lease: Duration,
+    /// A read-only open's lease on the version it reads: how long it holds past its last
+    /// renewal (renewed every fifth of it). Garbage collection keeps what the reader may
+    /// fetch while it holds; a reader that dies holds it off this long.
+    pub reader_lease: Duration,
     /// Faults injected between the store and the bucket (tests); `None` in use.
     pub faults: Option<Arc<crate::FaultPlan>>,
 }
@@ -80,6 +84,7 @@ impl BucketConfig {
             cache_size: None,
             commit_interval: Duration::ZERO,
             lease: DEFAULT_LEASE,
+            reader_lease: crate::lease::DEFAULT_LEASE_TTL,
             faults: None,
         }
     }
@@ -180,7 +185,8 @@ impl BucketFs {
         if config.read_only {
             // A reader leases the version it replays: garbage collection keeps every object of
             // it until the store closes (or the lease lapses).
-            let (lease, replayed) = match crate::lease::ReaderLease::take(&client, &writer) {
+            let taken = crate::lease::ReaderLease::take(&client, &writer, config.reader_lease);
+            let (lease, replayed) = match taken {
                 Ok((lease, replayed)) => (Some(lease), replayed),
                 Err(e) => {
                     log::warn!(

@@ -1658,6 +1658,16 @@ export interface components {
              */
             puts: number;
             /**
+             * @description A reader's lease on the version it reads (its pin's name), which garbage collection
+             *     keeps; `None` for a writer, a checkpoint, or a reader the bucket let write none.
+             */
+            reader_lease?: string | null;
+            /**
+             * @description The reader's lease lapsed (renewals failed for its whole time): garbage collection may
+             *     delete files this reader has not fetched yet.
+             */
+            reader_lease_lapsed: boolean;
+            /**
              * Format: int64
              * @description Changes waiting for the next log record.
              */

@@ -43,6 +43,17 @@ export function BucketPage() {
           value={st ? (st.writer_epoch === 0 ? 'reader' : count(st.writer_epoch)) : '–'}
           hint="each open for writing fences the one before"
         />
+        {st?.reader_lease ? (
+          <StatCard
+            label="Reader's lease"
+            value={st.reader_lease_lapsed ? 'lapsed' : 'held'}
+            hint={
+              st.reader_lease_lapsed
+                ? 'renewals failed: reopen, garbage collection may delete what this reads'
+                : 'garbage collection keeps the version this server reads'
+            }
+          />
+        ) : null}
         <StatCard
           label="Durability"
           value={st?.durability ?? '–'}

@@ -299,6 +299,51 @@ fn a_clone_whose_record_landed_unanswered_keeps_its_source_pin() {
     assert_tagged(&reader(s, &dst_url, None), 0..100, "v");
 }
 
+#[test]
+fn a_readers_lease_is_renewed_and_reports_when_it_lapses() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("renew");
+    let c = client(s, &url);
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (_fs, db) = writer(s, &url, &tmp.path().join("w"));
+        fill(&db, 0..10, "v");
+    }
+    let faults = strata_bucket::FaultPlan::new();
+    let fs = BucketFs::open(&BucketConfig {
+        read_only: true,
+        reader_lease: Duration::from_secs(2),
+        faults: Some(faults.clone()),
+        ..s.config(&url, tmp.path().join("r"), Durability::Remote)
+    })
+    .unwrap();
+    let (first, lapsed) = fs.reader_lease().expect("a reader holds a lease");
+    assert!(!lapsed);
+    let pins = || -> Vec<String> {
+        checkpoint::list(&c)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .collect()
+    };
+    assert_eq!(pins(), std::slice::from_ref(&first));
+    // Renewed every fifth of its time: a later expiry under a new name, the old one gone.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (renewed, lapsed) = fs.reader_lease().unwrap();
+    assert!(!lapsed);
+    assert!(renewed > first, "{renewed} after {first}");
+    assert_eq!(pins(), [renewed]);
+    // The bucket refuses every renewal: once its time has passed, the reader says so.
+    faults.inject(
+        strata_bucket::Request::Put,
+        "pin/lease-",
+        strata_bucket::Fault::Refuse,
+        1000,
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(fs.reader_lease().unwrap().1, "the lease lapsed unreported");
+}
+
 /// Each key's value is its round: a version of the store is some prefix of the writes, so the
 /// rounds never rise along the keys and span at most two.
 fn assert_consistent(db: &Db, keys: usize, name: &str) {

@@ -35,4 +35,10 @@ pub struct StorageStats {
     pub cache_bytes: u64,
     /// Changes waiting for the next log record.
     pub upload_queue: u64,
+    /// A reader's lease on the version it reads (its pin's name), which garbage collection
+    /// keeps; `None` for a writer, a checkpoint, or a reader the bucket let write none.
+    pub reader_lease: Option<String>,
+    /// The reader's lease lapsed (renewals failed for its whole time): garbage collection may
+    /// delete files this reader has not fetched yet.
+    pub reader_lease_lapsed: bool,
 }
