@@ -153,6 +153,30 @@ fn show_progress(what: &'static str) -> impl Fn(backup::Progress) {
     }
 }
 
+/// What a pin is for, when its name says it is the store's own: a lease's expiry, or a
+/// clone's pin whose clone was never made (it died first), which only keeps space.
+fn note(i: &strata_bucket::CheckpointInfo, args: &BucketArgs) -> String {
+    if let Some(expiry) = i
+        .name
+        .strip_prefix("lease-")
+        .and_then(|r| r.get(..20))
+        .and_then(|d| d.parse::<u64>().ok())
+    {
+        return format!("lease until {}", when(expiry));
+    }
+    if i.name.starts_with("clone-") {
+        let made = client(&i.source, args).and_then(|c| c.list("log/").map_err(err));
+        return match made {
+            Ok(records) if records.is_empty() => {
+                "the clone was never made: dropping this only frees space".into()
+            }
+            Ok(_) => "keeps what the clone refers to".into(),
+            Err(e) => format!("clone not checked: {e}"),
+        };
+    }
+    String::new()
+}
+
 pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> Result<(), String> {
     let c = client(db, args)?;
     match command {
@@ -170,14 +194,16 @@ pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> R
         }
         CheckpointCommand::List { json } => {
             let all = checkpoint::list(&c).map_err(err)?;
+            let notes: Vec<String> = all.iter().map(|i| note(i, args)).collect();
             if *json {
                 let rows: Vec<_> = all
                     .iter()
-                    .map(|i| {
+                    .zip(&notes)
+                    .map(|(i, note)| {
                         serde_json::json!({
                             "name": i.name, "record": i.seq, "created": when(i.created_millis),
                             "for": i.source, "files": i.files, "objects": i.objects,
-                            "bytes": i.bytes,
+                            "bytes": i.bytes, "note": note,
                         })
                     })
                     .collect();
@@ -187,15 +213,20 @@ pub fn checkpoint(db: &str, args: &BucketArgs, command: &CheckpointCommand) -> R
                     "{:<40} {:>10} {:<21} {:>7} {:>12}  for",
                     "name", "record", "created", "objects", "size"
                 );
-                for i in all {
+                for (i, note) in all.iter().zip(&notes) {
                     println!(
-                        "{:<40} {:>10} {:<21} {:>7} {:>12}  {}",
+                        "{:<40} {:>10} {:<21} {:>7} {:>12}  {}{}",
                         i.name,
                         i.seq,
                         when(i.created_millis),
                         i.objects,
                         mib(i.bytes),
-                        i.source
+                        i.source,
+                        if note.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  ({note})")
+                        }
                     );
                 }
             }
