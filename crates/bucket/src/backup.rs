@@ -4,6 +4,8 @@
 //! backups").
 
 use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::local_backup::{create_from_dir, restore_to_dir};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -68,6 +70,39 @@ pub struct Progress {
     pub bytes: u64,
 }
 
+impl Progress {
+    /// Nothing done yet of objects of lengths `lens`.
+    pub(crate) fn of(lens: impl Iterator<Item = u64>) -> Progress {
+        lens.fold(
+            Progress {
+                objects_done: 0,
+                objects: 0,
+                bytes_done: 0,
+                bytes: 0,
+            },
+            |p, len| Progress {
+                objects: p.objects + 1,
+                bytes: p.bytes + len,
+                ..p
+            },
+        )
+    }
+
+    /// One more object, of `len` bytes, done: told to `tell`.
+    pub(crate) fn advance(&mut self, len: u64, tell: &dyn Fn(Progress)) {
+        self.objects_done += 1;
+        self.bytes_done += len;
+        tell(*self);
+    }
+}
+
+/// Which backup a restore takes: its number and pin, and the newer ones skipped for damage.
+pub(crate) struct Chosen {
+    pub number: u64,
+    pub pin: Pin,
+    pub skipped: Vec<(u64, String)>,
+}
+
 /// A pending backup older than this is a dead run's: it no longer keeps its objects.
 const PENDING_HOLDS: Duration = Duration::from_secs(24 * 3600);
 
@@ -104,7 +139,7 @@ fn prune_marker_key(run: &str) -> String {
 /// How long a prune's marker counts (a prune that died leaves one).
 const PRUNE_HOLDS: Duration = Duration::from_secs(3600);
 
-fn info(number: u64, pin: &Pin) -> BackupInfo {
+pub(crate) fn info(number: u64, pin: &Pin) -> BackupInfo {
     BackupInfo {
         number,
         seq: pin.seq,
@@ -148,16 +183,9 @@ fn read_backup(dest: &Client, number: u64) -> Result<Pin> {
         .ok_or_else(|| Error::NotFound(format!("{}: no backup numbered {number}", dest.url())))
 }
 
-/// Backs up `src`'s newest version into `dest`.
-pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Result<BackupReport> {
-    if overlaps(src, dest) {
-        return Err(Error::InvalidArgument(format!(
-            "{} cannot hold backups of {}: one's objects would be listed as the other's",
-            dest.url(),
-            src.url()
-        )));
-    }
-    let source = src.url().to_string();
+/// The number the next backup of `source` into `dest` takes; refused when `dest` holds another
+/// store's backups.
+pub(crate) fn next_number(dest: &Client, source: &str) -> Result<u64> {
     let existing = backups(dest)?;
     if let Some((n, other)) = existing.iter().find(|(_, pin)| pin.source != source) {
         return Err(Error::InvalidArgument(format!(
@@ -171,13 +199,25 @@ pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Resul
         .iter()
         .filter_map(|k| parse_number(k, "backup-pending/"))
         .collect();
-    let number = existing
+    Ok(existing
         .iter()
         .map(|(n, _)| *n)
         .chain(pending)
         .max()
         .unwrap_or(0)
-        + 1;
+        + 1)
+}
+
+/// Backs up `src`'s newest version into `dest`.
+pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Result<BackupReport> {
+    if overlaps(src, dest) {
+        return Err(Error::InvalidArgument(format!(
+            "{} cannot hold backups of {}: one's objects would be listed as the other's",
+            dest.url(),
+            src.url()
+        )));
+    }
+    let number = next_number(dest, &src.url().to_string())?;
     // A lease keeps every object the backup reads until the copy is done, and lapses should
     // this process die mid-copy.
     let (lease, _) = ReaderLease::take(src, &fresh_name("backup"), DEFAULT_LEASE_TTL)?;
@@ -207,6 +247,28 @@ fn copy_leased(
     });
     backup.created_millis = now_millis();
     backup.source = src.url().to_string();
+    let items: Vec<(String, u64)> = objects
+        .iter()
+        .map(|(key, len, crc)| (object_key(key, *len, *crc), *len))
+        .collect();
+    back_up(dest, number, &backup, &items, progress, |i| {
+        let (key, len, crc) = &objects[i];
+        lease.renew_if_due(src)?;
+        copy_object(src, key, *len, *crc, dest, &items[i].0)
+    })
+}
+
+/// Makes backup `number` of `backup`, whose objects are `items` (each its name in `dest` and
+/// its length): the pending record first, then (unless a prune runs) `put(i)` for each item
+/// `dest` lacks, then the backup's record, then the pending one goes.
+pub(crate) fn back_up(
+    dest: &Client,
+    number: u64,
+    backup: &Pin,
+    items: &[(String, u64)],
+    progress: &dyn Fn(Progress),
+    mut put: impl FnMut(usize) -> Result<()>,
+) -> Result<BackupReport> {
     let body = Bytes::from(backup.encode());
     if !dest.put_create_or_own(&pending_key(number), body.clone())? {
         return Err(Error::Busy(format!(
@@ -225,30 +287,21 @@ fn copy_leased(
         }
         let there: BTreeSet<String> = dest.list("objects/")?.into_iter().collect();
         let mut report = BackupReport {
-            backup: info(number, &backup),
+            backup: info(number, backup),
             copied: 0,
             bytes_copied: 0,
             already_there: 0,
         };
-        let mut done = Progress {
-            objects_done: 0,
-            objects: objects.len(),
-            bytes_done: 0,
-            bytes: objects.iter().map(|(_, len, _)| len).sum(),
-        };
-        for (key, len, crc) in &objects {
-            let to = object_key(key, *len, *crc);
-            if there.contains(&to) {
+        let mut done = Progress::of(items.iter().map(|(_, len)| *len));
+        for (i, (key, len)) in items.iter().enumerate() {
+            if there.contains(key) {
                 report.already_there += 1;
             } else {
-                lease.renew_if_due(src)?;
-                copy_object(src, key, *len, *crc, dest, &to)?;
+                put(i)?;
                 report.copied += 1;
                 report.bytes_copied += len;
             }
-            done.objects_done += 1;
-            done.bytes_done += len;
-            progress(done);
+            done.advance(*len, progress);
         }
         if dest.put_create_or_own(&backup_key(number), body)? {
             Ok(report)
@@ -301,6 +354,26 @@ pub fn restore(
         )));
     }
     require_empty(target)?;
+    let Chosen {
+        number: n,
+        pin,
+        skipped,
+    } = choose(dest, number)?;
+    let restored = copy_all(dest, target, &pin, None, progress)?;
+    let objects = pin.objects();
+    let bytes = objects.iter().map(|(_, len, _)| len).sum();
+    write_first_record(target, &restored)?;
+    Ok(RestoreReport {
+        backup: info(n, &pin),
+        skipped,
+        objects: objects.len(),
+        bytes,
+    })
+}
+
+/// Backup `number`, or the newest whose every object verifies (length and CRC, read in pieces);
+/// the newer ones skipped for damage, and why. An outage is an error, never a reason to skip.
+pub(crate) fn choose(dest: &Client, number: Option<u64>) -> Result<Chosen> {
     let all = backups(dest)?;
     if all.is_empty() {
         return Err(Error::NotFound(format!(
@@ -320,7 +393,7 @@ pub fn restore(
             .try_for_each(|(key, len, crc)| verify_object(dest, key, *len, *crc))
         {
             Ok(()) => {
-                chosen = Some((*n, pin));
+                chosen = Some((*n, pin.clone()));
                 break;
             }
             Err(e) if number.is_none() && e.kind() == strata_engine::ErrorKind::Corruption => {
@@ -339,15 +412,10 @@ pub fn restore(
             },
         });
     };
-    let restored = copy_all(dest, target, pin, None, progress)?;
-    let objects = pin.objects();
-    let bytes = objects.iter().map(|(_, len, _)| len).sum();
-    write_first_record(target, &restored)?;
-    Ok(RestoreReport {
-        backup: info(n, pin),
+    Ok(Chosen {
+        number: n,
+        pin,
         skipped,
-        objects: objects.len(),
-        bytes,
     })
 }
 

@@ -21,6 +21,20 @@ pub(crate) struct Remote {
     pub crc: u32,
 }
 
+impl Remote {
+    /// The object a placed file's recipe names, if it is one.
+    pub(crate) fn of(recipe: &crate::replay::FileRecipe) -> Option<Remote> {
+        match recipe {
+            crate::replay::FileRecipe::Placed { key, len, crc } => Some(Remote {
+                key: key.clone(),
+                len: *len,
+                crc: *crc,
+            }),
+            crate::replay::FileRecipe::Steps(_) => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     remote: Remote,

@@ -100,12 +100,7 @@ pub(crate) fn copy_all(
 ) -> Result<Pin> {
     let run = fresh_name("copy");
     let objects = pin.objects();
-    let mut done = Progress {
-        objects_done: 0,
-        objects: objects.len(),
-        bytes_done: 0,
-        bytes: objects.iter().map(|(_, len, _)| len).sum(),
-    };
+    let mut done = Progress::of(objects.iter().map(|(_, len, _)| *len));
     let mut renamed = BTreeMap::new();
     for (i, (key, len, crc)) in objects.iter().enumerate() {
         if let Some(lease) = lease {
@@ -114,9 +109,7 @@ pub(crate) fn copy_all(
         let to = copied_key(&run, i, key);
         copy_object(src, key, *len, *crc, dst, &to)?;
         renamed.insert(key.clone(), to);
-        done.objects_done += 1;
-        done.bytes_done += len;
-        progress(done);
+        done.advance(*len, progress);
     }
     Ok(pin.with_objects(|key| renamed.get(key).cloned().unwrap_or_default()))
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use strata_engine::{Error, Result};
 
 use crate::client::{Client, Created};
+
 use crate::shared::PIECE;
 
 fn mismatch(client: &Client, key: &str, got: (u64, u32), want: (u64, u32)) -> Error {
@@ -51,9 +52,8 @@ pub(crate) fn verify_object(client: &Client, key: &str, len: u64, crc: u32) -> R
     Ok(())
 }
 
-/// Copies `from`'s object `key` (`len` bytes of CRC `crc`) to `to` as `to_key`, checking the
-/// bytes read before the copy exists: a single create-only PUT up to a piece, else a multipart
-/// upload whose parts are checked as they pass, deleted again if the whole does not match.
+/// Copies `from`'s object `key` (`len` bytes of CRC `crc`) to `to` as `to_key` (see
+/// `put_checked`).
 pub(crate) fn copy_object(
     from: &Client,
     key: &str,
@@ -62,44 +62,64 @@ pub(crate) fn copy_object(
     to: &Client,
     to_key: &str,
 ) -> Result<()> {
+    let read = |at: u64, n: u64| {
+        if (at, n) == (0, len) {
+            from.get(key)?.ok_or_else(|| missing(from, key))
+        } else {
+            from.get_range(key, at..at + n)
+        }
+    };
+    put_checked(to, to_key, len, crc, read, |got| {
+        mismatch(from, key, got, (len, crc))
+    })
+}
+
+/// PUTs the `len` bytes of CRC `crc` that `read(offset, n)` gives as `to`'s object `key`,
+/// checking them before the object exists: a single create-only PUT up to a piece, else a
+/// multipart upload (one piece in memory) whose parts are checked as they pass, deleted again if
+/// the whole does not match. A multipart upload cannot be create-only, so an object already
+/// there is checked instead of replaced, as is one a create-only PUT finds (names are never
+/// reused for other bytes). `differs(got)` is the error when what was read is not what was
+/// promised.
+pub(crate) fn put_checked(
+    to: &Client,
+    key: &str,
+    len: u64,
+    crc: u32,
+    mut read: impl FnMut(u64, u64) -> Result<Bytes>,
+    differs: impl Fn((u64, u32)) -> Error,
+) -> Result<()> {
     if len <= PIECE {
-        let bytes = from.get(key)?.ok_or_else(|| missing(from, key))?;
+        let bytes = read(0, len)?;
         let got = (bytes.len() as u64, crc32c::crc32c(&bytes));
         if got != (len, crc) {
-            return Err(mismatch(from, key, got, (len, crc)));
+            return Err(differs(got));
         }
-        return match to.put_create(to_key, bytes)? {
+        return match to.put_create(key, bytes)? {
             Created::Yes => Ok(()),
-            // Copied before (names are never reused for other bytes): checked, not trusted.
-            Created::AlreadyThere => verify_object(to, to_key, len, crc),
+            Created::AlreadyThere => verify_object(to, key, len, crc),
         };
     }
-    // A multipart upload cannot be create-only: one already there is checked, not replaced.
-    if to.head(to_key)?.is_some() {
-        return verify_object(to, to_key, len, crc);
+    if to.head(key)?.is_some() {
+        return verify_object(to, key, len, crc);
     }
-    let (mut at, mut crc_so_far) = (0u64, 0u32);
-    to.put_multipart(to_key, || {
+    let (mut at, mut sent) = (0u64, 0u32);
+    to.put_multipart(key, || {
         if at >= len {
             return Ok(None);
         }
         let n = PIECE.min(len - at);
-        let piece: Bytes = from.get_range(key, at..at + n)?;
+        let piece = read(at, n)?;
         if piece.len() as u64 != n {
-            return Err(mismatch(
-                from,
-                key,
-                (at + piece.len() as u64, 0),
-                (len, crc),
-            ));
+            return Err(differs((at + piece.len() as u64, sent)));
         }
-        crc_so_far = crc32c::crc32c_append(crc_so_far, &piece);
+        sent = crc32c::crc32c_append(sent, &piece);
         at += n;
         Ok(Some(piece))
     })?;
-    if crc_so_far != crc {
-        to.delete(to_key)?;
-        return Err(mismatch(from, key, (len, crc_so_far), (len, crc)));
+    if sent != crc {
+        to.delete(key)?;
+        return Err(differs((len, sent)));
     }
     Ok(())
 }

@@ -30,6 +30,7 @@ mod files;
 mod fs;
 mod gc;
 mod lease;
+mod local_backup;
 mod local_io;
 mod log;
 mod open;

@@ -428,13 +428,10 @@ fn reconcile(
     for (name, recipe) in &replayed.files {
         let here = present.contains(name);
         match recipe {
-            FileRecipe::Placed { key, len, crc } => {
-                let remote = Remote {
-                    key: key.clone(),
-                    len: *len,
-                    crc: *crc,
-                };
-                placed.insert(name.clone(), (remote, here));
+            FileRecipe::Placed { .. } => {
+                if let Some(remote) = Remote::of(recipe) {
+                    placed.insert(name.clone(), (remote, here));
+                }
             }
             FileRecipe::Steps(_) if here => {}
             FileRecipe::Steps(steps) => build(client, &root.join(name), steps)?,
@@ -565,7 +562,7 @@ pub(crate) fn fetch_placed(client: &Client, remote: &Remote, path: &Path) -> Res
 }
 
 /// Builds a file from its steps; a different file already there is set aside first.
-fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
+pub(crate) fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
     let (tmp, file) = temp_beside(path)?;
     for step in steps {
         match step {

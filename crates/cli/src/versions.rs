@@ -34,7 +34,8 @@ pub struct CloneArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum BackupCommand {
-    /// Backs up --db's newest version into --to, copying only the objects it lacks.
+    /// Backs up --db's newest version into --to, copying only the objects it lacks. A store in a
+    /// directory is backed up closed (not while `strata serve` holds it).
     Create(To),
     /// Prints the backups in --to.
     List {
@@ -52,8 +53,9 @@ pub enum BackupCommand {
         /// Only this backup.
         number: Option<u64>,
     },
-    /// Restores a backup (default: the newest that verifies) as a new store at TARGET, an
-    /// empty s3://BUCKET/PREFIX.
+    /// Restores a backup (default: the newest that verifies) as a new store at TARGET: an empty
+    /// s3://BUCKET/PREFIX, or an empty or absent directory. A local store's backup restores into
+    /// a bucket too, and a bucket store's into a directory.
     Restore {
         #[command(flatten)]
         to: To,
@@ -273,17 +275,25 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
     let started = Instant::now();
     match command {
         BackupCommand::Create(to) => {
-            let (src, dest) = (client(db, args)?, client(&to.to, args)?);
-            let r = backup::create(&src, &dest, &show_progress("backing up")).map_err(err)?;
+            let dest = client(&to.to, args)?;
+            let progress = show_progress("backing up");
+            let (r, spent) = if BucketUrl::is_bucket(db) {
+                let src = client(db, args)?;
+                let r = backup::create(&src, &dest, &progress).map_err(err)?;
+                (r, cost(&[&src, &dest], started))
+            } else {
+                let r = backup::create_from_dir(std::path::Path::new(db), &dest, &progress)
+                    .map_err(err)?;
+                (r, cost(&[&dest], started))
+            };
             println!(
-                "backup {} of {} (record {}): {} objects copied ({}), {} there already; {}",
+                "backup {} of {} (record {}): {} objects copied ({}), {} there already; {spent}",
                 r.backup.number,
-                db,
+                r.backup.source,
                 r.backup.seq,
                 r.copied,
                 mib(r.bytes_copied),
                 r.already_there,
-                cost(&[&src, &dest], started)
             );
         }
         BackupCommand::List { to, json } => {
@@ -336,20 +346,27 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
             }
         }
         BackupCommand::Restore { to, target, backup } => {
-            let (dest, target_client) = (client(&to.to, args)?, client(target, args)?);
-            let r = backup::restore(&dest, *backup, &target_client, &show_progress("restoring"))
-                .map_err(err)?;
+            let dest = client(&to.to, args)?;
+            let progress = show_progress("restoring");
+            let (r, spent) = if BucketUrl::is_bucket(target) {
+                let target_client = client(target, args)?;
+                let r = backup::restore(&dest, *backup, &target_client, &progress).map_err(err)?;
+                (r, cost(&[&dest, &target_client], started))
+            } else {
+                let dir = std::path::Path::new(target);
+                let r = backup::restore_to_dir(&dest, *backup, dir, &progress).map_err(err)?;
+                (r, cost(&[&dest], started))
+            };
             for (n, why) in &r.skipped {
                 println!("backup {n} skipped: {why}");
             }
             println!(
-                "restored backup {} (record {} of {}) into {target}: {} objects, {}; {}",
+                "restored backup {} (record {} of {}) into {target}: {} objects, {}; {spent}",
                 r.backup.number,
                 r.backup.seq,
                 r.backup.source,
                 r.objects,
                 mib(r.bytes),
-                cost(&[&dest, &target_client], started)
             );
         }
         BackupCommand::Prune {

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use strata_bucket::{backup, checkpoint};
-use strata_engine::{Db, ErrorKind};
+use strata_engine::{Db, ErrorKind, Options};
 
 use crate::support::seaweed;
 use crate::support::{get, noise, synced};
@@ -96,6 +96,14 @@ fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     assert_tagged(&db2, 0..300, "first");
     assert_big(&db2);
     assert_eq!(get(&db2, &key(300)), None);
+    // A bucket store's backup restores into a directory too, as a local store.
+    let local = tmp.path().join("as-local");
+    let into_dir = backup::restore_to_dir(&dest, Some(2), &local, &|_| {}).unwrap();
+    assert_eq!(into_dir.backup.number, 2);
+    let local_db = Db::open(&local, Options::default()).unwrap();
+    assert_tagged(&local_db, 0..300, "first");
+    assert_big(&local_db);
+    drop(local_db);
     // The restored store is writable, and its own.
     {
         let (_f, w) = writer(s, &restored_url, &tmp.path().join("restored"));
@@ -174,4 +182,51 @@ fn a_store_made_again_at_the_same_url_is_backed_up_anew() {
     let restored_url = s.fresh_url("remade-restored");
     backup::restore(&dest, None, &client(s, &restored_url), &|_| {}).unwrap();
     assert_tagged(&reader(s, &restored_url, None), 0..100, "second life");
+}
+
+#[test]
+fn a_local_store_backs_up_closed_and_restores_as_a_directory_or_into_a_bucket() {
+    let Some(s) = seaweed::shared() else { return };
+    let dest = client(s, &s.fresh_url("local-backups"));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("local");
+    let open = |dir: &std::path::Path| {
+        Db::open(
+            dir,
+            Options {
+                create_if_missing: true,
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let db = open(&dir);
+    fill_big(&db);
+    fill(&db, 0..300, "local");
+    db.put_with(&synced(), b"in-the-wal", b"1").unwrap();
+    // Served, it is not backed up: its files may change under the copy.
+    let e = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    drop(db);
+    let one = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
+    assert!(one.bytes_copied > 8 << 20, "{one:?}");
+    let two = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
+    assert_eq!((two.copied, two.already_there), (0, one.copied), "{two:?}");
+    backup::verify(&dest, 2).unwrap();
+    // Into a directory: a store that opens with everything, the WAL's write included.
+    let restored = tmp.path().join("restored");
+    backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap();
+    let db = open(&restored);
+    assert_tagged(&db, 0..300, "local");
+    assert_big(&db);
+    assert_eq!(get(&db, "in-the-wal").as_deref(), Some(&b"1"[..]));
+    drop(db);
+    let e = backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    // Into a bucket: the local store moves there as it was.
+    let moved = s.fresh_url("moved");
+    backup::restore(&dest, None, &client(s, &moved), &|_| {}).unwrap();
+    let db = reader(s, &moved, None);
+    assert_tagged(&db, 0..300, "local");
+    assert_eq!(get(&db, "in-the-wal").as_deref(), Some(&b"1"[..]));
 }

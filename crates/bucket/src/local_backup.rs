@@ -1,0 +1,215 @@
+//! Backups of a store in a local directory, in the same format as a bucket store's (so one
+//! restores as either), and restores of any backup into a directory (doc/format.md,
+//! "Checkpoints, clones and backups").
+//!
+//! A local store is backed up closed: its lock is taken for the whole copy, so no process
+//! changes it meanwhile (one that serves it makes the backup fail, saying so).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use strata_engine::{Error, FileSystem, Result, StdFileSystem};
+
+use crate::backup::{
+    BackupReport, Chosen, Progress, RestoreReport, back_up, choose, info, next_number,
+};
+use crate::cache::Remote;
+use crate::client::Client;
+use crate::copy::put_checked;
+use crate::local_io::{crc_of, io};
+use crate::log::INLINE_LIMIT;
+use crate::pin::{Pin, now_millis};
+use crate::record::{Entry, Record};
+use crate::replay::FileRecipe;
+
+/// The store's own files: what a backup holds (not its lock, not what repair set aside).
+fn is_store_file(name: &str) -> bool {
+    let numbered = |suffix: &str| {
+        name.strip_suffix(suffix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    name == "CURRENT"
+        || name
+            .strip_prefix("MANIFEST-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        || numbered(".sst")
+        || numbered(".log")
+        || numbered(".blob")
+}
+
+/// Backs up the closed store in `dir` into `dest`.
+pub fn create_from_dir(
+    dir: &Path,
+    dest: &Client,
+    progress: &dyn Fn(Progress),
+) -> Result<BackupReport> {
+    let local = StdFileSystem;
+    if !local.exists(&dir.join("CURRENT")) {
+        return Err(Error::NotFound(format!(
+            "no store at {} (it holds no CURRENT file)",
+            dir.display()
+        )));
+    }
+    let _lock = local.lock(&dir.join("LOCK")).map_err(|e| {
+        Error::Busy(format!(
+            "{} is open in another process (a running `strata serve`?): a local store is backed \
+             up closed: {e}",
+            dir.display()
+        ))
+    })?;
+    let canonical = dir
+        .canonicalize()
+        .map_err(io(format!("resolving {}", dir.display())))?;
+    let source = format!("file://{}", canonical.display());
+    let number = next_number(dest, &source)?;
+    // Small files (CURRENT, a short MANIFEST or WAL) ride in the backup's record; the rest are
+    // objects named by their contents.
+    let mut entries = Vec::new();
+    let mut uploads = Vec::new();
+    let mut names: Vec<String> = local
+        .list(dir)?
+        .into_iter()
+        .filter(|n| is_store_file(n))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        let (len, crc) = crc_of(&path).ok_or_else(|| Error::Io {
+            context: format!("reading {}", path.display()),
+            source: std::io::Error::other("unreadable"),
+        })?;
+        if len as usize <= INLINE_LIMIT {
+            let bytes = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
+            entries.push(Entry::Truncate {
+                name: name.clone(),
+                len: 0,
+            });
+            if !bytes.is_empty() {
+                entries.push(Entry::Append {
+                    name,
+                    offset: 0,
+                    bytes: Bytes::from(bytes),
+                });
+            }
+        } else {
+            let object = format!("objects/local/{name}.{len}-{crc:08x}");
+            entries.push(Entry::Placed {
+                name,
+                len,
+                crc,
+                object: object.clone(),
+            });
+            uploads.push((path, object, len, crc));
+        }
+    }
+    let backup = Pin {
+        seq: 0,
+        created_millis: now_millis(),
+        source,
+        record: Record { epoch: 0, entries },
+    };
+    let items: Vec<(String, u64)> = uploads
+        .iter()
+        .map(|(_, object, len, _)| (object.clone(), *len))
+        .collect();
+    back_up(dest, number, &backup, &items, progress, |i| {
+        let (path, object, len, crc) = &uploads[i];
+        upload_file(path, *len, *crc, dest, object)
+    })
+}
+
+/// Uploads the file at `path` as `key`, checking it still holds `len` bytes of CRC `crc` as the
+/// pieces pass.
+fn upload_file(path: &Path, len: u64, crc: u32, to: &Client, key: &str) -> Result<()> {
+    let file = File::open(path).map_err(io(format!("opening {}", path.display())))?;
+    let read = |at: u64, n: u64| -> Result<Bytes> {
+        let mut buf = vec![0u8; n as usize];
+        file.read_exact_at(&mut buf, at)
+            .map_err(io(format!("reading {}", path.display())))?;
+        Ok(Bytes::from(buf))
+    };
+    put_checked(to, key, len, crc, read, |(got_len, got_crc)| {
+        Error::Corruption {
+            file: path.to_path_buf(),
+            detail: format!(
+                "changed while it was backed up: {got_len} bytes of CRC {got_crc:#010x}, not {len} \
+             of {crc:#010x}"
+            ),
+        }
+    })
+}
+
+/// Restores backup `number` (or the newest that verifies) of any store, local or in a bucket,
+/// as a store in the directory `dir`, which must be empty or absent.
+pub fn restore_to_dir(
+    dest: &Client,
+    number: Option<u64>,
+    dir: &Path,
+    progress: &dyn Fn(Progress),
+) -> Result<RestoreReport> {
+    let local = StdFileSystem;
+    if local.exists(dir) && !local.list(dir)?.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{} is not empty: a restore makes a new store",
+            dir.display()
+        )));
+    }
+    let Chosen {
+        number: n,
+        pin,
+        skipped,
+    } = choose(dest, number)?;
+    local.create_dir_all(dir)?;
+    let objects = pin.objects();
+    let mut done = Progress::of(objects.iter().map(|(_, len, _)| *len));
+    for (name, recipe) in &pin.replayed().files {
+        let path: PathBuf = dir.join(name);
+        match recipe {
+            FileRecipe::Placed { len, .. } => {
+                if let Some(remote) = Remote::of(recipe) {
+                    crate::open::fetch_placed(dest, &remote, &path)?;
+                }
+                done.advance(*len, progress);
+            }
+            FileRecipe::Steps(steps) => crate::open::build(dest, &path, steps)?,
+        }
+    }
+    local.sync_dir(dir)?;
+    Ok(RestoreReport {
+        backup: info(n, &pin),
+        skipped,
+        objects: objects.len(),
+        bytes: done.bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_stores_own_files_are_backed_up() {
+        for name in [
+            "CURRENT",
+            "MANIFEST-000013",
+            "000005.sst",
+            "000012.log",
+            "000007.blob",
+        ] {
+            assert!(is_store_file(name), "{name}");
+        }
+        for name in [
+            "LOCK",
+            "bucket.state",
+            "CURRENT.tmp",
+            "x.sst",
+            ".sst",
+            "MANIFEST-",
+            "lost",
+        ] {
+            assert!(!is_store_file(name), "{name}");
+        }
+    }
+}
