@@ -239,6 +239,31 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
         &["get", "v/2"],
     );
     assert_eq!(stdout(&got).trim(), "v/2");
+    // A local store backs up to the bucket and comes back as a directory.
+    let local = tmp.path().join("local-store");
+    let local_db = local.to_str().unwrap();
+    let put_local = Command::new(strata_bin())
+        .args(["--db", local_db, "put", "local/key", "here"])
+        .output()
+        .unwrap();
+    stdout(&put_local);
+    let local_dest = sw.fresh_url("versions-local-backups").to_string();
+    let made = strata_cmd(
+        &sw.endpoint,
+        &["--db", local_db, "backup", "create", "--to", &local_dest],
+    );
+    assert!(stdout(&made).contains("file://"), "{}", stdout(&made));
+    let back = tmp.path().join("local-restored");
+    let back_db = back.to_str().unwrap();
+    stdout(&strata_cmd(
+        &sw.endpoint,
+        &["backup", "restore", "--to", &local_dest, back_db],
+    ));
+    let got = Command::new(strata_bin())
+        .args(["--db", back_db, "get", "local/key"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&got).trim(), "here");
     let listed = strata_cmd(
         &sw.endpoint,
         &["--db", &url, "checkpoint", "list", "--json"],
