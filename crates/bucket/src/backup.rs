@@ -471,12 +471,11 @@ fn prune_marked(
         }
     }
     // The objects first, then what names them: one copied after the LIST is not in it, and one
-    // copied before is named by a pending backup written before it.
+    // copied before is named by a pending backup written before it. The pending ones are read
+    // before the backups: a backup writes its record before it deletes its pending one, so one
+    // that finishes meanwhile is seen in one list or the other.
     let objects = dest.list("objects/")?;
     let mut named: BTreeSet<String> = BTreeSet::new();
-    for (_, pin) in backups(dest)? {
-        named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
-    }
     for key in dest.list("backup-pending/")? {
         if let Some(pin) = read_pin(dest, &key)? {
             let age = now.saturating_sub(pin.created_millis);
@@ -484,6 +483,9 @@ fn prune_marked(
                 named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
             }
         }
+    }
+    for (_, pin) in backups(dest)? {
+        named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
     }
     let doomed: Vec<String> = objects.into_iter().filter(|k| !named.contains(k)).collect();
     report.objects_deleted = doomed.len();

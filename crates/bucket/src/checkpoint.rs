@@ -9,7 +9,8 @@ use bytes::Bytes;
 use strata_engine::{Error, Result};
 
 use crate::client::Client;
-use crate::pin::{Pin, check_name, marker_key, now_millis, pin_key};
+pub use crate::pin::check_name;
+use crate::pin::{Pin, marker_key, now_millis, pin_key};
 
 /// How long a marker stops garbage collection: its age is the collector's clock against the
 /// bucket's time of the marker's PUT, so it is long beside `MAKING_LIMIT`, leaving 55 minutes
@@ -137,12 +138,21 @@ fn place_marker(client: &Client, name: &str) -> Result<()> {
 /// checkpoint). The checkpoint is checked to be there still once the copy is: dropped before
 /// that, a collection pass that saw neither pin may have deleted what it kept.
 pub(crate) fn pin_copy(client: &Client, from: &str, name: &str, source: String) -> Result<Pin> {
-    let mut pin = read(client, from)?;
+    check_name(from)?;
+    let original = client.get(&pin_key(from))?.ok_or_else(|| {
+        Error::NotFound(format!("{}: no checkpoint named {from:?}", client.url()))
+    })?;
+    let mut pin = Pin::decode(&original).map_err(|e| Error::Corruption {
+        file: PathBuf::from(client.object(&pin_key(from))),
+        detail: e.0.into(),
+    })?;
     pin.source = source;
     if !client.put_create_or_own(&pin_key(name), Bytes::from(pin.encode()))? {
         return Err(Error::Busy(format!("{}: pin {name} exists", client.url())));
     }
-    if client.head(&pin_key(from))?.is_none() {
+    // The same checkpoint, byte for byte: one dropped and made again under its name meanwhile
+    // is another version.
+    if client.get(&pin_key(from))?.as_ref() != Some(&original) {
         client.delete(&pin_key(name))?;
         return Err(Error::NotFound(format!(
             "{}: checkpoint {from:?} was dropped while it was being cloned",

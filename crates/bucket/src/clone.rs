@@ -181,11 +181,9 @@ pub fn clone_store(
         // The pin goes only once the clone's record 1 is known not to be ours: a pin kept for
         // nothing is only space, a clone without its pin loses its objects.
         let ours = Bytes::from(cloned.as_first_record().encode());
-        let not_ours = match dst.get(&log_key(1)) {
-            Ok(None) => true,
-            Ok(Some(there)) => there != ours,
-            Err(_) => false,
-        };
+        // Another's record there: this clone is not made. No record yet is no proof: a PUT
+        // that timed out here may still land.
+        let not_ours = matches!(dst.get(&log_key(1)), Ok(Some(there)) if there != ours);
         if not_ours {
             let _ = src.delete(&pin_key(&pin_name));
             if dst.get(ORIGIN).ok().flatten().as_deref() == Some(origin.as_bytes()) {

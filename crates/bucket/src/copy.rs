@@ -115,6 +115,11 @@ pub(crate) fn put_checked(
         }
         sent = crc32c::crc32c_append(sent, &piece);
         at += n;
+        // Checked before the last part goes, so a mismatch aborts the upload instead of
+        // completing it over what may be another run's good copy.
+        if at == len && sent != crc {
+            return Err(differs((len, sent)));
+        }
         Ok(Some(piece))
     })?;
     if sent != crc {

@@ -78,10 +78,10 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     // names was reachable then, and objects never become reachable again. If it lists them
     // while the marker is there, the pass holds. If after, the pin was PUT before the marker
     // went, so before the pins are listed below.
-    let mut held = crate::checkpoint::marker_ages(client)?
+    let (fresh, stale): (Vec<_>, Vec<_>) = crate::checkpoint::marker_ages(client)?
         .into_iter()
-        .filter(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS)
-        .count();
+        .partition(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS);
+    let mut held = fresh.len();
     let mut lapsed = Vec::new();
     let now_millis = crate::pin::now_millis();
     for key in client.list("pin/")? {
@@ -124,6 +124,8 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     report.deleted = doomed.len();
     client.delete_many(doomed)?;
     client.delete_many(lapsed)?;
+    // A marker past its hold is a dead maker's: it holds nothing, and would pile up.
+    client.delete_many(stale.into_iter().map(|(key, _)| key).collect())?;
     if held == 0 {
         report.released_source = crate::clone::release_origin(client, &reachable)?;
     }

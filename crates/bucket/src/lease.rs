@@ -110,10 +110,19 @@ impl ReaderLease {
 
     /// Renews the lease if it is due (a long copy calls this as it goes).
     pub(crate) fn renew_if_due(&self, client: &Client) -> Result<()> {
-        if self.renewed.lock().elapsed() >= self.renew_every() {
-            self.renew(client)?;
+        let since = self.renewed.lock().elapsed();
+        if since < self.renew_every() {
+            return Ok(());
         }
-        Ok(())
+        match self.renew(client) {
+            Ok(()) => Ok(()),
+            // Time is left: tried again at the next call.
+            Err(e) if since < self.ttl * 3 / 5 => {
+                log::warn!("{}: renewing a lease: {e}", client.url());
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Moves the lease to a later expiry: the new pin is written before the old one goes, so the

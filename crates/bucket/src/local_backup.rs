@@ -165,6 +165,13 @@ pub fn restore_to_dir(
     let objects = pin.objects();
     let mut done = Progress::of(objects.iter().map(|(_, len, _)| *len));
     for (name, recipe) in &pin.replayed().files {
+        // A name from the backup stays inside the directory.
+        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
+            return Err(Error::Corruption {
+                file: PathBuf::from(dest.object(&format!("backup/{n:020}"))),
+                detail: format!("names a file {name:?} outside the store's directory"),
+            });
+        }
         let path: PathBuf = dir.join(name);
         match recipe {
             FileRecipe::Placed { len, .. } => {

@@ -158,6 +158,12 @@ impl BucketFs {
         if !config.read_only {
             crate::probe::check(&client, &writer)?;
         }
+        if config.reader_lease < Duration::from_secs(1) {
+            return Err(Error::InvalidArgument(format!(
+                "a reader's lease of {:?} is too short to renew (1 s at least)",
+                config.reader_lease
+            )));
+        }
         if let Some(name) = &config.checkpoint {
             if !config.read_only {
                 return Err(Error::ReadOnly(format!(
@@ -165,7 +171,7 @@ impl BucketFs {
                     config.url
                 )));
             }
-            if !read_state(&root, &config.url).is_empty() {
+            if names_a_claim(&root) {
                 // Made to match the checkpoint, a writer's working copy would lose what only it
                 // holds (WALs synced to `local`) and be distrusted at the writer's next open.
                 return Err(Error::InvalidArgument(format!(
@@ -188,6 +194,9 @@ impl BucketFs {
             let taken = crate::lease::ReaderLease::take(&client, &writer, config.reader_lease);
             let (lease, replayed) = match taken {
                 Ok((lease, replayed)) => (Some(lease), replayed),
+                // Only a bucket that will not let this reader write goes on without a lease; an
+                // outage or damage is an error like any other.
+                Err(e) if !forbidden(&e) => return Err(e),
                 Err(e) => {
                     log::warn!(
                         "{}: no reader's lease ({e}): garbage collection may delete files this \
@@ -593,6 +602,19 @@ pub(crate) fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> 
         }
     }
     install(&tmp, file, path)
+}
+
+/// Whether a refusal is the bucket's permissions (or a server without the feature), not an
+/// outage.
+fn forbidden(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. }
+        if matches!(source.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::Unsupported))
+}
+
+/// Whether this directory is some writer's working copy, of whatever store.
+fn names_a_claim(root: &Path) -> bool {
+    std::fs::read_to_string(root.join(STATE))
+        .is_ok_and(|t| t.lines().skip(1).any(|l| !l.trim().is_empty()))
 }
 
 /// The claims this directory made that may be the newest: `url` then `epoch writer` lines.

@@ -77,6 +77,7 @@ pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
         (None, None) => default_cache_dir(&url)?,
         // A checkpoint's working copy is its own: the store's is a writer's.
         (None, Some(name)) => {
+            strata_bucket::checkpoint::check_name(name).map_err(|e| e.to_string())?;
             let dir = default_cache_dir(&url)?;
             let last = dir
                 .file_name()
