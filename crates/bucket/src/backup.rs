@@ -16,6 +16,7 @@ use crate::client::Client;
 use crate::clone::{copy_all, overlaps, require_empty, write_first_record};
 use crate::copy::{copy_object, verify_object};
 use crate::lease::{DEFAULT_LEASE_TTL, ReaderLease};
+use crate::log::parse_numbered;
 use crate::pin::{Pin, now_millis};
 
 /// A backup, as `list` shows it.
@@ -114,13 +115,6 @@ fn pending_key(number: u64) -> String {
     format!("backup-pending/{number:020}")
 }
 
-fn parse_number(key: &str, dir: &str) -> Option<u64> {
-    let digits = key.strip_prefix(dir)?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
-}
-
 /// Where the destination keeps its copy of the source's object `key` (`len` bytes of CRC
 /// `crc`): one name per source object and contents, so a second backup finds it, and a store
 /// recreated at the same URL, whose new objects may reuse the old names, never passes for it.
@@ -155,7 +149,7 @@ pub(crate) fn info(number: u64, pin: &Pin) -> BackupInfo {
 fn backups(dest: &Client) -> Result<Vec<(u64, Pin)>> {
     let mut out = Vec::new();
     for key in dest.list("backup/")? {
-        let Some(number) = parse_number(&key, "backup/") else {
+        let Some(number) = parse_numbered(&key, "backup/") else {
             continue;
         };
         if let Some(pin) = read_pin(dest, &key)? {
@@ -197,7 +191,7 @@ pub(crate) fn next_number(dest: &Client, source: &str) -> Result<u64> {
     let pending: Vec<u64> = dest
         .list("backup-pending/")?
         .iter()
-        .filter_map(|k| parse_number(k, "backup-pending/"))
+        .filter_map(|k| parse_numbered(k, "backup-pending/"))
         .collect();
     Ok(existing
         .iter()

@@ -272,23 +272,10 @@ impl Client {
 
     /// The whole object, or `None` when there is none.
     pub fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        let store = self.store.clone();
-        let path = ObjectPath::from(self.object(key));
-        self.counts.gets.fetch_add(1, Ordering::Relaxed);
-        let got = self.run(async move {
-            match store.get(&path).await {
-                Ok(r) => r.bytes().await.map(Some),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })?;
-        let got = got.map_err(|e| self.error("GET", key, e))?;
-        if let Some(b) = &got {
-            self.counts
-                .bytes_down
-                .fetch_add(b.len() as u64, Ordering::Relaxed);
-        }
-        Ok(got)
+        Ok(self
+            .get_many(std::slice::from_ref(&key.to_string()))?
+            .pop()
+            .flatten())
     }
 
     /// The whole objects `keys`, in order (`None` for one that is not there): up to

@@ -66,19 +66,22 @@ impl ReaderLease {
         holder: &str,
         ttl: Duration,
     ) -> Result<(ReaderLease, Replayed)> {
-        let name = lease_name(expiry_from_now(ttl), holder);
-        let taken = Instant::now();
+        let (name, taken) = (lease_name(expiry_from_now(ttl), holder), Instant::now());
         let pin = pin_now(client, &name, format!("reader {holder}"))?;
         let replayed = pin.replayed();
-        let lease = ReaderLease {
+        Ok((ReaderLease::held(holder, ttl, name, pin, taken), replayed))
+    }
+
+    /// The lease named `name` on `pin`, taken at `taken`.
+    fn held(holder: &str, ttl: Duration, name: String, pin: Pin, taken: Instant) -> ReaderLease {
+        ReaderLease {
             holder: holder.to_string(),
             ttl,
             name: Mutex::new(name),
             pin,
             renewed: Mutex::new(taken),
             lapsed: AtomicBool::new(false),
-        };
-        Ok((lease, replayed))
+        }
     }
 
     /// A lease on checkpoint `checkpoint`'s version (a copy from it, which lapses if the copier
@@ -89,18 +92,10 @@ impl ReaderLease {
         holder: &str,
     ) -> Result<ReaderLease> {
         let ttl = DEFAULT_LEASE_TTL;
-        let name = lease_name(expiry_from_now(ttl), holder);
-        let taken = Instant::now();
+        let (name, taken) = (lease_name(expiry_from_now(ttl), holder), Instant::now());
         let pin =
             crate::checkpoint::pin_copy(client, checkpoint, &name, format!("copier {holder}"))?;
-        Ok(ReaderLease {
-            holder: holder.to_string(),
-            ttl,
-            name: Mutex::new(name),
-            pin,
-            renewed: Mutex::new(taken),
-            lapsed: AtomicBool::new(false),
-        })
+        Ok(ReaderLease::held(holder, ttl, name, pin, taken))
     }
 
     /// The version the lease pins.

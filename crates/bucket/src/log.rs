@@ -55,7 +55,9 @@ pub fn parse_checkpoint_key(key: &str) -> Option<u64> {
     parse_numbered(key, "checkpoint/")
 }
 
-fn parse_numbered(key: &str, dir: &str) -> Option<u64> {
+/// The number of the object `key` named `DIR/` and 20 digits (a record, a log checkpoint, a
+/// backup).
+pub(crate) fn parse_numbered(key: &str, dir: &str) -> Option<u64> {
     let digits = key.strip_prefix(dir)?;
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
