@@ -53,8 +53,8 @@ mod wal;
 pub use blob::{BlobFileProperties, BlobFileState, Expiration, ValueInfo};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    BlobTotals, BlockCacheProperties, ColumnFamily, ColumnFamilyProperties, Db, DbIterator,
-    Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
+    BlobTotals, BlockCacheProperties, CaughtUp, ColumnFamily, ColumnFamilyProperties, Db,
+    DbIterator, Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
     RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, TryWrite,
     ValueFile, ValueReader, WriteBatch, repair_store,
 };

@@ -6,6 +6,7 @@ mod background;
 mod batch;
 mod blob;
 mod blob_housekeeping;
+mod catch_up;
 mod column_family;
 mod compact;
 mod compaction_state;
@@ -38,6 +39,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use crate::snapshot::Snapshot;
 pub use batch::WriteBatch;
+pub use catch_up::CaughtUp;
 pub use column_family::ColumnFamily;
 pub use inspect::{RangeEstimate, RangeTombstoneInfo, RangeTombstonePage, TombstoneLocation};
 pub use iter::{DbIterator, Entries};
@@ -217,6 +219,21 @@ impl Db {
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadOnly)?;
         Ok(Db { inner })
+    }
+
+    /// For a store opened read-only beside a writer (or over files something else keeps
+    /// current, as a replica of a bucket store does): reads the MANIFEST and the WALs again and
+    /// moves reads to what they hold now (RocksDB's `TryCatchUpWithPrimary`). Nothing is written.
+    /// Refused with `InvalidArgument` on a writable store.
+    pub fn try_catch_up(&self) -> Result<CaughtUp> {
+        self.inner.catch_up()
+    }
+
+    /// The newest sequence number reads see: after a write returns, at least the write's own
+    /// (RocksDB's `GetLatestSequenceNumber`). A replica that shows this number or later shows
+    /// the write.
+    pub fn latest_sequence(&self) -> u64 {
+        self.inner.last_sequence.load(Ordering::Acquire)
     }
 
     /// The directory the store lives in.

@@ -596,7 +596,7 @@ fn remove_obsolete_files(
 /// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash
 /// left unsealed (its intact prefix is what it holds). A file that is missing or whose header is
 /// damaged fails the open with `Corruption`. `paranoid` also reads every record of the sealed ones.
-fn recover_blob_files(
+pub(super) fn recover_blob_files(
     versions: &VersionSet,
     blobs: &BlobStore,
     stats: &Stats,
@@ -605,6 +605,10 @@ fn recover_blob_files(
 ) -> Result<()> {
     for (&cf, data) in versions.column_families() {
         for (&number, &garbage) in &data.blob_files {
+            if blobs.get(number).is_some() {
+                // Known already (a read-only store catching up).
+                continue;
+            }
             let path = blobs.path(number);
             let reader = BlobFileReader::open(blobs.filesystem(), &path).map_err(|e| match e {
                 Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {

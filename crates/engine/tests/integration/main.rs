@@ -11,6 +11,7 @@ mod blob;
 mod blob_crash;
 mod blob_fifo;
 mod block_cache;
+mod catch_up;
 mod column_families;
 mod compaction;
 mod corruption;

@@ -1,0 +1,245 @@
+//! A read-only store following its writer (RocksDB's `TryCatchUpWithPrimary`): the MANIFEST and
+//! the WALs are read again and reads move to what they hold now, in one step per column family.
+//!
+//! Invariants (doc/architecture.md, "Replicas"):
+//! - A catch-up never writes, creates or deletes a file: it only reads the directory.
+//! - The sequence reads see never goes back: a catch-up that finds less than the store showed
+//!   (the files were replaced by an older copy) fails and changes nothing.
+//! - Each column family's view is swapped whole (version and memtable together), so a read sees
+//!   either the old state or the new one, never a table and a memtable holding the same writes
+//!   from different moments.
+//! - Reads in flight keep the view they started with; its tables stay open through the table
+//!   cache, and its memtables live as long as the view.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::DbInner;
+use super::column_family::{CfState, ColumnFamilyData, new_memtable, put_slot};
+use super::open::recover_blob_files;
+use super::replay::{Replay, replay_wals};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::memtable::MemTable;
+use crate::options::ColumnFamilyOptions;
+use crate::version::{VersionSet, decode_cf_options};
+
+/// What one catch-up found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaughtUp {
+    /// The newest sequence number reads saw before.
+    pub from: u64,
+    /// The newest sequence number reads see now.
+    pub to: u64,
+}
+
+/// How often a catch-up is tried again when the files changed under it: a writer on the same
+/// directory deleted a WAL or a MANIFEST between the listing and the read, cut a sealed WAL's
+/// spare tail, or was midway through appending the record read last. Damage that stays is
+/// reported once the tries are spent.
+const TRIES: usize = 10;
+/// The pause between two tries, for the writer to finish what it was doing.
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
+impl DbInner {
+    pub(super) fn catch_up(&self) -> Result<CaughtUp> {
+        self.check_open()?;
+        if !self.read_only {
+            return Err(Error::InvalidArgument(format!(
+                "{}: only a store opened read-only catches up; this one is its writer",
+                self.dir.display()
+            )));
+        }
+        // One catch-up at a time: two would race to install views.
+        let _admin = self.cf_admin.lock();
+        let mut last = None;
+        for _ in 0..TRIES {
+            match self.read_consistently() {
+                Ok(Some(found)) => return self.install(found),
+                // The MANIFEST moved on meanwhile (a flush logged a table and deleted a WAL this
+                // read missed): what was read may lack writes; read again.
+                Ok(None) => {
+                    last = Some(Error::Busy(format!(
+                        "{}: the writer changed the MANIFEST during {TRIES} catch-ups in a row",
+                        self.dir.display()
+                    )))
+                }
+                Err(e) if changing(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+            std::thread::sleep(PAUSE);
+        }
+        Err(last.unwrap_or(Error::Closed))
+    }
+
+    /// `read_again`, or `None` when the MANIFEST changed while it read.
+    fn read_consistently(&self) -> Result<Option<Found>> {
+        let before = self.manifest_mark()?;
+        let found = self.read_again()?;
+        Ok((self.manifest_mark()? == before).then_some(found))
+    }
+
+    /// Which MANIFEST CURRENT names, and how long it is.
+    fn manifest_mark(&self) -> Result<(std::path::PathBuf, u64)> {
+        let path = VersionSet::current_manifest(&self.dir, self.fs.as_ref())?;
+        let len = self.fs.open_random(&path)?.len()?;
+        Ok((path, len))
+    }
+
+    /// Recovers the store's state from its files as an open would, into memory.
+    fn read_again(&self) -> Result<Found> {
+        let mut versions = VersionSet::recover(&self.dir, self.fs.clone())?;
+        let manifest = self
+            .dir
+            .join(filename::manifest_name(versions.manifest_number()));
+        let mut cf_opts: BTreeMap<u32, ColumnFamilyOptions> = BTreeMap::new();
+        {
+            let registry = self.registry.read();
+            for (&id, cf) in versions.column_families() {
+                let o = match registry.get(id) {
+                    Some(data) => data.opts.clone(),
+                    None if id == 0 => self.opts.cf.clone(),
+                    None => match self.opts.column_families.get(&cf.name) {
+                        Some(o) => o.clone(),
+                        None => decode_cf_options(&cf.options, &manifest)?,
+                    },
+                };
+                cf_opts.insert(id, o);
+            }
+        }
+        let min_log = versions.min_log_number();
+        let mut wals: Vec<u64> = self
+            .fs
+            .list(&self.dir)?
+            .iter()
+            .filter_map(|name| match filename::parse(name) {
+                FileKind::Wal(n) if n >= min_log => Some(n),
+                _ => None,
+            })
+            .collect();
+        // Blob files the writer made since: registered before the WALs that point into them.
+        recover_blob_files(
+            &versions,
+            &self.blobs,
+            &self.stats,
+            self.opts.paranoid_checks,
+            true,
+        )?;
+        let mut mems = BTreeMap::new();
+        let (last_seq, skipped, _) = replay_wals(
+            &self.dir,
+            &self.opts,
+            &mut versions,
+            &cf_opts,
+            &mut wals,
+            &self.blobs,
+            Replay::IntoMemory(&mut mems),
+        )?;
+        self.stats.wal_records_skipped.add(skipped);
+        Ok(Found {
+            versions,
+            cf_opts,
+            mems,
+            last_seq,
+        })
+    }
+
+    /// Moves reads to `found`.
+    fn install(&self, found: Found) -> Result<CaughtUp> {
+        let Found {
+            versions,
+            mut cf_opts,
+            mut mems,
+            last_seq,
+        } = found;
+        let from = self.last_sequence.load(Ordering::Acquire);
+        if last_seq < from {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the store's files now end at sequence {last_seq}, before the {from} reads \
+                 already see: they were replaced by an older copy, so this reader keeps what it \
+                 has",
+                self.dir.display()
+            )));
+        }
+        let ids: Vec<u32> = versions.column_families().keys().copied().collect();
+        let added: Vec<Arc<ColumnFamilyData>> = {
+            let registry = self.registry.read();
+            versions
+                .column_families()
+                .iter()
+                .filter(|(id, _)| registry.get(**id).is_none())
+                .map(|(&id, cf)| {
+                    Arc::new(ColumnFamilyData::new(
+                        self.id,
+                        id,
+                        cf.name.clone(),
+                        cf_opts.remove(&id).unwrap_or_default(),
+                        cf.current.clone(),
+                        self.blobs.current_epoch(),
+                    ))
+                })
+                .collect()
+        };
+        let dropped: Vec<Arc<ColumnFamilyData>> = self
+            .registry
+            .read()
+            .by_id
+            .iter()
+            .flatten()
+            .filter(|data| !ids.contains(&data.id))
+            .cloned()
+            .collect();
+        let mut st = self.state.lock();
+        *self.versions.lock() = versions;
+        for data in added {
+            put_slot(&mut st.cfs, data.id as usize, CfState::new(data.clone()));
+            self.registry.write().insert(data);
+        }
+        for data in &dropped {
+            data.dropped.store(true, Ordering::Release);
+            self.registry.write().remove(data.id);
+            if let Some(slot) = st.cfs.get_mut(data.id as usize) {
+                *slot = None;
+            }
+        }
+        for &id in &ids {
+            let Some(cs) = st.cf_mut(id) else { continue };
+            cs.mem = mems.remove(&id).unwrap_or_else(|| empty_memtable(&cs.data));
+            cs.imm = VecDeque::new();
+            cs.mem_first_log = None;
+            self.install_view(&mut st, id);
+        }
+        drop(st);
+        self.update_blob_threshold();
+        // After the views: a read at the new sequence finds what it names.
+        self.last_sequence.fetch_max(last_seq, Ordering::AcqRel);
+        Ok(CaughtUp {
+            from,
+            to: self.last_sequence.load(Ordering::Acquire),
+        })
+    }
+}
+
+/// What reading the files again found.
+struct Found {
+    versions: VersionSet,
+    cf_opts: BTreeMap<u32, ColumnFamilyOptions>,
+    mems: BTreeMap<u32, Arc<MemTable>>,
+    last_seq: u64,
+}
+
+fn empty_memtable(data: &ColumnFamilyData) -> Arc<MemTable> {
+    new_memtable(&data.opts, 0)
+}
+
+/// Whether `e` may come from files changing under the read rather than from damage: one went
+/// missing or shrank, or a record read was half written.
+fn changing(e: &Error) -> bool {
+    use std::io::ErrorKind::{NotFound, UnexpectedEof};
+    match e {
+        Error::Io { source, .. } => matches!(source.kind(), NotFound | UnexpectedEof),
+        Error::Corruption { .. } => true,
+        _ => false,
+    }
+}

@@ -1,0 +1,127 @@
+//! A read-only store following a writer beside it (`Db::try_catch_up`): it sees every write
+//! acknowledged before a catch-up began, its sequence never goes back, and column families and
+//! blob files the writer makes appear.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use strata_engine::{Db, Error, Options};
+
+use crate::db::small_options;
+
+/// Flushes (which delete WALs under the reader) but no compactions: a read-only store on a
+/// local directory reads tables a compaction may delete before it opens them.
+fn writer_options() -> Options {
+    let mut o = small_options();
+    o.create_if_missing = true;
+    o.cf.write_buffer_size = 256 << 10;
+    o.cf.disable_auto_compactions = true;
+    o
+}
+
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_reader_sees_every_acknowledged_write_and_never_goes_back() {
+    let dir = crate::common::tempdir();
+    let writer = Arc::new(Db::open(dir.path(), writer_options()).unwrap());
+    writer.put("k000000", "v0".repeat(8)).unwrap();
+    let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
+    let acked = Arc::new(AtomicU64::new(1));
+    let done = Arc::new(AtomicBool::new(false));
+    const KEYS: u64 = 20_000;
+    let writing = {
+        let (writer, acked, done) = (writer.clone(), acked.clone(), done.clone());
+        std::thread::spawn(move || {
+            for i in 1..KEYS {
+                writer
+                    .put(format!("k{i:06}"), format!("v{i}").repeat(8))
+                    .unwrap();
+                acked.store(i + 1, Ordering::Release);
+            }
+            done.store(true, Ordering::Release);
+        })
+    };
+    let (mut seen, mut rounds) = (reader.latest_sequence(), 0);
+    loop {
+        let finished = done.load(Ordering::Acquire);
+        let before = acked.load(Ordering::Acquire);
+        let caught = reader.try_catch_up().unwrap();
+        assert!(
+            caught.to >= caught.from && caught.from >= seen,
+            "{caught:?} after {seen}"
+        );
+        seen = caught.to;
+        assert_eq!(reader.latest_sequence(), seen);
+        let last = before - 1;
+        assert_eq!(
+            reader.get(format!("k{last:06}")).unwrap().as_deref(),
+            Some(format!("v{last}").repeat(8).as_bytes()),
+            "key {last} was acknowledged before the catch-up began"
+        );
+        rounds += 1;
+        if finished {
+            break;
+        }
+    }
+    writing.join().unwrap();
+    let all = crate::db::keys(&reader, &Default::default());
+    assert_eq!(all.len() as u64, KEYS);
+    assert!(rounds > 2, "the reader caught up only {rounds} times");
+    assert!(
+        writer.statistics().flushes > 1,
+        "the writer never flushed: no WAL was deleted under the reader"
+    );
+}
+
+#[test]
+fn column_families_and_blob_files_the_writer_makes_appear() {
+    let dir = crate::common::tempdir();
+    let mut o = writer_options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 1024;
+    let writer = Db::open(dir.path(), o.clone()).unwrap();
+    writer.put("small", "s").unwrap();
+    let reader = Db::open_read_only(dir.path(), o.clone()).unwrap();
+    assert!(reader.cf("logs").is_err());
+
+    let logs = writer.create_cf("logs", o.cf.clone()).unwrap();
+    writer.put_cf(&logs, "line", "1").unwrap();
+    writer.put("big", vec![7u8; 64 << 10]).unwrap();
+    writer.flush().unwrap();
+    writer.put("after-flush", "x").unwrap();
+    reader.try_catch_up().unwrap();
+    let logs_seen = reader.cf("logs").unwrap();
+    assert_eq!(
+        reader.get_cf(&logs_seen, "line").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(
+        reader.get("big").unwrap().as_deref(),
+        Some(&vec![7u8; 64 << 10][..])
+    );
+    assert_eq!(
+        reader.get("after-flush").unwrap().as_deref(),
+        Some(&b"x"[..])
+    );
+
+    writer.drop_cf(&logs).unwrap();
+    reader.try_catch_up().unwrap();
+    assert!(
+        reader.cf("logs").is_err(),
+        "a dropped column family stays visible"
+    );
+    assert!(matches!(
+        reader.get_cf(&logs_seen, "line"),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // Only a reader catches up.
+    let refused = writer.try_catch_up().unwrap_err();
+    assert!(matches!(refused, Error::InvalidArgument(_)), "{refused}");
+}
