@@ -186,6 +186,18 @@ impl Cache {
         self.entries.lock().insert(name.to_string(), entry);
     }
 
+    /// `name` is now exactly `remote`, which the cache lacks (a replica's log named it).
+    pub(crate) fn expect(&self, name: &str, remote: Remote) {
+        let entry = Entry {
+            remote,
+            local: false,
+            used: 0,
+            open: None,
+            pins: 0,
+        };
+        self.entries.lock().insert(name.to_string(), entry);
+    }
+
     /// `name`'s contents change (or it is gone): no object stands for it any more. Returns
     /// whether the cache lacked it.
     pub(crate) fn forget(&self, name: &str) -> bool {

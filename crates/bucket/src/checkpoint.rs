@@ -11,6 +11,7 @@ use strata_engine::{Error, Result};
 use crate::client::Client;
 pub use crate::pin::check_name;
 use crate::pin::{Pin, marker_key, now_millis, pin_key};
+use crate::replay::Replayed;
 
 /// How long a marker stops garbage collection: its age is the collector's clock against the
 /// bucket's time of the marker's PUT, so it is long beside `MAKING_LIMIT`, leaving 55 minutes
@@ -73,14 +74,29 @@ pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin
             client.url()
         )));
     }
-    let started = Instant::now();
-    place_marker(client, name)?;
-    let made = (|| {
+    let (pin, _) = pin_with(client, name, source, || {
         let view = crate::open::replay(client)?;
         if view.replayed.last_seq == 0 {
             return Err(Error::NotFound(format!("{}: no store here", client.url())));
         }
-        let pin = Pin::of(&view.replayed, source);
+        Ok(view.replayed)
+    })?;
+    Ok(pin)
+}
+
+/// Makes the pin `name` of the version `view` replays, for `source`: the marker goes up before
+/// `view` lists the log, and comes down once the pin is up (the format's invariants).
+pub(crate) fn pin_with(
+    client: &Client,
+    name: &str,
+    source: String,
+    view: impl FnOnce() -> Result<Replayed>,
+) -> Result<(Pin, Replayed)> {
+    let started = Instant::now();
+    place_marker(client, name)?;
+    let made = (|| {
+        let replayed = view()?;
+        let pin = Pin::of(&replayed, source);
         // Settled, not taken at its word: a PUT whose answer was lost finds its own pin.
         if !client.put_create_or_own(&pin_key(name), Bytes::from(pin.encode()))? {
             return Err(Error::InvalidArgument(format!(
@@ -98,12 +114,12 @@ pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin
                 started.elapsed()
             )));
         }
-        Ok(pin)
+        Ok((pin, replayed))
     })();
     let removed = client.delete(&marker_key(name));
-    let pin = made?;
+    let made = made?;
     removed?;
-    Ok(pin)
+    Ok(made)
 }
 
 /// PUTs the marker of `name`, create-only; one older than its hold (its maker died) is

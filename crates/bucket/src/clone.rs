@@ -138,7 +138,7 @@ pub fn clone_store(
             Some(name) => ReaderLease::of_checkpoint(src, name, &holder)?,
             None => ReaderLease::take(src, &holder, DEFAULT_LEASE_TTL)?.0,
         };
-        let copied = copy_all(src, dst, lease.pin(), Some(&lease), progress)
+        let copied = copy_all(src, dst, &lease.pin(), Some(&lease), progress)
             .and_then(|copy| write_first_record(dst, &copy).map(|()| copy));
         let released = lease.release(src);
         let copy = copied?;

@@ -243,6 +243,22 @@ impl FileSystem for BucketFs {
         Ok(())
     }
 
+    fn refresh(&self, dir: &Path) -> Result<bool> {
+        let s = &self.shared;
+        match &s.follow {
+            Some(follow) if dir == s.root => {
+                // No waiting out an outage here: the replica keeps serving what it has, its lag
+                // shows it, and the next round tries again.
+                let changed = follow.refresh(s)?;
+                // New files are fetched when read; the bound holds as they are.
+                s.cache.evict(&s.root)?;
+                Ok(changed)
+            }
+            // A writer's working copy is its own; a checkpoint never changes.
+            _ => Ok(false),
+        }
+    }
+
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = self.shared.local.list(dir)?;
         if dir == self.shared.root {

@@ -54,7 +54,10 @@ pub(crate) struct ReaderLease {
     ttl: Duration,
     /// The pin's current name (it changes at each renewal).
     name: Mutex<String>,
-    pin: Pin,
+    /// The version pinned: a replica moves it forward (`move_to`).
+    pin: Mutex<Pin>,
+    /// Held while the pin's name or version changes: a renewal and a move never interleave.
+    changing: Mutex<()>,
     renewed: Mutex<Instant>,
     lapsed: AtomicBool,
 }
@@ -78,7 +81,8 @@ impl ReaderLease {
             holder: holder.to_string(),
             ttl,
             name: Mutex::new(name),
-            pin,
+            pin: Mutex::new(pin),
+            changing: Mutex::new(()),
             renewed: Mutex::new(taken),
             lapsed: AtomicBool::new(false),
         }
@@ -99,8 +103,34 @@ impl ReaderLease {
     }
 
     /// The version the lease pins.
-    pub(crate) fn pin(&self) -> &Pin {
-        &self.pin
+    pub(crate) fn pin(&self) -> Pin {
+        self.pin.lock().clone()
+    }
+
+    /// Moves the lease to the version `view` replays (a replica following its writer): the
+    /// new pin goes up under the marker protocol before the old one goes, so neither version
+    /// is unpinned while this reader may read it. Returns that version.
+    pub(crate) fn move_to(
+        &self,
+        client: &Client,
+        view: impl FnOnce() -> Result<Replayed>,
+    ) -> Result<Replayed> {
+        let _changing = self.changing.lock();
+        let (new, started) = (self.next_name(), Instant::now());
+        let source = format!("reader {}", self.holder);
+        let (pin, replayed) = crate::checkpoint::pin_with(client, &new, source, view)?;
+        let old = std::mem::replace(&mut *self.name.lock(), new);
+        *self.pin.lock() = pin;
+        *self.renewed.lock() = started;
+        self.lapsed.store(false, Ordering::Relaxed);
+        client.delete(&pin_key(&old))?;
+        Ok(replayed)
+    }
+
+    /// A name for the next pin: a later expiry, never the current name.
+    fn next_name(&self) -> String {
+        let current = lease_expiry(&self.name.lock()).unwrap_or(0);
+        lease_name(expiry_from_now(self.ttl).max(current + 1), &self.holder)
     }
 
     /// Renews the lease if it is due (a long copy calls this as it goes).
@@ -123,9 +153,11 @@ impl ReaderLease {
     /// Moves the lease to a later expiry: the new pin is written before the old one goes, so the
     /// version is never unpinned.
     fn renew(&self, client: &Client) -> Result<()> {
+        let _changing = self.changing.lock();
         let started = Instant::now();
-        let new = lease_name(expiry_from_now(self.ttl), &self.holder);
-        if client.put_create_or_own(&pin_key(&new), Bytes::from(self.pin.encode()))? {
+        let new = self.next_name();
+        let pin = Bytes::from(self.pin.lock().encode());
+        if client.put_create_or_own(&pin_key(&new), pin)? {
             let old = std::mem::replace(&mut *self.name.lock(), new);
             *self.renewed.lock() = started;
             client.delete(&pin_key(&old))?;

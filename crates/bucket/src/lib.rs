@@ -27,6 +27,7 @@ mod clone;
 mod copy;
 mod fault;
 mod files;
+mod follow;
 mod fs;
 mod gc;
 mod lease;
@@ -41,6 +42,7 @@ mod record;
 mod replay;
 mod shared;
 mod url;
+mod working_copy;
 
 pub use checkpoint::CheckpointInfo;
 pub use client::{Client, Requests};

@@ -176,11 +176,11 @@ pub fn restore_to_dir(
         match recipe {
             FileRecipe::Placed { len, .. } => {
                 if let Some(remote) = Remote::of(recipe) {
-                    crate::open::fetch_placed(dest, &remote, &path)?;
+                    crate::working_copy::fetch_placed(dest, &remote, &path)?;
                 }
                 done.advance(*len, progress);
             }
-            FileRecipe::Steps(steps) => crate::open::build(dest, &path, steps)?,
+            FileRecipe::Steps(steps) => crate::working_copy::build(dest, &path, steps)?,
         }
     }
     local.sync_dir(dir)?;

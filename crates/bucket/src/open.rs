@@ -2,9 +2,7 @@
 //! match it, and the claim that fences every earlier writer.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,14 +13,14 @@ use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 
 use crate::cache::{Cache, Remote};
 use crate::client::Client;
-use crate::files::Class;
 use crate::fs::BucketFs;
-use crate::local_io::{crc_of, io};
+use crate::local_io::io;
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
 use crate::record::{Entry, Record};
-use crate::replay::{FileRecipe, Replayed, Source, Step};
+use crate::replay::Replayed;
 use crate::shared::Shared;
 use crate::url::BucketUrl;
+use crate::working_copy::{install, temp_beside};
 use strata_engine::Durability;
 
 /// Where the store is and how to open it.
@@ -184,8 +182,8 @@ impl BucketFs {
             let replayed = crate::checkpoint::read(&client, name)?.replayed();
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             write_state(&root, &config.url, &[])?;
-            let placed = reconcile(&client, &root, &replayed, false)?;
-            return Self::assemble(config, root, client, None, placed, lock, None);
+            let placed = crate::working_copy::reconcile(&client, &root, &replayed, false)?;
+            return Self::assemble(config, root, client, None, placed, lock, Reading::default());
         }
         let ours = read_state(&root, &config.url);
         if config.read_only {
@@ -210,9 +208,18 @@ impl BucketFs {
                 .iter()
                 .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
                 && replayed.epoch != 0;
-            let placed = reconcile(&client, &root, &replayed, valid)?;
+            let placed = crate::working_copy::reconcile(&client, &root, &replayed, valid)?;
             let renew = lease.is_some();
-            let fs = Self::assemble(config, root, client, None, placed, lock, lease)?;
+            let follow = Some(crate::follow::Follow::new(replayed));
+            let fs = Self::assemble(
+                config,
+                root,
+                client,
+                None,
+                placed,
+                lock,
+                Reading { lease, follow },
+            )?;
             if renew {
                 crate::lease::start_renewing(&fs.shared);
             }
@@ -252,7 +259,7 @@ impl BucketFs {
             if !client.put_create_or_own(&log_key(seq), bytes)? {
                 continue;
             }
-            let placed = reconcile(&client, &root, replayed, valid)?;
+            let placed = crate::working_copy::reconcile(&client, &root, replayed, valid)?;
             if !valid && replayed.epoch != 0 {
                 // Another writer held the store and may still be acknowledging `local` syncs
                 // until its lease runs out (its own, which its claim names): this one
@@ -265,7 +272,15 @@ impl BucketFs {
             // Bytes are shared, not copied: the clone costs the map.
             let resync_from = valid.then(|| view.replayed.clone());
             let log = Log::new(epoch, seq, &claim, view, config.lease);
-            let fs = Self::assemble(config, root, client, Some(log), placed, lock, None)?;
+            let fs = Self::assemble(
+                config,
+                root,
+                client,
+                Some(log),
+                placed,
+                lock,
+                Reading::default(),
+            )?;
             if let Some(replayed) = resync_from {
                 fs.shared.resync(&replayed)?;
             }
@@ -287,7 +302,7 @@ impl BucketFs {
         log: Option<Log>,
         placed: BTreeMap<String, (Remote, bool)>,
         lock: DirLock,
-        reader_lease: Option<crate::lease::ReaderLease>,
+        reading: Reading,
     ) -> Result<BucketFs> {
         let fs = BucketFs {
             shared: Arc::new(Shared {
@@ -304,7 +319,8 @@ impl BucketFs {
                 last_wal_commit: Mutex::new(std::time::Instant::now()),
                 cache: Cache::new(placed, config.cache_size),
                 moving: Mutex::new(BTreeMap::new()),
-                reader_lease,
+                reader_lease: reading.lease,
+                follow: reading.follow,
                 _lock: lock,
             }),
         };
@@ -312,6 +328,13 @@ impl BucketFs {
         fs.shared.cache.evict(&fs.shared.root)?;
         Ok(fs)
     }
+}
+
+/// What a read-only open of the newest version keeps: its lease, and how to follow the log.
+#[derive(Default)]
+struct Reading {
+    lease: Option<crate::lease::ReaderLease>,
+    follow: Option<crate::follow::Follow>,
 }
 
 /// Who this process is, in its claim: host, process and a clock reading, so that two openers
@@ -396,212 +419,6 @@ fn replay_once(client: &Client) -> Result<LogView> {
         first_record: records.first().copied().unwrap_or(1),
         checkpoints,
     })
-}
-
-/// Makes the working copy match the log; returns every placed file, and whether the working
-/// copy holds it (one it lacks is fetched when first read). With `trusted` (this directory's writer is the newest) local files are kept as
-/// they are: they hold at least what the log does, and local WALs the log never saw. Otherwise
-/// every local store file the log does not vouch for is moved to `lost/`.
-fn reconcile(
-    client: &Client,
-    root: &Path,
-    replayed: &Replayed,
-    trusted: bool,
-) -> Result<BTreeMap<String, (Remote, bool)>> {
-    let local = StdFileSystem;
-    let mut present = Vec::new();
-    let mut partials = Vec::new();
-    for name in local.list(root)? {
-        let path = root.join(&name);
-        if crate::paged::is_partial(&name) {
-            partials.push(name);
-            continue;
-        }
-        if Class::of(&name) == Class::Local || !path.is_file() || name.ends_with(".fetch.tmp") {
-            continue;
-        }
-        let keep = trusted
-            || match replayed.files.get(&name) {
-                Some(FileRecipe::Placed { len, crc, .. }) => same_contents(&path, *len, *crc),
-                // Rebuilt below, and compared then.
-                Some(FileRecipe::Steps(_)) => continue,
-                None => false,
-            };
-        if keep {
-            present.push(name);
-        } else {
-            set_aside(root, &name)?;
-        }
-    }
-    let mut placed = BTreeMap::new();
-    for (name, recipe) in &replayed.files {
-        let here = present.contains(name);
-        match recipe {
-            FileRecipe::Placed { .. } => {
-                if let Some(remote) = Remote::of(recipe) {
-                    placed.insert(name.clone(), (remote, here));
-                }
-            }
-            FileRecipe::Steps(_) if here => {}
-            FileRecipe::Steps(steps) => build(client, &root.join(name), steps)?,
-        }
-    }
-    // Partly fetched copies of files the cache lacks are resumed when read; the rest are only
-    // the cache's, of files gone or now whole, and go.
-    for name in partials {
-        let base = name.trim_end_matches(".pages").trim_end_matches(".partial");
-        if placed.get(base).is_none_or(|(_, here)| *here) {
-            let _ = std::fs::remove_file(root.join(&name));
-        }
-    }
-    local.sync_dir(root)?;
-    Ok(placed)
-}
-
-fn same_contents(path: &Path, len: u64, crc: u32) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.len() == len) && crc_of(path) == Some((len, crc))
-}
-
-/// Moves a working-copy file the log does not vouch for into `lost/`, never deleting it.
-fn set_aside(root: &Path, name: &str) -> Result<()> {
-    let lost = root.join("lost");
-    StdFileSystem.create_dir_all(&lost)?;
-    let mut to = lost.join(name);
-    let mut n = 1;
-    while to.exists() {
-        to = lost.join(format!("{name}.{n}"));
-        n += 1;
-    }
-    log::warn!(
-        "{}: not in the bucket's log as it is here; moved to {}",
-        root.join(name).display(),
-        to.display()
-    );
-    StdFileSystem.rename(&root.join(name), &to)
-}
-
-/// A temporary file beside `path`, private to its owner.
-fn temp_beside(path: &Path) -> Result<(PathBuf, File)> {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".fetch.tmp");
-    let tmp = PathBuf::from(name);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(format!("creating {}", tmp.display())))?;
-    Ok((tmp, file))
-}
-
-fn install(tmp: &Path, file: File, path: &Path) -> Result<()> {
-    file.sync_all()
-        .map_err(io(format!("syncing {}", tmp.display())))?;
-    drop(file);
-    std::fs::rename(tmp, path).map_err(io(format!("renaming {} into place", tmp.display())))
-}
-
-/// Writes into a file from an offset.
-struct At<'a> {
-    file: &'a File,
-    pos: u64,
-}
-
-impl Write for At<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.file.write_all_at(buf, self.pos)?;
-        self.pos += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Downloads `key` into `file` at `offset`, checking it is the `len` bytes of CRC `crc` the log
-/// recorded.
-fn fetch_into(
-    client: &Client,
-    key: &str,
-    file: &File,
-    offset: u64,
-    len: u64,
-    crc: u32,
-) -> Result<()> {
-    let mut at = At { file, pos: offset };
-    let (got_len, got_crc) = if len <= crate::shared::PIECE {
-        client.get_into(key, &mut at)?
-    } else {
-        // A ranged GET per piece: each one a request under the timeout, however big the file.
-        let (mut got, mut crc_so_far) = (0u64, 0u32);
-        while got < len {
-            let n = crate::shared::PIECE.min(len - got);
-            let piece = client.get_range(key, got..got + n)?;
-            at.write_all(&piece).map_err(|e| Error::Io {
-                context: format!("writing the cached copy of {}", client.object(key)),
-                source: e,
-            })?;
-            crc_so_far = crc32c::crc32c_append(crc_so_far, &piece);
-            got += piece.len() as u64;
-            if (piece.len() as u64) < n {
-                break;
-            }
-        }
-        (got, crc_so_far)
-    };
-    if (got_len, got_crc) != (len, crc) {
-        return Err(Error::Corruption {
-            file: PathBuf::from(client.object(key)),
-            detail: format!(
-                "holds {got_len} bytes of CRC {got_crc:#010x}; the log recorded {len} of {crc:#010x}"
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Fetches a placed file into the working copy.
-pub(crate) fn fetch_placed(client: &Client, remote: &Remote, path: &Path) -> Result<()> {
-    let (tmp, file) = temp_beside(path)?;
-    fetch_into(client, &remote.key, &file, 0, remote.len, remote.crc)?;
-    install(&tmp, file, path)
-}
-
-/// Builds a file from its steps; a different file already there is set aside first.
-pub(crate) fn build(client: &Client, path: &Path, steps: &[Step]) -> Result<()> {
-    let (tmp, file) = temp_beside(path)?;
-    for step in steps {
-        match step {
-            Step::Write {
-                offset,
-                source: Source::Inline(bytes),
-            } => file
-                .write_all_at(bytes, *offset)
-                .map_err(io(format!("writing {}", tmp.display())))?,
-            Step::Write {
-                offset,
-                source: Source::Object { key, len, crc },
-            } => fetch_into(client, key, &file, *offset, *len, *crc)?,
-            Step::SetLen(len) => file
-                .set_len(*len)
-                .map_err(io(format!("sizing {}", tmp.display())))?,
-        }
-    }
-    if path.exists() {
-        let same = crc_of(path).is_some() && crc_of(path) == crc_of(&tmp);
-        if same {
-            drop(file);
-            return std::fs::remove_file(&tmp).map_err(io(format!("removing {}", tmp.display())));
-        }
-        if let (Some(root), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
-        {
-            set_aside(root, name)?;
-        }
-    }
-    install(&tmp, file, path)
 }
 
 /// Whether a refusal is the bucket's permissions (or a server without the feature), not an

@@ -37,19 +37,24 @@ impl FileRecipe {
     pub fn len(&self) -> u64 {
         match self {
             FileRecipe::Placed { len, .. } => *len,
-            FileRecipe::Steps(steps) => steps.iter().fold(0, |len, step| match step {
-                Step::Write {
-                    offset,
-                    source: Source::Inline(b),
-                } => len.max(offset + b.len() as u64),
-                Step::Write {
-                    offset,
-                    source: Source::Object { len: n, .. },
-                } => len.max(offset + n),
-                Step::SetLen(n) => *n,
-            }),
+            FileRecipe::Steps(steps) => steps_len(steps),
         }
     }
+}
+
+/// The length of the file `steps` build.
+pub fn steps_len(steps: &[Step]) -> u64 {
+    steps.iter().fold(0, |len, step| match step {
+        Step::Write {
+            offset,
+            source: Source::Inline(b),
+        } => len.max(offset + b.len() as u64),
+        Step::Write {
+            offset,
+            source: Source::Object { len: n, .. },
+        } => len.max(offset + n),
+        Step::SetLen(n) => *n,
+    })
 }
 
 /// The files, and who wrote last.

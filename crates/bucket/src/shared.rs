@@ -53,6 +53,9 @@ pub struct Shared {
     /// A read-only open's lease on the version it replayed (`None` for a writer, a checkpoint,
     /// or a reader the bucket would not let write one).
     pub(crate) reader_lease: Option<crate::lease::ReaderLease>,
+    /// A read-only open of the newest version: what following the log needs (`None` for a
+    /// writer or a checkpoint, which never change).
+    pub(crate) follow: Option<crate::follow::Follow>,
     /// The cache directory is this process's while the store is open.
     pub(crate) _lock: crate::open::DirLock,
 }
@@ -413,7 +416,7 @@ impl Shared {
         self.cache.misses.fetch_add(1, Ordering::Relaxed);
         let fetched = self.cache.fetch_once(&name, |remote| {
             self.patiently("fetching a file", || {
-                crate::open::fetch_placed(&self.client, &remote, path)
+                crate::working_copy::fetch_placed(&self.client, &remote, path)
             })
         })?;
         if fetched {

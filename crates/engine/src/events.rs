@@ -152,6 +152,11 @@ pub trait EventListener: Send + Sync + std::fmt::Debug {
     fn on_blob_gc(&self, _info: &BlobGcInfo) {}
     /// Blob files expired, became wholly garbage, or were evicted by FIFO.
     fn on_blob_files_deleted(&self, _info: &BlobFilesDeletedInfo) {}
+    /// A replica caught up: reads moved from `from` to `to` (caches keyed on what the store
+    /// held go stale now).
+    fn on_caught_up(&self, _info: &crate::CaughtUp) {}
+    /// A replica's round failed; reads stay where they were and it tries again.
+    fn on_replica_error(&self, _error: &str) {}
 }
 
 /// How serde writes a `Duration`, for the OpenAPI document.

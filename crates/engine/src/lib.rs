@@ -55,8 +55,8 @@ pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, CaughtUp, ColumnFamily, ColumnFamilyProperties, Db,
     DbIterator, Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
-    RangeTombstoneInfo, RangeTombstonePage, RepairReport, Snapshot, TombstoneLocation, TryWrite,
-    ValueFile, ValueReader, WriteBatch, repair_store,
+    RangeTombstoneInfo, RangeTombstonePage, RepairReport, ReplicaStatus, Snapshot,
+    TombstoneLocation, TryWrite, ValueFile, ValueReader, WriteBatch, repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{

@@ -11,6 +11,7 @@ mod crash;
 mod durability;
 mod faults;
 mod model;
+mod replicas;
 mod store;
 mod support;
 mod versions;

@@ -22,6 +22,7 @@ mod read;
 mod repair;
 mod repair_refs;
 mod replay;
+mod replica;
 mod reserve;
 mod resume;
 mod room;
@@ -34,6 +35,7 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -49,6 +51,7 @@ pub use properties::{
 };
 pub use ranged::ValueReader;
 pub use repair::{LostFile, RepairReport, repair_store};
+pub use replica::ReplicaStatus;
 pub use try_write::TryWrite;
 pub use value_file::ValueFile;
 
@@ -200,6 +203,8 @@ impl std::fmt::Debug for DbInner {
 #[derive(Debug)]
 pub struct Db {
     inner: Arc<DbInner>,
+    /// A replica's following thread (`open_replica`).
+    follower: Option<Arc<replica::Follower>>,
 }
 
 impl Db {
@@ -208,7 +213,10 @@ impl Db {
     /// [`Options::column_families`] names it.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadWrite)?;
-        Ok(Db { inner })
+        Ok(Db {
+            inner,
+            follower: None,
+        })
     }
 
     /// Opens an existing store for reading only (RocksDB's `OpenForReadOnly`): no lock is taken,
@@ -218,7 +226,60 @@ impl Db {
     /// make reads of them fail.
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadOnly)?;
-        Ok(Db { inner })
+        Ok(Db {
+            inner,
+            follower: None,
+        })
+    }
+
+    /// Opens the store read-only as a replica (RocksDB's secondary instance): a thread of its
+    /// own catches up every `poll` (`try_catch_up`), first asking the filesystem to bring the
+    /// directory up to date (`FileSystem::refresh`: a store in a bucket replays the log's new
+    /// records; on the local disk the writer beside keeps it current). `replica_status` says
+    /// how far behind it is; `wait_for_sequence` waits for a write.
+    pub fn open_replica(path: impl AsRef<Path>, opts: Options, poll: Duration) -> Result<Db> {
+        let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadOnly)?;
+        let follower = replica::Follower::start(&inner, poll)?;
+        Ok(Db {
+            inner,
+            follower: Some(follower),
+        })
+    }
+
+    /// A replica's progress; `None` for a store not opened with `open_replica`.
+    pub fn replica_status(&self) -> Option<ReplicaStatus> {
+        let sequence = self.latest_sequence();
+        self.follower.as_ref().map(|f| f.status(sequence))
+    }
+
+    /// Waits until reads see sequence `seq` (a write's `latest_sequence` on the writer) or
+    /// later, at most `timeout`; the sequence they see then. A replica is asked to catch up at
+    /// once. Past the timeout: `Unavailable`. On any other store reads see every write it
+    /// made, so a sequence past its newest is `InvalidArgument` at once.
+    pub fn wait_for_sequence(&self, seq: u64, timeout: Duration) -> Result<u64> {
+        self.inner.check_open()?;
+        let reached = || self.latest_sequence() >= seq;
+        let Some(follower) = &self.follower else {
+            return match reached() {
+                true => Ok(self.latest_sequence()),
+                false => Err(Error::InvalidArgument(format!(
+                    "no write has sequence {seq} yet: the newest is {}",
+                    self.latest_sequence()
+                ))),
+            };
+        };
+        if follower.wait(std::time::Instant::now() + timeout, reached) {
+            return Ok(self.latest_sequence());
+        }
+        let why = follower
+            .status(0)
+            .last_error
+            .map(|e| format!(" (its last round failed: {e})"))
+            .unwrap_or_default();
+        Err(Error::Unavailable(format!(
+            "the replica has reached sequence {} of the {seq} asked for, within {timeout:?}{why}",
+            self.latest_sequence()
+        )))
     }
 
     /// For a store opened read-only beside a writer (or over files something else keeps
@@ -518,12 +579,18 @@ impl Db {
     /// Waits for background work, syncs the WAL and releases the directory lock. Further calls
     /// return [`Error::Closed`]. Dropping the `Db` does the same.
     pub fn close(&self) -> Result<()> {
+        if let Some(f) = &self.follower {
+            f.stop();
+        }
         self.inner.close()
     }
 }
 
 impl Drop for Db {
     fn drop(&mut self) {
+        if let Some(f) = &self.follower {
+            f.stop();
+        }
         let _ = self.inner.close();
     }
 }

@@ -208,6 +208,14 @@ pub trait FileSystem: Send + Sync + Debug {
         let _ = dir;
         true
     }
+    /// For a replica (`Db::open_replica`), before each catch-up: brings `dir` up to date with
+    /// where the store really lives (a bucket store replays its log's new records into the
+    /// working copy). `Ok(false)` when nothing changed, so the catch-up is skipped. The local
+    /// disk is kept current by the writer beside the replica: it may always have changed.
+    fn refresh(&self, dir: &Path) -> Result<bool> {
+        let _ = dir;
+        Ok(true)
+    }
     /// A backend other than the local disk reports its own counters here (a bucket store's
     /// requests and cache); the local disk has none.
     fn storage_stats(&self) -> Option<StorageStats> {

@@ -125,3 +125,55 @@ fn column_families_and_blob_files_the_writer_makes_appear() {
     let refused = writer.try_catch_up().unwrap_err();
     assert!(matches!(refused, Error::InvalidArgument(_)), "{refused}");
 }
+
+/// A replica follows on its own thread; a reader waiting for a write's sequence sees the
+/// write, well before the poll interval would have brought it.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_replica_follows_and_a_reader_waits_for_a_sequence() {
+    use std::time::Duration;
+    let dir = crate::common::tempdir();
+    let writer = Db::open(dir.path(), writer_options()).unwrap();
+    writer.put("first", "1").unwrap();
+    let poll = Duration::from_secs(3600);
+    let replica = Db::open_replica(dir.path(), small_options(), poll).unwrap();
+    let status = replica.replica_status().unwrap();
+    assert_eq!(
+        (status.sequence, status.poll),
+        (writer.latest_sequence(), poll)
+    );
+    assert!(writer.replica_status().is_none());
+
+    for i in 0..50u32 {
+        writer.put(format!("k{i}"), format!("v{i}")).unwrap();
+        let seq = writer.latest_sequence();
+        // The hour-long poll never comes: only the wait's own request brings the write.
+        let seen = replica
+            .wait_for_sequence(seq, Duration::from_secs(10))
+            .unwrap();
+        assert!(seen >= seq);
+        assert_eq!(
+            replica.get(format!("k{i}")).unwrap().as_deref(),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    let status = replica.replica_status().unwrap();
+    assert!(status.rounds >= 50 && status.failures == 0, "{status:?}");
+    assert!(status.lag_seconds < 60.0, "{status:?}");
+
+    // A sequence no write has: the writer says so at once, the replica after its bound.
+    let future = writer.latest_sequence() + 1000;
+    assert!(matches!(
+        writer.wait_for_sequence(future, Duration::from_secs(10)),
+        Err(Error::InvalidArgument(_))
+    ));
+    let behind = replica
+        .wait_for_sequence(future, Duration::from_millis(200))
+        .unwrap_err();
+    assert!(matches!(behind, Error::Unavailable(_)), "{behind}");
+    replica.close().unwrap();
+    assert!(matches!(
+        replica.wait_for_sequence(1, Duration::from_millis(1)),
+        Err(Error::Closed)
+    ));
+}

@@ -1,0 +1,177 @@
+//! A replica: a store opened read-only that follows its source on a thread of its own. Each
+//! round asks the filesystem to bring the directory up to date (`FileSystem::refresh`: a bucket
+//! store fetches the log's new records; the local disk is kept current by its writer), then
+//! catches up (`catch_up.rs`).
+//!
+//! Invariants:
+//! - Lag is measured from the start of the last round that succeeded: everything the source
+//!   held then is visible now. A round that fails leaves reads where they were and the lag
+//!   growing; the next round tries again.
+//! - The sequence reads see never goes back (`catch_up.rs`).
+//! - A reader waiting for a sequence (`Db::wait_for_sequence`) wakes the thread at once rather
+//!   than waiting out the poll interval.
+//! - The thread holds the store weakly: dropping or closing the store ends it.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::DbInner;
+use crate::error::{Error, Result};
+
+/// How a replica is doing (`Db::replica_status`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaStatus {
+    /// The newest sequence number reads see.
+    pub sequence: u64,
+    /// Seconds since the start of the last round that caught up: every write the source held
+    /// then is visible.
+    pub lag_seconds: f64,
+    /// How often the replica looks for new versions.
+    pub poll: Duration,
+    /// Rounds that caught up, and rounds that failed, since open.
+    pub rounds: u64,
+    pub failures: u64,
+    /// Why the last round failed, while the failure stands (`None` once a round succeeds).
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Progress {
+    caught_up_at: Instant,
+    rounds: u64,
+    failures: u64,
+    last_error: Option<String>,
+    /// A reader asked for a round now.
+    nudged: bool,
+    stopped: bool,
+}
+
+/// The following thread's shared state.
+#[derive(Debug)]
+pub(crate) struct Follower {
+    poll: Duration,
+    progress: Mutex<Progress>,
+    /// Signalled when a round ends (for waiting readers) and when one is asked for.
+    changed: Condvar,
+}
+
+impl Follower {
+    /// Starts following `inner` every `poll`.
+    pub(super) fn start(inner: &Arc<DbInner>, poll: Duration) -> Result<Arc<Follower>> {
+        if poll.is_zero() {
+            return Err(Error::InvalidArgument(
+                "a replica's poll interval must be more than zero".into(),
+            ));
+        }
+        let follower = Arc::new(Follower {
+            poll,
+            progress: Mutex::new(Progress {
+                caught_up_at: Instant::now(),
+                rounds: 0,
+                failures: 0,
+                last_error: None,
+                nudged: false,
+                stopped: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let (db, me) = (Arc::downgrade(inner), follower.clone());
+        std::thread::Builder::new()
+            .name("strata-replica".into())
+            .spawn(move || me.run(&db))
+            .map_err(|e| Error::Io {
+                context: "starting the replica's thread".into(),
+                source: e,
+            })?;
+        Ok(follower)
+    }
+
+    fn run(&self, db: &Weak<DbInner>) {
+        loop {
+            {
+                let mut p = self.progress.lock();
+                if !p.nudged && !p.stopped {
+                    self.changed.wait_for(&mut p, self.poll);
+                }
+                if p.stopped {
+                    return;
+                }
+                p.nudged = false;
+            }
+            let Some(inner) = db.upgrade() else { return };
+            if inner.check_open().is_err() {
+                return;
+            }
+            let started = Instant::now();
+            let round = inner
+                .fs
+                .refresh(&inner.dir)
+                .and_then(|changed| match changed {
+                    true => inner.catch_up().map(Some),
+                    false => Ok(None),
+                });
+            let mut p = self.progress.lock();
+            match round {
+                Ok(caught) => {
+                    p.caught_up_at = started;
+                    p.rounds += 1;
+                    p.last_error = None;
+                    drop(p);
+                    if let Some(info) = caught.filter(|c| c.to > c.from) {
+                        for l in &inner.opts.listeners {
+                            l.on_caught_up(&info);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let (msg, first) = (e.to_string(), p.last_error.is_none());
+                    p.failures += 1;
+                    p.last_error = Some(msg.clone());
+                    drop(p);
+                    // Once per outage, not once per round.
+                    if first {
+                        for l in &inner.opts.listeners {
+                            l.on_replica_error(&msg);
+                        }
+                    }
+                }
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    pub(super) fn status(&self, sequence: u64) -> ReplicaStatus {
+        let p = self.progress.lock();
+        ReplicaStatus {
+            sequence,
+            lag_seconds: p.caught_up_at.elapsed().as_secs_f64(),
+            poll: self.poll,
+            rounds: p.rounds,
+            failures: p.failures,
+            last_error: p.last_error.clone(),
+        }
+    }
+
+    /// Waits until `reached()` holds, asking for rounds meanwhile, at most until `deadline`.
+    pub(super) fn wait(&self, deadline: Instant, reached: impl Fn() -> bool) -> bool {
+        let mut p = self.progress.lock();
+        loop {
+            if reached() {
+                return true;
+            }
+            if p.stopped || Instant::now() >= deadline {
+                return false;
+            }
+            p.nudged = true;
+            self.changed.notify_all();
+            self.changed.wait_until(&mut p, deadline);
+        }
+    }
+
+    pub(super) fn stop(&self) {
+        self.progress.lock().stopped = true;
+        self.changed.notify_all();
+    }
+}
