@@ -281,3 +281,153 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
     );
     writer.stop();
 }
+
+/// A writer serving a store in the bucket under a steady load, and two replicas serving it in
+/// processes of their own (`serve --replica-of`): every write the writer answered is there for
+/// a replica read given its `Strata-Sequence` as `min_seq`; what a replica shows never goes
+/// back; the lag it reports stays within its poll interval plus a second; it refuses writes
+/// (403 read_only) and follows a new writer that fenced the old one.
+#[test]
+fn replicas_serve_what_the_writer_acknowledged_and_never_go_back() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    let Some(sw) = seaweed::shared() else { return };
+    let url = sw.fresh_url("replicas").to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let writer_args = [
+        "--s3-endpoint",
+        sw.endpoint.as_str(),
+        "--durability",
+        "bucket",
+    ];
+    let writer = Serve::start_bucket(&url, &tmp.path().join("w1"), &writer_args, &ENV);
+    assert!(put(&writer, "counter", "bucket").status < 300);
+    let replica_args = ["--s3-endpoint", sw.endpoint.as_str(), "--poll-ms", "200"];
+    let replicas: Vec<Arc<Serve>> = (0..2)
+        .map(|i| {
+            let dir = tmp.path().join(format!("r{i}"));
+            Arc::new(Serve::start_replica(&url, &dir, &replica_args, &ENV))
+        })
+        .collect();
+
+    // The load: 16 KiB values synced to the bucket, the counter after each, the sequence each
+    // answered with kept for the readers.
+    let writer = Arc::new(writer);
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<(u64, u64)>::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (writer, acked, done) = (writer.clone(), acked.clone(), done.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut i = 0u64;
+            while started.elapsed() < Duration::from_secs(6) {
+                let value = vec![(i % 251) as u8; 16 << 10];
+                let r = writer.call(
+                    "RAWPUT",
+                    &format!(
+                        "/api/v1/kv/{}?sync=bucket",
+                        path_key(format!("load/{i}").as_bytes())
+                    ),
+                    &value,
+                );
+                assert!(r.status < 300, "{} {}", r.status, r.text());
+                let body = format!(r#"{{"value":"{}"}}"#, b64(i.to_string().as_bytes()));
+                let r = writer.call(
+                    "PUT",
+                    &format!("/api/v1/kv/{}?sync=bucket", path_key(b"counter")),
+                    body.as_bytes(),
+                );
+                let seq = r.sequence.expect("a write answers its Strata-Sequence");
+                acked.lock().unwrap().push((i, seq));
+                i += 1;
+            }
+            done.store(true, Ordering::Release);
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!(
+                "writer: {i} writes of 16 KiB and {i} counter writes in {secs:.1} s ({:.2} MB/s)",
+                (i * (16 << 10)) as f64 / secs / 1e6
+            );
+        })
+    };
+    let readers: Vec<_> = replicas
+        .iter()
+        .enumerate()
+        .map(|(n, replica)| {
+            let (replica, acked, done) = (replica.clone(), acked.clone(), done.clone());
+            std::thread::spawn(move || {
+                let (mut last_counter, mut reads, mut lags) = (0u64, 0u64, Vec::new());
+                while !done.load(Ordering::Acquire) {
+                    let Some((i, seq)) = acked.lock().unwrap().last().copied() else {
+                        continue;
+                    };
+                    let key = path_key(format!("load/{i}").as_bytes());
+                    let r =
+                        replica.call("GET", &format!("/api/v1/kv/{key}?raw=1&min_seq={seq}"), b"");
+                    assert_eq!(
+                        r.status,
+                        200,
+                        "replica {n}: load/{i} at {seq}: {}",
+                        r.text()
+                    );
+                    assert_eq!(r.body, vec![(i % 251) as u8; 16 << 10]);
+                    let counter = replica.value(b"counter").unwrap();
+                    let counter: u64 = String::from_utf8(counter).unwrap().parse().unwrap_or(0);
+                    assert!(
+                        counter >= last_counter,
+                        "replica {n} went back: {counter} after {last_counter}"
+                    );
+                    last_counter = counter;
+                    let stats = replica.call("GET", "/api/v1/stats", b"").json();
+                    lags.push(stats["replica"]["lag_seconds"].as_f64().unwrap());
+                    reads += 1;
+                }
+                lags.sort_by(f64::total_cmp);
+                let p99 = lags[(lags.len() * 99 / 100).min(lags.len() - 1)];
+                eprintln!(
+                    "replica {n}: {reads} checked reads, lag p99 {p99:.3} s, max {:.3} s",
+                    lags[lags.len() - 1]
+                );
+                assert!(p99 <= 0.2 + 1.0, "replica {n}: lag p99 {p99} s");
+                reads
+            })
+        })
+        .collect();
+    load.join().unwrap();
+    for r in readers {
+        assert!(r.join().unwrap() > 5);
+    }
+
+    let replica = &replicas[0];
+    let refused = put(replica, "nope", "1");
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(refused.json()["engine_error"], "read_only");
+    let metrics = replica.call("GET", "/metrics", b"").text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("strata_replica_lag_seconds ")),
+        "{metrics}"
+    );
+
+    // A new writer fences the old one; the replicas follow it.
+    let w2 = Serve::start_bucket(&url, &tmp.path().join("w2"), &writer_args, &ENV);
+    let r = put(&w2, "second-writer", "bucket");
+    assert!(r.status < 300);
+    let seq = r.sequence.unwrap();
+    for replica in &replicas {
+        let r = replica.call(
+            "GET",
+            &format!(
+                "/api/v1/kv/{}?raw=1&min_seq={seq}",
+                path_key(b"second-writer")
+            ),
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(put(&writer, "fenced", "bucket").status, 409);
+    writer.kill();
+    w2.stop();
+}

@@ -108,6 +108,8 @@ pub struct Reply {
     pub status: u16,
     pub content_type: String,
     pub body: Vec<u8>,
+    /// The sequence a change is visible at (`Strata-Sequence`), when the answer has one.
+    pub sequence: Option<u64>,
 }
 
 impl Reply {
@@ -134,7 +136,8 @@ pub struct Serve {
 impl Serve {
     /// Starts `strata --db DB serve [--mount MNT] EXTRA...` and waits for the address it prints.
     pub fn start(db: &Path, mount: Option<&Path>, extra: &[&str]) -> Serve {
-        Self::start_on(db.as_os_str(), db, mount, extra, &[])
+        let db_arg = db.to_str().expect("a UTF-8 path");
+        Self::start_on(&["--db", db_arg], db, mount, extra, &[])
     }
 
     /// Starts `strata --db URL --cache-dir DIR serve EXTRA...` on a store in a bucket, with
@@ -145,14 +148,37 @@ impl Serve {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Serve {
-        let mut args = vec!["--cache-dir", cache_dir.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        Self::start_on(url.as_ref(), cache_dir, None, &args, env)
+        Self::start_remote("--db", url, cache_dir, extra, env)
     }
 
-    /// `--db db_arg`, whose working directory (the token's home) is `dir`.
+    /// Starts `strata serve --replica-of URL --cache-dir DIR EXTRA...`: a replica of the store
+    /// in a bucket.
+    pub fn start_replica(
+        url: &str,
+        cache_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        Self::start_remote("--replica-of", url, cache_dir, extra, env)
+    }
+
+    /// `serve FLAG URL --cache-dir DIR EXTRA...`.
+    fn start_remote(
+        flag: &str,
+        url: &str,
+        cache_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        let mut args = vec!["--cache-dir", cache_dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::start_on(&[flag, url], cache_dir, None, &args, env)
+    }
+
+    /// `serve STORE_ARGS...` (`--db X` or `--replica-of URL`), whose working directory (the
+    /// token's home) is `dir`.
     fn start_on(
-        db_arg: &std::ffi::OsStr,
+        store_args: &[&str],
         dir: &Path,
         mount: Option<&Path>,
         extra: &[&str],
@@ -160,9 +186,8 @@ impl Serve {
     ) -> Serve {
         let db = dir;
         let mut cmd = Command::new(strata_bin());
-        cmd.arg("--db")
-            .arg(db_arg)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .args(store_args)
             .args(extra)
             .envs(env.iter().copied());
         if let Some(m) = mount {
@@ -218,6 +243,11 @@ impl Serve {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
+        let sequence = r
+            .headers()
+            .get("strata-sequence")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
         let body = r
             .body_mut()
             .with_config()
@@ -228,6 +258,7 @@ impl Serve {
             status: r.status().as_u16(),
             content_type,
             body,
+            sequence,
         })
     }
 

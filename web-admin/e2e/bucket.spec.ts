@@ -7,6 +7,7 @@ import { removeStore, serve, tempStore, type Served } from './serve';
 
 let seaweed: Seaweed | undefined;
 let served: Served | undefined;
+let replica: Served | undefined;
 let url = '';
 
 test.beforeAll(async () => {
@@ -21,9 +22,17 @@ test.beforeAll(async () => {
     db: url,
     env: seaweed.env,
   });
+  replica = await serve(
+    tempStore(),
+    ['--s3-endpoint', seaweed.endpoint, '--poll-ms', '200'],
+    '127.0.0.1:0',
+    { db: url, env: seaweed.env, replica: true },
+  );
 });
 
 test.afterAll(async () => {
+  await replica?.stop();
+  if (replica) removeStore(replica.dir);
   await served?.stop();
   if (served) removeStore(served.dir);
   await seaweed?.stop();
@@ -53,4 +62,28 @@ test('the Bucket page shows where the store is and what it asked of the bucket',
   await expect(page.getByText('the WAL is on this disk')).toBeVisible();
   await expect(page.getByText(/^Requests since open: [1-9]/)).toBeVisible();
   await expect(page.getByRole('progressbar').filter({ hasText: /^PUT [1-9]/ })).toBeVisible();
+});
+
+test('a replica shows its lag, and a write on the writer once it caught up', async ({ page }) => {
+  test.skip(!replica, 'no SeaweedFS here (CI fails instead)');
+  const [w, r] = [served as Served, replica as Served];
+  const key = Buffer.from('for-the-replica').toString('base64url');
+  const put = await page.request.put(`${w.url}/api/v1/kv/${key}?sync=bucket`, {
+    headers: { Authorization: `Bearer ${w.token}` },
+    data: { value: Buffer.from('seen').toString('base64') },
+  });
+  expect(put.status()).toBeLessThan(300);
+  const seq = put.headers()['strata-sequence'];
+  expect(Number(seq)).toBeGreaterThan(0);
+  // Read-your-writes: the replica answers once it shows the write's sequence.
+  const got = await page.request.get(`${r.url}/api/v1/kv/${key}?raw=1&min_seq=${seq}`, {
+    headers: { Authorization: `Bearer ${r.token}` },
+  });
+  expect(got.status()).toBe(200);
+  expect(await got.text()).toBe('seen');
+  await signIn(page, r);
+  const panel = page.getByTestId('replica-panel');
+  await expect(panel.getByTestId('stat-Replica lag')).toHaveText(/^\d+\.\d s$/);
+  await expect(panel.getByTestId('stat-Failed rounds')).toHaveText('0');
+  await expect(panel.getByRole('img', { name: 'Replica lag in seconds' })).toBeVisible();
 });

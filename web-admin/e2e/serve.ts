@@ -25,18 +25,23 @@ export function removeStore(dir: string) {
 
 /** Where a store is beyond its directory: a bucket URL (`--db`), with the variables its
  * credentials are in. */
-export type Remote = { db: string; env: Record<string, string> };
+export type Remote = { db: string; env: Record<string, string>; replica?: boolean };
 
-/** Starts `strata --db DIR serve` (or, given `remote`, `--db URL --cache-dir DIR`) and waits (at
- * most 30 s) for the address it prints. */
+/** Starts `strata --db DIR serve` (or, given `remote`, `--db URL --cache-dir DIR`, or a replica:
+ * `serve --replica-of URL --cache-dir DIR`) and waits (at most 30 s) for the address it prints. */
 export async function serve(
   dir: string,
   extra: string[] = [],
   listen = '127.0.0.1:0',
   remote?: Remote,
 ): Promise<Served> {
-  const db = remote ? ['--db', remote.db, '--cache-dir', dir] : ['--db', dir];
-  const child: ChildProcess = spawn(strataBin(), [...db, 'serve', '--listen', listen, ...extra], {
+  // A replica names its store after `serve`: `--replica-of` is serve's own flag.
+  const store = remote ? [remote.replica ? '--replica-of' : '--db', remote.db] : ['--db', dir];
+  const cache = remote ? ['--cache-dir', dir] : [];
+  const args = remote?.replica
+    ? ['serve', ...store, ...cache, '--listen', listen, ...extra]
+    : [...store, ...cache, 'serve', '--listen', listen, ...extra];
+  const child: ChildProcess = spawn(strataBin(), args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...remote?.env, RUST_LOG: 'warn' },
   });

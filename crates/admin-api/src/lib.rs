@@ -13,6 +13,7 @@ mod auth;
 pub mod codec;
 mod console;
 mod events;
+mod freshness;
 mod metrics;
 mod problem;
 mod range;
@@ -27,6 +28,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
 pub use events::{Event, EventHub};
+pub use freshness::SEQUENCE_HEADER;
 pub use problem::Problem;
 pub use routes::openapi::{ApiDoc, document as openapi_document};
 pub use serve::{ServeConfig, serve, serve_until, token_for};
@@ -44,6 +46,10 @@ pub fn app(state: AppState) -> Router {
             )
             .into_response()
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            freshness::stamp,
+        ))
         .layer(axum::middleware::map_response(as_problem))
         .layer(DefaultBodyLimit::max(limits.body_bytes.min(MAX_BODY_LIMIT)))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -73,6 +79,7 @@ fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
             Method::DELETE,
         ])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .expose_headers([header::HeaderName::from_static(freshness::SEQUENCE_HEADER)])
 }
 
 /// Failures axum answers itself (a body over the limit, a path that does not parse, a timeout)

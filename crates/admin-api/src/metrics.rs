@@ -111,6 +111,16 @@ impl Collector for StoreMetrics {
         if let Some(st) = self.0.db.storage_stats() {
             encode_storage(&mut encoder, &st)?;
         }
+        gauge(
+            &mut encoder,
+            "strata_latest_sequence",
+            "the newest sequence number reads see (a replica's lag in writes is the writer's \
+             less its own)",
+            i64::try_from(self.0.db.latest_sequence()).unwrap_or(i64::MAX),
+        )?;
+        if let Some(r) = self.0.db.replica_status() {
+            encode_replica(&mut encoder, &r)?;
+        }
         let p = self.0.db.properties();
         gauge(
             &mut encoder,
@@ -157,6 +167,33 @@ impl Collector for StoreMetrics {
         }
         Ok(())
     }
+}
+
+/// A replica's lag and rounds.
+fn encode_replica(
+    encoder: &mut DescriptorEncoder,
+    r: &strata_engine::ReplicaStatus,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(
+        "strata_replica_lag_seconds",
+        "seconds since the start of the replica's last round that caught up: every write its \
+         source held then is visible",
+        None,
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(r.lag_seconds).encode(m)?;
+    counter(
+        encoder,
+        "strata_replica_rounds",
+        "rounds that caught up",
+        r.rounds,
+    )?;
+    counter(
+        encoder,
+        "strata_replica_failures",
+        "rounds that failed (the bucket unreachable, say); reads stay where they were",
+        r.failures,
+    )
 }
 
 /// A bucket store's requests (one family, by operation), bytes, cache, queue and epoch.

@@ -35,6 +35,9 @@ pub struct Limits {
     pub page_snapshot_ttl: Duration,
     /// Paged scans' snapshots alive at once (the oldest goes first).
     pub page_snapshots: usize,
+    /// Longest a read given `min_seq` waits for the store to show that sequence (a replica
+    /// catching up) before it answers 503.
+    pub min_seq_wait: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +50,7 @@ impl Default for Limits {
             scan_page: 1000,
             request_timeout: Duration::from_secs(30),
             heavy_concurrency: 4,
+            min_seq_wait: Duration::from_secs(10),
             page_snapshot_ttl: Duration::from_secs(60),
             page_snapshots: 256,
         }
@@ -220,7 +224,8 @@ impl Inner {
 
     pub fn check_writable(&self) -> Result<(), Problem> {
         if self.read_only {
-            return Err(Problem::forbidden("the store is served read-only"));
+            // The engine's own error, so the answer is the one a write the engine refused gets.
+            return Err(strata_engine::Error::ReadOnly("the served store".into()).into());
         }
         Ok(())
     }

@@ -30,6 +30,17 @@ use crate::shared::Shared;
 /// Records fetched at once when catching up.
 const BATCH: usize = 64;
 
+/// Whether a store's working copy may follow the log.
+#[derive(Debug)]
+pub(crate) enum Following {
+    /// A writer's (its files are its own) or a checkpoint's (which never changes).
+    Never,
+    /// A read-only open in a writer's working copy: following would overwrite the WAL bytes
+    /// only that writer holds. Why, for the replica to report.
+    Refused(String),
+    Log(Follow),
+}
+
 /// What a read-only open keeps to follow the log.
 #[derive(Debug)]
 pub(crate) struct Follow {

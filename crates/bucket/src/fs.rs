@@ -15,6 +15,7 @@ use strata_engine::{
 
 use crate::client::Requests;
 use crate::files::{Class, Location, LoggedFile, LoggedPositional};
+use crate::follow::Following;
 use crate::log::Log;
 use crate::paged::PagedFile;
 use crate::record::Entry;
@@ -245,8 +246,11 @@ impl FileSystem for BucketFs {
 
     fn refresh(&self, dir: &Path) -> Result<bool> {
         let s = &self.shared;
+        if dir != s.root {
+            return Ok(false);
+        }
         match &s.follow {
-            Some(follow) if dir == s.root => {
+            Following::Log(follow) => {
                 // No waiting out an outage here: the replica keeps serving what it has, its lag
                 // shows it, and the next round tries again.
                 let changed = follow.refresh(s)?;
@@ -254,8 +258,9 @@ impl FileSystem for BucketFs {
                 s.cache.evict(&s.root)?;
                 Ok(changed)
             }
+            Following::Refused(why) => Err(Error::InvalidArgument(why.clone())),
             // A writer's working copy is its own; a checkpoint never changes.
-            _ => Ok(false),
+            Following::Never => Ok(false),
         }
     }
 

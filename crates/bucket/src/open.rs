@@ -13,6 +13,7 @@ use strata_engine::{Error, FileLock, FileSystem, Result, StdFileSystem};
 
 use crate::cache::{Cache, Remote};
 use crate::client::Client;
+use crate::follow::Following;
 use crate::fs::BucketFs;
 use crate::local_io::io;
 use crate::log::{Log, LogView, checkpoint_key, log_key, parse_checkpoint_key, parse_log_key};
@@ -208,9 +209,18 @@ impl BucketFs {
                 .iter()
                 .any(|(e, w)| *e == replayed.epoch && *w == replayed.claimer)
                 && replayed.epoch != 0;
+            let writers_copy = names_a_claim(&root);
             let placed = crate::working_copy::reconcile(&client, &root, &replayed, valid)?;
             let renew = lease.is_some();
-            let follow = Some(crate::follow::Follow::new(replayed));
+            let follow = match writers_copy {
+                true => Following::Refused(format!(
+                    "{} is a writer's working copy of {}: a replica follows in a cache \
+                     directory of its own",
+                    root.display(),
+                    config.url
+                )),
+                false => Following::Log(crate::follow::Follow::new(replayed)),
+            };
             let fs = Self::assemble(
                 config,
                 root,
@@ -331,10 +341,18 @@ impl BucketFs {
 }
 
 /// What a read-only open of the newest version keeps: its lease, and how to follow the log.
-#[derive(Default)]
 struct Reading {
     lease: Option<crate::lease::ReaderLease>,
-    follow: Option<crate::follow::Follow>,
+    follow: Following,
+}
+
+impl Default for Reading {
+    fn default() -> Reading {
+        Reading {
+            lease: None,
+            follow: Following::Never,
+        }
+    }
 }
 
 /// Who this process is, in its claim: host, process and a clock reading, so that two openers

@@ -53,9 +53,9 @@ pub struct Shared {
     /// A read-only open's lease on the version it replayed (`None` for a writer, a checkpoint,
     /// or a reader the bucket would not let write one).
     pub(crate) reader_lease: Option<crate::lease::ReaderLease>,
-    /// A read-only open of the newest version: what following the log needs (`None` for a
-    /// writer or a checkpoint, which never change).
-    pub(crate) follow: Option<crate::follow::Follow>,
+    /// Whether and how the working copy follows the log (a read-only open of the newest
+    /// version does).
+    pub(crate) follow: crate::follow::Following,
     /// The cache directory is this process's while the store is open.
     pub(crate) _lock: crate::open::DirLock,
 }

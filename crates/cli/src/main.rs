@@ -22,6 +22,9 @@ use strata_engine::{
     Clock, ColumnFamily, ColumnFamilyOptions, Db, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
+/// Where `--db` points unless given.
+const DEFAULT_DB: &str = "./strata-data";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "strata",
@@ -31,7 +34,7 @@ use strata_engine::{
 struct Cli {
     /// The store: a directory, or `s3://BUCKET/PREFIX` for a store in an S3-compatible bucket
     /// (see --cache-dir, --s3-endpoint and --durability).
-    #[arg(long, global = true, default_value = "./strata-data")]
+    #[arg(long, global = true, default_value = DEFAULT_DB)]
     db: String,
     #[command(flatten)]
     bucket: store::BucketArgs,
@@ -471,7 +474,26 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Backup(c) => return versions::backup(&cli.db, &cli.bucket, c),
         _ => {}
     }
-    let db = store::resolve(&cli.db, &cli.bucket)?;
+    let (db_arg, bucket) = match &cli.command {
+        Command::Serve(args) => match &args.replica_of {
+            Some(_) if cli.db != DEFAULT_DB => {
+                return Err(format!(
+                    "--replica-of names the store a replica serves; --db {} names another",
+                    cli.db
+                ));
+            }
+            Some(source) => {
+                let replica = store::BucketArgs {
+                    replica: true,
+                    ..cli.bucket.clone()
+                };
+                (source.clone(), replica)
+            }
+            None => (cli.db.clone(), cli.bucket.clone()),
+        },
+        _ => (cli.db.clone(), cli.bucket.clone()),
+    };
+    let db = store::resolve(&db_arg, &bucket)?;
     if store::is_bucket() {
         let local_only = match cli.command {
             _ if cli.engine == EngineChoice::Wasm => Some("--engine wasm"),

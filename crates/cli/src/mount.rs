@@ -190,13 +190,23 @@ pub fn tune_malloc() {
 /// Bytes of disk a served or mounted store holds back for deletions on a full disk.
 const SERVED_DISK_RESERVE: u64 = 16 << 20;
 
+/// How a served or mounted store opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    Write,
+    ReadOnly,
+    /// Read-only, following its writer at this interval (`Db::open_replica`).
+    Replica(std::time::Duration),
+}
+
 /// Opens the store for a face that may mount `cf`: blob files for `cf`, and `listeners`.
 pub fn open_store(
     db_dir: &Path,
     cf: &str,
-    read_only: bool,
+    opening: Opening,
     listeners: Vec<Arc<dyn strata_engine::EventListener>>,
 ) -> Result<Arc<Db>, String> {
+    let read_only = opening != Opening::Write;
     let mut opts = Options {
         create_if_missing: !read_only,
         // A long-running store that fills its disk can still take deletions, and so shrink.
@@ -205,10 +215,10 @@ pub fn open_store(
     };
     strata_fusefs::prepare_options(&mut opts, cf);
     opts.listeners = listeners;
-    let opened = if read_only {
-        Db::open_read_only(db_dir, opts)
-    } else {
-        Db::open(db_dir, opts)
+    let opened = match opening {
+        Opening::Write => Db::open(db_dir, opts),
+        Opening::ReadOnly => Db::open_read_only(db_dir, opts),
+        Opening::Replica(poll) => Db::open_replica(db_dir, opts, poll),
     };
     Ok(Arc::new(opened.map_err(|e| {
         format!("cannot open {}: {e}", db_dir.display())
@@ -238,7 +248,11 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     // when the mount was already gone, which is how every mount here ends (`strata umount`,
     // or `Mounted::stop` on a signal).
     let _log = crate::log_lines::init("info,fuser::mnt=error");
-    let db = open_store(db_dir, cf, args.read_only, Vec::new())?;
+    let opening = match args.read_only {
+        true => Opening::ReadOnly,
+        false => Opening::Write,
+    };
+    let db = open_store(db_dir, cf, opening, Vec::new())?;
     let fs = filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
     let mut config = MountConfig {
         read_only: args.read_only,

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use strata_admin_api::{Limits, MountLink, Security, ServeConfig};
 use strata_fusefs::MountConfig;
@@ -19,6 +20,20 @@ pub struct ServeArgs {
     /// Open the store read-only: every change is refused (403, EROFS).
     #[arg(long)]
     read_only: bool,
+    /// Serve a replica of this store (`s3://BUCKET/PREFIX`, or a directory a writer beside
+    /// keeps) instead of --db: read-only, following its writer every --poll-ms; a bucket
+    /// replica's working copy is its own (default: the store's cache directory + `@replica`).
+    #[arg(long, value_name = "STORE")]
+    pub replica_of: Option<String>,
+    /// How often a replica looks for new versions, in milliseconds; a read with `min_seq`
+    /// asks at once.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 1000,
+        requires = "replica_of"
+    )]
+    poll_ms: u64,
     /// A file holding the bearer token: at least 16 of letters, digits and -._~+/ (then = at the
     /// end), the file owned by this user and private to it (chmod 600); default:
     /// DIR/serve.token, made at the first start.
@@ -48,8 +63,18 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     // Lines go out through a thread of their own until this returns (every mutation is logged).
     let _log = crate::log_lines::init("info");
     let hub = Arc::new(strata_admin_api::EventHub::default());
-    let db = crate::mount::open_store(db_dir, cf, args.read_only, vec![hub.clone()])?;
-    if args.seed_demo && !args.read_only && crate::demo::seed_if_empty(&db)? {
+    let replica = args.replica_of.is_some();
+    if replica && args.seed_demo {
+        return Err("--seed-demo writes: a replica is read-only".into());
+    }
+    let read_only = args.read_only || replica;
+    let opening = match replica {
+        true => crate::mount::Opening::Replica(Duration::from_millis(args.poll_ms)),
+        false if read_only => crate::mount::Opening::ReadOnly,
+        false => crate::mount::Opening::Write,
+    };
+    let db = crate::mount::open_store(db_dir, cf, opening, vec![hub.clone()])?;
+    if args.seed_demo && !read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
     }
     let token = strata_admin_api::token_for(db_dir, args.token_file.as_deref(), &args.listen)
@@ -68,10 +93,9 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         None => (None, None),
         Some(mnt) => {
             strata_fusefs::check_fuse()?;
-            let fs =
-                crate::mount::filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
+            let fs = crate::mount::filesystem(&db, cf, read_only, args.awake.keep_cpus_awake())?;
             let config = MountConfig {
-                read_only: args.read_only,
+                read_only,
                 ..MountConfig::default()
             };
             let m = strata_fusefs::spawn(fs, mnt, &config)
@@ -85,7 +109,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     };
     let config = ServeConfig {
         listen: args.listen,
-        read_only: args.read_only,
+        read_only,
         limits: Limits {
             body_bytes: args.body_limit,
             raw_value_bytes: args.max_raw_value,

@@ -38,6 +38,9 @@ pub struct BucketArgs {
     /// version; for `strata clone`, clone it.
     #[arg(long, global = true, value_name = "NAME")]
     pub checkpoint: Option<String>,
+    /// Set by `serve --replica-of`: the store is a replica's, in a working copy of its own.
+    #[arg(skip)]
+    pub replica: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,18 +75,25 @@ pub fn resolve(db: &str, args: &BucketArgs) -> Result<PathBuf, String> {
         return Ok(PathBuf::from(db));
     }
     let url = BucketUrl::parse(db).map_err(|e| e.to_string())?;
-    let cache_dir = match (&args.cache_dir, &args.checkpoint) {
+    // A checkpoint's or a replica's working copy is its own: the store's is a writer's.
+    let suffix = match (&args.checkpoint, args.replica) {
+        (Some(name), _) => {
+            strata_bucket::checkpoint::check_name(name).map_err(|e| e.to_string())?;
+            Some(format!("@checkpoint-{name}"))
+        }
+        (None, true) => Some("@replica".to_string()),
+        (None, false) => None,
+    };
+    let cache_dir = match (&args.cache_dir, suffix) {
         (Some(d), _) => d.clone(),
         (None, None) => default_cache_dir(&url)?,
-        // A checkpoint's working copy is its own: the store's is a writer's.
-        (None, Some(name)) => {
-            strata_bucket::checkpoint::check_name(name).map_err(|e| e.to_string())?;
+        (None, Some(suffix)) => {
             let dir = default_cache_dir(&url)?;
             let last = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            dir.with_file_name(format!("{last}@checkpoint-{name}"))
+            dir.with_file_name(format!("{last}{suffix}"))
         }
     };
     let bucket = Bucket {

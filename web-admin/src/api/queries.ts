@@ -73,3 +73,13 @@ export function useTombstones(cf: string, pageToken: string | undefined) {
     placeholderData: keepPreviousData,
   });
 }
+
+/** A replica's progress (`serve --replica-of`), polled each second whatever the live feed does:
+ * lag is a clock, not an event. `undefined` data on any other store. */
+export function useReplica() {
+  return useQuery({
+    queryKey: ['stats', 'replica'],
+    queryFn: async () => (await unwrap(api.GET('/api/v1/stats'))).replica ?? null,
+    refetchInterval: 1000,
+  });
+}

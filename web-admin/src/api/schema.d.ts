@@ -399,11 +399,23 @@ export interface components {
             /** @enum {string} */
             encoding?: "base64";
             keys: string[];
+            /**
+             * Format: int64
+             * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+             *     a replica waits to catch up, up to the server's bound, else 503.
+             */
+            min_seq?: number | null;
         } | {
             cf?: string | null;
             /** @enum {string} */
             encoding: "utf8";
             keys: string[];
+            /**
+             * Format: int64
+             * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+             *     a replica waits to catch up, up to the server's bound, else 503.
+             */
+            min_seq?: number | null;
         };
         /** @description The values of the keys, in order; null for an absent key. */
         BatchGetReply: {
@@ -1179,6 +1191,34 @@ export interface components {
             encoding: "utf8";
             value: string;
         };
+        /** @description How a replica is doing (`Db::replica_status`). */
+        ReplicaStatus: {
+            /** Format: int64 */
+            failures: number;
+            /**
+             * Format: double
+             * @description Seconds since the start of the last round that caught up: every write the source held
+             *     then is visible.
+             */
+            lag_seconds: number;
+            /** @description Why the last round failed, while the failure stands (`None` once a round succeeds). */
+            last_error?: string | null;
+            /**
+             * Format: int64
+             * @description How often the replica looks for new versions, in milliseconds.
+             */
+            poll_millis: number;
+            /**
+             * Format: int64
+             * @description Rounds that caught up, and rounds that failed, since open.
+             */
+            rounds: number;
+            /**
+             * Format: int64
+             * @description The newest sequence number reads see.
+             */
+            sequence: number;
+        };
         /** @description One entry of a page. */
         ScanItem: {
             key: string;
@@ -1204,6 +1244,12 @@ export interface components {
              * @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
              */
             limit?: number | null;
+            /**
+             * Format: int64
+             * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+             *     a replica waits to catch up, up to the server's bound, else 503.
+             */
+            min_seq?: number | null;
             /** @description the `page_token` of the page before */
             page_token?: string | null;
             /** @description Keys starting with these bytes. */
@@ -1223,6 +1269,12 @@ export interface components {
              * @description Entries per page, at least 1; past the server's page size (1,000 unless set), that size.
              */
             limit?: number | null;
+            /**
+             * Format: int64
+             * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+             *     a replica waits to catch up, up to the server's bound, else 503.
+             */
+            min_seq?: number | null;
             /** @description the `page_token` of the page before */
             page_token?: string | null;
             /** @description Keys starting with these bytes. */
@@ -1598,6 +1650,7 @@ export interface components {
         /** @description The store's shape and its counters since open. */
         Stats: {
             properties: components["schemas"]["Properties"];
+            replica?: components["schemas"]["ReplicaStatus"] | null;
             statistics: components["schemas"]["Statistics"];
             storage?: components["schemas"]["StorageStats"] | null;
         };
@@ -2544,6 +2597,11 @@ export interface operations {
                 page_token?: string;
                 /** @description How the answer's keys and values travel. */
                 encoding?: "base64" | "utf8";
+                /**
+                 * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+                 *     a replica waits to catch up, up to the server's bound, else 503.
+                 */
+                min_seq?: number;
             };
             header?: never;
             path?: never;
@@ -2633,6 +2691,11 @@ export interface operations {
                 encoding?: "base64" | "utf8";
                 /** @description The value itself as `application/octet-stream` (`raw=1`), ranges served. */
                 raw?: "0" | "1" | "true" | "false";
+                /**
+                 * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+                 *     a replica waits to catch up, up to the server's bound, else 503.
+                 */
+                min_seq?: number;
             };
             header?: {
                 /** @description with raw=1: one range of bytes, `bytes=A-B`, `bytes=A-` or `bytes=-N`; anything else is ignored */
@@ -2966,6 +3029,11 @@ export interface operations {
                 encoding?: "base64" | "utf8";
                 /** @description The value itself as `application/octet-stream` (`raw=1`), ranges served. */
                 raw?: "0" | "1" | "true" | "false";
+                /**
+                 * @description Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+                 *     a replica waits to catch up, up to the server's bound, else 503.
+                 */
+                min_seq?: number;
             };
             header?: never;
             path: {

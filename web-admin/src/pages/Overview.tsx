@@ -3,6 +3,7 @@ import { useMemo } from 'react';
 import { rates, useLive } from '../api/live';
 import { useStats } from '../api/queries';
 import { ErrorNote } from '../components/ErrorNote';
+import { ReplicaPanel } from '../components/ReplicaPanel';
 import { StatCard } from '../components/StatCard';
 import { TimeSeries } from '../components/TimeSeries';
 import { bytes, count, duration, rate, writeAmp } from '../format';
@@ -31,6 +32,7 @@ export function OverviewPage() {
       <Title order={1} size="h2">
         Overview
       </Title>
+      {stats.data?.replica && <ReplicaPanel />}
       {p?.background_error && (
         <Alert color="red" title="Background error: writes are stopped">
           {p.background_error}

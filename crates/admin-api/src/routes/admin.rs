@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use strata_engine::{FileReport, Properties, Statistics, StorageStats};
+use strata_engine::{FileReport, Properties, ReplicaStatus, Statistics, StorageStats};
 use utoipa::ToSchema;
 
 use super::{JsonBody, blocking, parse};
@@ -134,6 +134,10 @@ pub(crate) struct Stats {
     /// moved, cache, writer epoch), absent on the local disk.
     #[serde(skip_serializing_if = "Option::is_none")]
     storage: Option<StorageStats>,
+    /// How far behind its source a replica (`serve --replica-of`) is; absent on any other
+    /// store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<ReplicaStatus>,
 }
 
 /// Every live file checked while the store serves.
@@ -153,6 +157,7 @@ pub(crate) async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, 
             properties: s.db.properties(),
             statistics: s.db.statistics(),
             storage: s.db.storage_stats(),
+            replica: s.db.replica_status(),
         }))
     })
     .await

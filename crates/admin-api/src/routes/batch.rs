@@ -44,6 +44,19 @@ pub(crate) struct BatchGet<'a> {
     cf: Option<InBody<'a>>,
     #[serde(default)]
     encoding: Encoding,
+    /// Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+    /// a replica waits to catch up, up to the server's bound, else 503.
+    #[serde(default, deserialize_with = "crate::codec::whole_number")]
+    #[schema(value_type = Option<u64>)]
+    #[allow(dead_code)] // Read first, by `MinSeqOnly`; here it is a field the body may have.
+    min_seq: Option<u64>,
+}
+
+/// Only a batchGet's `min_seq`, read before the keys (which are parsed where they are read).
+#[derive(Debug, Default, Deserialize)]
+struct MinSeqOnly {
+    #[serde(default, deserialize_with = "crate::codec::whole_number")]
+    min_seq: Option<u64>,
 }
 
 /// A string of a JSON body, borrowed from it unless it has escapes. serde borrows a `Cow` only
@@ -92,6 +105,11 @@ pub(crate) async fn batch_get(
     // to the blocking pool, so that every value comes from one sequence number. The body is
     // parsed where it is read (again on the pool): keys borrow from it, and each value is
     // written into the answer straight from what the engine found, copied once.
+    // Most bodies do not ask: only those naming it are parsed twice.
+    if body.windows(b"min_seq".len()).any(|w| w == b"min_seq") {
+        let asked: MinSeqOnly = parse(&body)?;
+        crate::freshness::at_least(&state, asked.min_seq).await?;
+    }
     let json = read(&state, move |s, opts| {
         let req: BatchGet<'_> = parse(&body)?;
         let cap = s.limits.batch_get_keys;

@@ -48,6 +48,7 @@ pub(crate) async fn get(
 ) -> Result<Response, Problem> {
     let q: ReadQuery = query(&uri)?;
     let key = decode_path_key(&key)?;
+    crate::freshness::at_least(&state, q.min_seq).await?;
     if q.raw {
         // An If-Range can never match: no validator is sent, so the whole value is served
         // (RFC 9110 13.1.5), never a part of a value that may have changed since.
@@ -233,6 +234,7 @@ pub(crate) async fn head(
     // Any query a GET takes: HEAD answers for the same URL.
     let q: ReadQuery = query(&uri)?;
     let key = decode_path_key(&key)?;
+    crate::freshness::at_least(&state, q.min_seq).await?;
     let len = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         Ok(s.db.value_size_cf(&cf, &key)?)

@@ -274,6 +274,11 @@ pub(crate) struct ReadQuery {
     #[serde(default, deserialize_with = "flag")]
     #[param(value_type = Option<String>)]
     pub raw: bool,
+    /// Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+    /// a replica waits to catch up, up to the server's bound, else 503.
+    #[serde(default, deserialize_with = "int64")]
+    #[param(value_type = Option<u64>)]
+    pub min_seq: Option<u64>,
 }
 
 /// `DELETE /kv/{key}`'s query.

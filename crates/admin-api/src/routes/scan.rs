@@ -35,6 +35,11 @@ pub(crate) struct ScanRequest {
     page_token: Option<String>,
     #[serde(default)]
     encoding: Encoding,
+    /// Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+    /// a replica waits to catch up, up to the server's bound, else 503.
+    #[serde(default, deserialize_with = "crate::codec::whole_number")]
+    #[schema(value_type = Option<u64>)]
+    min_seq: Option<u64>,
 }
 
 /// `GET /kv`'s query: a scan whose bounds are the key bytes themselves, percent-encoded as a
@@ -65,6 +70,11 @@ pub(crate) struct ListQuery {
     /// How the answer's keys and values travel.
     #[serde(default)]
     encoding: Encoding,
+    /// Answer only once the store shows this sequence number (a write's `Strata-Sequence`):
+    /// a replica waits to catch up, up to the server's bound, else 503.
+    #[serde(default, deserialize_with = "super::int64")]
+    #[param(value_type = Option<u64>)]
+    min_seq: Option<u64>,
 }
 
 /// How a scan pages, from the body or the query.
@@ -104,6 +114,7 @@ pub(crate) async fn scan(
     JsonBody(body): JsonBody,
 ) -> Result<Json<ScanPage>, Problem> {
     let req: ScanRequest = parse(&body)?;
+    crate::freshness::at_least(&state, req.min_seq).await?;
     let enc = req.encoding;
     let decode = |name, v: &Option<String>| v.as_ref().map(|v| enc.decode(name, v)).transpose();
     let bounds = scan_bounds(
@@ -131,6 +142,7 @@ pub(crate) async fn list(
     uri: Uri,
 ) -> Result<Json<ScanPage>, Problem> {
     let q: ListQuery = query(&uri)?;
+    crate::freshness::at_least(&state, q.min_seq).await?;
     // The query parsed above names the bounds; their bytes come from the URL itself, since
     // text would lose every byte that is not UTF-8.
     let raw = |given: &Option<String>, name| {

@@ -360,3 +360,82 @@ async fn batch_get_answers_escaped_keys_and_values_exactly() {
         r.problem(status);
     }
 }
+
+/// Read-your-writes: every change answers the sequence it is visible at, growing with each;
+/// a read given `min_seq` at or below the store's newest answers at once, and one past it gets
+/// a 400 from the writer (no write has it: a writer shows every write it made). Reads carry no
+/// sequence.
+#[tokio::test]
+async fn changes_answer_their_sequence_and_reads_take_min_seq() {
+    let a = api();
+    let key = format!("/api/v1/kv/{}", path_key(b"k"));
+    let first = a.call("PUT", &key, Some(json!({"value": b64(b"1")}))).await;
+    assert!(first.status.is_success());
+    let s1 = first.sequence.expect("a PUT answers its sequence");
+    assert_eq!(s1, a.db.latest_sequence());
+    let batch = json!({"ops":[{"op":"put","key":b64(b"a"),"value":b64(b"x")},{"op":"delete","key":b64(b"k")}]});
+    let s2 = a
+        .call("POST", "/api/v1/kv:batchWrite", Some(batch))
+        .await
+        .sequence
+        .unwrap();
+    assert_eq!(s2, s1 + 2, "a batch of two takes two sequence numbers");
+    let s3 = a
+        .call("DELETE", &format!("/api/v1/kv/{}", path_key(b"a")), None)
+        .await
+        .sequence;
+    assert!(s3.unwrap() > s2);
+    // A refused change carries none.
+    let bad = a
+        .call("PUT", "/api/v1/kv/!!", Some(json!({"value": ""})))
+        .await;
+    assert!(bad.status.is_client_error() && bad.sequence.is_none());
+
+    a.call("PUT", &key, Some(json!({"value": b64(b"2")}))).await;
+    let now = a.db.latest_sequence();
+    let got = a.call("GET", &format!("{key}?min_seq={now}"), None).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.json()["value"], b64(b"2"));
+    assert!(got.sequence.is_none());
+    assert_eq!(
+        a.call("GET", &format!("{key}?raw=1&min_seq=0"), None)
+            .await
+            .body,
+        b"2"
+    );
+    let past = now + 100;
+    for (method, uri, body) in [
+        ("GET", format!("{key}?min_seq={past}"), None),
+        ("GET", format!("/api/v1/kv?prefix=k&min_seq={past}"), None),
+        (
+            "POST",
+            "/api/v1/kv:scan".into(),
+            Some(json!({"min_seq": past})),
+        ),
+        (
+            "POST",
+            "/api/v1/kv:batchGet".into(),
+            Some(json!({"keys": [b64(b"k")], "min_seq": past})),
+        ),
+    ] {
+        let p = a.call(method, &uri, body).await.problem(400);
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no write has sequence"),
+            "{uri}: {p}"
+        );
+    }
+    let ok = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"keys": [b64(b"k")], "min_seq": now})),
+        )
+        .await;
+    assert_eq!(ok.json()["values"][0], b64(b"2"));
+    a.call("GET", &format!("{key}?min_seq=x"), None)
+        .await
+        .problem(400);
+}

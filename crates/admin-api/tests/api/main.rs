@@ -83,6 +83,8 @@ struct Reply {
     status: StatusCode,
     content_type: String,
     body: Vec<u8>,
+    /// `Strata-Sequence`, when the answer has one.
+    sequence: Option<u64>,
 }
 
 impl Reply {
@@ -116,11 +118,16 @@ impl Api {
             .get(header::CONTENT_TYPE)
             .map(|v| v.to_str().unwrap().to_string())
             .unwrap_or_default();
+        let sequence = res
+            .headers()
+            .get("strata-sequence")
+            .map(|v| v.to_str().unwrap().parse().unwrap());
         let body = res.into_body().collect().await.unwrap().to_bytes().to_vec();
         Reply {
             status,
             content_type,
             body,
+            sequence,
         }
     }
 

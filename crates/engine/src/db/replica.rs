@@ -21,15 +21,16 @@ use super::DbInner;
 use crate::error::{Error, Result};
 
 /// How a replica is doing (`Db::replica_status`).
-#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReplicaStatus {
     /// The newest sequence number reads see.
     pub sequence: u64,
     /// Seconds since the start of the last round that caught up: every write the source held
     /// then is visible.
     pub lag_seconds: f64,
-    /// How often the replica looks for new versions.
-    pub poll: Duration,
+    /// How often the replica looks for new versions, in milliseconds.
+    pub poll_millis: u64,
     /// Rounds that caught up, and rounds that failed, since open.
     pub rounds: u64,
     pub failures: u64,
@@ -147,7 +148,7 @@ impl Follower {
         ReplicaStatus {
             sequence,
             lag_seconds: p.caught_up_at.elapsed().as_secs_f64(),
-            poll: self.poll,
+            poll_millis: u64::try_from(self.poll.as_millis()).unwrap_or(u64::MAX),
             rounds: p.rounds,
             failures: p.failures,
             last_error: p.last_error.clone(),

@@ -139,8 +139,8 @@ fn a_replica_follows_and_a_reader_waits_for_a_sequence() {
     let replica = Db::open_replica(dir.path(), small_options(), poll).unwrap();
     let status = replica.replica_status().unwrap();
     assert_eq!(
-        (status.sequence, status.poll),
-        (writer.latest_sequence(), poll)
+        (status.sequence, status.poll_millis),
+        (writer.latest_sequence(), 3_600_000)
     );
     assert!(writer.replica_status().is_none());
 
