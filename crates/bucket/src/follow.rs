@@ -62,7 +62,11 @@ impl Follow {
     pub(crate) fn refresh(&self, s: &Shared) -> Result<bool> {
         let mut view = self.view.lock();
         self.sweep(s, &view);
-        if newer_records(&s.client, view.last_seq)?.is_empty() {
+        // A lease that lapsed (the bucket took no renewal for its whole time) may have let
+        // garbage collection take what it pinned: pinned again now, at the log's head, whose
+        // every object the log itself still reaches.
+        let lapsed = s.reader_lease.as_ref().is_some_and(|l| l.has_lapsed());
+        if newer_records(&s.client, view.last_seq)?.is_empty() && !lapsed {
             return Ok(false);
         }
         let next = match &s.reader_lease {

@@ -17,6 +17,20 @@ use crate::versions::{assert_tagged, churn_log, client, fill, writer};
 
 const POLL: Duration = Duration::from_millis(100);
 
+/// How long the writer runs under the replicas: a minute in CI (`make test`), seconds at a
+/// developer's `cargo test`; `STRATA_REPLICA_LOAD_SECS` for the long run.
+fn load_time() -> Duration {
+    let secs = std::env::var("STRATA_REPLICA_LOAD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if std::env::var_os("CI").is_some() {
+            60
+        } else {
+            8
+        });
+    Duration::from_secs(secs)
+}
+
 fn replica_at(s: &Seaweed, url: &BucketUrl, cache: &Path, faults: Option<Arc<FaultPlan>>) -> Db {
     replica_polling(s, url, cache, faults, POLL)
 }
@@ -52,7 +66,7 @@ fn leases(s: &Seaweed, url: &BucketUrl) -> Vec<String> {
 }
 
 /// A writer under load (synced batches, flushes, compactions) with garbage collection at age
-/// zero after every round, and two replicas reading: each replica's sequence never goes back,
+/// zero after every round, for `load_time`, and two replicas reading: each replica's sequence never goes back,
 /// a read that waited for a write's sequence sees the write, and a scan never finds a file
 /// missing.
 #[test]
@@ -77,7 +91,7 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
         let (db, acked, done, rounds) = (db.clone(), acked.clone(), done.clone(), rounds.clone());
         std::thread::spawn(move || {
             let mut i = 1u64;
-            let deadline = Instant::now() + Duration::from_secs(8);
+            let deadline = Instant::now() + load_time();
             while Instant::now() < deadline {
                 let mut batch = WriteBatch::new();
                 for j in i..i + 50 {
@@ -248,4 +262,54 @@ fn a_replica_rides_out_an_outage_a_new_writer_and_a_restart() {
     // Every write is refused with the typed error.
     let e = replica.put("x", "y").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+}
+
+/// A replica whose lease lapsed in an outage (the bucket took no renewal for its whole time)
+/// reports it, and pins again once the bucket answers: one live lease, not lapsed.
+#[test]
+fn a_replica_whose_lease_lapsed_pins_again() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("replica-lapse");
+    let tmp = tempfile::tempdir().unwrap();
+    let (_fs, db) = writer(s, &url, &tmp.path().join("w"));
+    db.put_with(&synced(), b"k", b"1").unwrap();
+    let faults = FaultPlan::new();
+    let fs = BucketFs::open(&BucketConfig {
+        read_only: true,
+        faults: Some(faults.clone()),
+        reader_lease: Duration::from_secs(1),
+        ..s.config(&url, tmp.path().join("r"), Durability::Remote)
+    })
+    .unwrap();
+    let root = fs.root().to_path_buf();
+    let opts = Options {
+        filesystem: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let replica = Db::open_replica(&root, opts, POLL).unwrap();
+    faults.set_unreachable(true);
+    let lapsed = |db: &Db| db.storage_stats().unwrap().reader_lease_lapsed;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !lapsed(&replica) {
+        assert!(Instant::now() < deadline, "the lease never lapsed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&replica, "k"), Some(b"1".to_vec()), "still serving");
+    faults.set_unreachable(false);
+    while lapsed(&replica) {
+        assert!(Instant::now() < deadline, "the lease was never taken again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    db.put_with(&synced(), b"k", b"2").unwrap();
+    replica
+        .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(get(&replica, "k"), Some(b"2".to_vec()));
+    let live = leases(s, &url);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(
+        Some(live[0].clone()),
+        fs.reader_lease().map(|(name, _)| name),
+        "the replica's own lease"
+    );
 }
