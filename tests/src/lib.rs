@@ -148,31 +148,33 @@ impl Serve {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Serve {
-        Self::start_remote("--db", url, cache_dir, extra, env)
+        Self::start_remote("--db", url, cache_dir, None, extra, env)
     }
 
-    /// Starts `strata serve --replica-of URL --cache-dir DIR EXTRA...`: a replica of the store
-    /// in a bucket.
+    /// Starts `strata serve --replica-of URL --cache-dir DIR [--mount MNT] EXTRA...`: a replica
+    /// of the store in a bucket.
     pub fn start_replica(
         url: &str,
         cache_dir: &Path,
+        mount: Option<&Path>,
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Serve {
-        Self::start_remote("--replica-of", url, cache_dir, extra, env)
+        Self::start_remote("--replica-of", url, cache_dir, mount, extra, env)
     }
 
-    /// `serve FLAG URL --cache-dir DIR EXTRA...`.
+    /// `serve FLAG URL --cache-dir DIR [--mount MNT] EXTRA...`.
     fn start_remote(
         flag: &str,
         url: &str,
         cache_dir: &Path,
+        mount: Option<&Path>,
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Serve {
         let mut args = vec!["--cache-dir", cache_dir.to_str().unwrap()];
         args.extend_from_slice(extra);
-        Self::start_on(&[flag, url], cache_dir, None, &args, env)
+        Self::start_on(&[flag, url], cache_dir, mount, &args, env)
     }
 
     /// `serve STORE_ARGS...` (`--db X` or `--replica-of URL`), whose working directory (the

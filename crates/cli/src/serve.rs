@@ -73,7 +73,13 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         false if read_only => crate::mount::Opening::ReadOnly,
         false => crate::mount::Opening::Write,
     };
-    let db = crate::mount::open_store(db_dir, cf, opening, vec![hub.clone()])?;
+    // A mount over a replica drops the kernel's caches each time the replica moves on.
+    let moved_on = Arc::new(strata_fusefs::ReplicaInvalidation::default());
+    let mut listeners: Vec<Arc<dyn strata_engine::EventListener>> = vec![hub.clone()];
+    if replica && args.mount.is_some() {
+        listeners.push(moved_on.clone());
+    }
+    let db = crate::mount::open_store(db_dir, cf, opening, listeners)?;
     if args.seed_demo && !read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
     }
@@ -100,6 +106,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
             };
             let m = strata_fusefs::spawn(fs, mnt, &config)
                 .map_err(|e| format!("cannot mount at {}: {e}", mnt.display()))?;
+            moved_on.attach(m.invalidator());
             let link = MountLink {
                 column_family: cf.to_string(),
                 invalidator: m.invalidator(),

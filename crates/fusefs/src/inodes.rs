@@ -218,6 +218,11 @@ impl InodeTable {
             .collect()
     }
 
+    /// Every assigned key with its inode, the root's (empty) key first.
+    pub fn all(&self) -> Vec<(Vec<u8>, u64)> {
+        self.by_key.iter().map(|(k, &i)| (k.clone(), i)).collect()
+    }
+
     /// Inodes the kernel holds now (the root included).
     pub fn len(&self) -> usize {
         self.nodes.len()

@@ -82,6 +82,30 @@ impl Invalidator {
         let _ = sender.lock().send((ino, from));
     }
 
+    /// Anything may have changed (a replica caught up with its writer, and which keys moved is
+    /// not known): the kernel forgets every entry, attribute and page it cached, and no open
+    /// keeps the pages it had. The work is one notice per inode the kernel holds.
+    pub fn everything_changed(&self) {
+        let Some(n) = self.notifier.get() else { return };
+        let targets = {
+            let mut inodes = self.inodes.lock();
+            let all = inodes.all();
+            let mut t = Vec::with_capacity(all.len() * 2);
+            for (key, ino) in all {
+                inodes.changed(ino);
+                t.push(Target::Inode(ino));
+                if !key.is_empty() {
+                    let (parent, name) = path::split_parent(&key);
+                    if let Some(p) = inodes.peek(parent) {
+                        t.push(Target::Entry(p, name.to_vec()));
+                    }
+                }
+            }
+            t
+        };
+        send(n, &targets);
+    }
+
     /// Every key in `[start, end)` was deleted.
     pub fn range_deleted(&self, start: &[u8], end: &[u8]) {
         let Some(n) = self.notifier.get() else { return };
@@ -127,5 +151,26 @@ fn send(n: &Notifier, targets: &[Target]) {
             Target::Inode(ino) => n.inval_inode(INodeNo(*ino), 0, 0),
             Target::Entry(parent, name) => n.inval_entry(INodeNo(*parent), OsStr::from_bytes(name)),
         };
+    }
+}
+
+/// Tells a mount over a replica that the store moved on (`EventListener::on_caught_up`): made
+/// before the store opens, attached to the mount once it is up.
+#[derive(Debug, Default)]
+pub struct ReplicaInvalidation {
+    invalidator: OnceLock<Invalidator>,
+}
+
+impl ReplicaInvalidation {
+    pub fn attach(&self, invalidator: Invalidator) {
+        let _ = self.invalidator.set(invalidator);
+    }
+}
+
+impl strata_engine::EventListener for ReplicaInvalidation {
+    fn on_caught_up(&self, _info: &strata_engine::CaughtUp) {
+        if let Some(i) = self.invalidator.get() {
+            i.everything_changed();
+        }
     }
 }

@@ -34,7 +34,7 @@ mod store;
 pub use awake::{BURST, Burst, CPU_LATENCY_DEVICE};
 pub use error::{FsError, Result};
 pub use fs::{DEFAULT_TTL, FsConfig, FsStats, StrataFs, WRITE_BACK};
-pub use invalidate::Invalidator;
+pub use invalidate::{Invalidator, ReplicaInvalidation};
 pub use mount::{
     MIN_THREADS, MountConfig, Mounted, Stopped, check_fuse, is_mounted, mount_source, run, spawn,
     unmount,

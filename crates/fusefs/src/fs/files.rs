@@ -79,6 +79,9 @@ pub(super) struct Handle {
     errors_seen: AtomicU64,
     /// Its I/O bypasses the kernel's page cache ([`uncached_flags`]).
     uncached: bool,
+    /// On a read-only mount: the version of the file this descriptor opened, read to the end
+    /// whatever the store shows meanwhile (a replica catching up).
+    opened: Option<ValueReader>,
 }
 
 /// The descriptors open now, and the files they share.
@@ -328,7 +331,17 @@ impl FsCore {
             if e.kind == Kind::Dir {
                 return Err(FsError::posix(libc::EISDIR, "is a directory"));
             }
-            self.attach(ino, flags)
+            // Nothing of this mount's own can change the file: the descriptor keeps the version
+            // it opened, and reads it to the end (a replica may move on meanwhile).
+            let opened = match self.config.read_only {
+                true => self.store.db.value_reader_cf(
+                    &ReadOptions::default(),
+                    &self.store.data,
+                    &key,
+                )?,
+                false => None,
+            };
+            self.attach(ino, flags, opened)
         };
         let mut fopen = uncached_flags(flags);
         if !truncate && self.inodes.lock().open_keeps_cache(ino) {
@@ -342,7 +355,7 @@ impl FsCore {
     }
 
     /// A new descriptor of `ino`, sharing the file's state with any other.
-    pub(super) fn attach(&self, ino: u64, flags: OpenFlags) -> u64 {
+    pub(super) fn attach(&self, ino: u64, flags: OpenFlags, opened: Option<ValueReader>) -> u64 {
         let fh = self.new_handle();
         let mut files = self.files.lock();
         let file = {
@@ -360,6 +373,7 @@ impl FsCore {
             sync: flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0,
             errors_seen: AtomicU64::new(errors),
             uncached: !uncached_flags(flags).is_empty(),
+            opened,
         };
         files.handles.insert(fh, Arc::new(handle));
         fh
@@ -430,6 +444,9 @@ impl FsCore {
     /// `None` when the file's key is gone (another door deleted it).
     pub(super) fn do_read(&self, fh: u64, offset: u64, size: u32) -> Result<Option<PinnableValue>> {
         let h = self.handle(fh)?;
+        if let Some(opened) = &h.opened {
+            return Ok(Some(opened.read_at(offset, u64::from(size))?.bytes));
+        }
         let _tree = self.tree.read();
         {
             let mut pending = h.file.pending.lock();

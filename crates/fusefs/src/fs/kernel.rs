@@ -382,6 +382,7 @@ impl Filesystem for StrataFs {
                 key,
                 cookies: VecDeque::new(),
                 next_cookie: FIRST_COOKIE,
+                cursor: None,
             };
             self.dirs.lock().insert(fh, Arc::new(Mutex::new(d)));
             Ok(fh)

@@ -9,6 +9,9 @@ pub(super) struct OpenDir {
     /// resumes after one of the last batch's entries.
     pub(super) cookies: VecDeque<(u64, Position)>,
     pub(super) next_cookie: u64,
+    /// On a read-only mount: the listing's cursor, kept between batches so one listing reads
+    /// one version of the directory (a replica may move on meanwhile); a rewind takes a new one.
+    pub(super) cursor: Option<crate::store::Cursor>,
 }
 
 /// Offsets 1 and 2 are `.` and `..`; listed children count from here.
@@ -144,7 +147,11 @@ impl FsCore {
                 }
             }
         };
-        let mut cursor = self.store.cursor(&dir_key)?;
+        let kept = d.cursor.take().filter(|_| offset >= FIRST_COOKIE);
+        let mut cursor = match kept {
+            Some(c) => c,
+            None => self.store.cursor(&dir_key)?,
+        };
         let prefix = path::dir_prefix(&dir_key);
         let mut hidden = 0;
         let result = loop {
@@ -173,6 +180,10 @@ impl FsCore {
         self.stats
             .hidden_entries
             .fetch_add(hidden, Ordering::Relaxed);
+        // A writable mount lists what it has just written: a fresh cursor each batch.
+        if self.config.read_only {
+            d.cursor = Some(cursor);
+        }
         result
     }
 }

@@ -23,7 +23,9 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
-use strata_engine::{Db, ErrorKind, MAX_VALUE_SIZE, PinnableValue, ReadOptions, WriteBatch};
+use strata_engine::{
+    Db, ErrorKind, MAX_VALUE_SIZE, PinnableValue, ReadOptions, ValueReader, WriteBatch,
+};
 
 use crate::awake::{BURST, CPU_LATENCY_DEVICE, KeepAwake};
 use crate::error::{FsError, Result};

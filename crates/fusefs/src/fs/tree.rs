@@ -40,7 +40,7 @@ impl FsCore {
             expires: 0,
         };
         let (attr, generation) = self.looked_up(&key, &e);
-        let fh = open.map(|flags| self.attach(attr.ino.0, flags));
+        let fh = open.map(|flags| self.attach(attr.ino.0, flags, None));
         Ok((attr, generation, fh))
     }
 
