@@ -312,42 +312,49 @@ fn replicas_serve_what_the_writer_acknowledged_and_never_go_back() {
         })
         .collect();
 
-    // The load: 16 KiB values synced to the bucket, the counter after each, the sequence each
-    // answered with kept for the readers.
     let writer = Arc::new(writer);
     let acked = Arc::new(std::sync::Mutex::new(Vec::<(u64, u64)>::new()));
     let done = Arc::new(AtomicBool::new(false));
+    // Two writers of 128 KiB values synced to the bucket; the first also moves the counter on
+    // after each of its own. Each write's sequence goes to the readers.
+    const VALUE: usize = 128 << 10;
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let started = Instant::now();
+    let loads: Vec<_> = (0..2)
+        .map(|t| {
+            let (writer, acked, next) = (writer.clone(), acked.clone(), next.clone());
+            std::thread::spawn(move || {
+                while started.elapsed() < Duration::from_secs(6) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let key = path_key(format!("load/{i}").as_bytes());
+                    let value = vec![(i % 251) as u8; VALUE];
+                    let r = writer.call("RAWPUT", &format!("/api/v1/kv/{key}?sync=bucket"), &value);
+                    assert!(r.status < 300, "{} {}", r.status, r.text());
+                    let seq = r.sequence.expect("a write answers its Strata-Sequence");
+                    acked.lock().unwrap().push((i, seq));
+                    if t == 0 {
+                        let body = format!(r#"{{"value":"{}"}}"#, b64(i.to_string().as_bytes()));
+                        let counter = format!("/api/v1/kv/{}?sync=bucket", path_key(b"counter"));
+                        assert!(writer.call("PUT", &counter, body.as_bytes()).status < 300);
+                    }
+                }
+            })
+        })
+        .collect();
     let load = {
-        let (writer, acked, done) = (writer.clone(), acked.clone(), done.clone());
+        let (done, next) = (done.clone(), next.clone());
         std::thread::spawn(move || {
-            let started = Instant::now();
-            let mut i = 0u64;
-            while started.elapsed() < Duration::from_secs(6) {
-                let value = vec![(i % 251) as u8; 16 << 10];
-                let r = writer.call(
-                    "RAWPUT",
-                    &format!(
-                        "/api/v1/kv/{}?sync=bucket",
-                        path_key(format!("load/{i}").as_bytes())
-                    ),
-                    &value,
-                );
-                assert!(r.status < 300, "{} {}", r.status, r.text());
-                let body = format!(r#"{{"value":"{}"}}"#, b64(i.to_string().as_bytes()));
-                let r = writer.call(
-                    "PUT",
-                    &format!("/api/v1/kv/{}?sync=bucket", path_key(b"counter")),
-                    body.as_bytes(),
-                );
-                let seq = r.sequence.expect("a write answers its Strata-Sequence");
-                acked.lock().unwrap().push((i, seq));
-                i += 1;
+            for l in loads {
+                l.join().unwrap();
             }
             done.store(true, Ordering::Release);
-            let secs = started.elapsed().as_secs_f64();
+            let (n, secs) = (
+                next.load(Ordering::Relaxed),
+                started.elapsed().as_secs_f64(),
+            );
             eprintln!(
-                "writer: {i} writes of 16 KiB and {i} counter writes in {secs:.1} s ({:.2} MB/s)",
-                (i * (16 << 10)) as f64 / secs / 1e6
+                "writers: {n} writes of 128 KiB in {secs:.1} s ({:.2} MB/s)",
+                (n * VALUE as u64) as f64 / secs / 1e6
             );
         })
     };
@@ -371,7 +378,10 @@ fn replicas_serve_what_the_writer_acknowledged_and_never_go_back() {
                         "replica {n}: load/{i} at {seq}: {}",
                         r.text()
                     );
-                    assert_eq!(r.body, vec![(i % 251) as u8; 16 << 10]);
+                    assert!(
+                        r.body == vec![(i % 251) as u8; VALUE],
+                        "replica {n}: load/{i}"
+                    );
                     let counter = replica.value(b"counter").unwrap();
                     let counter: u64 = String::from_utf8(counter).unwrap().parse().unwrap_or(0);
                     assert!(

@@ -8,6 +8,7 @@ mod fsbench;
 mod log_format;
 mod log_lines;
 mod mount;
+mod replica_bench;
 mod serve;
 mod store;
 mod stress;
@@ -181,6 +182,10 @@ enum Command {
     /// (GET, PUT, batchGet of 100, scan of 100), or a mixed load read back (--mixed-only). Needs
     /// a new store at --db.
     ApiBench(apibench::ApiBenchArgs),
+    /// A writer and a replica of a new store in a bucket (`--db s3://…`), in one process: how
+    /// long the replica takes to show a burst (1 GiB unless told), and how far behind it runs
+    /// under a steady load, beside the floor its poll interval sets.
+    ReplicaBench(replica_bench::ReplicaBenchArgs),
     /// The mount against a plain directory: small-file create, stat, read, rename and unlink,
     /// `ls -l` of a large directory, sequential write and read, a directory rename. Needs a new
     /// store at --db.
@@ -525,6 +530,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::FsBench(args) => fsbench::run(&db, args),
         Command::Serve(args) => serve::run(&db, &cli.cf, args),
         Command::ApiBench(args) => apibench::run(&db, args),
+        Command::ReplicaBench(args) => replica_bench::run(&db, &args),
         Command::Cf(command) => {
             let access = match command {
                 CfCommand::Create { .. } => Access::Create,

@@ -136,6 +136,17 @@ pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
     let b = BUCKET
         .get()
         .ok_or("--db names a directory, not a store in a bucket")?;
+    bucket_options_in(read_only, b.cache_dir.clone())
+}
+
+/// `bucket_options`, with the working copy in `cache_dir` (a second open in one process).
+pub fn bucket_options_in(
+    read_only: bool,
+    cache_dir: PathBuf,
+) -> Result<(BucketFs, Options), String> {
+    let b = BUCKET
+        .get()
+        .ok_or("--db names a directory, not a store in a bucket")?;
     if let (Some(name), false) = (&b.args.checkpoint, read_only) {
         return Err(format!(
             "checkpoint {name} opens read-only: this command writes (serve and mount take \
@@ -152,7 +163,7 @@ pub fn bucket_options(read_only: bool) -> Result<(BucketFs, Options), String> {
         checkpoint: b.args.checkpoint.clone(),
         cache_size: b.args.cache_size,
         commit_interval: std::time::Duration::from_millis(b.args.commit_interval_ms),
-        ..BucketConfig::new(b.url.clone(), b.cache_dir.clone())
+        ..BucketConfig::new(b.url.clone(), cache_dir)
     };
     let fs = BucketFs::open(&config).map_err(|e| format!("cannot open {}: {e}", b.url))?;
     let opts = Options {

@@ -19,6 +19,7 @@ use super::DbInner;
 use super::column_family::{CfState, ColumnFamilyData, new_memtable, put_slot};
 use super::open::recover_blob_files;
 use super::replay::{Replay, replay_wals};
+use crate::blob::BlobFileReader;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::memtable::MemTable;
@@ -80,6 +81,39 @@ impl DbInner {
         Ok((self.manifest_mark()? == before).then_some(found))
     }
 
+    /// Reads again how far each blob file that was unsealed reaches now; a sealed one is read
+    /// for the last time, a deleted one forgotten.
+    fn reread_growing_blobs(&self) -> Result<()> {
+        let mut growing = self.growing_blobs.lock();
+        let mut still = Vec::with_capacity(growing.len());
+        for &number in growing.iter() {
+            let Some(known) = self.blobs.get(number) else {
+                continue;
+            };
+            let path = self.blobs.path(number);
+            let found = match BlobFileReader::open(self.blobs.filesystem(), &path) {
+                Ok(reader) => reader.recover()?,
+                // Deleted by the writer: the MANIFEST no longer names it either.
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            {
+                let mut meta = known.meta.lock();
+                if found.file_size > meta.file_size {
+                    meta.footer = found.footer;
+                    meta.file_size = found.file_size;
+                }
+            }
+            if !found.sealed {
+                still.push(number);
+            }
+        }
+        *growing = still;
+        Ok(())
+    }
+
     /// Which MANIFEST CURRENT names, and how long it is.
     fn manifest_mark(&self) -> Result<(std::path::PathBuf, u64)> {
         let path = VersionSet::current_manifest(&self.dir, self.fs.as_ref())?;
@@ -118,14 +152,17 @@ impl DbInner {
                 _ => None,
             })
             .collect();
-        // Blob files the writer made since: registered before the WALs that point into them.
-        recover_blob_files(
+        // Blob files the writer appended to or made since: known before the WALs that point
+        // into them are replayed.
+        self.reread_growing_blobs()?;
+        let unsealed = recover_blob_files(
             &versions,
             &self.blobs,
             &self.stats,
             self.opts.paranoid_checks,
             true,
         )?;
+        self.growing_blobs.lock().extend(unsealed);
         let mut mems = BTreeMap::new();
         let (last_seq, skipped, _) = replay_wals(
             &self.dir,

@@ -193,7 +193,8 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         block_cache.clone(),
         opts.max_open_files,
     );
-    recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks, read_only)?;
+    let unsealed_blobs =
+        recover_blob_files(&versions, &blobs, &stats, opts.paranoid_checks, read_only)?;
     let mut recovered_mems = BTreeMap::new();
 
     // Tables replayed from the WALs, the fresh WAL and the fresh MANIFEST are new files no durable
@@ -348,6 +349,11 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         lock: Mutex::new(lock),
         reserve: DiskReserve::new(dir.to_path_buf(), opts.reserved_disk_bytes),
         read_only,
+        growing_blobs: Mutex::new(if read_only {
+            unsealed_blobs
+        } else {
+            Vec::new()
+        }),
         opts,
     });
     inner.update_blob_threshold();
@@ -596,13 +602,16 @@ fn remove_obsolete_files(
 /// Opens every blob file the MANIFEST names: the footer of a sealed one, a scan of one a crash
 /// left unsealed (its intact prefix is what it holds). A file that is missing or whose header is
 /// damaged fails the open with `Corruption`. `paranoid` also reads every record of the sealed ones.
+/// Returns the files found unsealed: a writer beside a read-only store may still be appending
+/// to them (`catch_up.rs` reads them again).
 pub(super) fn recover_blob_files(
     versions: &VersionSet,
     blobs: &BlobStore,
     stats: &Stats,
     paranoid: bool,
     read_only: bool,
-) -> Result<()> {
+) -> Result<Vec<u64>> {
+    let mut unsealed = Vec::new();
     for (&cf, data) in versions.column_families() {
         for (&number, &garbage) in &data.blob_files {
             if blobs.get(number).is_some() {
@@ -622,6 +631,9 @@ pub(super) fn recover_blob_files(
             }
             if found.torn_bytes > 0 {
                 stats.blob_torn_files.inc();
+            }
+            if !found.sealed {
+                unsealed.push(number);
             }
             if found.spare_bytes > 0 && !read_only {
                 // Or every later open would read the zeros again (up to `blob_file_size`).
@@ -644,7 +656,7 @@ pub(super) fn recover_blob_files(
             blobs.mark_evicted(number);
         }
     }
-    Ok(())
+    Ok(unsealed)
 }
 
 /// Whether `name` is one of the files a store keeps in its directory (what sharing opens to the
