@@ -143,6 +143,9 @@ statistics! {
     write_stall_micros,
     /// WAL records skipped as damaged during recovery (`WalRecovery::SkipCorrupted`).
     wal_records_skipped,
+    /// Writes a read-only store's catch-ups replayed from the WALs into memory (a round that
+    /// saw no flush replays only those past what reads already see).
+    catch_up_writes,
     /// Tables and blob files an open moved to `lost/` instead of deleting: no surviving MANIFEST
     /// edit names them, and the MANIFEST's last record was cut short.
     files_kept_aside,

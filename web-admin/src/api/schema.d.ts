@@ -1459,6 +1459,12 @@ export interface components {
             bytes_written: number;
             /**
              * Format: int64
+             * @description Writes a read-only store's catch-ups replayed from the WALs into memory (a round that
+             *     saw no flush replays only those past what reads already see).
+             */
+            catch_up_writes: number;
+            /**
+             * Format: int64
              * @description Indexes into evicted blob files compactions removed.
              */
             compaction_blob_indexes_evicted: number;

@@ -12,6 +12,7 @@
 //!   cache, and its memtables live as long as the view.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -25,6 +26,27 @@ use crate::filename::{self, FileKind};
 use crate::memtable::MemTable;
 use crate::options::ColumnFamilyOptions;
 use crate::version::{VersionSet, decode_cf_options};
+
+/// What the next catch-up starts from.
+#[derive(Debug, Default)]
+pub(super) struct Since {
+    /// Blob files found unsealed, which a writer beside may still be appending to: each
+    /// catch-up reads how far they reach now, until they are sealed.
+    growing_blobs: Vec<u64>,
+    /// The MANIFEST (name and length) the last catch-up installed: while it stays the same no
+    /// flush happened, so the memtables hold every WAL record through the last sequence, and
+    /// only newer records are replayed into them. `None` after a round that failed.
+    installed: Option<(PathBuf, u64)>,
+}
+
+impl Since {
+    pub(super) fn open(growing_blobs: Vec<u64>) -> Since {
+        Since {
+            growing_blobs,
+            installed: None,
+        }
+    }
+}
 
 /// What one catch-up found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,14 +99,22 @@ impl DbInner {
     /// `read_again`, or `None` when the MANIFEST changed while it read.
     fn read_consistently(&self) -> Result<Option<Found>> {
         let before = self.manifest_mark()?;
-        let found = self.read_again()?;
-        Ok((self.manifest_mark()? == before).then_some(found))
+        // Taken, not read: a round that fails after adding records to the memtables leaves
+        // them holding more than reads see, so the next one starts from fresh memtables.
+        let unchanged = self.catching_up.lock().installed.take().as_ref() == Some(&before);
+        let mut found = self.read_again(unchanged)?;
+        if self.manifest_mark()? != before {
+            return Ok(None);
+        }
+        found.manifest = Some(before);
+        Ok(Some(found))
     }
 
     /// Reads again how far each blob file that was unsealed reaches now; a sealed one is read
     /// for the last time, a deleted one forgotten.
     fn reread_growing_blobs(&self) -> Result<()> {
-        let mut growing = self.growing_blobs.lock();
+        let mut since = self.catching_up.lock();
+        let growing = &mut since.growing_blobs;
         let mut still = Vec::with_capacity(growing.len());
         for &number in growing.iter() {
             let Some(known) = self.blobs.get(number) else {
@@ -121,8 +151,10 @@ impl DbInner {
         Ok((path, len))
     }
 
-    /// Recovers the store's state from its files as an open would, into memory.
-    fn read_again(&self) -> Result<Found> {
+    /// Recovers the store's state from its files as an open would, into memory. With
+    /// `unchanged` (the MANIFEST is the one installed last) only WAL records past the last
+    /// sequence are replayed, into the memtables reads use now.
+    fn read_again(&self, unchanged: bool) -> Result<Found> {
         let mut versions = VersionSet::recover(&self.dir, self.fs.clone())?;
         let manifest = self
             .dir
@@ -162,24 +194,46 @@ impl DbInner {
             self.opts.paranoid_checks,
             true,
         )?;
-        self.growing_blobs.lock().extend(unsealed);
-        let mut mems = BTreeMap::new();
-        let (last_seq, skipped, _) = replay_wals(
+        self.catching_up.lock().growing_blobs.extend(unsealed);
+        let (mut mems, after) = match unchanged {
+            true => (
+                self.current_memtables(),
+                self.last_sequence.load(Ordering::Acquire),
+            ),
+            false => (BTreeMap::new(), 0),
+        };
+        let (last_seq, skipped, spans) = replay_wals(
             &self.dir,
             &self.opts,
             &mut versions,
             &cf_opts,
             &mut wals,
             &self.blobs,
-            Replay::IntoMemory(&mut mems),
+            Replay::IntoMemory {
+                mems: &mut mems,
+                after,
+            },
         )?;
         self.stats.wal_records_skipped.add(skipped);
+        let replayed: u64 = spans.iter().map(|(first, last)| last - first + 1).sum();
+        self.stats.catch_up_writes.add(replayed);
         Ok(Found {
             versions,
             cf_opts,
             mems,
             last_seq,
+            manifest: None,
         })
+    }
+
+    /// Each column family's active memtable.
+    fn current_memtables(&self) -> BTreeMap<u32, Arc<MemTable>> {
+        let st = self.state.lock();
+        st.cfs
+            .iter()
+            .flatten()
+            .map(|cs| (cs.data.id, cs.mem.clone()))
+            .collect()
     }
 
     /// Moves reads to `found`.
@@ -189,6 +243,7 @@ impl DbInner {
             mut cf_opts,
             mut mems,
             last_seq,
+            manifest,
         } = found;
         let from = self.last_sequence.load(Ordering::Acquire);
         if last_seq < from {
@@ -248,6 +303,7 @@ impl DbInner {
             self.install_view(&mut st, id);
         }
         drop(st);
+        self.catching_up.lock().installed = manifest;
         self.update_blob_threshold();
         // After the views: a read at the new sequence finds what it names.
         self.last_sequence.fetch_max(last_seq, Ordering::AcqRel);
@@ -264,6 +320,8 @@ struct Found {
     cf_opts: BTreeMap<u32, ColumnFamilyOptions>,
     mems: BTreeMap<u32, Arc<MemTable>>,
     last_seq: u64,
+    /// The MANIFEST read, once checked unchanged by the read.
+    manifest: Option<(PathBuf, u64)>,
 }
 
 fn empty_memtable(data: &ColumnFamilyData) -> Arc<MemTable> {

@@ -188,9 +188,8 @@ pub(crate) struct DbInner {
     reserve: reserve::DiskReserve,
     /// Opened by `Db::open_read_only`: every mutating call is refused.
     read_only: bool,
-    /// Read-only: blob files found unsealed, which a writer beside may still be appending to;
-    /// each catch-up reads how far they reach now.
-    growing_blobs: Mutex<Vec<u64>>,
+    /// Read-only: what the next catch-up starts from (`catch_up.rs`).
+    catching_up: Mutex<catch_up::Since>,
 }
 
 impl std::fmt::Debug for DbInner {

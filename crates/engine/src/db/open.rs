@@ -210,7 +210,10 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             &cf_opts,
             &mut wals,
             &blobs,
-            Replay::IntoMemory(&mut recovered_mems),
+            Replay::IntoMemory {
+                mems: &mut recovered_mems,
+                after: 0,
+            },
         )?;
         Ok(Persisted {
             last_seq,
@@ -349,11 +352,11 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         lock: Mutex::new(lock),
         reserve: DiskReserve::new(dir.to_path_buf(), opts.reserved_disk_bytes),
         read_only,
-        growing_blobs: Mutex::new(if read_only {
+        catching_up: Mutex::new(super::catch_up::Since::open(if read_only {
             unsealed_blobs
         } else {
             Vec::new()
-        }),
+        })),
         opts,
     });
     inner.update_blob_threshold();

@@ -24,7 +24,13 @@ use crate::wal::{LogReader, ReadOutcome, SealChain, decode_seal};
 /// read-only open, memtables kept in memory (one per column family, never flushed).
 pub(super) enum Replay<'a> {
     ToTables(&'a mut Vec<PathBuf>),
-    IntoMemory(&'a mut BTreeMap<u32, Arc<MemTable>>),
+    /// Into memtables, for a read-only store. The map's memtables, where it has them, already
+    /// hold every record through sequence `after` (a catch-up that saw no flush): those records
+    /// are read past, and the rest added to them.
+    IntoMemory {
+        mems: &'a mut BTreeMap<u32, Arc<MemTable>>,
+        after: u64,
+    },
 }
 
 /// Sequence-number ranges, each `(first, last)` inclusive.
@@ -46,8 +52,10 @@ pub(super) fn replay_wals(
 ) -> Result<(u64, u64, SeqSpans)> {
     let (mut created, memory) = match into {
         Replay::ToTables(created) => (Some(created), None),
-        Replay::IntoMemory(mems) => (None, Some(mems)),
+        Replay::IntoMemory { mems, after } => (None, Some((mems, after))),
     };
+    // Only a catch-up's memtables hold records already (`after` past 0).
+    let applied_through = memory.as_ref().map(|(_, after)| *after).filter(|&a| a > 0);
     let fs = opts.filesystem.as_ref();
     // Per WAL, the sequence numbers its records span.
     let mut spans: Vec<(u64, u64)> = Vec::new();
@@ -62,7 +70,10 @@ pub(super) fn replay_wals(
     let highest_id = versions.next_column_family_id() - 1;
     let mut mems: BTreeMap<u32, Arc<MemTable>> = cf_opts
         .iter()
-        .map(|(&id, o)| (id, new_memtable(o, 0)))
+        .map(|(&id, o)| {
+            let held = memory.as_ref().and_then(|(m, _)| m.get(&id).cloned());
+            (id, held.unwrap_or_else(|| new_memtable(o, 0)))
+        })
         .collect();
     let mut edits: BTreeMap<u32, VersionEdit> = BTreeMap::new();
     let mut flush = |versions: &mut VersionSet,
@@ -145,6 +156,12 @@ pub(super) fn replay_wals(
                 break 'wals;
             }
             let mut seq = batch.sequence();
+            let through = seq.saturating_add(batch.len() as u64).saturating_sub(1);
+            if !batch.is_empty() && applied_through.is_some_and(|a| through <= a) {
+                // In the memtables already: a catch-up adds only what is new.
+                last_seq = last_seq.max(through);
+                continue;
+            }
             let mut unknown_cf = None;
             let mut touched: Vec<u32> = Vec::new();
             batch
@@ -217,7 +234,7 @@ pub(super) fn replay_wals(
         }
     }
     skipped += chain.finish(&files, max_log_number)?;
-    if let Some(memory) = memory {
+    if let Some((memory, _)) = memory {
         *memory = mems;
         return Ok((last_seq, skipped, spans));
     }

@@ -189,3 +189,54 @@ fn a_replica_follows_and_a_reader_waits_for_a_sequence() {
         Err(Error::Closed)
     ));
 }
+
+/// A catch-up that saw no flush replays only the writes past what reads already see, into the
+/// memtables in use; one after a flush replays the unflushed WAL into fresh ones. Either way
+/// every value is the newest.
+#[test]
+fn a_catch_up_without_a_flush_replays_only_the_new_writes() {
+    let dir = crate::common::tempdir();
+    let mut o = writer_options();
+    o.cf.write_buffer_size = 64 << 20;
+    let writer = Db::open(dir.path(), o).unwrap();
+    let put = |range: std::ops::Range<u32>, tag: &str| {
+        for i in range {
+            writer.put(format!("k{i:04}"), format!("{tag}{i}")).unwrap();
+        }
+    };
+    put(0..100, "a");
+    let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
+    let replayed = |db: &Db| db.statistics().catch_up_writes;
+    reader.try_catch_up().unwrap();
+    assert_eq!(
+        replayed(&reader),
+        100,
+        "the first round replays the WAL whole"
+    );
+    put(100..150, "a");
+    put(0..10, "b");
+    reader.try_catch_up().unwrap();
+    assert_eq!(replayed(&reader), 160, "only the 60 new writes");
+    reader.try_catch_up().unwrap();
+    assert_eq!(replayed(&reader), 160, "nothing new, nothing replayed");
+    for i in 0..150u32 {
+        let tag = if i < 10 { "b" } else { "a" };
+        assert_eq!(
+            reader.get(format!("k{i:04}")).unwrap().as_deref(),
+            Some(format!("{tag}{i}").as_bytes()),
+            "k{i:04}"
+        );
+    }
+    assert_eq!(crate::db::keys(&reader, &Default::default()).len(), 150);
+    // A flush changes the MANIFEST: the next round starts from fresh memtables.
+    writer.flush().unwrap();
+    put(150..160, "a");
+    reader.try_catch_up().unwrap();
+    assert_eq!(
+        replayed(&reader),
+        170,
+        "the unflushed WAL (10 writes) into fresh memtables"
+    );
+    assert_eq!(crate::db::keys(&reader, &Default::default()).len(), 160);
+    assert_eq!(reader.get("k0005").unwrap().as_deref(), Some(&b"b5"[..]));
+}
