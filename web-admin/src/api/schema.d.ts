@@ -2660,7 +2660,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description with encoding=utf8, a key or value that is not UTF-8 */
+            /** @description with encoding=utf8, a key or value that is not UTF-8, or `min_seq` past every write this store (no replica) has */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2678,7 +2678,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            /** @description `min_seq`: the replica did not show it within the server's bound */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2770,7 +2770,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not UTF-8, with encoding=utf8 */
+            /** @description not UTF-8, with encoding=utf8, or `min_seq` past every write this store (no replica) has */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2788,7 +2788,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            /** @description `min_seq`: the replica did not show it within the server's bound (or the bucket is unreachable) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3078,6 +3078,13 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `min_seq` past every write this store (no replica) has */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description a damaged file or an I/O error */
             500: {
                 headers: {
@@ -3085,7 +3092,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            /** @description `min_seq`: the replica did not show it within the server's bound */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3308,7 +3315,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description with encoding=utf8, a value that is not UTF-8 */
+            /** @description with encoding=utf8, a value that is not UTF-8, or `min_seq` past every write this store (no replica) has */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3326,7 +3333,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            /** @description `min_seq`: the replica did not show it within the server's bound */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3668,7 +3675,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description with encoding=utf8, a key or value that is not UTF-8 */
+            /** @description with encoding=utf8, a key or value that is not UTF-8, or `min_seq` past every write this store (no replica) has */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3686,7 +3693,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            /** @description `min_seq`: the replica did not show it within the server's bound */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -95,7 +95,8 @@ impl BatchGetReply<'_> {
 /// Reads many keys at once (the engine's MultiGet).
 #[utoipa::path(post, path = "/api/v1/kv:batchGet", tag = "kv", request_body = BatchGet,
     responses((status = 200, body = BatchGetReply), (status = 400, body = Problem),
-        (status = 422, description = "with encoding=utf8, a value that is not UTF-8", body = Problem)),
+        (status = 422, description = "with encoding=utf8, a value that is not UTF-8, or `min_seq` past every write this store (no replica) has", body = Problem),
+        (status = 503, description = "`min_seq`: the replica did not show it within the server's bound", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn batch_get(
     State(state): State<AppState>,

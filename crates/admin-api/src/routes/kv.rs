@@ -38,7 +38,8 @@ pub(crate) struct KvItem {
         (status = 400, description = "a bad key, query or column family", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such key", body = Problem, content_type = "application/problem+json"),
         (status = 416, description = "the range lies past the value's end; Content-Range gives its length", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "not UTF-8, with encoding=utf8", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "not UTF-8, with encoding=utf8, or `min_seq` past every write this store (no replica) has", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`min_seq`: the replica did not show it within the server's bound (or the bucket is unreachable)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -224,7 +225,9 @@ fn stream(mut reader: ValueReader, size: u64) -> Body {
     responses(
         (status = 200, description = "Content-Length is the raw value's length; Accept-Ranges says ranges are served"),
         (status = 400, description = "a bad key, query or column family"),
-        (status = 404, description = "no such key")),
+        (status = 404, description = "no such key"),
+        (status = 422, description = "`min_seq` past every write this store (no replica) has"),
+        (status = 503, description = "`min_seq`: the replica did not show it within the server's bound")),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn head(
     State(state): State<AppState>,

@@ -107,7 +107,8 @@ pub(crate) struct ScanPage {
 #[utoipa::path(post, path = "/api/v1/kv:scan", tag = "kv", request_body = ScanRequest,
     responses((status = 200, body = ScanPage), (status = 400, body = Problem),
         (status = 410, description = "the page token names no page this server has open (it expired, or the server restarted): start the scan again", body = Problem),
-        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8", body = Problem)),
+        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8, or `min_seq` past every write this store (no replica) has", body = Problem),
+        (status = 503, description = "`min_seq`: the replica did not show it within the server's bound", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn scan(
     State(state): State<AppState>,
@@ -135,7 +136,8 @@ pub(crate) async fn scan(
 #[utoipa::path(get, path = "/api/v1/kv", tag = "kv", params(ListQuery),
     responses((status = 200, body = ScanPage), (status = 400, body = Problem),
         (status = 410, description = "the page token names no page this server has open (it expired, or the server restarted): start the scan again", body = Problem),
-        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8", body = Problem)),
+        (status = 422, description = "with encoding=utf8, a key or value that is not UTF-8, or `min_seq` past every write this store (no replica) has", body = Problem),
+        (status = 503, description = "`min_seq`: the replica did not show it within the server's bound", body = Problem)),
     security(("bearer" = []), ("cookie" = [])))]
 pub(crate) async fn list(
     State(state): State<AppState>,

@@ -363,7 +363,7 @@ async fn batch_get_answers_escaped_keys_and_values_exactly() {
 
 /// Read-your-writes: every change answers the sequence it is visible at, growing with each;
 /// a read given `min_seq` at or below the store's newest answers at once, and one past it gets
-/// a 400 from the writer (no write has it: a writer shows every write it made). Reads carry no
+/// a 422 from the writer (no write has it: a writer shows every write it made). Reads carry no
 /// sequence.
 #[tokio::test]
 async fn changes_answer_their_sequence_and_reads_take_min_seq() {
@@ -418,7 +418,7 @@ async fn changes_answer_their_sequence_and_reads_take_min_seq() {
             Some(json!({"keys": [b64(b"k")], "min_seq": past})),
         ),
     ] {
-        let p = a.call(method, &uri, body).await.problem(400);
+        let p = a.call(method, &uri, body).await.problem(422);
         assert!(
             p["detail"]
                 .as_str()

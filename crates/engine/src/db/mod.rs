@@ -256,7 +256,7 @@ impl Db {
 
     /// Waits until reads see sequence `seq` (a write's `latest_sequence` on the writer) or
     /// later, at most `timeout`; the sequence they see then. A replica is asked to catch up at
-    /// once. Past the timeout: `Unavailable`. On any other store reads see every write it
+    /// once (a zero timeout only asks). Past the timeout: `Unavailable`. On any other store reads see every write it
     /// made, so a sequence past its newest is `InvalidArgument` at once.
     pub fn wait_for_sequence(&self, seq: u64, timeout: Duration) -> Result<u64> {
         self.inner.check_open()?;
@@ -279,7 +279,7 @@ impl Db {
             .map(|e| format!(" (its last round failed: {e})"))
             .unwrap_or_default();
         Err(Error::Unavailable(format!(
-            "the replica has reached sequence {} of the {seq} asked for, within {timeout:?}{why}",
+            "the replica shows sequence {}, not yet the {seq} asked for{why}",
             self.latest_sequence()
         )))
     }

@@ -155,18 +155,26 @@ impl Follower {
         }
     }
 
-    /// Waits until `reached()` holds, asking for rounds meanwhile, at most until `deadline`.
+    /// Waits until `reached()` holds, asking for rounds meanwhile, at most until `deadline` (a
+    /// deadline passed already only asks for a round).
     pub(super) fn wait(&self, deadline: Instant, reached: impl Fn() -> bool) -> bool {
         let mut p = self.progress.lock();
         loop {
             if reached() {
                 return true;
             }
-            if p.stopped || Instant::now() >= deadline {
+            if p.stopped {
                 return false;
             }
-            p.nudged = true;
-            self.changed.notify_all();
+            // Asked once per round: waiters woken by another's request wait on, not ask again
+            // (which would wake each other without end).
+            if !p.nudged {
+                p.nudged = true;
+                self.changed.notify_all();
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
             self.changed.wait_until(&mut p, deadline);
         }
     }
