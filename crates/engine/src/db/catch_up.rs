@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::DbInner;
-use super::column_family::{CfState, ColumnFamilyData, new_memtable, put_slot};
+use super::column_family::{CfState, ColumnFamilyData, put_slot};
 use super::open::recover_blob_files;
 use super::replay::{Replay, replay_wals};
 use crate::blob::BlobFileReader;
@@ -297,7 +297,7 @@ impl DbInner {
         }
         for &id in &ids {
             let Some(cs) = st.cf_mut(id) else { continue };
-            cs.mem = mems.remove(&id).unwrap_or_else(|| empty_memtable(&cs.data));
+            cs.mem = mems.remove(&id).unwrap_or_else(|| cs.data.new_memtable(0));
             cs.imm = VecDeque::new();
             cs.mem_first_log = None;
             self.install_view(&mut st, id);
@@ -322,10 +322,6 @@ struct Found {
     last_seq: u64,
     /// The MANIFEST read, once checked unchanged by the read.
     manifest: Option<(PathBuf, u64)>,
-}
-
-fn empty_memtable(data: &ColumnFamilyData) -> Arc<MemTable> {
-    new_memtable(&data.opts, 0)
 }
 
 /// Whether `e` may come from files changing under the read rather than from damage: one went
