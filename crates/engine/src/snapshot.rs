@@ -1,12 +1,25 @@
 //! Snapshots: a sequence number that reads can be pinned to, registered while alive so that
-//! compaction keeps the versions it can see.
+//! compaction keeps the versions it can see. On a replica the writer's compactions do not know
+//! the replica's snapshots, so a snapshot there also holds the views it was taken in
+//! (`PinnedViews`): the versions its sequence number is read against.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::db::SuperVersion;
 use crate::key::SequenceNumber;
+
+/// Every column family's view at one moment, with the sequence number that is their newest
+/// write: what a replica's reads and snapshots are read against (a catch-up installs the next
+/// set whole).
+#[derive(Debug)]
+pub(crate) struct PinnedViews {
+    pub(crate) seq: SequenceNumber,
+    /// By column family id.
+    pub(crate) views: BTreeMap<u32, Arc<SuperVersion>>,
+}
 
 /// The live snapshots' sequence numbers, with counts.
 #[derive(Debug, Default)]
@@ -15,12 +28,18 @@ pub(crate) struct SnapshotList {
 }
 
 impl SnapshotList {
-    pub(crate) fn acquire(self: &Arc<Self>, seq: SequenceNumber) -> Snapshot {
+    /// A snapshot at `seq`, read against `views` when given (a replica's).
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        seq: SequenceNumber,
+        views: Option<Arc<PinnedViews>>,
+    ) -> Snapshot {
         *self.live.lock().entry(seq).or_insert(0) += 1;
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 seq,
                 list: self.clone(),
+                views,
             }),
         }
     }
@@ -43,6 +62,7 @@ impl SnapshotList {
 struct SnapshotInner {
     seq: SequenceNumber,
     list: Arc<SnapshotList>,
+    views: Option<Arc<PinnedViews>>,
 }
 
 impl Drop for SnapshotInner {
@@ -69,6 +89,11 @@ impl Snapshot {
     pub fn sequence(&self) -> SequenceNumber {
         self.inner.seq
     }
+
+    /// The views a replica's snapshot reads against.
+    pub(crate) fn views(&self) -> Option<&Arc<PinnedViews>> {
+        self.inner.views.as_ref()
+    }
 }
 
 #[cfg(test)]
@@ -78,9 +103,9 @@ mod tests {
     #[test]
     fn registers_until_last_clone_drops() {
         let list = Arc::new(SnapshotList::default());
-        let a = list.acquire(5);
-        let b = list.acquire(5);
-        let c = list.acquire(9);
+        let a = list.acquire(5, None);
+        let b = list.acquire(5, None);
+        let c = list.acquire(9, None);
         let a2 = a.clone();
         assert_eq!(list.count(), 3);
         assert_eq!(list.oldest(), Some(5));

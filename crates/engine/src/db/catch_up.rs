@@ -7,7 +7,11 @@
 //!   (the files were replaced by an older copy) fails and changes nothing.
 //! - Each column family's view is swapped whole (version and memtable together), so a read sees
 //!   either the old state or the new one, never a table and a memtable holding the same writes
-//!   from different moments.
+//!   from different moments; and every family's view with the sequence it was caught up to,
+//!   in one step (`PinnedViews`), so a read never applies an old sequence to a new view whose
+//!   versions the writer's compactions thinned.
+//! - A snapshot holds the views it was taken in: the writer does not know the replica's
+//!   snapshots, so only those views still hold what the snapshot sees.
 //! - Reads in flight keep the view they started with; its tables stay open through the table
 //!   cache, and its memtables live as long as the view.
 
@@ -284,16 +288,18 @@ impl DbInner {
             .collect();
         let mut st = self.state.lock();
         *self.versions.lock() = versions;
-        for data in added {
-            put_slot(&mut st.cfs, data.id as usize, CfState::new(data.clone()));
-            self.registry.write().insert(data);
-        }
+        // Dropped before added: a family dropped and made again under the same name between
+        // two catch-ups is found by that name under its new id.
         for data in &dropped {
             data.dropped.store(true, Ordering::Release);
             self.registry.write().remove(data.id);
             if let Some(slot) = st.cfs.get_mut(data.id as usize) {
                 *slot = None;
             }
+        }
+        for data in added {
+            put_slot(&mut st.cfs, data.id as usize, CfState::new(data.clone()));
+            self.registry.write().insert(data);
         }
         for &id in &ids {
             let Some(cs) = st.cf_mut(id) else { continue };
@@ -302,11 +308,14 @@ impl DbInner {
             cs.mem_first_log = None;
             self.install_view(&mut st, id);
         }
+        // Reads move to the new views and their sequence in one step, and only then may a
+        // waiter see the sequence rise (`wait_for_sequence`).
+        let to = last_seq.max(from);
+        self.pin_views(&st, to);
         drop(st);
         self.catching_up.lock().installed = manifest;
         self.update_blob_threshold();
-        // After the views: a read at the new sequence finds what it names.
-        self.last_sequence.fetch_max(last_seq, Ordering::AcqRel);
+        self.last_sequence.fetch_max(to, Ordering::AcqRel);
         Ok(CaughtUp {
             from,
             to: self.last_sequence.load(Ordering::Acquire),

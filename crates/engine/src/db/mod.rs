@@ -190,6 +190,8 @@ pub(crate) struct DbInner {
     read_only: bool,
     /// Read-only: what the next catch-up starts from (`catch_up.rs`).
     catching_up: Mutex<catch_up::Since>,
+    /// Read-only: the views reads go to, replaced whole by each catch-up (`read_point`).
+    pinned_views: RwLock<Option<Arc<crate::snapshot::PinnedViews>>>,
 }
 
 impl std::fmt::Debug for DbInner {
@@ -270,7 +272,7 @@ impl Db {
                 ))),
             };
         };
-        if follower.wait(std::time::Instant::now() + timeout, reached) {
+        if follower.wait(std::time::Instant::now().checked_add(timeout), reached) {
             return Ok(self.latest_sequence());
         }
         let why = follower
@@ -560,9 +562,8 @@ impl Db {
 
     /// A snapshot of the store (every column family) as it is now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner
-            .snapshots
-            .acquire(self.inner.last_sequence.load(Ordering::Acquire))
+        let point = self.inner.read_point(&ReadOptions::default());
+        self.inner.snapshots.acquire(point.seq, point.views)
     }
 
     /// An iterator over a consistent view: `opts.snapshot`, or an implicit snapshot taken now.

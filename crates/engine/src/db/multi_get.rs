@@ -23,7 +23,8 @@ impl DbInner {
         items: &[(&Arc<ColumnFamilyData>, &[u8])],
     ) -> Vec<Result<Option<PinnableValue>>> {
         // One sequence number for the whole batch: a consistent view across column families.
-        let seq = self.read_sequence(opts);
+        let point = self.read_point(opts);
+        let seq = point.seq;
         let mut keys: Vec<PendingKey> = items
             .iter()
             .map(|(_, k)| match oversized_key(k.len()) {
@@ -45,7 +46,7 @@ impl DbInner {
         let mut views = Vec::new();
         for group in order.chunk_by(|&a, &b| items[a].0.id == items[b].0.id) {
             let cf = items[group[0]].0;
-            let view = cf.current_view();
+            let view = point.view(cf);
             views.push(view.clone());
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
                 for &i in group {

@@ -357,10 +357,13 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         } else {
             Vec::new()
         })),
+        pinned_views: RwLock::new(None),
         opts,
     });
     inner.update_blob_threshold();
     if read_only {
+        let seq = inner.last_sequence.load(Ordering::Acquire);
+        inner.pin_views(&inner.state.lock(), seq);
         return Ok(inner);
     }
     if inner.opts.share_with_group {

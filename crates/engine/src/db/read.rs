@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::column_family::{ColumnFamily, ColumnFamilyData};
 use super::iter::{BlobReads, DbIterator};
-use super::{Db, DbInner, SuperVersion};
+use super::{Db, DbInner, State, SuperVersion};
 use crate::bloom::key_hash;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
@@ -14,6 +14,7 @@ use crate::key::{self, Lookup, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::{ReadOptions, oversized_key};
 use crate::range_del::TombstoneCursor;
+use crate::snapshot::PinnedViews;
 use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
@@ -45,12 +46,57 @@ pub(super) fn block_reads(opts: &ReadOptions) -> BlockReadOptions {
     }
 }
 
+/// What a read goes to: a sequence number, and on a read-only store the views it is read
+/// against.
+pub(super) struct ReadPoint {
+    pub(super) seq: SequenceNumber,
+    pub(super) views: Option<Arc<PinnedViews>>,
+}
+
+impl ReadPoint {
+    /// Column family `cf`'s view at this point (the current one for a family made since).
+    pub(super) fn view(&self, cf: &ColumnFamilyData) -> Arc<SuperVersion> {
+        self.views
+            .as_ref()
+            .and_then(|v| v.views.get(&cf.id).cloned())
+            .unwrap_or_else(|| cf.current_view())
+    }
+}
+
 impl DbInner {
-    pub(super) fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
-        match &opts.snapshot {
-            Some(s) => s.sequence(),
-            None => self.last_sequence.load(Ordering::Acquire),
+    /// Where a read under `opts` goes. A writer's views only gain newer writes, so any view
+    /// read at a sequence taken before it is consistent. A replica's next view comes from the
+    /// writer's files, whose compactions dropped versions no snapshot of the writer needed: a
+    /// replica reads each sequence against the views installed with it.
+    pub(super) fn read_point(&self, opts: &ReadOptions) -> ReadPoint {
+        if let Some(s) = &opts.snapshot {
+            return ReadPoint {
+                seq: s.sequence(),
+                views: s.views().cloned(),
+            };
         }
+        match self.pinned_views.read().clone() {
+            Some(views) => ReadPoint {
+                seq: views.seq,
+                views: Some(views),
+            },
+            None => ReadPoint {
+                seq: self.last_sequence.load(Ordering::Acquire),
+                views: None,
+            },
+        }
+    }
+
+    /// Read-only: makes every column family's current view, read at `seq`, what reads go to.
+    /// The caller holds the state lock, so that no view changes meanwhile.
+    pub(super) fn pin_views(&self, st: &State, seq: SequenceNumber) {
+        let views = st
+            .cfs
+            .iter()
+            .flatten()
+            .map(|cs| (cs.data.id, cs.data.current_view()))
+            .collect();
+        *self.pinned_views.write() = Some(Arc::new(PinnedViews { seq, views }));
     }
 
     /// The newest entry of `user_key` visible to `opts`, with the view it was read from (which
@@ -69,8 +115,8 @@ impl DbInner {
         if !opts.cache_only {
             self.stats.gets.inc();
         }
-        let seq = self.read_sequence(opts);
-        let view = cf.current_view();
+        let point = self.read_point(opts);
+        let (seq, view) = (point.seq, point.view(cf));
         let hash = key_hash(user_key);
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             match self.memtable_get(mem, hash, user_key, seq) {
@@ -215,12 +261,11 @@ impl DbInner {
                 "an iterator cannot be cache-only: its later steps may need the disk".into(),
             ));
         }
-        let view = cf.current_view();
+        let point = self.read_point(opts);
+        let view = point.view(cf);
         let snapshot = match &opts.snapshot {
             Some(s) => s.clone(),
-            None => self
-                .snapshots
-                .acquire(self.last_sequence.load(Ordering::Acquire)),
+            None => self.snapshots.acquire(point.seq, point.views),
         };
         let read = BlockReadOptions {
             fill_cache: opts.fill_cache,

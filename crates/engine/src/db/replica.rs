@@ -10,7 +10,11 @@
 //! - The sequence reads see never goes back (`catch_up.rs`).
 //! - A reader waiting for a sequence (`Db::wait_for_sequence`) wakes the thread at once rather
 //!   than waiting out the poll interval.
-//! - The thread holds the store weakly: dropping or closing the store ends it.
+//! - The thread holds the store weakly: dropping or closing the store ends it, and waits for
+//!   the round in flight.
+//! - A round whose catch-up failed after the filesystem moved on is followed by catch-ups
+//!   until one succeeds, whether or not the filesystem changes again.
+//! - A panic in a round is a failed round, reported like any other; following goes on.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -56,6 +60,8 @@ pub(crate) struct Follower {
     progress: Mutex<Progress>,
     /// Signalled when a round ends (for waiting readers) and when one is asked for.
     changed: Condvar,
+    /// Joined when the store closes.
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Follower {
@@ -77,19 +83,25 @@ impl Follower {
                 stopped: false,
             }),
             changed: Condvar::new(),
+            thread: Mutex::new(None),
         });
         let (db, me) = (Arc::downgrade(inner), follower.clone());
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("strata-replica".into())
             .spawn(move || me.run(&db))
             .map_err(|e| Error::Io {
                 context: "starting the replica's thread".into(),
                 source: e,
             })?;
+        *follower.thread.lock() = Some(thread);
         Ok(follower)
     }
 
     fn run(&self, db: &Weak<DbInner>) {
+        // The filesystem moved on but the catch-up after it failed: the next round catches up
+        // even if the filesystem has nothing newer, or reads would stay behind files that
+        // already hold more while the writer is idle.
+        let mut behind_files = false;
         loop {
             {
                 let mut p = self.progress.lock();
@@ -106,13 +118,16 @@ impl Follower {
                 return;
             }
             let started = Instant::now();
-            let round = inner
-                .fs
-                .refresh(&inner.dir)
-                .and_then(|changed| match changed {
-                    true => inner.catch_up().map(Some),
-                    false => Ok(None),
-                });
+            let round = catch_panic(|| {
+                let changed = inner.fs.refresh(&inner.dir)?;
+                behind_files |= changed;
+                if !behind_files {
+                    return Ok(None);
+                }
+                let caught = inner.catch_up()?;
+                behind_files = false;
+                Ok(Some(caught))
+            });
             let mut p = self.progress.lock();
             match round {
                 Ok(caught) => {
@@ -155,9 +170,9 @@ impl Follower {
         }
     }
 
-    /// Waits until `reached()` holds, asking for rounds meanwhile, at most until `deadline` (a
-    /// deadline passed already only asks for a round).
-    pub(super) fn wait(&self, deadline: Instant, reached: impl Fn() -> bool) -> bool {
+    /// Waits until `reached()` holds, asking for rounds meanwhile, at most until `deadline`
+    /// (`None`: a wait too long to name; a deadline passed already only asks for a round).
+    pub(super) fn wait(&self, deadline: Option<Instant>, reached: impl Fn() -> bool) -> bool {
         let mut p = self.progress.lock();
         loop {
             if reached() {
@@ -172,15 +187,42 @@ impl Follower {
                 p.nudged = true;
                 self.changed.notify_all();
             }
-            if Instant::now() >= deadline {
-                return false;
+            match deadline {
+                Some(d) if Instant::now() >= d => return false,
+                Some(d) => {
+                    self.changed.wait_until(&mut p, d);
+                }
+                None => self.changed.wait(&mut p),
             }
-            self.changed.wait_until(&mut p, deadline);
         }
     }
 
+    /// Ends the thread, after the round it may be in.
     pub(super) fn stop(&self) {
         self.progress.lock().stopped = true;
         self.changed.notify_all();
+        let Some(thread) = self.thread.lock().take() else {
+            return;
+        };
+        // The thread holds the store only for a round: it never closes it itself, but a
+        // listener it calls might.
+        if thread.thread().id() != std::thread::current().id() {
+            let _ = thread.join();
+        }
     }
+}
+
+/// `round()`, with a panic in it (a bug, or a backend's) turned into a failed round rather
+/// than the end of following.
+fn catch_panic<T>(round: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(Error::Background(format!(
+            "a replica's round panicked ({why}); the next round tries again"
+        )))
+    })
 }

@@ -133,6 +133,20 @@ fn column_families_and_blob_files_the_writer_makes_appear() {
         Err(Error::InvalidArgument(_))
     ));
 
+    // Dropped and made again under the same name between two catch-ups: found by its name,
+    // holding what the new family holds.
+    let again = writer.create_cf("logs", o.cf.clone()).unwrap();
+    reader.try_catch_up().unwrap();
+    writer.drop_cf(&again).unwrap();
+    let third = writer.create_cf("logs", o.cf.clone()).unwrap();
+    writer.put_cf(&third, "line", "3").unwrap();
+    reader.try_catch_up().unwrap();
+    let logs_now = reader.cf("logs").unwrap();
+    assert_eq!(
+        reader.get_cf(&logs_now, "line").unwrap().as_deref(),
+        Some(&b"3"[..])
+    );
+
     // Only a reader catches up.
     let refused = writer.try_catch_up().unwrap_err();
     assert!(matches!(refused, Error::InvalidArgument(_)), "{refused}");
@@ -172,6 +186,10 @@ fn a_replica_follows_and_a_reader_waits_for_a_sequence() {
     let status = replica.replica_status().unwrap();
     assert!(status.rounds >= 50 && status.failures == 0, "{status:?}");
     assert!(status.lag_seconds < 60.0, "{status:?}");
+
+    // A wait too long to name is no panic.
+    let newest = writer.latest_sequence();
+    assert!(replica.wait_for_sequence(newest, Duration::MAX).unwrap() >= newest);
 
     // A sequence no write has: the writer says so at once, the replica after its bound.
     let future = writer.latest_sequence() + 1000;
@@ -239,4 +257,54 @@ fn a_catch_up_without_a_flush_replays_only_the_new_writes() {
     );
     assert_eq!(crate::db::keys(&reader, &Default::default()).len(), 160);
     assert_eq!(reader.get("k0005").unwrap().as_deref(), Some(&b"b5"[..]));
+}
+
+/// The writer's flushes and compactions drop the versions no snapshot of its own needs; a
+/// snapshot taken on a reader still sees what it saw after the reader catches up past them,
+/// and reads without one see the new state.
+#[test]
+fn a_snapshot_on_a_reader_keeps_what_it_saw_across_catch_ups() {
+    let dir = crate::common::tempdir();
+    let writer = Db::open(dir.path(), writer_options()).unwrap();
+    writer.put("k", "v1").unwrap();
+    writer.put("gone", "x").unwrap();
+    let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
+    let before = reader.snapshot();
+    reader.try_catch_up().unwrap();
+    let caught = reader.snapshot();
+
+    writer.put("k", "v2").unwrap();
+    writer.delete("gone").unwrap();
+    writer.flush().unwrap();
+    writer.compact_range(None, None).unwrap();
+    reader.try_catch_up().unwrap();
+
+    for snapshot in [before, caught] {
+        let at = strata_engine::ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..Default::default()
+        };
+        let seq = snapshot.sequence();
+        assert_eq!(
+            reader.get_with(&at, "k").unwrap().as_deref(),
+            Some(&b"v1"[..]),
+            "at sequence {seq}"
+        );
+        assert_eq!(
+            reader.get_with(&at, "gone").unwrap().as_deref(),
+            Some(&b"x"[..]),
+            "at sequence {seq}"
+        );
+        assert_eq!(
+            crate::db::keys(&reader, &at),
+            vec![
+                (b"gone".to_vec(), b"x".to_vec()),
+                (b"k".to_vec(), b"v1".to_vec())
+            ],
+            "an iterator at sequence {seq}"
+        );
+    }
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some(&b"v2"[..]));
+    assert_eq!(reader.get("gone").unwrap(), None);
+    assert_eq!(reader.latest_sequence(), writer.latest_sequence());
 }
