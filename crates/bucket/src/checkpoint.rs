@@ -74,29 +74,31 @@ pub(crate) fn pin_now(client: &Client, name: &str, source: String) -> Result<Pin
             client.url()
         )));
     }
-    let (pin, _) = pin_with(client, name, source, || {
+    let (pin, ()) = pin_with(client, name, source, || {
         let view = crate::open::replay(client)?;
         if view.replayed.last_seq == 0 {
             return Err(Error::NotFound(format!("{}: no store here", client.url())));
         }
-        Ok(view.replayed)
+        Ok((view.replayed, ()))
     })?;
     Ok(pin)
 }
 
-/// Makes the pin `name` of the version `view` replays, for `source`: the marker goes up before
-/// `view` lists the log, and comes down once the pin is up (the format's invariants).
-pub(crate) fn pin_with(
+/// Makes the pin `name` of the files `view` gives (the version it replays, and for a replica
+/// what it still reads of older ones), for `source`: the marker goes up before `view` lists
+/// the log, and comes down once the pin is up (the format's invariants). Returns what `view`
+/// gave besides.
+pub(crate) fn pin_with<T>(
     client: &Client,
     name: &str,
     source: String,
-    view: impl FnOnce() -> Result<Replayed>,
-) -> Result<(Pin, Replayed)> {
+    view: impl FnOnce() -> Result<(Replayed, T)>,
+) -> Result<(Pin, T)> {
     let started = Instant::now();
     place_marker(client, name)?;
     let made = (|| {
-        let replayed = view()?;
-        let pin = Pin::of(&replayed, source);
+        let (pinned, besides) = view()?;
+        let pin = Pin::of(&pinned, source);
         // Settled, not taken at its word: a PUT whose answer was lost finds its own pin.
         if !client.put_create_or_own(&pin_key(name), Bytes::from(pin.encode()))? {
             return Err(Error::InvalidArgument(format!(
@@ -114,7 +116,7 @@ pub(crate) fn pin_with(
                 started.elapsed()
             )));
         }
-        Ok((pin, replayed))
+        Ok((pin, besides))
     })();
     let removed = client.delete(&marker_key(name));
     let made = made?;

@@ -10,9 +10,12 @@
 //!   the version the engine is about to read.
 //! - A file the log only appended to is appended to in place; any other change rebuilds it
 //!   beside and renames it over, so the engine never reads a half-made file.
-//! - A file the new version no longer names stays until the next refresh: reads that began
-//!   before the catch-up may still open it. Nothing the current version names is ever deleted.
+//! - A file the new version no longer names stays in the working copy, and in the reader's pin,
+//!   until the engine no longer reads it (a refresh's `reading`: no read, iterator or snapshot
+//!   holds a version that names it); WAL and MANIFEST files, which only a catch-up reads, go
+//!   at the next refresh. Nothing the current version names is ever deleted.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::path::Path;
 
@@ -46,22 +49,24 @@ pub(crate) enum Following {
 pub(crate) struct Follow {
     /// The version the working copy matches.
     view: Mutex<Replayed>,
-    /// Files the last refresh dropped, deleted at the next.
-    doomed: Mutex<Vec<String>>,
+    /// Files the log dropped that are still in the working copy, with what they were: pinned
+    /// with the version until the engine stops reading them.
+    dropped: Mutex<BTreeMap<String, FileRecipe>>,
 }
 
 impl Follow {
     pub(crate) fn new(view: Replayed) -> Follow {
         Follow {
             view: Mutex::new(view),
-            doomed: Mutex::new(Vec::new()),
+            dropped: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Brings the working copy up to the log's newest record; whether anything changed.
-    pub(crate) fn refresh(&self, s: &Shared) -> Result<bool> {
+    /// `reading`: the files the engine may still open (`FileSystem::refresh`).
+    pub(crate) fn refresh(&self, s: &Shared, reading: &BTreeSet<String>) -> Result<bool> {
         let mut view = self.view.lock();
-        self.sweep(s, &view);
+        self.sweep(s, &view, reading);
         // A lease that lapsed (the bucket took no renewal for its whole time) may have let
         // garbage collection take what it pinned: pinned again now, at the log's head, whose
         // every object the log itself still reaches.
@@ -70,7 +75,19 @@ impl Follow {
             return Ok(false);
         }
         let next = match &s.reader_lease {
-            Some(lease) => lease.move_to(&s.client, || replay_after(&s.client, &view))?,
+            Some(lease) => lease.move_to(&s.client, || {
+                let next = replay_after(&s.client, &view)?;
+                // The pin holds what the engine may still read: the new version, and what the
+                // working copy keeps of older ones (those this refresh drops included).
+                let mut pinned = next.clone();
+                for (name, recipe) in self.dropped.lock().iter().chain(&view.files) {
+                    pinned
+                        .files
+                        .entry(name.clone())
+                        .or_insert_with(|| recipe.clone());
+                }
+                Ok((pinned, next))
+            })?,
             None => replay_after(&s.client, &view)?,
         };
         if next.last_seq <= view.last_seq {
@@ -79,24 +96,33 @@ impl Follow {
         apply(s, &view, &next)?;
         let gone = view
             .files
-            .keys()
-            .filter(|name| !next.files.contains_key(*name))
-            .cloned();
-        self.doomed.lock().extend(gone);
+            .iter()
+            .filter(|(name, _)| !next.files.contains_key(*name))
+            .map(|(name, recipe)| (name.clone(), recipe.clone()));
+        self.dropped.lock().extend(gone);
         *view = next;
         Ok(true)
     }
 
-    /// Deletes the files an earlier refresh dropped, unless the log named them again since.
-    fn sweep(&self, s: &Shared, view: &Replayed) {
-        for name in std::mem::take(&mut *self.doomed.lock()) {
-            if view.files.contains_key(&name) {
-                continue;
+    /// Deletes the working copy's files the log dropped and the engine no longer reads; one the
+    /// log named again since is its own again.
+    fn sweep(&self, s: &Shared, view: &Replayed, reading: &BTreeSet<String>) {
+        self.dropped.lock().retain(|name, _| {
+            if view.files.contains_key(name) {
+                return false;
             }
-            s.cache.forget(&name);
-            // Only the cache's copy: the bucket holds what the log named.
-            let _ = std::fs::remove_file(s.root.join(&name));
-        }
+            if reading.contains(name) {
+                return true;
+            }
+            s.cache.forget(name);
+            // Only the cache's copy (and one half fetched): the bucket holds what the log named.
+            let path = s.root.join(name);
+            let (partial, pages) = crate::paged::partial_paths(&path);
+            for file in [path, partial, pages] {
+                let _ = std::fs::remove_file(file);
+            }
+            false
+        });
     }
 }
 

@@ -2,7 +2,7 @@
 //! working copy (the cache directory); this decides what reaches the bucket, and fetches what the
 //! working copy lacks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -244,7 +244,7 @@ impl FileSystem for BucketFs {
         Ok(())
     }
 
-    fn refresh(&self, dir: &Path) -> Result<bool> {
+    fn refresh(&self, dir: &Path, reading: &BTreeSet<String>) -> Result<bool> {
         let s = &self.shared;
         if dir != s.root {
             return Ok(false);
@@ -253,7 +253,7 @@ impl FileSystem for BucketFs {
             Following::Log(follow) => {
                 // No waiting out an outage here: the replica keeps serving what it has, its lag
                 // shows it, and the next round tries again.
-                let changed = follow.refresh(s)?;
+                let changed = follow.refresh(s, reading)?;
                 // New files are fetched when read; the bound holds as they are.
                 s.cache.evict(&s.root)?;
                 Ok(changed)

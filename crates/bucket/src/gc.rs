@@ -46,6 +46,38 @@ fn named_by(shared: &Shared, key: &str) -> Result<Vec<String>> {
     Ok(record.objects().map(str::to_string).collect())
 }
 
+/// How often a lease that moved is looked for again under its next name before the pass
+/// holds instead.
+const SUCCESSOR_TRIES: usize = 3;
+
+/// The objects the leases of `gone`'s holder pin now (`gone`, a lease's pin, was deleted
+/// after it was listed); `None` when it was no lease, or its holder kept moving it.
+fn successors(client: &crate::client::Client, gone: &str) -> Result<Option<Vec<String>>> {
+    let Some(holder) = crate::lease::lease_holder(gone) else {
+        return Ok(None);
+    };
+    'tries: for _ in 0..SUCCESSOR_TRIES {
+        let (mut named, mut found) = (Vec::new(), false);
+        for key in client.list("pin/")? {
+            let name = key.trim_start_matches("pin/");
+            if name == gone || crate::lease::lease_holder(name) != Some(holder) {
+                continue;
+            }
+            match crate::checkpoint::read_pin(client, &key)? {
+                Some(pin) => {
+                    found = true;
+                    named.extend(pin.objects().into_iter().map(|(key, _, _)| key));
+                }
+                None => continue 'tries,
+            }
+        }
+        if found {
+            return Ok(Some(named));
+        }
+    }
+    Ok(None)
+}
+
 pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     let log = shared.log()?;
     log.check()?;
@@ -92,8 +124,13 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         }
         match crate::checkpoint::read_pin(client, &key)? {
             Some(pin) => reachable.extend(pin.objects().into_iter().map(|(key, _, _)| key)),
-            // Renewed under a name this LIST did not see: what it pins was not read.
-            None => held += 1,
+            // A lease renewed or moved since the LIST: its holder put the successor up before
+            // it deleted this one, so the successor is listed now, and pins everything of this
+            // one the holder still reads.
+            None => match successors(client, name)? {
+                Some(named) => reachable.extend(named),
+                None => held += 1,
+            },
         }
     }
     let now = std::time::SystemTime::now()

@@ -37,6 +37,12 @@ pub(crate) fn lease_expiry(name: &str) -> Option<u64> {
         .flatten()
 }
 
+/// Who holds the lease named `name` (a pin's name), if it is a lease.
+pub(crate) fn lease_holder(name: &str) -> Option<&str> {
+    lease_expiry(name)?;
+    name.get("lease-".len() + 21..)
+}
+
 /// Whether a lease that holds until `expiry_millis` has lapsed, to a collector whose clock
 /// reads `now_millis` (allowing for the reader's clock being behind).
 pub(crate) fn lapsed(expiry_millis: u64, now_millis: u64) -> bool {
@@ -107,24 +113,32 @@ impl ReaderLease {
         self.pin.lock().clone()
     }
 
-    /// Moves the lease to the version `view` replays (a replica following its writer): the
-    /// new pin goes up under the marker protocol before the old one goes, so neither version
-    /// is unpinned while this reader may read it. Returns that version.
-    pub(crate) fn move_to(
+    /// Moves the lease to the files `view` gives to pin (a replica following its writer: its
+    /// new version and what it still reads of older ones): the new pin goes up under the
+    /// marker protocol before the old one goes, so nothing this reader may read is unpinned
+    /// meanwhile. Returns what `view` gave besides.
+    pub(crate) fn move_to<T>(
         &self,
         client: &Client,
-        view: impl FnOnce() -> Result<Replayed>,
-    ) -> Result<Replayed> {
+        view: impl FnOnce() -> Result<(Replayed, T)>,
+    ) -> Result<T> {
         let _changing = self.changing.lock();
         let (new, started) = (self.next_name(), Instant::now());
         let source = format!("reader {}", self.holder);
-        let (pin, replayed) = crate::checkpoint::pin_with(client, &new, source, view)?;
+        let (pin, next) = crate::checkpoint::pin_with(client, &new, source, view)?;
         let old = std::mem::replace(&mut *self.name.lock(), new);
         *self.pin.lock() = pin;
         *self.renewed.lock() = started;
         self.lapsed.store(false, Ordering::Relaxed);
-        client.delete(&pin_key(&old))?;
-        Ok(replayed)
+        // The lease has moved: an old pin left behind only holds more than needed, until it
+        // lapses and garbage collection deletes it.
+        if let Err(e) = client.delete(&pin_key(&old)) {
+            log::warn!(
+                "{}: deleting the lease's old pin {old:?}: {e}",
+                client.url()
+            );
+        }
+        Ok(next)
     }
 
     /// A name for the next pin: a later expiry, never the current name.
@@ -241,7 +255,9 @@ mod tests {
     fn lease_names_carry_their_expiry() {
         let name = lease_name(1_795_877_723_862, "host-1-2");
         assert_eq!(lease_expiry(&name), Some(1_795_877_723_862));
+        assert_eq!(lease_holder(&name), Some("host-1-2"));
         assert_eq!(lease_expiry("nightly"), None);
+        assert_eq!(lease_holder("nightly"), None);
         assert_eq!(lease_expiry("lease-12-x"), None);
         assert!(!lapsed(1_000_000, 1_000_000 + 59_000));
         assert!(lapsed(1_000_000, 1_000_000 + 61_000));

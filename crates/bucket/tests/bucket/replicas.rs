@@ -13,7 +13,7 @@ use strata_engine::{Db, ErrorKind, Options, ReadOptions, WriteBatch};
 
 use crate::support::seaweed::{self, Seaweed};
 use crate::support::{get, synced};
-use crate::versions::{assert_tagged, churn_log, client, fill, writer};
+use crate::versions::{assert_tagged, churn_log, client, fill, key, writer};
 
 const POLL: Duration = Duration::from_millis(100);
 
@@ -87,8 +87,15 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
     let acked = Arc::new(parking_lot::Mutex::new(vec![(0u64, db.latest_sequence())]));
     let done = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicU64::new(0));
+    let passes = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let writing = {
-        let (db, acked, done, rounds) = (db.clone(), acked.clone(), done.clone(), rounds.clone());
+        let (db, acked, done, rounds, passes) = (
+            db.clone(),
+            acked.clone(),
+            done.clone(),
+            rounds.clone(),
+            passes.clone(),
+        );
         std::thread::spawn(move || {
             let mut i = 1u64;
             let deadline = Instant::now() + load_time();
@@ -107,7 +114,8 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
                 if n % 60 == 59 {
                     db.compact_range(None, None).unwrap();
                 }
-                fs.collect_garbage(Duration::ZERO).unwrap();
+                let gc = fs.collect_garbage(Duration::ZERO).unwrap();
+                passes.lock().push(gc);
             }
             done.store(true, Ordering::Release);
         })
@@ -156,6 +164,25 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
     }
     assert!(checks > 10, "only {checks} checks while the writer ran");
     assert!(rounds.load(Ordering::Relaxed) > 20);
+    // The replicas' moving leases never starve collection: passes that held (a marker up, a
+    // lease moved twice while read) are the exception, and the writer's dropped tables go.
+    let passes = passes.lock();
+    let held = passes.iter().filter(|p| p.held > 0).count();
+    let deleted: usize = passes.iter().map(|p| p.deleted).sum();
+    println!(
+        "gc: {} passes, {held} held, {deleted} objects deleted",
+        passes.len()
+    );
+    assert!(
+        held * 2 < passes.len(),
+        "{held} of {} passes held",
+        passes.len()
+    );
+    assert!(
+        deleted > 0,
+        "collection deleted nothing in {} passes",
+        passes.len()
+    );
     // Each replica holds one lease, moved along as it followed; closing drops it.
     assert_eq!(leases(s, &url).len(), 2);
     drop(replicas);
@@ -197,6 +224,76 @@ fn the_lease_moves_with_the_version_the_replica_reads() {
         .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
         .unwrap();
     assert_tagged(&replica, 0..600, "third");
+}
+
+/// A snapshot taken on a replica reads the version it was taken in after the replica caught
+/// up past it, the writer compacted that version's table away and collection ran at age zero:
+/// the replica keeps the table in its working copy and in its lease while the snapshot lives,
+/// and lets it go once the snapshot is dropped.
+#[test]
+fn a_snapshot_on_a_replica_keeps_its_tables_until_dropped() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("replica-snapshot");
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    fill(&db, 0..300, "first");
+    let hour = Duration::from_secs(3600);
+    let replica = replica_polling(s, &url, &tmp.path().join("r"), None, hour);
+    let snapshot = replica.snapshot();
+    let at = ReadOptions {
+        snapshot: Some(snapshot.clone()),
+        ..Default::default()
+    };
+    let tagged_at = |range: std::ops::Range<usize>, tag: &str| {
+        for i in range {
+            let found = replica.get_with(&at, key(i)).unwrap();
+            assert_eq!(
+                found.as_deref(),
+                Some(format!("{tag}-{i}").as_bytes()),
+                "key {i} at the snapshot"
+            );
+        }
+    };
+    // Two rounds past the first version: its table dropped from the log, compacted away and
+    // collected; the next round is the one that used to delete it.
+    for tag in ["second", "third"] {
+        fill(&db, 0..300, tag);
+        db.compact_range(None, None).unwrap();
+        churn_log(&db);
+        fs.collect_garbage(Duration::ZERO).unwrap();
+        replica
+            .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
+            .unwrap();
+        fs.collect_garbage(Duration::ZERO).unwrap();
+    }
+    assert_tagged(&replica, 0..300, "third");
+    tagged_at(0..300, "first");
+    let tables = |db: &Db| -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(db.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            // Whole or partly fetched.
+            .filter_map(|n| n.split_once(".sst").map(|(number, _)| number.to_string()))
+            .collect()
+    };
+    let held = tables(&replica);
+
+    drop((snapshot, at));
+    churn_log(&db);
+    replica
+        .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
+        .unwrap();
+    churn_log(&db);
+    replica
+        .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
+        .unwrap();
+    let after = tables(&replica);
+    assert!(
+        !after.is_superset(&held),
+        "the snapshot's table stayed after it was dropped: {held:?} then {after:?}"
+    );
+    assert_tagged(&replica, 0..300, "third");
+    assert_eq!(replica.replica_status().unwrap().failures, 0);
 }
 
 /// A bucket outage: the replica keeps serving what it has, reports the failure and its growing

@@ -15,15 +15,15 @@
 //! - Reads in flight keep the view they started with; its tables stay open through the table
 //!   cache, and its memtables live as long as the view.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
-use super::DbInner;
 use super::column_family::{CfState, ColumnFamilyData, put_slot};
 use super::open::recover_blob_files;
 use super::replay::{Replay, replay_wals};
+use super::{DbInner, SuperVersion};
 use crate::blob::BlobFileReader;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -41,6 +41,8 @@ pub(super) struct Since {
     /// flush happened, so the memtables hold every WAL record through the last sequence, and
     /// only newer records are replayed into them. `None` after a round that failed.
     installed: Option<(PathBuf, u64)>,
+    /// Views replaced by catch-ups, with the files they read, while any of them lives.
+    retired: Vec<Retired>,
 }
 
 impl Since {
@@ -48,8 +50,16 @@ impl Since {
         Since {
             growing_blobs,
             installed: None,
+            retired: Vec::new(),
         }
     }
+}
+
+/// The views one catch-up replaced, and the table and blob files they may read.
+#[derive(Debug)]
+struct Retired {
+    views: Vec<Weak<SuperVersion>>,
+    files: BTreeSet<String>,
 }
 
 /// What one catch-up found.
@@ -146,6 +156,21 @@ impl DbInner {
         }
         *growing = still;
         Ok(())
+    }
+
+    /// The table and blob files reads may still open: the current version's, and those of
+    /// every older view a read, an iterator or a snapshot still holds
+    /// (`FileSystem::refresh`).
+    pub(super) fn files_in_reads(&self) -> BTreeSet<String> {
+        let mut files = files_read(&self.versions.lock());
+        let mut since = self.catching_up.lock();
+        since
+            .retired
+            .retain(|r| r.views.iter().any(|v| v.strong_count() > 0));
+        for r in &since.retired {
+            files.extend(r.files.iter().cloned());
+        }
+        files
     }
 
     /// Which MANIFEST CURRENT names, and how long it is.
@@ -287,6 +312,15 @@ impl DbInner {
             .cloned()
             .collect();
         let mut st = self.state.lock();
+        let retired = Retired {
+            views: st
+                .cfs
+                .iter()
+                .flatten()
+                .map(|cs| Arc::downgrade(&cs.data.current_view()))
+                .collect(),
+            files: files_read(&self.versions.lock()),
+        };
         *self.versions.lock() = versions;
         // Dropped before added: a family dropped and made again under the same name between
         // two catch-ups is found by that name under its new id.
@@ -313,7 +347,11 @@ impl DbInner {
         let to = last_seq.max(from);
         self.pin_views(&st, to);
         drop(st);
-        self.catching_up.lock().installed = manifest;
+        {
+            let mut since = self.catching_up.lock();
+            since.installed = manifest;
+            since.retired.push(retired);
+        }
         self.update_blob_threshold();
         self.last_sequence.fetch_max(to, Ordering::AcqRel);
         Ok(CaughtUp {
@@ -331,6 +369,27 @@ struct Found {
     last_seq: u64,
     /// The MANIFEST read, once checked unchanged by the read.
     manifest: Option<(PathBuf, u64)>,
+}
+
+/// The names of the tables and blob files `versions` holds.
+fn files_read(versions: &VersionSet) -> BTreeSet<String> {
+    let name = |path: PathBuf| path.to_string_lossy().into_owned();
+    let mut files = BTreeSet::new();
+    for cf in versions.column_families().values() {
+        for level in &cf.current.levels {
+            files.extend(
+                level
+                    .iter()
+                    .map(|f| name(filename::table_file(Path::new(""), f.number))),
+            );
+        }
+        files.extend(
+            cf.blob_files
+                .keys()
+                .map(|&n| name(filename::blob_file(Path::new(""), n))),
+        );
+    }
+    files
 }
 
 /// Whether `e` may come from files changing under the read rather than from damage: one went

@@ -119,7 +119,7 @@ impl Follower {
             }
             let started = Instant::now();
             let round = catch_panic(|| {
-                let changed = inner.fs.refresh(&inner.dir)?;
+                let changed = inner.fs.refresh(&inner.dir, &inner.files_in_reads())?;
                 behind_files |= changed;
                 if !behind_files {
                     return Ok(None);

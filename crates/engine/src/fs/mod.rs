@@ -2,6 +2,7 @@
 //! tests can inject faults and drop unsynced data ([`FaultInjectionFs`]), and so the engine runs
 //! under WASI unchanged. The traits and [`StdFileSystem`] are also at the crate root.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -212,8 +213,13 @@ pub trait FileSystem: Send + Sync + Debug {
     /// where the store really lives (a bucket store replays its log's new records into the
     /// working copy). `Ok(false)` when nothing changed, so the catch-up is skipped. The local
     /// disk is kept current by the writer beside the replica: it may always have changed.
-    fn refresh(&self, dir: &Path) -> Result<bool> {
-        let _ = dir;
+    ///
+    /// `reading` names the table and blob files in `dir` that reads may still open: those of
+    /// the version reads go to now and of every older one a read, an iterator or a snapshot
+    /// still holds. A file the source no longer names may go once it is not among them, and
+    /// not before.
+    fn refresh(&self, dir: &Path, reading: &BTreeSet<String>) -> Result<bool> {
+        let _ = (dir, reading);
         Ok(true)
     }
     /// A backend other than the local disk reports its own counters here (a bucket store's
