@@ -9,7 +9,8 @@
 //!   growing; the next round tries again.
 //! - The sequence reads see never goes back (`catch_up.rs`).
 //! - A reader waiting for a sequence (`Db::wait_for_sequence`) wakes the thread at once rather
-//!   than waiting out the poll interval.
+//!   than waiting out the poll interval; while requested rounds find nothing new, the pause
+//!   before the next doubles from 5 ms up to the poll.
 //! - The thread holds the store weakly: dropping or closing the store ends it, and waits for
 //!   the round in flight.
 //! - A round whose catch-up failed after the filesystem moved on is followed by catch-ups
@@ -23,6 +24,9 @@ use parking_lot::{Condvar, Mutex};
 
 use super::DbInner;
 use crate::error::{Error, Result};
+
+/// The first pause between requested rounds that find nothing new; it doubles up to the poll.
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 
 /// How a replica is doing (`Db::replica_status`).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -102,17 +106,29 @@ impl Follower {
         // even if the filesystem has nothing newer, or reads would stay behind files that
         // already hold more while the writer is idle.
         let mut behind_files = false;
+        // The pause before a requested round, after requested rounds that found nothing new:
+        // a reader waiting for a sequence the source has not reached yet gets rounds ever
+        // less often, up to the poll, rather than a request a millisecond for its whole wait.
+        let mut backoff = Duration::ZERO;
         loop {
-            {
+            let asked = {
                 let mut p = self.progress.lock();
                 if !p.nudged && !p.stopped {
                     self.changed.wait_for(&mut p, self.poll);
+                }
+                let asked = p.nudged;
+                if asked && !backoff.is_zero() {
+                    let until = Instant::now() + backoff;
+                    while !p.stopped && Instant::now() < until {
+                        self.changed.wait_until(&mut p, until);
+                    }
                 }
                 if p.stopped {
                     return;
                 }
                 p.nudged = false;
-            }
+                asked
+            };
             let Some(inner) = db.upgrade() else { return };
             if inner.check_open().is_err() {
                 return;
@@ -128,6 +144,11 @@ impl Follower {
                 behind_files = false;
                 Ok(Some(caught))
             });
+            let moved = matches!(&round, Ok(Some(c)) if c.to > c.from);
+            backoff = match asked && !moved {
+                true => (backoff * 2).max(FIRST_BACKOFF).min(self.poll),
+                false => Duration::ZERO,
+            };
             let mut p = self.progress.lock();
             match round {
                 Ok(caught) => {

@@ -201,6 +201,18 @@ fn a_replica_follows_and_a_reader_waits_for_a_sequence() {
         .wait_for_sequence(future, Duration::from_millis(200))
         .unwrap_err();
     assert!(matches!(behind, Error::Unavailable(_)), "{behind}");
+    // Waiting a second for it asks for rounds ever less often, not one a millisecond.
+    let before = replica.replica_status().unwrap().rounds;
+    assert!(
+        replica
+            .wait_for_sequence(future, Duration::from_secs(1))
+            .is_err()
+    );
+    let rounds = replica.replica_status().unwrap().rounds - before;
+    assert!(
+        (1..40).contains(&rounds),
+        "{rounds} rounds in a second's wait"
+    );
     replica.close().unwrap();
     assert!(matches!(
         replica.wait_for_sequence(1, Duration::from_millis(1)),
