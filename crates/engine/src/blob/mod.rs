@@ -303,6 +303,11 @@ impl BlobStore {
         }
     }
 
+    /// The numbers of every file the store knows.
+    pub(crate) fn numbers(&self) -> Vec<u64> {
+        self.files.read().keys().copied().collect()
+    }
+
     pub(crate) fn get(&self, number: u64) -> Option<Arc<BlobFile>> {
         self.files.read().get(&number).cloned()
     }

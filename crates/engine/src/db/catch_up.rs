@@ -158,6 +158,20 @@ impl DbInner {
         Ok(())
     }
 
+    /// `files_in_reads`, having forgotten the blob files no read can reach any more (their
+    /// readers closed), so a replica's memory follows the store's files, not its history.
+    pub(super) fn files_in_reads_pruned(&self) -> BTreeSet<String> {
+        // Not beside a catch-up, which registers the blob files of a version not installed yet.
+        let _admin = self.cf_admin.lock();
+        let files = self.files_in_reads();
+        let unread = self.blobs.numbers().into_iter().filter(|&n| {
+            let name = filename::blob_file(Path::new(""), n);
+            !files.contains(name.to_string_lossy().as_ref())
+        });
+        self.blobs.forget(unread.collect::<Vec<_>>());
+        files
+    }
+
     /// The table and blob files reads may still open: the current version's, and those of
     /// every older view a read, an iterator or a snapshot still holds
     /// (`FileSystem::refresh`).

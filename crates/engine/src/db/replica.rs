@@ -135,7 +135,9 @@ impl Follower {
             }
             let started = Instant::now();
             let round = catch_panic(|| {
-                let changed = inner.fs.refresh(&inner.dir, &inner.files_in_reads())?;
+                let changed = inner
+                    .fs
+                    .refresh(&inner.dir, &inner.files_in_reads_pruned())?;
                 behind_files |= changed;
                 if !behind_files {
                     return Ok(None);

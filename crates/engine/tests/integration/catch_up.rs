@@ -320,3 +320,77 @@ fn a_snapshot_on_a_reader_keeps_what_it_saw_across_catch_ups() {
     assert_eq!(reader.get("gone").unwrap(), None);
     assert_eq!(reader.latest_sequence(), writer.latest_sequence());
 }
+
+/// A replica forgets the blob files the writer deleted once no view of its own reads them: its
+/// memory follows the store's files, not its history.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_replica_forgets_blob_files_no_read_reaches() {
+    use std::time::Duration;
+    let dir = crate::common::tempdir();
+    let mut o = writer_options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 1024;
+    // A file per value or two, sealed as it fills: the file being written is never deleted.
+    o.cf.blob_file_size = 64 << 10;
+    let writer = Db::open(dir.path(), o.clone()).unwrap();
+    for i in 0..8 {
+        writer.put(format!("big{i}"), noise(i, 32 << 10)).unwrap();
+        if i % 2 == 1 {
+            writer.flush().unwrap();
+        }
+    }
+    let replica = Db::open_replica(dir.path(), o.clone(), Duration::from_secs(3600)).unwrap();
+    let blob_files = |db: &Db| db.properties_cf(&db.default_cf()).unwrap().blob_files.len();
+    assert!(blob_files(&replica) > 0);
+    let snapshot = replica.snapshot();
+    // Read once: a replica beside its writer reads a table the writer deletes only through
+    // the table cache's open file.
+    assert!(replica.get("big3").unwrap().as_deref() == Some(&noise(3, 32 << 10)[..]));
+
+    // Every big value overwritten small and compacted: the writer deletes its blob files.
+    for i in 0..8 {
+        writer.put(format!("big{i}"), "small").unwrap();
+    }
+    writer.flush().unwrap();
+    writer.compact_range(None, None).unwrap();
+    let (before, kept) = (blob_files(&replica), blob_files(&writer));
+    assert!(kept < before, "the writer kept its {before} blob files");
+    let settle = |replica: &Db| {
+        for i in 0..2 {
+            writer.put("tick", format!("{i}")).unwrap();
+            replica
+                .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
+                .unwrap();
+        }
+    };
+    settle(&replica);
+    // The snapshot still reads through them.
+    assert_eq!(blob_files(&replica), before, "forgotten under a snapshot");
+    let at = strata_engine::ReadOptions {
+        snapshot: Some(snapshot.clone()),
+        ..Default::default()
+    };
+    assert!(replica.get_with(&at, "big3").unwrap().as_deref() == Some(&noise(3, 32 << 10)[..]));
+    drop((snapshot, at));
+    settle(&replica);
+    assert_eq!(
+        blob_files(&replica),
+        0,
+        "the replica kept what nothing reads"
+    );
+    assert_eq!(replica.get("big3").unwrap().as_deref(), Some(&b"small"[..]));
+}
+
+/// `len` bytes no compressor shrinks, different for each `seed`.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
