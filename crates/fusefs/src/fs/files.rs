@@ -344,7 +344,12 @@ impl FsCore {
             self.attach(ino, flags, opened)
         };
         let mut fopen = uncached_flags(flags);
-        if !truncate && self.inodes.lock().open_keeps_cache(ino) {
+        if self.config.read_only && self.store.db.replica_status().is_some() {
+            // On a replica the file changes under an open descriptor, which must read the
+            // version it opened to its end: past the kernel's page cache (shared with newer
+            // descriptors) and its idea of the file's length (the newest version's).
+            fopen |= FopenFlags::FOPEN_DIRECT_IO;
+        } else if !truncate && self.inodes.lock().open_keeps_cache(ino) {
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
         }
         if !writable {

@@ -611,3 +611,68 @@ fn a_mount_told_not_to_leaves_cpus_alone() {
     assert_eq!(count(&m.stats.awake_bursts), 0);
     assert_eq!(count(&m.stats.serving_parks), 0);
 }
+
+/// A descriptor on a replica's mount reads the version it opened to its end while the replica
+/// moves on, whether the file grew or shrank; a new one reads the new version.
+#[test]
+fn a_descriptor_on_a_replica_mount_reads_the_version_it_opened() {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::time::Duration;
+    let store = tempfile::tempdir().unwrap();
+    let mut opts = strata_engine::Options::default();
+    strata_fusefs::prepare_options(&mut opts, "default");
+    let writer = strata_engine::Db::open(store.path(), opts.clone()).unwrap();
+    let versions = [vec![b'a'; 10_000], vec![b'b'; 30_000], vec![b'c'; 100]];
+    writer.put("f", &versions[0]).unwrap();
+    if !common::fuse_available() {
+        return;
+    }
+    let invalidation = std::sync::Arc::new(strata_fusefs::ReplicaInvalidation::default());
+    opts.listeners.push(invalidation.clone());
+    let hour = Duration::from_secs(3600);
+    let replica =
+        std::sync::Arc::new(strata_engine::Db::open_replica(store.path(), opts, hour).unwrap());
+    let config = FsConfig {
+        read_only: true,
+        ..FsConfig::default()
+    };
+    let m = Mount::over(
+        replica.clone(),
+        store,
+        tempfile::tempdir().unwrap(),
+        config,
+        true,
+    );
+    invalidation.attach(m.invalidator.clone());
+    let path = m.path().join("f");
+    let read_rest = |f: &mut std::fs::File, from: u64| {
+        f.seek(SeekFrom::Start(from)).unwrap();
+        let mut all = Vec::new();
+        f.read_to_end(&mut all).unwrap();
+        all
+    };
+    let mut opened = Vec::new();
+    for (i, version) in versions.iter().enumerate() {
+        if i > 0 {
+            writer.put("f", version).unwrap();
+            replica
+                .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
+                .unwrap();
+        }
+        let mut f = std::fs::File::open(&path).unwrap();
+        let mut head = [0u8; 10];
+        f.read_exact(&mut head).unwrap();
+        assert_eq!(head[..], version[..10]);
+        opened.push(f);
+        for (j, f) in opened.iter_mut().enumerate() {
+            let whole = read_rest(f, 0);
+            assert!(
+                whole == versions[j],
+                "descriptor {j} read {} bytes after version {i} came, not its {}",
+                whole.len(),
+                versions[j].len()
+            );
+        }
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), versions[2]);
+}
