@@ -104,6 +104,11 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
         reachable.extend(named_by(shared, &key)?);
     }
     reachable.extend(log.waiting_objects());
+    // A replica's lease pin also names files its log no longer reaches (those its reads still
+    // hold): they were named by its previous pin, which it deletes only after the new one is
+    // up, so every pass reads one or the other (a successor when the old one is gone). After a
+    // lapse there is no such predecessor: those files may be gone, and reads still holding
+    // them fail (doc/format.md).
     // Then the markers, then the pins. A pin's maker places its marker, replays, PUTs the pin
     // and only then deletes the marker. If this pass lists the markers before the maker placed
     // its marker, the maker replayed after this pass read the records: every object its pin

@@ -1,25 +1,18 @@
 //! Snapshots: a sequence number that reads can be pinned to, registered while alive so that
 //! compaction keeps the versions it can see. On a replica the writer's compactions do not know
 //! the replica's snapshots, so a snapshot there also holds the views it was taken in
-//! (`PinnedViews`): the versions its sequence number is read against.
+//! (`db::read::PinnedViews`): the versions its sequence number is read against.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::db::SuperVersion;
 use crate::key::SequenceNumber;
 
-/// Every column family's view at one moment, with the sequence number that is their newest
-/// write: what a replica's reads and snapshots are read against (a catch-up installs the next
-/// set whole).
-#[derive(Debug)]
-pub(crate) struct PinnedViews {
-    pub(crate) seq: SequenceNumber,
-    /// By column family id.
-    pub(crate) views: BTreeMap<u32, Arc<SuperVersion>>,
-}
+/// What a replica's snapshot holds besides its sequence: the views it reads against
+/// (`db::read::PinnedViews`, kept opaque here so that this module does not depend on `db`).
+pub(crate) type HeldViews = Arc<dyn std::any::Any + Send + Sync>;
 
 /// The live snapshots' sequence numbers, with counts.
 #[derive(Debug, Default)]
@@ -32,7 +25,7 @@ impl SnapshotList {
     pub(crate) fn acquire(
         self: &Arc<Self>,
         seq: SequenceNumber,
-        views: Option<Arc<PinnedViews>>,
+        views: Option<HeldViews>,
     ) -> Snapshot {
         *self.live.lock().entry(seq).or_insert(0) += 1;
         Snapshot {
@@ -62,7 +55,7 @@ impl SnapshotList {
 struct SnapshotInner {
     seq: SequenceNumber,
     list: Arc<SnapshotList>,
-    views: Option<Arc<PinnedViews>>,
+    views: Option<HeldViews>,
 }
 
 impl Drop for SnapshotInner {
@@ -91,7 +84,7 @@ impl Snapshot {
     }
 
     /// The views a replica's snapshot reads against.
-    pub(crate) fn views(&self) -> Option<&Arc<PinnedViews>> {
+    pub(crate) fn views(&self) -> Option<&HeldViews> {
         self.inner.views.as_ref()
     }
 }

@@ -308,6 +308,11 @@ impl BlobStore {
         self.files.read().keys().copied().collect()
     }
 
+    /// The files a value reader pins now (`FilePins`): read past its view's life.
+    pub(crate) fn pinned(&self) -> Vec<u64> {
+        self.pins.pinned()
+    }
+
     pub(crate) fn get(&self, number: u64) -> Option<Arc<BlobFile>> {
         self.files.read().get(&number).cloned()
     }

@@ -33,6 +33,11 @@ struct Pin {
 }
 
 impl Pins {
+    /// The files some reader pins now.
+    pub(super) fn pinned(&self) -> Vec<u64> {
+        self.by_file.lock().keys().copied().collect()
+    }
+
     /// Of `numbers`, the files no reader pins (to delete now); the others are marked, to be
     /// deleted when unpinned.
     pub(super) fn unpinned(&self, numbers: Vec<u64>) -> Vec<u64> {

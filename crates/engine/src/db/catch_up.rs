@@ -158,32 +158,37 @@ impl DbInner {
         Ok(())
     }
 
-    /// `files_in_reads`, having forgotten the blob files no read can reach any more (their
-    /// readers closed), so a replica's memory follows the store's files, not its history.
-    pub(super) fn files_in_reads_pruned(&self) -> BTreeSet<String> {
-        // Not beside a catch-up, which registers the blob files of a version not installed yet.
+    /// The table and blob files reads may still open (`FileSystem::refresh`): the current
+    /// version's, those of every older view a read, an iterator or a snapshot still holds, and
+    /// the blob files value readers pin. Blob files outside them are forgotten (their readers
+    /// closed), so a replica's memory follows the store's files, not its history.
+    pub(super) fn files_in_reads(&self) -> BTreeSet<String> {
+        // Not beside a catch-up, which registers the blob files of a version it has not
+        // installed yet.
         let _admin = self.cf_admin.lock();
-        let files = self.files_in_reads();
-        let unread = self.blobs.numbers().into_iter().filter(|&n| {
-            let name = filename::blob_file(Path::new(""), n);
-            !files.contains(name.to_string_lossy().as_ref())
-        });
-        self.blobs.forget(unread.collect::<Vec<_>>());
-        files
+        self.files_in_reads_admin_held()
     }
 
-    /// The table and blob files reads may still open: the current version's, and those of
-    /// every older view a read, an iterator or a snapshot still holds
-    /// (`FileSystem::refresh`).
-    pub(super) fn files_in_reads(&self) -> BTreeSet<String> {
+    /// `files_in_reads`, by a caller holding `cf_admin`.
+    fn files_in_reads_admin_held(&self) -> BTreeSet<String> {
         let mut files = files_read(&self.versions.lock());
-        let mut since = self.catching_up.lock();
-        since
-            .retired
-            .retain(|r| r.views.iter().any(|v| v.strong_count() > 0));
-        for r in &since.retired {
-            files.extend(r.files.iter().cloned());
+        {
+            let mut since = self.catching_up.lock();
+            since
+                .retired
+                .retain(|r| r.views.iter().any(|v| v.strong_count() > 0));
+            for r in &since.retired {
+                files.extend(r.files.iter().cloned());
+            }
         }
+        files.extend(self.blobs.pinned().into_iter().map(blob_name));
+        let unread: Vec<u64> = self
+            .blobs
+            .numbers()
+            .into_iter()
+            .filter(|&n| !files.contains(&blob_name(n)))
+            .collect();
+        self.blobs.forget(unread);
         files
     }
 
@@ -326,6 +331,8 @@ impl DbInner {
             .cloned()
             .collect();
         let mut st = self.state.lock();
+        // Recorded before anything is swapped: `files_in_reads` never finds the old views
+        // unaccounted for.
         let retired = Retired {
             views: st
                 .cfs
@@ -335,6 +342,7 @@ impl DbInner {
                 .collect(),
             files: files_read(&self.versions.lock()),
         };
+        self.catching_up.lock().retired.push(retired);
         *self.versions.lock() = versions;
         // Dropped before added: a family dropped and made again under the same name between
         // two catch-ups is found by that name under its new id.
@@ -344,6 +352,9 @@ impl DbInner {
             if let Some(slot) = st.cfs.get_mut(data.id as usize) {
                 *slot = None;
             }
+            // A handle the application keeps must not keep the family's files: nothing can
+            // read through it any more.
+            data.clear_view();
         }
         for data in added {
             put_slot(&mut st.cfs, data.id as usize, CfState::new(data.clone()));
@@ -361,11 +372,10 @@ impl DbInner {
         let to = last_seq.max(from);
         self.pin_views(&st, to);
         drop(st);
-        {
-            let mut since = self.catching_up.lock();
-            since.installed = manifest;
-            since.retired.push(retired);
-        }
+        self.catching_up.lock().installed = manifest;
+        // For a store no follower runs for (`try_catch_up` by hand): old views and blob files
+        // are let go of here too.
+        self.files_in_reads_admin_held();
         self.update_blob_threshold();
         self.last_sequence.fetch_max(to, Ordering::AcqRel);
         Ok(CaughtUp {
@@ -387,23 +397,24 @@ struct Found {
 
 /// The names of the tables and blob files `versions` holds.
 fn files_read(versions: &VersionSet) -> BTreeSet<String> {
-    let name = |path: PathBuf| path.to_string_lossy().into_owned();
     let mut files = BTreeSet::new();
     for cf in versions.column_families().values() {
         for level in &cf.current.levels {
-            files.extend(
-                level
-                    .iter()
-                    .map(|f| name(filename::table_file(Path::new(""), f.number))),
-            );
+            files.extend(level.iter().map(|f| {
+                filename::table_file(Path::new(""), f.number)
+                    .to_string_lossy()
+                    .into_owned()
+            }));
         }
-        files.extend(
-            cf.blob_files
-                .keys()
-                .map(|&n| name(filename::blob_file(Path::new(""), n))),
-        );
+        files.extend(cf.blob_files.keys().copied().map(blob_name));
     }
     files
+}
+
+fn blob_name(number: u64) -> String {
+    filename::blob_file(Path::new(""), number)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Whether `e` may come from files changing under the read rather than from damage: one went

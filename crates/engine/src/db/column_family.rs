@@ -85,6 +85,18 @@ impl ColumnFamilyData {
         }
     }
 
+    /// Empties a dropped family's view: its memtables and tables are held only by the reads
+    /// that still use them.
+    pub(crate) fn clear_view(&self) {
+        *self.view.write() = Arc::new(SuperVersion {
+            mem: self.new_memtable(0),
+            imm: Vec::new(),
+            version: Arc::default(),
+            pressure: Pressure::default(),
+            _blob_epoch: None,
+        });
+    }
+
     pub(crate) fn current_view(&self) -> Arc<SuperVersion> {
         self.view.read().clone()
     }
@@ -388,14 +400,7 @@ impl DbInner {
         // Writers stalled on this column family's compaction debt may go on.
         self.state_cv.notify_all();
         // Free the memtables now; the tables go once no iterator reads them.
-        let empty = cf.new_memtable(0);
-        *cf.view.write() = Arc::new(SuperVersion {
-            mem: empty,
-            imm: Vec::new(),
-            version: Arc::default(),
-            pressure: Pressure::default(),
-            _blob_epoch: None,
-        });
+        cf.clear_view();
         if let Some(v) = last_version {
             self.obsolete
                 .lock()

@@ -191,7 +191,7 @@ pub(crate) struct DbInner {
     /// Read-only: what the next catch-up starts from (`catch_up.rs`).
     catching_up: Mutex<catch_up::Since>,
     /// Read-only: the views reads go to, replaced whole by each catch-up (`read_point`).
-    pinned_views: RwLock<Option<Arc<crate::snapshot::PinnedViews>>>,
+    pinned_views: RwLock<Option<Arc<read::PinnedViews>>>,
 }
 
 impl std::fmt::Debug for DbInner {
@@ -563,7 +563,7 @@ impl Db {
     /// A snapshot of the store (every column family) as it is now.
     pub fn snapshot(&self) -> Snapshot {
         let point = self.inner.read_point(&ReadOptions::default());
-        self.inner.snapshots.acquire(point.seq, point.views)
+        self.inner.snapshots.acquire(point.seq, point.held())
     }
 
     /// An iterator over a consistent view: `opts.snapshot`, or an implicit snapshot taken now.

@@ -14,7 +14,6 @@ use crate::key::{self, Lookup, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::{ReadOptions, oversized_key};
 use crate::range_del::TombstoneCursor;
-use crate::snapshot::PinnedViews;
 use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
@@ -46,6 +45,16 @@ pub(super) fn block_reads(opts: &ReadOptions) -> BlockReadOptions {
     }
 }
 
+/// Every column family's view at one moment, with the sequence number that is their newest
+/// write: what a replica's reads and snapshots are read against (a catch-up installs the next
+/// set whole).
+#[derive(Debug)]
+pub(crate) struct PinnedViews {
+    pub(crate) seq: SequenceNumber,
+    /// By column family id.
+    pub(crate) views: std::collections::BTreeMap<u32, Arc<SuperVersion>>,
+}
+
 /// What a read goes to: a sequence number, and on a read-only store the views it is read
 /// against.
 pub(super) struct ReadPoint {
@@ -54,6 +63,11 @@ pub(super) struct ReadPoint {
 }
 
 impl ReadPoint {
+    /// The views, as a snapshot keeps them.
+    pub(super) fn held(&self) -> Option<crate::snapshot::HeldViews> {
+        self.views.clone().map(|v| v as crate::snapshot::HeldViews)
+    }
+
     /// Column family `cf`'s view at this point (the current one for a family made since).
     pub(super) fn view(&self, cf: &ColumnFamilyData) -> Arc<SuperVersion> {
         self.views
@@ -72,7 +86,9 @@ impl DbInner {
         if let Some(s) = &opts.snapshot {
             return ReadPoint {
                 seq: s.sequence(),
-                views: s.views().cloned(),
+                views: s
+                    .views()
+                    .and_then(|v| v.clone().downcast::<PinnedViews>().ok()),
             };
         }
         match self.pinned_views.read().clone() {
@@ -265,7 +281,7 @@ impl DbInner {
         let view = point.view(cf);
         let snapshot = match &opts.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(point.seq, point.views),
+            None => self.snapshots.acquire(point.seq, point.held()),
         };
         let read = BlockReadOptions {
             fill_cache: opts.fill_cache,

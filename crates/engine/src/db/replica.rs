@@ -15,7 +15,9 @@
 //!   the round in flight.
 //! - A round whose catch-up failed after the filesystem moved on is followed by catch-ups
 //!   until one succeeds, whether or not the filesystem changes again.
-//! - A panic in a round is a failed round, reported like any other; following goes on.
+//! - A panic in a round is a failed round, reported like any other; following goes on. A
+//!   listener's panic is ignored. Closing the store waits for the round in flight (bounded by
+//!   the filesystem's own timeouts): listeners must not wait on the thread that closes it.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -102,6 +104,9 @@ impl Follower {
     }
 
     fn run(&self, db: &Weak<DbInner>) {
+        // However the thread ends, waiters learn it at once rather than at their deadline
+        // (or never, for a wait too long to name).
+        let _ended = Ended(self);
         // The filesystem moved on but the catch-up after it failed: the next round catches up
         // even if the filesystem has nothing newer, or reads would stay behind files that
         // already hold more while the writer is idle.
@@ -135,9 +140,7 @@ impl Follower {
             }
             let started = Instant::now();
             let round = catch_panic(|| {
-                let changed = inner
-                    .fs
-                    .refresh(&inner.dir, &inner.files_in_reads_pruned())?;
+                let changed = inner.fs.refresh(&inner.dir, &inner.files_in_reads())?;
                 behind_files |= changed;
                 if !behind_files {
                     return Ok(None);
@@ -160,7 +163,10 @@ impl Follower {
                     drop(p);
                     if let Some(info) = caught.filter(|c| c.to > c.from) {
                         for l in &inner.opts.listeners {
-                            l.on_caught_up(&info);
+                            let _ = catch_panic(|| {
+                                l.on_caught_up(&info);
+                                Ok(())
+                            });
                         }
                     }
                 }
@@ -172,7 +178,10 @@ impl Follower {
                     // Once per outage, not once per round.
                     if first {
                         for l in &inner.opts.listeners {
-                            l.on_replica_error(&msg);
+                            let _ = catch_panic(|| {
+                                l.on_replica_error(&msg);
+                                Ok(())
+                            });
                         }
                     }
                 }
@@ -232,6 +241,16 @@ impl Follower {
         if thread.thread().id() != std::thread::current().id() {
             let _ = thread.join();
         }
+    }
+}
+
+/// Marks the follower stopped when its thread ends, and wakes its waiters.
+struct Ended<'a>(&'a Follower);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.progress.lock().stopped = true;
+        self.0.changed.notify_all();
     }
 }
 
