@@ -91,7 +91,13 @@ impl DbInner {
                     .and_then(|v| v.clone().downcast::<PinnedViews>().ok()),
             };
         }
-        match self.pinned_views.read().clone() {
+        // A writer never pins views: its reads do not touch the lock, a line every reading
+        // thread would otherwise bounce between cores.
+        let pinned = match self.read_only {
+            true => self.pinned_views.read().clone(),
+            false => None,
+        };
+        match pinned {
             Some(views) => ReadPoint {
                 seq: views.seq,
                 views: Some(views),
