@@ -2,15 +2,16 @@
 //! restores as either), and restores of any backup into a directory (doc/format.md,
 //! "Checkpoints, clones and backups").
 //!
-//! A local store is backed up closed: its lock is taken for the whole copy, so no process
-//! changes it meanwhile (one that serves it makes the backup fail, saying so).
+//! A closed local store is backed up under its lock, so no process changes it meanwhile; an open
+//! one, by the process that has it open (`create_live`), from the crash image the engine lists
+//! and keeps on disk for the copy (`Db::live_files`).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use strata_engine::{Error, FileSystem, Result, StdFileSystem};
+use strata_engine::{Db, Error, FileSystem, LiveFile, Result, StdFileSystem};
 
 use crate::backup::{
     BackupReport, Chosen, Progress, RestoreReport, back_up, choose, info, next_number,
@@ -18,7 +19,7 @@ use crate::backup::{
 use crate::cache::Remote;
 use crate::client::Client;
 use crate::copy::put_checked;
-use crate::local_io::{crc_of, io};
+use crate::local_io::{crc_of_prefix, io};
 use crate::log::INLINE_LIMIT;
 use crate::pin::{Pin, now_millis};
 use crate::record::{Entry, Record};
@@ -54,11 +55,44 @@ pub fn create_from_dir(
     }
     let _lock = local.lock(&dir.join("LOCK")).map_err(|e| {
         Error::Busy(format!(
-            "{} is open in another process (a running `strata serve`?): a local store is backed \
-             up closed: {e}",
+            "{} is open in another process (a running `strata serve`?): back it up through that \
+             process (`strata serve --backup-to DEST`, then `POST /api/v1/admin:backup`): {e}",
             dir.display()
         ))
     })?;
+    let mut files = Vec::new();
+    for name in local.list(dir)?.into_iter().filter(|n| is_store_file(n)) {
+        let path = dir.join(&name);
+        let len = std::fs::metadata(&path)
+            .map_err(io(format!("reading {}", path.display())))?
+            .len();
+        files.push(LiveFile { name, len });
+    }
+    back_up_image(dir, &files, None, dest, progress)
+}
+
+/// Backs up the local store `db` has open, while it keeps serving: the crash image
+/// `Db::live_files` lists (every write acknowledged before the backup began; with `flush`,
+/// writes made without the WAL too), its files kept on disk until the copy is done.
+pub fn create_live(
+    db: &Db,
+    flush: bool,
+    dest: &Client,
+    progress: &dyn Fn(Progress),
+) -> Result<BackupReport> {
+    let live = db.live_files(flush)?;
+    back_up_image(&live.dir, &live.files, Some(&live.current), dest, progress)
+}
+
+/// Backs up `files` of the store in `dir` (each its first `len` bytes) and, given, `current` as
+/// its CURRENT (else the CURRENT among `files`).
+fn back_up_image(
+    dir: &Path,
+    files: &[LiveFile],
+    current: Option<&[u8]>,
+    dest: &Client,
+    progress: &dyn Fn(Progress),
+) -> Result<BackupReport> {
     let canonical = dir
         .canonicalize()
         .map_err(io(format!("resolving {}", dir.display())))?;
@@ -68,40 +102,43 @@ pub fn create_from_dir(
     // objects named by their contents.
     let mut entries = Vec::new();
     let mut uploads = Vec::new();
-    let mut names: Vec<String> = local
-        .list(dir)?
-        .into_iter()
-        .filter(|n| is_store_file(n))
-        .collect();
-    names.sort();
-    for name in names {
-        let path = dir.join(&name);
-        let (len, crc) = crc_of(&path).ok_or_else(|| Error::Io {
-            context: format!("reading {}", path.display()),
-            source: std::io::Error::other("unreadable"),
-        })?;
-        if len as usize <= INLINE_LIMIT {
-            let bytes = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
-            entries.push(Entry::Truncate {
-                name: name.clone(),
-                len: 0,
-            });
-            if !bytes.is_empty() {
-                entries.push(Entry::Append {
-                    name,
-                    offset: 0,
-                    bytes: Bytes::from(bytes),
-                });
-            }
-        } else {
-            let object = format!("objects/local/{name}.{len}-{crc:08x}");
-            entries.push(Entry::Placed {
+    let inline = |entries: &mut Vec<Entry>, name: String, bytes: Vec<u8>| {
+        entries.push(Entry::Truncate {
+            name: name.clone(),
+            len: 0,
+        });
+        if !bytes.is_empty() {
+            entries.push(Entry::Append {
                 name,
-                len,
+                offset: 0,
+                bytes: Bytes::from(bytes),
+            });
+        }
+    };
+    if let Some(current) = current {
+        inline(&mut entries, "CURRENT".to_string(), current.to_vec());
+    }
+    let mut files: Vec<&LiveFile> = files.iter().collect();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    for f in files {
+        let path = dir.join(&f.name);
+        let file = File::open(&path).map_err(io(format!("opening {}", path.display())))?;
+        if f.len as usize <= INLINE_LIMIT {
+            let mut bytes = vec![0u8; f.len as usize];
+            file.read_exact_at(&mut bytes, 0)
+                .map_err(io(format!("reading {}", path.display())))?;
+            inline(&mut entries, f.name.clone(), bytes);
+        } else {
+            let crc =
+                crc_of_prefix(&file, f.len).map_err(io(format!("reading {}", path.display())))?;
+            let object = format!("objects/local/{}.{}-{crc:08x}", f.name, f.len);
+            entries.push(Entry::Placed {
+                name: f.name.clone(),
+                len: f.len,
                 crc,
                 object: object.clone(),
             });
-            uploads.push((path, object, len, crc));
+            uploads.push((path, object, f.len, crc));
         }
     }
     let backup = Pin {

@@ -54,9 +54,9 @@ pub use blob::{BlobFileProperties, BlobFileState, Expiration, ValueInfo};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     BlobTotals, BlockCacheProperties, CaughtUp, ColumnFamily, ColumnFamilyProperties, Db,
-    DbIterator, Entries, FileProperties, LevelProperties, LostFile, Properties, RangeEstimate,
-    RangeTombstoneInfo, RangeTombstonePage, RepairReport, ReplicaStatus, Snapshot,
-    TombstoneLocation, TryWrite, ValueFile, ValueReader, WriteBatch, repair_store,
+    DbIterator, Entries, FileProperties, LevelProperties, LiveFile, LiveFiles, LostFile,
+    Properties, RangeEstimate, RangeTombstoneInfo, RangeTombstonePage, RepairReport, ReplicaStatus,
+    Snapshot, TombstoneLocation, TryWrite, ValueFile, ValueReader, WriteBatch, repair_store,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::{

@@ -230,3 +230,75 @@ fn a_local_store_backs_up_closed_and_restores_as_a_directory_or_into_a_bucket() 
     assert_tagged(&db, 0..300, "local");
     assert_eq!(get(&db, "in-the-wal").as_deref(), Some(&b"1"[..]));
 }
+
+#[test]
+fn a_served_local_store_backs_up_live_while_writers_and_compactions_run() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let Some(s) = seaweed::shared() else { return };
+    let dest = client(s, &s.fresh_url("live-backups"));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live");
+    let mut o = Options {
+        create_if_missing: true,
+        ..Options::default()
+    };
+    o.cf.write_buffer_size = 256 << 10;
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 4096;
+    let db = Arc::new(Db::open(&dir, o.clone()).unwrap());
+    fill_big(&db);
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = [false, true]
+        .into_iter()
+        .map(|compacting| {
+            let (db, acked, done) = (db.clone(), acked.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    if compacting {
+                        db.compact_range(None, None).unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        continue;
+                    }
+                    db.put(
+                        format!("k{i:07}"),
+                        noise(i, if i % 4 == 0 { 8192 } else { 200 }),
+                    )
+                    .unwrap();
+                    acked.store(i + 1, Ordering::Release);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    while acked.load(Ordering::Acquire) < 3_000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Served and busy: backed up by the process that has it open, all it acknowledged first.
+    let before = acked.load(Ordering::Acquire);
+    backup::create_live(&db, false, &dest, &|_| {}).unwrap();
+    done.store(true, Ordering::Release);
+    for t in busy {
+        t.join().unwrap();
+    }
+    let two = backup::create_live(&db, true, &dest, &|_| {}).unwrap();
+    assert!(two.already_there > 0, "nothing reused: {two:?}");
+    let three = backup::create_live(&db, false, &dest, &|_| {}).unwrap();
+    assert_eq!(
+        three.copied, 0,
+        "an unchanged store copied again: {three:?}"
+    );
+    backup::verify(&dest, 1).unwrap();
+    let restored = tmp.path().join("restored");
+    backup::restore_to_dir(&dest, Some(1), &restored, &|_| {}).unwrap();
+    let back = Db::open(&restored, o).unwrap();
+    assert_big(&back);
+    for i in 0..before {
+        assert!(
+            get(&back, &format!("k{i:07}")) == Some(noise(i, if i % 4 == 0 { 8192 } else { 200 })),
+            "k{i:07} of the {before} acknowledged before the backup"
+        );
+    }
+}

@@ -166,7 +166,7 @@ impl BlobStore {
         // Cached values of the files age out: no index points at them any more.
         self.forget(numbers.iter().copied());
         for n in numbers {
-            if self.fs.remove(&self.path(n)).is_ok() {
+            if self.deletions.remove(&self.path(n)).is_ok() {
                 self.stats.blob_files_deleted.inc();
             }
         }

@@ -44,7 +44,7 @@ pub(crate) use writer::BlobFileWriter;
 
 use crate::cache::{BlockCache, CachedBlock, Priority};
 use crate::error::{Error, Result, show_key};
-use crate::fs::FileSystem;
+use crate::fs::{Deletions, FileSystem};
 use crate::open_files::OpenFiles;
 use crate::stats::Stats;
 use crate::value::{PinnableValue, ValueRange};
@@ -238,6 +238,8 @@ pub(crate) enum Resolved {
 pub(crate) struct BlobStore {
     pub(crate) dir: PathBuf,
     fs: Arc<dyn FileSystem>,
+    /// Removes the files whose epochs ended, unless a backup holds deletions back.
+    deletions: Arc<Deletions>,
     stats: Arc<Stats>,
     cache: Option<Arc<BlockCache>>,
     files: RwLock<BTreeMap<u64, Arc<BlobFile>>>,
@@ -263,6 +265,7 @@ impl BlobStore {
     pub(crate) fn new(
         dir: &Path,
         fs: Arc<dyn FileSystem>,
+        deletions: Arc<Deletions>,
         stats: Arc<Stats>,
         cache: Option<Arc<BlockCache>>,
         max_open_files: usize,
@@ -270,6 +273,7 @@ impl BlobStore {
         let store = Arc::new(BlobStore {
             dir: dir.to_path_buf(),
             fs,
+            deletions,
             stats,
             cache,
             files: RwLock::new(BTreeMap::new()),

@@ -173,7 +173,14 @@ fn a_flipped_byte_in_a_record_is_corruption_naming_the_file() {
 /// A store of sealed files `numbers` (one small record each) in `dir`.
 fn store_of_files(dir: &Path, numbers: &[u64]) -> (Arc<BlobStore>, Arc<Stats>) {
     let stats = Arc::new(Stats::default());
-    let store = BlobStore::new(dir, Arc::new(StdFileSystem), stats.clone(), None, 1000);
+    let store = BlobStore::new(
+        dir,
+        Arc::new(StdFileSystem),
+        crate::fs::Deletions::new(Arc::new(StdFileSystem)),
+        stats.clone(),
+        None,
+        1000,
+    );
     for &n in numbers {
         write_file(dir, n, &[(b"k", vec![0; 10], 0)], true);
         store.insert(Arc::new(BlobFile::new(

@@ -347,7 +347,8 @@ impl DbInner {
     fn remove_unnamed_table(&self, number: u64) {
         self.tables.evict(number);
         // Failing to remove leaves it to the next open, as before.
-        let _ = self.fs.remove(&table_file(&self.dir, number));
+        // Through the deletions: its failed edit may have reached a MANIFEST a backup copies.
+        let _ = self.deletions.remove(&table_file(&self.dir, number));
     }
 
     /// Deletes tables whose edit failed to log once no MANIFEST that could hold the edit will be
@@ -380,7 +381,11 @@ impl DbInner {
         for f in doomed {
             self.tables.evict(f.number);
             // Failing to remove leaves an orphan that the next open deletes.
-            if self.fs.remove(&table_file(&self.dir, f.number)).is_ok() {
+            if self
+                .deletions
+                .remove(&table_file(&self.dir, f.number))
+                .is_ok()
+            {
                 self.stats.tables_deleted.inc();
             }
         }

@@ -13,6 +13,7 @@ mod compaction_state;
 mod flush;
 mod inspect;
 mod iter;
+mod live_files;
 mod multi_get;
 mod open;
 mod partial;
@@ -45,6 +46,7 @@ pub use catch_up::CaughtUp;
 pub use column_family::ColumnFamily;
 pub use inspect::{RangeEstimate, RangeTombstoneInfo, RangeTombstonePage, TombstoneLocation};
 pub use iter::{DbIterator, Entries};
+pub use live_files::{LiveFile, LiveFiles};
 pub use properties::{
     BlobTotals, BlockCacheProperties, ColumnFamilyProperties, FileProperties, LevelProperties,
     Properties,
@@ -170,6 +172,9 @@ pub(crate) struct DbInner {
     compactions_running: Mutex<usize>,
     /// Signalled when a compaction finishes.
     compaction_cv: Condvar,
+    /// Removes tables, WALs, blob files and MANIFESTs the store stops needing; a backup holds
+    /// them back while it copies (`live_files`).
+    deletions: Arc<crate::fs::Deletions>,
     /// Tables removed from the current version, deleted once no older version holds them.
     obsolete: Mutex<Vec<Arc<FileMetaData>>>,
     /// Tables whose flush or compaction failed to log its edit, with the MANIFEST current then.
@@ -642,7 +647,9 @@ impl DbInner {
     /// the next open deletes.
     fn remove_wals(&self, numbers: Vec<u64>) {
         for n in numbers {
-            let _ = self.fs.remove(&crate::filename::wal_file(&self.dir, n));
+            let _ = self
+                .deletions
+                .remove(&crate::filename::wal_file(&self.dir, n));
         }
     }
 

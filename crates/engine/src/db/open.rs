@@ -20,7 +20,7 @@ use crate::blob::{BlobFile, BlobFileMeta, BlobFileReader, BlobFileState, BlobSto
 use crate::cache::{BlockCache, default_shard_bits};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT, FileKind, LOCK, LOST_DIR, wal_file};
-use crate::fs::FileSystem;
+use crate::fs::{Deletions, FileSystem};
 use crate::options::{ColumnFamilyOptions, Options};
 use crate::snapshot::SnapshotList;
 use crate::sst::{MetaPolicy, TableCache};
@@ -186,9 +186,12 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         }
     }
 
+    let deletions = Deletions::new(fs.clone());
+    versions.share_deletions(deletions.clone());
     let blobs = BlobStore::new(
         dir,
         fs.clone(),
+        deletions.clone(),
         stats.clone(),
         block_cache.clone(),
         opts.max_open_files,
@@ -342,6 +345,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         scheduler,
         compactions_running: Mutex::new(0),
         compaction_cv: Condvar::new(),
+        deletions,
         obsolete: Mutex::new(Vec::new()),
         unlogged_tables: Mutex::new(Vec::new()),
         blobs,

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 
 mod batch;
 pub(crate) mod buffers;
+mod deletions;
 mod fault;
 mod fs_kind;
 mod lock;
@@ -27,6 +28,7 @@ mod uring;
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod wasip2;
 pub(crate) use batch::BatchRead;
+pub(crate) use deletions::{DeletionHold, Deletions};
 pub use fault::{FaultError, FaultInjectionFs, FsOp};
 #[cfg(target_os = "linux")]
 pub use small_disk::SmallDisk;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Version, VersionEdit};
 use crate::error::{Error, Result};
 use crate::filename::{self, CURRENT};
-use crate::fs::FileSystem;
+use crate::fs::{Deletions, FileSystem};
 use crate::wal::LogWriter;
 
 /// A MANIFEST larger than this is rewritten as one snapshot edit on the next change.
@@ -55,6 +55,8 @@ pub(crate) const DEFAULT_CF_NAME: &str = "default";
 pub(crate) struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
+    /// Removes superseded MANIFESTs, unless a backup holds deletions back.
+    deletions: Arc<Deletions>,
     cfs: BTreeMap<u32, CfVersions>,
     max_column_family: u32,
     next_file_number: u64,
@@ -92,6 +94,7 @@ impl VersionSet {
         cfs.insert(0, CfVersions::new(DEFAULT_CF_NAME.into(), Vec::new(), 0));
         VersionSet {
             dir: dir.to_path_buf(),
+            deletions: Deletions::new(fs.clone()),
             fs,
             cfs,
             max_column_family: 0,
@@ -104,6 +107,11 @@ impl VersionSet {
             snapshot_next_file: 0,
             sealed_wals_from: None,
         }
+    }
+
+    /// Shares the store's deletions, so a backup's hold covers MANIFESTs too.
+    pub(crate) fn share_deletions(&mut self, deletions: Arc<Deletions>) {
+        self.deletions = deletions;
     }
 
     /// The next file number to hand out.
@@ -216,6 +224,29 @@ impl VersionSet {
         self.live_tables_by_level().map(|(number, _)| number)
     }
 
+    /// Every live table with its size in bytes.
+    pub(crate) fn live_table_sizes(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.cfs.values().flat_map(|cf| {
+            cf.current
+                .levels
+                .iter()
+                .flat_map(|files| files.iter().map(|f| (f.number, f.file_size)))
+        })
+    }
+
+    /// Every blob file some column family holds.
+    pub(crate) fn live_blob_files(&self) -> impl Iterator<Item = u64> + '_ {
+        self.cfs
+            .values()
+            .flat_map(|cf| cf.blob_files.keys().copied())
+    }
+
+    /// How much of the current MANIFEST its records fill, all synced; `None` after a failed
+    /// append, when its tail is unknown until the next edit starts a new one.
+    pub(crate) fn manifest_len(&self) -> Option<u64> {
+        self.manifest.as_ref().map(|m| m.bytes_written())
+    }
+
     /// Every live table with its level.
     pub(crate) fn live_tables_by_level(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
         self.cfs.values().flat_map(|cf| {
@@ -296,7 +327,9 @@ impl VersionSet {
         self.manifest = Some(writer);
         if old != 0 {
             // The old MANIFEST is superseded once CURRENT is durable; failing to remove it is harmless.
-            let _ = self.fs.remove(&self.dir.join(filename::manifest_name(old)));
+            let _ = self
+                .deletions
+                .remove(&self.dir.join(filename::manifest_name(old)));
         }
         Ok(())
     }

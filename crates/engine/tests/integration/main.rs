@@ -21,6 +21,7 @@ mod fault_injection;
 mod files;
 mod folding;
 mod huge;
+mod live_files;
 mod module_graph;
 mod multi_get;
 mod partial;

@@ -1,0 +1,214 @@
+//! The files of a live store as a backup copies them (`Db::live_files`): a copy cut to the
+//! listed lengths opens to every write acknowledged before the list, while writers, flushes,
+//! compactions and blob housekeeping go on; and nothing listed is deleted until the list ends.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::field_reassign_with_default
+)]
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use strata_engine::{Db, Error, LiveFiles, Options, WriteBatch, WriteOptions};
+
+use crate::db::small_options;
+
+fn busy_options() -> Options {
+    let mut o = small_options();
+    o.create_if_missing = true;
+    o.cf.write_buffer_size = 64 << 10;
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 1024;
+    o
+}
+
+fn value(i: u64) -> Vec<u8> {
+    // Every third value goes to a blob file.
+    let len = if i % 3 == 0 { 1500 } else { 40 };
+    format!("{i:08}-").repeat(len / 9 + 1).into_bytes()[..len].to_vec()
+}
+
+/// Copies the image into `to`, each file cut to its listed length, `pause` between files.
+fn copy_image(live: &LiveFiles, to: &Path, pause: &dyn Fn()) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in &live.files {
+        let from = std::fs::File::open(live.dir.join(&f.name))
+            .unwrap_or_else(|e| panic!("{} listed but gone: {e}", f.name));
+        let mut bytes = vec![0u8; f.len as usize];
+        from.read_exact_at(&mut bytes, 0)
+            .unwrap_or_else(|e| panic!("{} shorter than listed: {e}", f.name));
+        std::fs::write(to.join(&f.name), bytes).unwrap();
+        pause();
+    }
+    std::fs::write(to.join("CURRENT"), &live.current).unwrap();
+}
+
+/// The listed prefix of every file still holds what was copied: a listed length past the bytes
+/// a writer fills (pages reserved ahead, a footer to come) shows here.
+fn assert_unchanged(live: &LiveFiles, copy: &Path) {
+    for f in &live.files {
+        let now = std::fs::File::open(live.dir.join(&f.name)).unwrap();
+        let mut bytes = vec![0u8; f.len as usize];
+        now.read_exact_at(&mut bytes, 0).unwrap();
+        assert!(
+            bytes == std::fs::read(copy.join(&f.name)).unwrap(),
+            "{} changed within its listed {} bytes during the copy",
+            f.name,
+            f.len
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_copy_of_a_busy_store_opens_to_every_write_acknowledged_before_the_list() {
+    let dir = crate::common::tempdir();
+    let db = Arc::new(Db::open(dir.path(), busy_options()).unwrap());
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let writing = {
+        let (db, acked, done) = (db.clone(), acked.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !done.load(Ordering::Acquire) {
+                let mut batch = WriteBatch::new();
+                batch.put(format!("k{i:08}"), value(i));
+                // One value grows by appends, its extents in blob files.
+                batch.append("log", format!("{i:08}\n").repeat(150));
+                db.write(batch, &WriteOptions::default()).unwrap();
+                acked.store(i + 1, Ordering::Release);
+                i += 1;
+            }
+        })
+    };
+    let churn = {
+        let (db, done) = (db.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                db.compact_range(None, None).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        })
+    };
+    for round in 0..3 {
+        while acked.load(Ordering::Acquire) < 2_000 * (round + 1) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let before = acked.load(Ordering::Acquire);
+        let live = db.live_files(false).unwrap();
+        let copy = dir.path().join(format!("copy{round}"));
+        // Slowly, so compactions replace what was listed while it is copied.
+        copy_image(&live, &copy, &|| {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        assert_unchanged(&live, &copy);
+        drop(live);
+        let restored = Db::open(&copy, small_options()).unwrap();
+        for i in 0..before {
+            let got = restored.get(format!("k{i:08}")).unwrap();
+            assert!(
+                got.as_deref() == Some(&value(i)[..]),
+                "round {round}: k{i:08} of {before} acknowledged is {}",
+                if got.is_none() { "missing" } else { "wrong" }
+            );
+        }
+        let log = restored.get("log").unwrap().unwrap();
+        assert!(
+            log.len() >= before as usize * 1350,
+            "the appended value lost appends"
+        );
+        assert_eq!(log.len() % 1350, 0, "a torn append");
+        for (n, line) in log.chunks(1350).enumerate() {
+            assert!(
+                line == format!("{n:08}\n").repeat(150).as_bytes(),
+                "append {n} is wrong"
+            );
+        }
+        restored.close().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    writing.join().unwrap();
+    churn.join().unwrap();
+    assert!(
+        db.statistics().tables_deleted > 0,
+        "compactions deleted nothing: the test proves little"
+    );
+}
+
+#[test]
+fn listed_files_stay_until_the_list_is_dropped() {
+    let dir = crate::common::tempdir();
+    let mut o = busy_options();
+    o.cf.disable_auto_compactions = true;
+    let db = Db::open(dir.path(), o).unwrap();
+    for round in 0..4u64 {
+        for i in 0..200u64 {
+            db.put(format!("k{i:04}"), value(round * 1000 + i)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let live = db.live_files(false).unwrap();
+    let tables: Vec<_> = live
+        .files
+        .iter()
+        .filter(|f| f.name.ends_with(".sst"))
+        .map(|f| f.name.clone())
+        .collect();
+    assert_eq!(tables.len(), 4, "{:?}", live.files);
+    // Replaces every listed table and makes the old blob values garbage.
+    db.compact_range(None, None).unwrap();
+    for f in &live.files {
+        let len = std::fs::metadata(dir.path().join(&f.name))
+            .unwrap_or_else(|e| panic!("{} deleted while listed: {e}", f.name))
+            .len();
+        assert!(len >= f.len, "{} shrank", f.name);
+    }
+    let copy = dir.path().join("copy");
+    copy_image(&live, &copy, &|| {});
+    drop(live);
+    for t in tables {
+        assert!(!dir.path().join(&t).exists(), "{t} outlived the list");
+    }
+    let restored = Db::open(&copy, small_options()).unwrap();
+    for i in 0..200u64 {
+        assert!(restored.get(format!("k{i:04}")).unwrap().as_deref() == Some(&value(3000 + i)[..]));
+    }
+}
+
+#[test]
+fn a_flush_first_puts_unlogged_writes_in_the_image() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), busy_options()).unwrap();
+    let unlogged = WriteOptions {
+        disable_wal: true,
+        ..WriteOptions::default()
+    };
+    db.put_with(&unlogged, "unlogged", "v").unwrap();
+    db.put("logged", "v").unwrap();
+    for (flush, has_unlogged) in [(false, false), (true, true)] {
+        let live = db.live_files(flush).unwrap();
+        let copy = dir.path().join(format!("copy-{flush}"));
+        copy_image(&live, &copy, &|| {});
+        let restored = Db::open(&copy, small_options()).unwrap();
+        assert!(restored.get("logged").unwrap().is_some());
+        assert_eq!(
+            restored.get("unlogged").unwrap().is_some(),
+            has_unlogged,
+            "flush {flush}"
+        );
+    }
+}
+
+#[test]
+fn a_read_only_store_has_no_live_files_to_give() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), busy_options()).unwrap();
+    db.put("k", "v").unwrap();
+    let reader = Db::open_read_only(dir.path(), small_options()).unwrap();
+    assert!(matches!(reader.live_files(false), Err(Error::ReadOnly(_))));
+    drop(db);
+}
