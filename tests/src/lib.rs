@@ -140,6 +140,12 @@ impl Serve {
         Self::start_on(&["--db", db_arg], db, mount, extra, &[])
     }
 
+    /// `start` without a mount, with `env` set (the `AWS_*` credentials of a backup bucket).
+    pub fn start_with_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+        let db_arg = db.to_str().expect("a UTF-8 path");
+        Self::start_on(&["--db", db_arg], db, None, extra, env)
+    }
+
     /// Starts `strata --db URL --cache-dir DIR serve EXTRA...` on a store in a bucket, with
     /// `env` (the `AWS_*` credentials) set.
     pub fn start_bucket(

@@ -10,6 +10,7 @@
 //! - Every other path is the embedded web console (`web-admin/`), which holds no data of its own.
 
 mod auth;
+mod backups;
 pub mod codec;
 mod console;
 mod events;
@@ -27,6 +28,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
+pub use backups::{BackupMade, BackupSummary, BackupTarget};
 pub use events::{Event, EventHub};
 pub use freshness::SEQUENCE_HEADER;
 pub use problem::Problem;

@@ -21,6 +21,8 @@ pub struct ServeConfig {
     pub mount: Option<MountLink>,
     /// The hub the store was opened with as a listener, for `GET /api/v1/events`.
     pub events: Option<Arc<crate::events::EventHub>>,
+    /// Where `POST /api/v1/admin:backup` backs the store up; `None`: the route answers 409.
+    pub backups: Option<Arc<dyn crate::backups::BackupTarget>>,
 }
 
 /// The bearer token: `token_file`'s, or the one in `DIR/serve.token`, made at the first start;
@@ -94,6 +96,9 @@ pub fn serve_until(
         );
         if let Some(hub) = config.events {
             state = state.with_events(hub);
+        }
+        if let Some(target) = config.backups {
+            state = state.with_backups(target);
         }
         let (stopping, shutdown) = tokio::sync::watch::channel(false);
         state = state.with_shutdown(shutdown);

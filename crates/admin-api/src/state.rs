@@ -123,6 +123,10 @@ pub(crate) struct Inner {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Where point reads and writes ran (`routes::read`, `routes::write`), for `/metrics`.
     pub places: Places,
+    /// Where `POST /api/v1/admin:backup` backs the store up (`serve --backup-to`).
+    pub backups: Option<Arc<dyn crate::backups::BackupTarget>>,
+    /// Held while a backup runs: one at a time.
+    pub backing_up: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Where the engine's calls ran: point reads and writes.
@@ -168,6 +172,8 @@ impl AppState {
                 events: None,
                 shutdown: tokio::sync::watch::Sender::new(false).subscribe(),
                 places: Places::default(),
+                backups: None,
+                backing_up: Arc::new(tokio::sync::Mutex::new(())),
                 limits,
             }),
         }
@@ -179,6 +185,14 @@ impl AppState {
     pub fn with_events(mut self, hub: Arc<crate::events::EventHub>) -> AppState {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.events = Some(hub);
+        }
+        self
+    }
+
+    /// Lets `POST /api/v1/admin:backup` back the store up to `target`.
+    pub fn with_backups(mut self, target: Arc<dyn crate::backups::BackupTarget>) -> AppState {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.backups = Some(target);
         }
         self
     }

@@ -210,6 +210,7 @@ pub fn run(db_dir: &Path, args: ApiBenchArgs) -> Result<(), String> {
                 security: Security::loopback(TOKEN.into()),
                 mount: None,
                 events: None,
+                backups: None,
             };
             strata_admin_api::serve_until(
                 db,

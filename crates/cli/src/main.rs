@@ -10,6 +10,7 @@ mod log_lines;
 mod mount;
 mod replica_bench;
 mod serve;
+mod serve_backups;
 mod store;
 mod stress;
 mod versions;
@@ -498,7 +499,18 @@ fn run(cli: Cli) -> Result<(), String> {
         },
         _ => (cli.db.clone(), cli.bucket.clone()),
     };
-    let db = store::resolve(&db_arg, &bucket)?;
+    // A local store served with `--backup-to s3://…` takes `--s3-endpoint` for its backups.
+    let backs_up = matches!(&cli.command, Command::Serve(a) if a.backup_to.is_some());
+    let db = match backs_up && !strata_bucket::BucketUrl::is_bucket(&db_arg) {
+        true => store::resolve(
+            &db_arg,
+            &store::BucketArgs {
+                s3_endpoint: None,
+                ..bucket.clone()
+            },
+        )?,
+        false => store::resolve(&db_arg, &bucket)?,
+    };
     if store::is_bucket() {
         let local_only = match cli.command {
             _ if cli.engine == EngineChoice::Wasm => Some("--engine wasm"),
@@ -528,7 +540,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Mount(args) => mount::run(&db, &cli.cf, args),
         Command::Umount { mountpoint } => mount::unmount(&mountpoint),
         Command::FsBench(args) => fsbench::run(&db, args),
-        Command::Serve(args) => serve::run(&db, &cli.cf, args),
+        Command::Serve(args) => serve::run(&db, &cli.cf, args, &db_arg, &bucket),
         Command::ApiBench(args) => apibench::run(&db, args),
         Command::ReplicaBench(args) => replica_bench::run(&db, &args),
         Command::Cf(command) => {

@@ -56,9 +56,20 @@ pub struct ServeArgs {
     /// Largest value a raw PUT may stream into the store, in bytes.
     #[arg(long, default_value_t = Limits::default().raw_value_bytes)]
     max_raw_value: u64,
+    /// Where `POST /api/v1/admin:backup` backs the served store up, live: `s3://BUCKET/PREFIX`,
+    /// as `strata backup create --to`. Without it the route answers 409.
+    #[arg(long, value_name = "DEST")]
+    pub backup_to: Option<String>,
 }
 
-pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
+/// Serves the store `source` names (a directory or a bucket URL), opened at `db_dir`.
+pub fn run(
+    db_dir: &Path,
+    cf: &str,
+    args: ServeArgs,
+    source: &str,
+    bucket: &crate::store::BucketArgs,
+) -> Result<(), String> {
     crate::mount::tune_malloc();
     // Lines go out through a thread of their own until this returns (every mutation is logged).
     let _log = crate::log_lines::init("info");
@@ -79,6 +90,12 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
     if replica && args.mount.is_some() {
         listeners.push(moved_on.clone());
     }
+    let backups = match &args.backup_to {
+        Some(dest) => Some(Arc::new(crate::serve_backups::ServedBackups::new(
+            source, dest, bucket,
+        )?) as Arc<dyn strata_admin_api::BackupTarget>),
+        None => None,
+    };
     let db = crate::mount::open_store(db_dir, cf, opening, listeners)?;
     if args.seed_demo && !read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
@@ -125,6 +142,7 @@ pub fn run(db_dir: &Path, cf: &str, args: ServeArgs) -> Result<(), String> {
         security,
         mount: link,
         events: Some(hub),
+        backups,
     };
     let token_hint = match &args.token_file {
         Some(f) => f.display().to_string(),

@@ -21,6 +21,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin:backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Backs up the served store to the server's destination while it keeps serving: every write
+         *     acknowledged before the request.
+         */
+        post: operations["create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin:compactRange": {
         parameters: {
             query?: never;
@@ -47,6 +67,22 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["flush"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -393,6 +429,39 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description What one backup did. */
+        BackupMade: {
+            /** @description Objects an earlier backup had copied already. */
+            already_there: number;
+            backup: components["schemas"]["BackupSummary"];
+            /** Format: int64 */
+            bytes_copied: number;
+            /** @description Objects copied now, and their bytes. */
+            copied: number;
+            destination: string;
+        };
+        /** @description How to back up. */
+        BackupRequest: {
+            /** @description Flush every column family first, so writes made without the WAL are in the backup too. */
+            flush?: boolean;
+        };
+        /** @description One backup at the destination. */
+        BackupSummary: {
+            /** Format: int64 */
+            bytes: number;
+            /**
+             * Format: int64
+             * @description When it was made, in milliseconds since the Unix epoch.
+             */
+            created_millis: number;
+            /** @description The store's files it holds, the objects that hold them, and their bytes. */
+            files: number;
+            /** Format: int64 */
+            number: number;
+            objects: number;
+            /** @description The store it holds (`file:///PATH` or `s3://BUCKET/PREFIX`). */
+            source: string;
+        };
         /** @description Keys to read at once. */
         BatchGet: {
             cf?: string | null;
@@ -1859,6 +1928,121 @@ export interface operations {
             };
         };
     };
+    create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description optional: whether to flush first */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BackupRequest"] | null;
+            };
+        };
+        responses: {
+            /** @description the backup, made while the store kept serving */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupMade"];
+                };
+            };
+            /** @description input the store refuses */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no token, or a wrong one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such column family (or key) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no destination configured, or the store cannot list its files now */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is over its limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a body of a media type the route does not take */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a damaged file or an I/O error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the disk is full */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     compact_range: {
         parameters: {
             query?: never;
@@ -2080,6 +2264,62 @@ export interface operations {
             };
             /** @description the disk is full */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the backups at the server's destination, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupSummary"][];
+                };
+            };
+            /** @description no token, or a wrong one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a damaged file or an I/O error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the store is closing, writes are stopped, or its bucket is unreachable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -37,7 +37,9 @@ pub(crate) struct FlushTarget {
 
 /// An optional body: none, or JSON `null`, is the default (the document marks the body
 /// optional; a client generated from it may send either).
-fn optional_body<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
+pub(super) fn optional_body<T: Default + serde::de::DeserializeOwned>(
+    body: &Bytes,
+) -> Result<T, Problem> {
     if body.is_empty() {
         Ok(T::default())
     } else {

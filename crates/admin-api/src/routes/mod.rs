@@ -2,6 +2,7 @@
 //! workers, parsing bodies into problem documents, the common query parameters.
 
 pub(crate) mod admin;
+pub(crate) mod backups;
 pub(crate) mod batch;
 pub(crate) mod cfs;
 mod encodings_doc;
@@ -32,6 +33,7 @@ use strata_engine::{ColumnFamily, ReadOptions, TryWrite, WriteBatch};
 use crate::codec::Encoding;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
+use admin::optional_body;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -68,6 +70,8 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/api/v1/cfs", get(cfs::list).post(cfs::create))
         .route("/api/v1/admin:flush", post(admin::flush))
         .route("/api/v1/admin:compactRange", post(admin::compact_range))
+        .route("/api/v1/admin:backup", post(backups::create))
+        .route("/api/v1/backups", get(backups::list))
         .route("/api/v1/cfs/{name}", get(cfs::detail).delete(cfs::drop))
         .route("/api/v1/server", get(admin::server))
         .route("/api/v1/stats", get(admin::stats))

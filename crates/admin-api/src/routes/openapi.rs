@@ -5,7 +5,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use super::problems_doc::Problems;
-use super::{admin, batch, cfs, inspect, kv, scan, upload};
+use super::{admin, backups, batch, cfs, inspect, kv, scan, upload};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -16,6 +16,7 @@ use super::{admin, batch, cfs, inspect, kv, scan, upload};
         scan::scan, scan::list, scan::delete_range,
         cfs::list, cfs::create, cfs::detail, cfs::drop,
         admin::server, admin::flush, admin::compact_range, admin::stats, admin::healthz, admin::verify,
+        backups::create, backups::list,
         inspect::lsm, inspect::files, inspect::tombstones, inspect::blobs, inspect::cache,
         crate::metrics::metrics, crate::events::events, crate::auth::session,
     ),

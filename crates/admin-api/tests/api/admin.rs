@@ -523,3 +523,100 @@ async fn console_paths_need_no_token_but_the_api_beside_them_does() {
     a.send(get("/metrics", "localhost")).await.problem(401);
     a.send(get("/", "evil.example")).await.problem(403);
 }
+
+/// A destination of its own: copies the store's crash image into a directory, as a backup
+/// into a bucket copies it into objects.
+#[derive(Debug)]
+struct CopyInto(std::path::PathBuf, std::sync::atomic::AtomicU64);
+
+impl strata_admin_api::BackupTarget for CopyInto {
+    fn destination(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    fn create(&self, db: &Db, flush: bool) -> strata_engine::Result<strata_admin_api::BackupMade> {
+        use std::os::unix::fs::FileExt;
+        let number = self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let to = self.0.join(number.to_string());
+        std::fs::create_dir_all(&to).unwrap();
+        let live = db.live_files(flush)?;
+        let mut bytes = 0;
+        for f in &live.files {
+            let mut buf = vec![0u8; f.len as usize];
+            std::fs::File::open(live.dir.join(&f.name))
+                .unwrap()
+                .read_exact_at(&mut buf, 0)
+                .unwrap();
+            std::fs::write(to.join(&f.name), buf).unwrap();
+            bytes += f.len;
+        }
+        std::fs::write(to.join("CURRENT"), &live.current).unwrap();
+        let backup = strata_admin_api::BackupSummary {
+            number,
+            created_millis: 0,
+            source: db.path().display().to_string(),
+            files: live.files.len() + 1,
+            objects: live.files.len(),
+            bytes,
+        };
+        Ok(strata_admin_api::BackupMade {
+            backup,
+            destination: self.destination(),
+            copied: live.files.len(),
+            bytes_copied: bytes,
+            already_there: 0,
+        })
+    }
+
+    fn list(&self) -> strata_engine::Result<Vec<strata_admin_api::BackupSummary>> {
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn a_backup_goes_only_where_the_server_was_told() {
+    let a = api();
+    let none = a
+        .call("POST", "/api/v1/admin:backup", None)
+        .await
+        .problem(409);
+    assert!(none.to_string().contains("--backup-to"), "{none}");
+    a.call("GET", "/api/v1/backups", None).await.problem(409);
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let out = tempfile::tempdir().unwrap();
+    let target = Arc::new(CopyInto(out.path().to_path_buf(), Default::default()));
+    let router = app(state_of(db.clone(), false, Limits::default()).with_backups(target));
+    let b = Api {
+        db,
+        router,
+        _dir: dir,
+    };
+    b.db.put("k", "v").unwrap();
+    let unlogged = strata_engine::WriteOptions {
+        disable_wal: true,
+        ..Default::default()
+    };
+    b.db.put_with(&unlogged, "unlogged", "u").unwrap();
+    let made = b
+        .call("POST", "/api/v1/admin:backup", Some(json!({"flush": true})))
+        .await
+        .json();
+    assert_eq!(made["backup"]["number"], 1, "{made}");
+    let restored = Db::open(out.path().join("1"), Options::default()).unwrap();
+    assert_eq!(restored.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        restored.get("unlogged").unwrap().as_deref(),
+        Some(&b"u"[..])
+    );
+    // The client does not choose where it goes.
+    b.call(
+        "POST",
+        "/api/v1/admin:backup",
+        Some(json!({"to": "s3://elsewhere/x"})),
+    )
+    .await
+    .problem(400);
+    assert!(!out.path().join("2").exists());
+}

@@ -264,7 +264,7 @@ fn a_served_local_store_backs_up_live_while_writers_and_compactions_run() {
                     }
                     db.put(
                         format!("k{i:07}"),
-                        noise(i, if i % 4 == 0 { 8192 } else { 200 }),
+                        noise(i, if i.is_multiple_of(4) { 8192 } else { 200 }),
                     )
                     .unwrap();
                     acked.store(i + 1, Ordering::Release);
@@ -297,7 +297,8 @@ fn a_served_local_store_backs_up_live_while_writers_and_compactions_run() {
     assert_big(&back);
     for i in 0..before {
         assert!(
-            get(&back, &format!("k{i:07}")) == Some(noise(i, if i % 4 == 0 { 8192 } else { 200 })),
+            get(&back, &format!("k{i:07}"))
+                == Some(noise(i, if i.is_multiple_of(4) { 8192 } else { 200 })),
             "k{i:07} of the {before} acknowledged before the backup"
         );
     }

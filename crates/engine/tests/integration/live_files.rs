@@ -28,7 +28,7 @@ fn busy_options() -> Options {
 
 fn value(i: u64) -> Vec<u8> {
     // Every third value goes to a blob file.
-    let len = if i % 3 == 0 { 1500 } else { 40 };
+    let len = if i.is_multiple_of(3) { 1500 } else { 40 };
     format!("{i:08}-").repeat(len / 9 + 1).into_bytes()[..len].to_vec()
 }
 
