@@ -629,6 +629,18 @@ fn a_served_local_store_is_backed_up_live_by_its_server() {
     );
     // The durability promise is the bucket's: the server's death loses nothing of it.
     serve.kill();
+    // Closed now, the store backs up from the CLI, here into a directory.
+    let in_dir = tmp.path().join("dir-backups");
+    let in_dir = in_dir.to_str().unwrap();
+    let made = strata_cmd(
+        &sw.endpoint,
+        &["--db", db, "backup", "create", "--to", in_dir],
+    );
+    assert!(stdout(&made).contains("backup 1"), "{}", stdout(&made));
+    stdout(&strata_cmd(
+        &sw.endpoint,
+        &["backup", "verify", "--to", in_dir],
+    ));
     let back = tmp.path().join("restored");
     let back_db = back.to_str().unwrap();
     stdout(&strata_cmd(

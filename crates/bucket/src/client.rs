@@ -62,6 +62,8 @@ pub struct Client {
     /// thread of another runtime, where a blocking shutdown would panic).
     runtime: Option<tokio::runtime::Runtime>,
     url: BucketUrl,
+    /// Where the objects are, for messages (`place`).
+    place: String,
     counts: RequestCounts,
 }
 
@@ -121,6 +123,48 @@ impl Client {
             .with_retry(retry)
             .build()
             .map_err(|e| Error::InvalidArgument(format!("bucket {url}: {e}")))?;
+        let store: Arc<dyn ObjectStore> = match faults {
+            Some(plan) => Arc::new(FaultyStore {
+                inner: Arc::new(store),
+                plan,
+            }),
+            None => Arc::new(store),
+        };
+        Client::over(store, url.clone(), url.to_string())
+    }
+
+    /// A client of the directory `dir` on this machine in place of a bucket (a backup
+    /// destination): each object a file under it, written to a temporary file, synced and
+    /// linked into place, so an object is whole or absent and a create never replaces one.
+    /// The directory is made private to its owner when this makes it.
+    pub fn directory(dir: &std::path::Path) -> Result<Client> {
+        use std::os::unix::fs::DirBuilderExt;
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| Error::Io {
+                    context: format!("creating {}", dir.display()),
+                    source: e,
+                })?;
+        }
+        let canonical = dir.canonicalize().map_err(|e| Error::Io {
+            context: format!("resolving {}", dir.display()),
+            source: e,
+        })?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(&canonical)
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", dir.display())))?
+            .with_fsync(true);
+        let place = format!("file://{}", canonical.display());
+        let url = BucketUrl {
+            bucket: String::new(),
+            prefix: String::new(),
+        };
+        Client::over(Arc::new(store), url, place)
+    }
+
+    fn over(store: Arc<dyn ObjectStore>, url: BucketUrl, place: String) -> Result<Client> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("strata-bucket")
@@ -130,20 +174,19 @@ impl Client {
                 context: "starting the bucket client's runtime".into(),
                 source: e,
             })?;
-        let store: Arc<dyn ObjectStore> = match faults {
-            Some(plan) => Arc::new(FaultyStore {
-                inner: Arc::new(store),
-                plan,
-            }),
-            None => Arc::new(store),
-        };
         Ok(Client {
             store,
             handle: runtime.handle().clone(),
             runtime: Some(runtime),
-            url: url.clone(),
+            url,
+            place,
             counts: RequestCounts::default(),
         })
+    }
+
+    /// Where the objects are, for messages: `s3://BUCKET/PREFIX`, or `file:///DIR`.
+    pub fn place(&self) -> &str {
+        &self.place
     }
 
     pub fn url(&self) -> &BucketUrl {
@@ -190,7 +233,7 @@ impl Client {
             _ => std::io::ErrorKind::Other,
         };
         Error::Io {
-            context: format!("bucket {}: {op} {}", self.url, self.object(key)),
+            context: format!("{}: {op} {}", self.place, self.object(key)),
             source: std::io::Error::new(kind, e.to_string()),
         }
     }

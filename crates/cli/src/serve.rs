@@ -56,8 +56,8 @@ pub struct ServeArgs {
     /// Largest value a raw PUT may stream into the store, in bytes.
     #[arg(long, default_value_t = Limits::default().raw_value_bytes)]
     max_raw_value: u64,
-    /// Where `POST /api/v1/admin:backup` backs the served store up, live: `s3://BUCKET/PREFIX`,
-    /// as `strata backup create --to`. Without it the route answers 409.
+    /// Where `POST /api/v1/admin:backup` backs the served store up, live: `s3://BUCKET/PREFIX`
+    /// or a directory, as `strata backup create --to`. Without it the route answers 409.
     #[arg(long, value_name = "DEST")]
     pub backup_to: Option<String>,
 }

@@ -35,18 +35,21 @@ impl ServedBackups {
         destination: &str,
         args: &BucketArgs,
     ) -> Result<ServedBackups, String> {
-        let connect = |url: &str| -> Result<Client, String> {
-            let parsed = BucketUrl::parse(url).map_err(|e| format!("--backup-to {url}: {e}"))?;
-            Client::connect(&parsed, args.s3_endpoint.as_deref(), None)
-                .map_err(|e| format!("--backup-to {url}: {e}"))
-        };
         let source = match BucketUrl::is_bucket(served) {
-            true => Some(connect(served)?),
+            true => {
+                let parsed = BucketUrl::parse(served).map_err(|e| e.to_string())?;
+                Some(
+                    Client::connect(&parsed, args.s3_endpoint.as_deref(), None)
+                        .map_err(|e| format!("{served}: {e}"))?,
+                )
+            }
             false => None,
         };
+        let dest = crate::versions::destination(destination, args)
+            .map_err(|e| format!("--backup-to {destination}: {e}"))?;
         Ok(ServedBackups {
-            destination: destination.to_string(),
-            dest: connect(destination)?,
+            destination: dest.place().to_string(),
+            dest,
             source,
             running: Mutex::new(()),
         })

@@ -79,14 +79,29 @@ pub enum BackupCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct To {
-    /// Where the backups are: s3://BUCKET/PREFIX (another bucket, or a prefix outside the store).
-    #[arg(long, value_name = "URL")]
+    /// Where the backups are: s3://BUCKET/PREFIX (another bucket, or a prefix outside the
+    /// store), or a directory on this machine (a path, or file:///PATH).
+    #[arg(long, value_name = "DEST")]
     pub to: String,
 }
 
 fn client(url: &str, args: &BucketArgs) -> Result<Client, String> {
     let url = BucketUrl::parse(url).map_err(|e| e.to_string())?;
     Client::connect(&url, args.s3_endpoint.as_deref(), None).map_err(|e| e.to_string())
+}
+
+/// The backup destination `dest`: a bucket URL, or a directory (`file:///PATH` or a path).
+pub fn destination(dest: &str, args: &BucketArgs) -> Result<Client, String> {
+    if BucketUrl::is_bucket(dest) {
+        return client(dest, args);
+    }
+    let dir = dest.strip_prefix("file://").unwrap_or(dest);
+    if dir.is_empty() || dest.contains("://") && !dest.starts_with("file://") {
+        return Err(format!(
+            "{dest:?} is neither s3://BUCKET/PREFIX nor a directory"
+        ));
+    }
+    Client::directory(std::path::Path::new(dir)).map_err(|e| e.to_string())
 }
 
 fn err(e: strata_engine::Error) -> String {
@@ -275,7 +290,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
     let started = Instant::now();
     match command {
         BackupCommand::Create(to) => {
-            let dest = client(&to.to, args)?;
+            let dest = destination(&to.to, args)?;
             let progress = show_progress("backing up");
             let (r, spent) = if BucketUrl::is_bucket(db) {
                 let src = client(db, args)?;
@@ -297,7 +312,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
             );
         }
         BackupCommand::List { to, json } => {
-            let dest = client(&to.to, args)?;
+            let dest = destination(&to.to, args)?;
             let all = backup::list(&dest).map_err(err)?;
             if *json {
                 let rows: Vec<_> = all
@@ -330,7 +345,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
             }
         }
         BackupCommand::Verify { to, number } => {
-            let dest = client(&to.to, args)?;
+            let dest = destination(&to.to, args)?;
             let numbers: Vec<u64> = match number {
                 Some(n) => vec![*n],
                 None => backup::list(&dest)
@@ -346,7 +361,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
             }
         }
         BackupCommand::Restore { to, target, backup } => {
-            let dest = client(&to.to, args)?;
+            let dest = destination(&to.to, args)?;
             let progress = show_progress("restoring");
             let (r, spent) = if BucketUrl::is_bucket(target) {
                 let target_client = client(target, args)?;
@@ -377,7 +392,7 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
             if keep.is_none() && older_than_days.is_none() {
                 return Err("prune needs --keep N or --older-than-days D".into());
             }
-            let dest = client(&to.to, args)?;
+            let dest = destination(&to.to, args)?;
             let age = older_than_days.map(|d| Duration::from_secs(d.saturating_mul(86_400)));
             let r = backup::prune(&dest, *keep, age).map_err(err)?;
             println!(

@@ -26,8 +26,8 @@ fn target(state: &AppState) -> Result<Arc<dyn BackupTarget>, Problem> {
     state.inner.backups.clone().ok_or_else(|| {
         Problem::new(
             StatusCode::CONFLICT,
-            "this server makes no backups: start it with --backup-to s3://BUCKET/PREFIX to \
-             back up the store it serves",
+            "this server makes no backups: start it with --backup-to DEST (s3://BUCKET/PREFIX \
+             or a directory) to back up the store it serves",
         )
     })
 }

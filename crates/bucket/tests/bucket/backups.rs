@@ -303,3 +303,82 @@ fn a_served_local_store_backs_up_live_while_writers_and_compactions_run() {
         );
     }
 }
+
+/// A directory on this machine as the destination, no bucket at all: incremental, checked,
+/// private to its owner; a damaged object fails `verify` naming it, and `restore` falls back
+/// to the backup before; `prune` keeps what the kept backups name.
+#[test]
+fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let open = |dir: &std::path::Path| {
+        Db::open(
+            dir,
+            Options {
+                create_if_missing: true,
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let db = open(&dir);
+    fill_big(&db);
+    drop(db);
+    let to = tmp.path().join("backups");
+    let dest = strata_bucket::Client::directory(&to).unwrap();
+    assert_eq!(
+        std::fs::metadata(&to).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let one = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
+    assert!(one.bytes_copied > 8 << 20, "{one:?}");
+    let again = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
+    assert_eq!((again.copied, again.already_there), (0, one.copied));
+    // A third with a table of its own, then that table's object damaged.
+    let db = open(&dir);
+    for i in 0..100u64 {
+        db.put(format!("more-{i:03}"), noise(1000 + i, 4096))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    drop(db);
+    let three = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
+    assert!(three.copied >= 1, "{three:?}");
+    let objects: Vec<_> = std::fs::read_dir(to.join("objects/local"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let newest_table = objects
+        .iter()
+        .filter(|p| p.to_string_lossy().contains(".sst."))
+        .max()
+        .unwrap()
+        .clone();
+    let mut bytes = std::fs::read(&newest_table).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&newest_table, bytes).unwrap();
+    let e = backup::verify(&dest, 3).unwrap_err();
+    let name = newest_table
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(e.to_string().contains(&name), "{e}");
+    backup::verify(&dest, 2).unwrap();
+    let restored = tmp.path().join("restored");
+    let r = backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap();
+    assert_eq!(r.backup.number, 2, "{r:?}");
+    assert_eq!(r.skipped.len(), 1, "{r:?}");
+    let db = open(&restored);
+    assert_big(&db);
+    assert_eq!(get(&db, "more-000"), None);
+    drop(db);
+    let pruned = backup::prune(&dest, Some(2), None).unwrap();
+    assert_eq!(
+        (pruned.backups_deleted, pruned.backups_kept),
+        (1, 2),
+        "{pruned:?}"
+    );
+    backup::verify(&dest, 2).unwrap();
+}

@@ -8,7 +8,7 @@
     clippy::field_reassign_with_default
 )]
 
-use std::os::unix::fs::FileExt;
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,10 +36,10 @@ fn value(i: u64) -> Vec<u8> {
 fn copy_image(live: &LiveFiles, to: &Path, pause: &dyn Fn()) {
     std::fs::create_dir_all(to).unwrap();
     for f in &live.files {
-        let from = std::fs::File::open(live.dir.join(&f.name))
+        let mut from = std::fs::File::open(live.dir.join(&f.name))
             .unwrap_or_else(|e| panic!("{} listed but gone: {e}", f.name));
         let mut bytes = vec![0u8; f.len as usize];
-        from.read_exact_at(&mut bytes, 0)
+        from.read_exact(&mut bytes)
             .unwrap_or_else(|e| panic!("{} shorter than listed: {e}", f.name));
         std::fs::write(to.join(&f.name), bytes).unwrap();
         pause();
@@ -51,9 +51,9 @@ fn copy_image(live: &LiveFiles, to: &Path, pause: &dyn Fn()) {
 /// a writer fills (pages reserved ahead, a footer to come) shows here.
 fn assert_unchanged(live: &LiveFiles, copy: &Path) {
     for f in &live.files {
-        let now = std::fs::File::open(live.dir.join(&f.name)).unwrap();
+        let mut now = std::fs::File::open(live.dir.join(&f.name)).unwrap();
         let mut bytes = vec![0u8; f.len as usize];
-        now.read_exact_at(&mut bytes, 0).unwrap();
+        now.read_exact(&mut bytes).unwrap();
         assert!(
             bytes == std::fs::read(copy.join(&f.name)).unwrap(),
             "{} changed within its listed {} bytes during the copy",
