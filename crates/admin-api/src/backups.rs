@@ -3,7 +3,8 @@
 //! Invariants:
 //! - backups go only to the one destination the operator named when starting the server: a
 //!   client may start a backup and list them, never say where one goes;
-//! - the server makes one backup at a time; a second request waits for the first;
+//! - the server makes one backup at a time; a request while one runs is refused (409), never
+//!   queued;
 //! - the API knows backups only through [`BackupTarget`], so it needs nothing of buckets: the
 //!   command that starts the server supplies the target.
 

@@ -34,7 +34,7 @@ export interface paths {
          * Backs up the served store to the server's destination while it keeps serving: every write
          *     acknowledged before the request.
          */
-        post: operations["create"];
+        post: operations["create_backup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -80,7 +80,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["list"];
+        get: operations["list_backups"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1928,7 +1928,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    create_backup: {
         parameters: {
             query?: never;
             header?: never;
@@ -1987,7 +1987,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description no destination configured, or the store cannot list its files now */
+            /** @description no destination configured, or a backup is running */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2273,7 +2273,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    list_backups: {
         parameters: {
             query?: never;
             header?: never;

@@ -32,18 +32,30 @@ fn target(state: &AppState) -> Result<Arc<dyn BackupTarget>, Problem> {
     })
 }
 
-#[utoipa::path(post, path = "/api/v1/admin:backup", tag = "admin", request_body(content = Option<BackupRequest>, description = "optional: whether to flush first"), responses((status = 200, description = "the backup, made while the store kept serving", body = BackupMade), (status = 403, body = Problem), (status = 409, description = "no destination configured, or the store cannot list its files now", body = Problem)), security(("bearer" = []), ("cookie" = [])))]
+#[utoipa::path(post, path = "/api/v1/admin:backup", tag = "admin", request_body(content = Option<BackupRequest>, description = "optional: whether to flush first"), responses((status = 200, description = "the backup, made while the store kept serving", body = BackupMade), (status = 403, body = Problem), (status = 409, description = "no destination configured, or a backup is running", body = Problem)), security(("bearer" = []), ("cookie" = [])))]
 /// Backs up the served store to the server's destination while it keeps serving: every write
 /// acknowledged before the request.
-pub(crate) async fn create(
+pub(crate) async fn create_backup(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<BackupMade>, Problem> {
     let request: BackupRequest = optional_body(&body)?;
     let target = target(&state)?;
-    let _heavy = state.heavy().await?;
-    let _one_at_a_time = state.inner.backing_up.clone().lock_owned().await;
+    // One at a time, and a second is refused rather than queued: a queued request would hold
+    // its place (and, once its client gave up, run anyway) for the whole of the first.
+    let running = state
+        .inner
+        .backing_up
+        .clone()
+        .try_lock_owned()
+        .map_err(|_| {
+            Problem::new(
+                StatusCode::CONFLICT,
+                "a backup of this store is running: ask again once it is done",
+            )
+        })?;
     blocking(&state, move |s| {
+        let _running = running;
         let made = target.create(&s.db, request.flush)?;
         tracing::info!(
             target: "strata::api",
@@ -60,7 +72,7 @@ pub(crate) async fn create(
 }
 
 #[utoipa::path(get, path = "/api/v1/backups", tag = "admin", responses((status = 200, description = "the backups at the server's destination, oldest first", body = Vec<BackupSummary>), (status = 409, body = Problem)), security(("bearer" = []), ("cookie" = [])))]
-pub(crate) async fn list(
+pub(crate) async fn list_backups(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<BackupSummary>>, Problem> {
     let target = target(&state)?;

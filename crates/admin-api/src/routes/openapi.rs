@@ -16,7 +16,7 @@ use super::{admin, backups, batch, cfs, inspect, kv, scan, upload};
         scan::scan, scan::list, scan::delete_range,
         cfs::list, cfs::create, cfs::detail, cfs::drop,
         admin::server, admin::flush, admin::compact_range, admin::stats, admin::healthz, admin::verify,
-        backups::create, backups::list,
+        backups::create_backup, backups::list_backups,
         inspect::lsm, inspect::files, inspect::tombstones, inspect::blobs, inspect::cache,
         crate::metrics::metrics, crate::events::events, crate::auth::session,
     ),

@@ -2,7 +2,7 @@
 //! opening, syncing and sealing the files they go to (see `blob_housekeeping.rs` for expiring,
 //! collecting and evicting whole files, and `crate::blob` for the files themselves).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -428,24 +428,6 @@ impl DbInner {
         result?;
         // A sealed file may be evicted (or push the store over `max_db_size`).
         self.blob_housekeeping_all()
-    }
-
-    /// The blob files the write path appends to, each with the bytes its records fill: past
-    /// them a file may hold pages reserved ahead, or a footer being written.
-    pub(super) fn blob_lens_being_written(&self) -> BTreeMap<u64, u64> {
-        let writers = self.blob_writers.lock();
-        let mut lens: BTreeMap<u64, u64> = writers
-            .open
-            .values()
-            .chain(&writers.abandoned)
-            .map(|w| (w.file.number, w.writer.file_size()))
-            .collect();
-        for slot in &writers.sealing {
-            if let Some(w) = slot.lock().as_ref() {
-                lens.insert(w.file.number, w.writer.file_size());
-            }
-        }
-        lens
     }
 
     /// Syncs every open blob file with unsynced records. Called before anything that makes blob

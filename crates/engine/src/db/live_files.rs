@@ -7,13 +7,16 @@
 //! - while the `LiveFiles` lives, no listed file is deleted (deletions wait, `fs/deletions.rs`),
 //!   and the listed prefix of each never changes: tables and sealed WALs and blob files are
 //!   immutable, and the MANIFEST, the current WAL and open blob files only grow;
-//! - the MANIFEST is listed first, under the version lock, then the WALs and blob files under
-//!   the write lock: a WAL record whose blob value it lists lies within the listed blob length,
-//!   since values reach their blob file before their record reaches the WAL, and every WAL the
-//!   listed MANIFEST still needs is kept by the hold;
-//! - a blob file the write path appends to is listed up to the bytes its records fill, not its
-//!   length: its pages are reserved ahead and its footer comes later; a blob file no MANIFEST
-//!   or write names yet (a compaction's output being written) is not listed;
+//! - everything is listed under the write lock, after syncing the WAL and the blob files: the
+//!   current WAL up to its last record, then (under the version lock inside it) the MANIFEST
+//!   up to its last record, so every blob file, value file and column family a listed WAL
+//!   record names is in the listed MANIFEST (its edit was logged before the record); a value
+//!   reaches its blob file before its record reaches the WAL, so every listed record's value
+//!   lies within its blob file's listed length; every WAL the MANIFEST still needs is kept by
+//!   the hold;
+//! - a blob file the store tracks is listed up to the end of its records (`BlobFileMeta`), not
+//!   its length: pages are reserved ahead, and a footer may be being written; a blob file
+//!   nothing in the image names (a compaction's output being written) is not listed;
 //! - CURRENT is not a file of the list but its text, naming the listed MANIFEST.
 
 use std::collections::BTreeSet;
@@ -80,19 +83,35 @@ impl Db {
 impl DbInner {
     fn live_files(&self) -> Result<LiveFiles> {
         let hold = self.deletions.hold();
-        // Deletions recorded before the MANIFEST is read are of files it no longer names.
-        let deferred_before: BTreeSet<PathBuf> = self.deletions.deferred_paths();
+        // Under the write lock throughout: no record reaches the WAL, and so none names a
+        // blob file, value file or column family the listed MANIFEST lacks.
+        let mut wal = self.wal.lock();
+        // A close that came first took the WAL away without flushing: nothing to list.
+        self.check_open()?;
+        if wal.writer.is_none() {
+            return Err(Error::Closed);
+        }
+        self.resume_writes(&mut wal)?;
+        self.sync_wal_locked(&mut wal, None)?;
+        let wal_len = match (&wal.damaged_from, &wal.writer) {
+            (Some(good), _) => *good,
+            (None, Some(w)) => w.bytes_written(),
+            (None, None) => return Err(Error::Closed),
+        };
+        let sequence = self
+            .last_sequence
+            .load(std::sync::atomic::Ordering::Acquire);
         let mut files = Vec::new();
         let (current, min_log, mut blobs) = {
-            let versions = self.versions.lock();
+            let mut versions = self.versions.lock();
+            if versions.manifest_len().is_none() {
+                // The last edit failed to log and the MANIFEST's tail is unknown: a new one
+                // holding the whole state replaces it now, rather than at the next edit.
+                let last = versions.last_sequence();
+                versions.write_snapshot(last)?;
+            }
             let manifest = filename::manifest_name(versions.manifest_number());
-            let Some(len) = versions.manifest_len() else {
-                return Err(Error::Busy(format!(
-                    "{}: the last MANIFEST write failed and its tail is unknown until the next \
-                     change starts a new one; try again",
-                    self.dir.join(&manifest).display()
-                )));
-            };
+            let len = versions.manifest_len().ok_or(Error::Closed)?;
             files.extend(versions.live_table_sizes().map(|(n, size)| {
                 LiveFile::of(file_name(&filename::table_file(&self.dir, n)), size)
             }));
@@ -101,40 +120,46 @@ impl DbInner {
             let blobs: BTreeSet<u64> = versions.live_blob_files().collect();
             (current, versions.min_log_number(), blobs)
         };
-        let mut wal = self.wal.lock();
-        self.resume_writes(&mut wal)?;
-        self.sync_wal_locked(&mut wal, None)?;
-        let wal_len = match (&wal.damaged_from, &wal.writer) {
-            (Some(good), _) => *good,
-            (None, Some(w)) => w.bytes_written(),
-            (None, None) => 0,
-        };
-        let sequence = self
-            .last_sequence
-            .load(std::sync::atomic::Ordering::Acquire);
-        // Blob files the MANIFEST named, or the store knows of now (one the write path just
-        // opened, a value file a write adopted): not those a compaction is still writing, which
-        // nothing in the image names.
+        // Blob files the MANIFEST names or the blob store knows (one the write path opened, a
+        // value file a write adopted), each up to the end of its records as the store tracks
+        // it: past that a file may hold pages reserved ahead or a footer being written. A
+        // compaction's output not yet registered is named by nothing in the image.
         blobs.extend(self.blobs.numbers());
-        let being_written = self.blob_lens_being_written();
-        for name in self.fs.list(&self.dir)? {
-            let path = self.dir.join(&name);
-            let len = match filename::parse(&name) {
-                FileKind::Wal(n) if n == wal.number => wal_len,
-                FileKind::Wal(n) if n >= min_log && n < wal.number => {
-                    self.fs.open_random(&path)?.len()?
-                }
-                FileKind::Blob(n) if blobs.contains(&n) && !deferred_before.contains(&path) => {
-                    match being_written.get(&n) {
-                        Some(&len) => len,
-                        None => self.fs.open_random(&path)?.len()?,
-                    }
-                }
-                _ => continue,
-            };
-            files.push(LiveFile::of(name, len));
-        }
+        let blob_lens: Vec<(u64, Option<u64>)> = blobs
+            .iter()
+            .map(|&n| (n, self.blobs.get(n).map(|f| f.meta.lock().file_size)))
+            .collect();
+        let wals: Vec<u64> = self
+            .fs
+            .list(&self.dir)?
+            .into_iter()
+            .filter_map(|name| match filename::parse(&name) {
+                FileKind::Wal(n) if n >= min_log && n <= wal.number => Some(n),
+                _ => None,
+            })
+            .collect();
+        let current_wal = wal.number;
         drop(wal);
+        // Older WALs are sealed and blob files the store does not track are sealed: their
+        // lengths are final, read without the write lock.
+        for n in wals {
+            let path = filename::wal_file(&self.dir, n);
+            let len = match n == current_wal {
+                true => wal_len,
+                false => self.fs.open_random(&path)?.len()?,
+            };
+            files.push(LiveFile::of(file_name(&path), len));
+        }
+        for (n, tracked) in blob_lens {
+            let path = filename::blob_file(&self.dir, n);
+            let len = match tracked {
+                Some(len) => len,
+                // Named by the MANIFEST but gone from disk: evicted before the hold.
+                None if !self.fs.exists(&path) => continue,
+                None => self.fs.open_random(&path)?.len()?,
+            };
+            files.push(LiveFile::of(file_name(&path), len));
+        }
         files.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(LiveFiles {
             dir: self.dir.clone(),

@@ -7,7 +7,8 @@
 //! - while a [`DeletionHold`] lives, such a deletion only records the path; the last hold to end
 //!   removes what was recorded, so a file a backup listed stays whole until its copy is done;
 //! - the check and the removal happen under one lock, so no deletion that began before a hold
-//!   completes after the hold's owner listed the files.
+//!   completes after the hold's owner listed the files; the deferred removals run after the
+//!   lock is let go, since no later hold can list a file that was obsolete before it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,11 +71,6 @@ impl Deletions {
     pub(crate) fn deferred(&self) -> usize {
         self.state.lock().deferred.len()
     }
-
-    /// The paths whose deletions wait for a hold to end.
-    pub(crate) fn deferred_paths(&self) -> std::collections::BTreeSet<PathBuf> {
-        self.state.lock().deferred.iter().cloned().collect()
-    }
 }
 
 /// Deletions wait while this lives (`Deletions::hold`).
@@ -90,13 +86,20 @@ impl std::fmt::Debug for DeletionHold {
 
 impl Drop for DeletionHold {
     fn drop(&mut self) {
-        let mut st = self.deletions.state.lock();
-        st.holds -= 1;
-        if st.holds == 0 {
-            // Failing to remove leaves an orphan that the next open deletes, as for any deletion.
-            for path in std::mem::take(&mut st.deferred) {
-                let _ = self.deletions.fs.remove(&path);
+        let doomed = {
+            let mut st = self.deletions.state.lock();
+            st.holds -= 1;
+            match st.holds {
+                0 => std::mem::take(&mut st.deferred),
+                _ => Vec::new(),
             }
+        };
+        // Outside the lock, which the write path takes to delete a WAL: thousands of unlinks
+        // after a long backup must not stall writes. A hold taken meanwhile lists none of
+        // these: each was obsolete before it.
+        // Failing to remove leaves an orphan that the next open deletes, as for any deletion.
+        for path in doomed {
+            let _ = self.deletions.fs.remove(&path);
         }
     }
 }

@@ -85,6 +85,24 @@ fn a_copy_of_a_busy_store_opens_to_every_write_acknowledged_before_the_list() {
             }
         })
     };
+    // Column families made and written to while backups list: each one a listed WAL names is
+    // in the listed MANIFEST.
+    let families = Arc::new(AtomicU64::new(0));
+    let creating = {
+        let (db, families, done) = (db.clone(), families.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !done.load(Ordering::Acquire) && n < 200 {
+                let cf = db
+                    .create_cf(&format!("cf{n:03}"), Default::default())
+                    .unwrap();
+                db.put_cf(&cf, "made", value(n)).unwrap();
+                n += 1;
+                families.store(n, Ordering::Release);
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            }
+        })
+    };
     let churn = {
         let (db, done) = (db.clone(), done.clone());
         std::thread::spawn(move || {
@@ -99,6 +117,7 @@ fn a_copy_of_a_busy_store_opens_to_every_write_acknowledged_before_the_list() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let before = acked.load(Ordering::Acquire);
+        let made = families.load(Ordering::Acquire);
         let live = db.live_files(false).unwrap();
         let copy = dir.path().join(format!("copy{round}"));
         // Slowly, so compactions replace what was listed while it is copied.
@@ -114,6 +133,14 @@ fn a_copy_of_a_busy_store_opens_to_every_write_acknowledged_before_the_list() {
                 got.as_deref() == Some(&value(i)[..]),
                 "round {round}: k{i:08} of {before} acknowledged is {}",
                 if got.is_none() { "missing" } else { "wrong" }
+            );
+        }
+        for n in 0..made {
+            let cf = restored.cf(&format!("cf{n:03}")).unwrap();
+            let got = restored.get_cf(&cf, "made").unwrap();
+            assert!(
+                got.as_deref() == Some(&value(n)[..]),
+                "round {round}: cf{n:03}"
             );
         }
         let log = restored.get("log").unwrap().unwrap();
@@ -132,6 +159,7 @@ fn a_copy_of_a_busy_store_opens_to_every_write_acknowledged_before_the_list() {
     }
     done.store(true, Ordering::Release);
     writing.join().unwrap();
+    creating.join().unwrap();
     churn.join().unwrap();
     assert!(
         db.statistics().tables_deleted > 0,
@@ -201,6 +229,15 @@ fn a_flush_first_puts_unlogged_writes_in_the_image() {
             "flush {flush}"
         );
     }
+}
+
+#[test]
+fn a_closed_store_lists_nothing() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), busy_options()).unwrap();
+    db.put("k", "v").unwrap();
+    db.close().unwrap();
+    assert!(matches!(db.live_files(false), Err(Error::Closed)));
 }
 
 #[test]
