@@ -233,7 +233,12 @@ impl Client {
             _ => std::io::ErrorKind::Other,
         };
         Error::Io {
-            context: format!("{}: {op} {}", self.place, self.object(key)),
+            // "bucket " starts the context of every bucket request: `Shared::patiently` waits
+            // out only those (a directory's failures are the local disk's, not an outage).
+            context: match self.url.bucket.is_empty() {
+                true => format!("{}: {op} {}", self.place, self.object(key)),
+                false => format!("bucket {}: {op} {}", self.place, self.object(key)),
+            },
             source: std::io::Error::new(kind, e.to_string()),
         }
     }
