@@ -8,16 +8,28 @@ pub(crate) const LOCK: &str = "LOCK";
 /// damaged: never deleted by the engine.
 pub(crate) const LOST_DIR: &str = "lost";
 
+pub(crate) fn table_name(number: u64) -> String {
+    format!("{number:06}.sst")
+}
+
+pub(crate) fn wal_name(number: u64) -> String {
+    format!("{number:06}.log")
+}
+
+pub(crate) fn blob_name(number: u64) -> String {
+    format!("{number:06}.blob")
+}
+
 pub(crate) fn table_file(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.sst"))
+    dir.join(table_name(number))
 }
 
 pub(crate) fn wal_file(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.log"))
+    dir.join(wal_name(number))
 }
 
 pub(crate) fn blob_file(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.blob"))
+    dir.join(blob_name(number))
 }
 
 /// A value file being written (`db::value_file`); named a temporary file so that an open

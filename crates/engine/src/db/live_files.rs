@@ -112,9 +112,11 @@ impl DbInner {
             }
             let manifest = filename::manifest_name(versions.manifest_number());
             let len = versions.manifest_len().ok_or(Error::Closed)?;
-            files.extend(versions.live_table_sizes().map(|(n, size)| {
-                LiveFile::of(file_name(&filename::table_file(&self.dir, n)), size)
-            }));
+            files.extend(
+                versions
+                    .live_table_sizes()
+                    .map(|(n, size)| LiveFile::of(filename::table_name(n), size)),
+            );
             let current = format!("{manifest}\n").into_bytes();
             files.push(LiveFile::of(manifest, len));
             let blobs: BTreeSet<u64> = versions.live_blob_files().collect();
@@ -148,7 +150,7 @@ impl DbInner {
                 true => wal_len,
                 false => self.fs.open_random(&path)?.len()?,
             };
-            files.push(LiveFile::of(file_name(&path), len));
+            files.push(LiveFile::of(filename::wal_name(n), len));
         }
         for (n, tracked) in blob_lens {
             let path = filename::blob_file(&self.dir, n);
@@ -158,7 +160,7 @@ impl DbInner {
                 None if !self.fs.exists(&path) => continue,
                 None => self.fs.open_random(&path)?.len()?,
             };
-            files.push(LiveFile::of(file_name(&path), len));
+            files.push(LiveFile::of(filename::blob_name(n), len));
         }
         files.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(LiveFiles {
@@ -169,10 +171,4 @@ impl DbInner {
             _hold: hold,
         })
     }
-}
-
-fn file_name(path: &std::path::Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
