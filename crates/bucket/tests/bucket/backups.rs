@@ -29,6 +29,18 @@ fn assert_big(db: &Db) {
     }
 }
 
+/// Opens (or creates) the local store in `dir` with the default options.
+fn open_local(dir: &std::path::Path) -> Db {
+    Db::open(
+        dir,
+        Options {
+            create_if_missing: true,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn backups_copy_each_object_once_and_restore_falls_back_past_a_damaged_one() {
     let Some(s) = seaweed::shared() else { return };
@@ -190,17 +202,7 @@ fn a_local_store_backs_up_closed_and_restores_as_a_directory_or_into_a_bucket() 
     let dest = client(s, &s.fresh_url("local-backups"));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("local");
-    let open = |dir: &std::path::Path| {
-        Db::open(
-            dir,
-            Options {
-                create_if_missing: true,
-                ..Options::default()
-            },
-        )
-        .unwrap()
-    };
-    let db = open(&dir);
+    let db = open_local(&dir);
     fill_big(&db);
     fill(&db, 0..300, "local");
     db.put_with(&synced(), b"in-the-wal", b"1").unwrap();
@@ -216,7 +218,7 @@ fn a_local_store_backs_up_closed_and_restores_as_a_directory_or_into_a_bucket() 
     // Into a directory: a store that opens with everything, the WAL's write included.
     let restored = tmp.path().join("restored");
     backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap();
-    let db = open(&restored);
+    let db = open_local(&restored);
     assert_tagged(&db, 0..300, "local");
     assert_big(&db);
     assert_eq!(get(&db, "in-the-wal").as_deref(), Some(&b"1"[..]));
@@ -312,17 +314,7 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let open = |dir: &std::path::Path| {
-        Db::open(
-            dir,
-            Options {
-                create_if_missing: true,
-                ..Options::default()
-            },
-        )
-        .unwrap()
-    };
-    let db = open(&dir);
+    let db = open_local(&dir);
     fill_big(&db);
     drop(db);
     let to = tmp.path().join("backups");
@@ -336,7 +328,7 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
     let again = backup::create_from_dir(&dir, &dest, &|_| {}).unwrap();
     assert_eq!((again.copied, again.already_there), (0, one.copied));
     // A third with a table of its own, then that table's object damaged.
-    let db = open(&dir);
+    let db = open_local(&dir);
     for i in 0..100u64 {
         db.put(format!("more-{i:03}"), noise(1000 + i, 4096))
             .unwrap();
@@ -370,7 +362,7 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
     let r = backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap();
     assert_eq!(r.backup.number, 2, "{r:?}");
     assert_eq!(r.skipped.len(), 1, "{r:?}");
-    let db = open(&restored);
+    let db = open_local(&restored);
     assert_big(&db);
     assert_eq!(get(&db, "more-000"), None);
     drop(db);
