@@ -1,15 +1,14 @@
-//! Read-your-writes across servers. Every answer to a change carries `Strata-Sequence`: the
-//! newest sequence number the store showed once the change was made, so at least the change's
-//! own. A read given `min_seq` waits until this store shows that sequence, at most
+//! Read-your-writes across servers. Every answer to a write of data (put, delete, batchWrite,
+//! deleteRange) carries `Strata-Sequence`: the sequence number that write committed at, its own
+//! and no other writer's. A reader that shows it shows the write. A read given `min_seq` waits until this store shows that sequence, at most
 //! `Limits::min_seq_wait`: on a replica the wait asks it to catch up at once, and one that
 //! cannot answers 503; on the writer every write is already visible, so a sequence past its
 //! newest is a 422 (no write has it: the request is well formed, the store cannot answer it).
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponseParts, ResponseParts};
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use strata_engine::ErrorKind;
@@ -20,16 +19,20 @@ use crate::state::AppState;
 /// The response header naming the sequence a change is visible at.
 pub const SEQUENCE_HEADER: &str = "strata-sequence";
 
-/// Stamps every successful answer to a change with the store's newest sequence.
-pub(crate) async fn stamp(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    let mut res = next.run(req).await;
-    if changes && res.status().is_success() {
-        let seq = state.inner.db.latest_sequence();
+/// The sequence number a write committed at (`Db::write_sequenced`): answered as
+/// `Strata-Sequence`. Only a handler that wrote holds one, so reads (POST ones too) and changes
+/// that write no data answer none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CommittedAt(pub u64);
+
+impl IntoResponseParts for CommittedAt {
+    type Error = Infallible;
+
+    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Infallible> {
         res.headers_mut()
-            .insert(SEQUENCE_HEADER, HeaderValue::from(seq));
+            .insert(SEQUENCE_HEADER, HeaderValue::from(self.0));
+        Ok(res)
     }
-    res
 }
 
 /// Waits until the store shows `min_seq` (when given), within the server's bound. On the async

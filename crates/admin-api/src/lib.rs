@@ -48,10 +48,6 @@ pub fn app(state: AppState) -> Router {
             )
             .into_response()
         })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            freshness::stamp,
-        ))
         .layer(axum::middleware::map_response(as_problem))
         .layer(DefaultBodyLimit::max(limits.body_bytes.min(MAX_BODY_LIMIT)))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(

@@ -228,12 +228,14 @@ impl Inner {
     }
 
     /// Writes `batch`, synced as far as `sync` says before this returns.
+    /// Writes `batch`; answers the sequence number it committed at.
     pub(crate) fn write(
         &self,
         batch: strata_engine::WriteBatch,
         sync: crate::routes::SyncTo,
-    ) -> Result<(), Problem> {
-        Ok(self.db.write(batch, &sync.write_options())?)
+    ) -> Result<crate::freshness::CommittedAt, Problem> {
+        let seq = self.db.write_sequenced(batch, &sync.write_options())?;
+        Ok(crate::freshness::CommittedAt(seq))
     }
 
     pub fn check_writable(&self) -> Result<(), Problem> {

@@ -12,6 +12,7 @@ use strata_engine::{Clock, ColumnFamily, WriteBatch};
 
 use super::{JsonBody, blocking, logged, parse, read};
 use crate::codec::{BatchOp, Encoded, Encoding, Op, decode_ops};
+use crate::freshness::CommittedAt;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
 
@@ -106,8 +107,8 @@ pub(crate) async fn batch_get(
     // to the blocking pool, so that every value comes from one sequence number. The body is
     // parsed where it is read (again on the pool): keys borrow from it, and each value is
     // written into the answer straight from what the engine found, copied once.
-    // Most bodies do not ask: only those naming it are parsed twice.
-    if body.windows(b"min_seq".len()).any(|w| w == b"min_seq") {
+    // Most bodies do not ask: only those that may name it are parsed twice.
+    if may_name_min_seq(&body) {
         let asked: MinSeqOnly = parse(&body)?;
         crate::freshness::at_least(&state, asked.min_seq).await?;
     }
@@ -154,6 +155,13 @@ pub(crate) async fn batch_get(
     Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
+/// Whether a JSON body may have a `min_seq` field: it spells the name out, or it has a `\u`
+/// escape, the only one that can stand for a letter or `_` in a name (`"min\u005fseq"`).
+fn may_name_min_seq(body: &[u8]) -> bool {
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    has(b"min_seq") || has(b"\\u")
+}
+
 /// The batch `ops` make in `cf`; puts with a TTL expire from now.
 fn batch_of(s: &Inner, cf: &ColumnFamily, ops: &[Op]) -> WriteBatch {
     let now = strata_engine::SystemClock.now_secs();
@@ -196,7 +204,7 @@ pub(crate) struct BatchWriteReply {
 pub(crate) async fn batch_write(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
-) -> Result<Json<BatchWriteReply>, Problem> {
+) -> Result<(CommittedAt, Json<BatchWriteReply>), Problem> {
     state.inner.check_writable()?;
     let req: BatchWrite = parse(&body)?;
     let cap = state.inner.limits.batch_write_ops;
@@ -217,7 +225,7 @@ pub(crate) async fn batch_write(
     } else {
         (batch_of(&state.inner, &cf, &ops), ops)
     };
-    super::write(&state, cf, batch, req.sync, move |s, cf| {
+    let committed = super::write(&state, cf, batch, req.sync, move |s, cf| {
         logged("batchWrite", cf, format_args!("{count} operations"));
         for op in ops {
             match op {
@@ -227,5 +235,18 @@ pub(crate) async fn batch_write(
         }
     })
     .await?;
-    Ok(Json(BatchWriteReply { applied: count }))
+    Ok((committed, Json(BatchWriteReply { applied: count })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_min_seq_spelled_with_escapes_is_still_seen() {
+        assert!(may_name_min_seq(br#"{"keys":[],"min_seq":5}"#));
+        assert!(may_name_min_seq(br#"{"keys":[],"min\u005fseq":5}"#));
+        assert!(may_name_min_seq(br#"{"keys":[],"\u006din_seq":5}"#));
+        assert!(!may_name_min_seq(br#"{"keys":["a\n","b"],"cf":"min-seq"}"#));
+    }
 }

@@ -15,6 +15,7 @@ use super::{
     media_type, parse, query, read, unsupported,
 };
 use crate::codec::{Encoding, decode_path_key};
+use crate::freshness::CommittedAt;
 use crate::problem::Problem;
 use crate::range::{self, Wanted};
 use crate::state::{AppState, Inner};
@@ -302,7 +303,7 @@ pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
     req: axum::extract::Request,
-) -> Result<StatusCode, Problem> {
+) -> Result<(CommittedAt, StatusCode), Problem> {
     // The request whole, rather than its headers and URI as extractors (copies of each).
     let (parts, body) = req.into_parts();
     let q: PutQuery = query(&parts.uri)?;
@@ -312,9 +313,10 @@ pub(crate) async fn put(
     let key = decode_path_key(&key)?;
     let limits = state.inner.limits.clone();
     if form == PutForm::Raw && q.ttl.is_none() {
-        super::upload::put_streamed(&state, q.cf, q.sync, key, body, limits.raw_value_bytes)
-            .await?;
-        return Ok(StatusCode::NO_CONTENT);
+        let committed =
+            super::upload::put_streamed(&state, q.cf, q.sync, key, body, limits.raw_value_bytes)
+                .await?;
+        return Ok((committed, StatusCode::NO_CONTENT));
     }
     let body = axum::body::to_bytes(body, limits.body_bytes)
         .await
@@ -343,11 +345,11 @@ pub(crate) async fn put(
     super::batch::put(&mut batch, &cf, &key, &value, ttl, now);
     let len = value.len() as u64;
     drop(value);
-    super::write(&state, cf, batch, q.sync, move |s, cf| {
+    let committed = super::write(&state, cf, batch, q.sync, move |s, cf| {
         put_done(s, cf, key, len, "")
     })
     .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok((committed, StatusCode::NO_CONTENT))
 }
 
 /// Logs a stored put of `len` bytes (`how` it came, when not in one piece) and tells the mount.
@@ -369,17 +371,17 @@ pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
-) -> Result<StatusCode, Problem> {
+) -> Result<(CommittedAt, StatusCode), Problem> {
     let q: DeleteQuery = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;
     let cf = state.inner.cf(q.cf.as_deref())?;
     let mut batch = WriteBatch::new();
     strata_fusefs::delete_with_metadata(&state.inner.db, &mut batch, &cf, &key);
-    super::write(&state, cf, batch, q.sync, move |s, cf| {
+    let committed = super::write(&state, cf, batch, q.sync, move |s, cf| {
         logged("delete", cf, super::LoggedKey(&key));
         s.changed(cf, [key]);
     })
     .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok((committed, StatusCode::NO_CONTENT))
 }

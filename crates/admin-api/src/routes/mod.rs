@@ -31,6 +31,7 @@ use std::sync::atomic::Ordering;
 use strata_engine::{ColumnFamily, ReadOptions, TryWrite, WriteBatch};
 
 use crate::codec::Encoding;
+use crate::freshness::CommittedAt;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
 use admin::optional_body;
@@ -212,7 +213,7 @@ pub(crate) async fn write(
     mut batch: WriteBatch,
     sync: SyncTo,
     after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
-) -> Result<(), Problem> {
+) -> Result<CommittedAt, Problem> {
     let inner = &state.inner;
     let opts = sync.write_options();
     // A large batch is a large copy and checksum: work for the pool, not a worker. A synced
@@ -221,10 +222,10 @@ pub(crate) async fn write(
     if small && !opts.sync && inner.mounted(&cf).is_none() {
         for tries_left in (0..TRIES_ON_WORKER).rev() {
             match inner.db.try_write(batch, &opts)? {
-                TryWrite::Committed => {
+                TryWrite::Committed(seq) => {
                     inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
                     after(inner, &cf);
-                    return Ok(());
+                    return Ok(CommittedAt(seq));
                 }
                 TryWrite::Busy(back) if tries_left > 0 => {
                     batch = back;
@@ -239,9 +240,9 @@ pub(crate) async fn write(
     }
     inner.places.writes.pool.fetch_add(1, Ordering::Relaxed);
     blocking(state, move |s| {
-        s.write(batch, sync)?;
+        let committed = s.write(batch, sync)?;
         after(s, &cf);
-        Ok(())
+        Ok(committed)
     })
     .await
 }

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strata_engine::{ReadOptions, WriteBatch};
 
@@ -285,7 +286,7 @@ const DRY_RUN_COUNT_LIMIT: u64 = 100_000;
 pub(crate) async fn delete_range(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
-) -> Result<Json<DeleteRangeReply>, Problem> {
+) -> Result<Response, Problem> {
     let req: DeleteRange = parse(&body)?;
     let (start, end) = (
         req.encoding.decode("start", &req.start)?,
@@ -302,7 +303,8 @@ pub(crate) async fn delete_range(
             estimated_bytes: req.dry_run.then_some(0),
             keys: req.dry_run.then_some(0),
             more: false,
-        }));
+        })
+        .into_response());
     }
     let _heavy = state.heavy().await?;
     blocking(&state, move |s| {
@@ -330,24 +332,26 @@ pub(crate) async fn delete_range(
                 estimated_bytes: Some(e.bytes),
                 keys: Some(keys),
                 more: it.valid(),
-            }));
+            })
+            .into_response());
         }
         let mut batch = WriteBatch::new();
         strata_fusefs::delete_range_with_metadata(&s.db, &mut batch, &cf, &start, &end);
-        s.write(batch, req.sync)?;
+        let committed = s.write(batch, req.sync)?;
         logged(
             "deleteRange",
             &cf,
             format_args!("[{}, {})", super::LoggedKey(&start), super::LoggedKey(&end)),
         );
         s.range_deleted(&cf, &start, &end);
-        Ok(Json(DeleteRangeReply {
+        let reply = Json(DeleteRangeReply {
             dry_run: false,
             estimated_keys: None,
             estimated_bytes: None,
             keys: None,
             more: false,
-        }))
+        });
+        Ok((committed, reply).into_response())
     })
     .await
 }

@@ -12,6 +12,7 @@ use strata_engine::{ColumnFamily, WriteBatch};
 use super::kv::put_done;
 use super::{SyncTo, blocking, logged, query};
 use crate::codec::decode_path_key;
+use crate::freshness::CommittedAt;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
 
@@ -136,7 +137,7 @@ pub(crate) async fn put_streamed(
     key: Vec<u8>,
     body: Body,
     limit: u64,
-) -> Result<u64, Problem> {
+) -> Result<CommittedAt, Problem> {
     let too_large = || {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -159,8 +160,7 @@ pub(crate) async fn put_streamed(
                 batch.put_cf(&cf, &key, &head);
                 drop(head);
                 let done = move |s: &Inner, cf: &ColumnFamily| put_done(s, cf, key, len, "");
-                super::write(state, cf, batch, sync, done).await?;
-                return Ok(len);
+                return super::write(state, cf, batch, sync, done).await;
             }
         }
     }
@@ -171,7 +171,7 @@ pub(crate) async fn put_streamed(
     // Two chunks in flight at most: the upload waits for the disk, memory stays bounded.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(2);
     let inner = state.inner.clone();
-    let writer = tokio::task::spawn_blocking(move || -> Result<u64, Problem> {
+    let writer = tokio::task::spawn_blocking(move || -> Result<CommittedAt, Problem> {
         let cf = inner.cf(cf.as_deref())?;
         let mut file = inner.db.create_value_file(&cf, &key)?;
         file.write_at(0, &head)?;
@@ -182,11 +182,11 @@ pub(crate) async fn put_streamed(
                 Piece::Done => {
                     let len = file.len();
                     let opts = sync.write_options();
-                    inner
+                    let seq = inner
                         .db
                         .write_with_value_file(WriteBatch::new(), file, &opts)?;
                     put_done(&inner, &cf, key, len, ", streamed");
-                    return Ok(len);
+                    return Ok(CommittedAt(seq));
                 }
             }
         }

@@ -438,4 +438,78 @@ async fn changes_answer_their_sequence_and_reads_take_min_seq() {
     a.call("GET", &format!("{key}?min_seq=x"), None)
         .await
         .problem(400);
+    // JSON may spell the field with escapes; serde reads it as `min_seq`, so must the wait.
+    let escaped = format!(r#"{{"keys":["{}"],"min\u005fseq":{past}}}"#, b64(b"k"));
+    let p = a
+        .typed(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some("application/json"),
+            escaped.as_bytes(),
+        )
+        .await
+        .problem(422);
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no write has sequence"),
+        "{p}"
+    );
+}
+
+/// Each change answers its own sequence, not the store's newest: writers racing each other
+/// (synced, so they share groups) are each told a different one, and the value a reader at
+/// that sequence sees. POST reads and dry runs answer none; a deleteRange answers its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_are_each_told_their_own_sequence() {
+    let a = std::sync::Arc::new(api());
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let key = format!(
+                    "/api/v1/kv/{}?sync=true",
+                    path_key(format!("r{i:02}").as_bytes())
+                );
+                let r = a.call("PUT", &key, Some(json!({"value": b64(b"v")}))).await;
+                r.sequence.expect("a PUT answers its sequence")
+            })
+        })
+        .collect();
+    let mut told = Vec::new();
+    for t in tasks {
+        told.push(t.await.unwrap());
+    }
+    told.sort_unstable();
+    told.dedup();
+    assert_eq!(
+        told.len(),
+        32,
+        "two writers were told one sequence: {told:?}"
+    );
+    assert_eq!(told.last().copied(), Some(a.db.latest_sequence()));
+
+    for (uri, body) in [
+        ("/api/v1/kv:scan", json!({})),
+        ("/api/v1/kv:batchGet", json!({"keys": [b64(b"r00")]})),
+        (
+            "/api/v1/kv:deleteRange",
+            json!({"start": b64(b"r"), "end": b64(b"s"), "dry_run": true}),
+        ),
+    ] {
+        let r = a.call("POST", uri, Some(body)).await;
+        assert_eq!(r.status, StatusCode::OK, "{uri}");
+        assert_eq!(r.sequence, None, "{uri} changes nothing");
+    }
+    let before = a.db.latest_sequence();
+    let r = a
+        .call(
+            "POST",
+            "/api/v1/kv:deleteRange",
+            Some(json!({"start": b64(b"r"), "end": b64(b"s")})),
+        )
+        .await;
+    let at = r.sequence.expect("a deleteRange answers its sequence");
+    assert!(at > before && at == a.db.latest_sequence(), "{before} {at}");
 }

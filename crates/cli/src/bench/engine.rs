@@ -433,6 +433,7 @@ impl BenchEngine for StrataEngine {
         }
         self.db
             .write_with_value_file(WriteBatch::new(), file, &self.write)
+            .map(|_committed_at| ())
             .map_err(err)
     }
 

@@ -61,6 +61,7 @@ use crate::blob::{BlobEpoch, BlobStore};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
+use crate::key::SequenceNumber;
 use crate::memtable::MemTable;
 use crate::options::{ColumnFamilyOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::SnapshotList;
@@ -495,48 +496,41 @@ impl Db {
     /// lookup `write` makes.
     fn write_checked(&self, b: WriteBatch, opts: &WriteOptions, cf: &ColumnFamily) -> Result<()> {
         cf.resolve(self.inner.id)?;
-        self.submit(b, opts, false)
+        self.submit(b, opts, false).map(|_| ())
     }
 
     /// Applies a batch atomically, across column families too. With `sync` the write survives
     /// power loss once this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.submit(batch, opts, true).map(|_| ())
+    }
+
+    /// As [`write`](Self::write), answering the sequence number the batch committed at (its
+    /// last record's; for an empty batch, the store's newest): what a reader elsewhere, such as
+    /// a replica, must show before it shows this write.
+    pub fn write_sequenced(
+        &self,
+        batch: WriteBatch,
+        opts: &WriteOptions,
+    ) -> Result<SequenceNumber> {
         self.submit(batch, opts, true)
     }
 
-    /// Commits `batch` only if that needs no wait, on the caller's thread: `Committed` once it
-    /// is written, exactly as `write` would have written it; else the batch comes back
-    /// untouched, `Busy` when another writer holds the write path for a moment (worth trying
-    /// again soon), `MustWait` when it would have to wait (a sync asked, a value for a blob
-    /// file, a partial write, a stall or a memtable to switch, a store whose files are not on
-    /// this machine's disk): the caller then `write`s it where waiting is fine. An async server
-    /// writes so on its own workers (doc/architecture.md, "Write path").
-    pub fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<TryWrite> {
-        self.check_batch(&batch, true)?;
-        let syncs = opts.sync && !opts.disable_wal;
-        if batch.is_empty() {
-            // Nothing to write; a sync asked for is a wait (`write` makes it a barrier).
-            return Ok(if syncs {
-                TryWrite::MustWait(batch)
-            } else {
-                TryWrite::Committed
-            });
-        }
-        if self.inner.may_separate(&batch)? {
-            return Ok(TryWrite::MustWait(batch));
-        }
-        self.inner.try_write(batch, opts)
-    }
-
     /// Checks a batch (with `check_cfs`, that every column family it names exists) and commits it.
-    fn submit(&self, batch: WriteBatch, opts: &WriteOptions, check_cfs: bool) -> Result<()> {
+    fn submit(
+        &self,
+        batch: WriteBatch,
+        opts: &WriteOptions,
+        check_cfs: bool,
+    ) -> Result<SequenceNumber> {
         self.check_batch(&batch, check_cfs)?;
         if batch.is_empty() {
             // Nothing to log, but a synced write promises that everything before it is durable.
-            return match opts.sync && !opts.disable_wal {
-                true => self.sync_wal_to(opts.durability),
-                false => Ok(()),
-            };
+            let newest = self.latest_sequence();
+            if opts.sync && !opts.disable_wal {
+                self.sync_wal_to(opts.durability)?;
+            }
+            return Ok(newest);
         }
         // Large values go to blob files first; the files stay unevictable until the write lands.
         let (batch, _pending) = self.inner.separate_values(batch)?;

@@ -5,18 +5,20 @@
 
 use std::sync::Arc;
 
-use super::DbInner;
 use super::batch::WriteBatch;
 use super::write::{PendingWrite, WalState, memtables_for};
+use super::{Db, DbInner};
 use crate::error::Result;
+use crate::key::SequenceNumber;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 
 /// What [`Db::try_write`](super::Db::try_write) did with a batch.
 #[derive(Debug)]
 pub enum TryWrite {
-    /// Written, exactly as `write` would have written it.
-    Committed,
+    /// Written, exactly as `write` would have written it, at this sequence number (its last
+    /// record's; for an empty batch, the store's newest).
+    Committed(SequenceNumber),
     /// Handed back untouched because another writer holds the write path for a moment: it leads
     /// a group, or holds the WAL or the store's state. Trying again soon may commit it.
     Busy(WriteBatch),
@@ -30,7 +32,7 @@ impl TryWrite {
     /// The batch handed back, if it was.
     pub fn into_batch(self) -> Option<WriteBatch> {
         match self {
-            TryWrite::Committed => None,
+            TryWrite::Committed(_) => None,
             TryWrite::Busy(b) | TryWrite::MustWait(b) => Some(b),
         }
     }
@@ -48,6 +50,32 @@ impl Declined {
             Declined::Busy => TryWrite::Busy(batch),
             Declined::MustWait => TryWrite::MustWait(batch),
         }
+    }
+}
+
+impl Db {
+    /// Commits `batch` only if that needs no wait, on the caller's thread: `Committed` once it
+    /// is written, exactly as `write` would have written it; else the batch comes back
+    /// untouched, `Busy` when another writer holds the write path for a moment (worth trying
+    /// again soon), `MustWait` when it would have to wait (a sync asked, a value for a blob
+    /// file, a partial write, a stall or a memtable to switch, a store whose files are not on
+    /// this machine's disk): the caller then `write`s it where waiting is fine. An async server
+    /// writes so on its own workers (doc/architecture.md, "Write path").
+    pub fn try_write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<TryWrite> {
+        self.check_batch(&batch, true)?;
+        let syncs = opts.sync && !opts.disable_wal;
+        if batch.is_empty() {
+            // Nothing to write; a sync asked for is a wait (`write` makes it a barrier).
+            return Ok(if syncs {
+                TryWrite::MustWait(batch)
+            } else {
+                TryWrite::Committed(self.latest_sequence())
+            });
+        }
+        if self.inner.may_separate(&batch)? {
+            return Ok(TryWrite::MustWait(batch));
+        }
+        self.inner.try_write(batch, opts)
     }
 }
 
@@ -80,7 +108,7 @@ impl DbInner {
         };
         let mut writes = [PendingWrite::unsynced(batch, disable_wal)];
         self.commit_with_room(&mut wal, &mut writes, &touched, Some(mems))?;
-        Ok(TryWrite::Committed)
+        Ok(TryWrite::Committed(writes[0].committed_at()))
     }
 
     /// The memtables a group writing to `touched` goes into, if it could commit now without

@@ -16,6 +16,7 @@ use crate::blob::{BlobHeader, ChunkSums, HEADER_SIZE, RECORD_HEADER_SIZE};
 use crate::db::column_family::ColumnFamily;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PositionalFile};
+use crate::key::SequenceNumber;
 use crate::options::{MAX_WRITE_SIZE, WriteOptions, oversized_key};
 
 /// How much of a value file commit reads at a time when it must checksum the value again.
@@ -182,12 +183,13 @@ impl Db {
     /// becomes a blob file of the store and its index is written after `batch`'s records (so it
     /// wins over a put of the same key in `batch`). With `sync`, the value is durable when this
     /// returns; without, it is as durable as any unsynced write (a later synced write covers it).
+    /// Answers the sequence number the write committed at, as `write_sequenced` does.
     pub fn write_with_value_file(
         &self,
         batch: WriteBatch,
         value: ValueFile,
         opts: &WriteOptions,
-    ) -> Result<()> {
+    ) -> Result<SequenceNumber> {
         self.check_batch(&batch, true)?;
         let cf = value.cf.resolve(self.inner.id)?.clone();
         let (batch, pending) = self.inner.adopt_value_file(batch, &cf, value, opts.sync)?;

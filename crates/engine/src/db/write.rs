@@ -32,6 +32,12 @@ pub(super) struct PendingWrite {
 }
 
 impl PendingWrite {
+    /// The sequence number this write committed at: its last record's.
+    pub(super) fn committed_at(&self) -> SequenceNumber {
+        let records = self.batch.len() as SequenceNumber;
+        self.batch.sequence() + records.saturating_sub(1)
+    }
+
     /// A write without a sync, as `try_write` takes it.
     pub(super) fn unsynced(batch: WriteBatch, disable_wal: bool) -> PendingWrite {
         PendingWrite {
@@ -88,19 +94,22 @@ fn group_sync(writes: &[PendingWrite]) -> Option<Option<Durability>> {
 /// The outcome shared by every writer of one group.
 #[derive(Debug, Default)]
 struct Group {
-    outcome: Mutex<Option<Result<()>>>,
+    /// On success, the sequence number each write committed at, by its place in the group.
+    outcome: Mutex<Option<Result<Vec<SequenceNumber>>>>,
     /// Writes refused alone, by their place in the group.
     refused: Mutex<Vec<(usize, Error)>>,
 }
 
 impl Group {
-    /// The outcome for the write at `place`.
-    fn outcome_of(&self, place: usize) -> Option<Result<()>> {
+    /// The outcome for the write at `place`: the sequence number it committed at.
+    fn outcome_of(&self, place: usize) -> Option<Result<SequenceNumber>> {
         if let Some((_, e)) = self.refused.lock().iter().find(|(p, _)| *p == place) {
             return Some(Err(e.duplicate()));
         }
         self.outcome.lock().as_ref().map(|o| match o {
-            Ok(()) => Ok(()),
+            Ok(committed) => committed.get(place).copied().ok_or_else(|| {
+                Error::Background(format!("no write at place {place} of its group"))
+            }),
             Err(e) => Err(e.duplicate()),
         })
     }
@@ -186,7 +195,9 @@ pub(super) fn apply_to_memtable(
 }
 
 impl DbInner {
-    pub(super) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+    /// Commits `batch` in a group with the writers queued beside it; answers the sequence number
+    /// it committed at.
+    pub(super) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<SequenceNumber> {
         let mut q = self.queue.lock();
         let place = q.pending.len();
         q.pending.push(PendingWrite {
@@ -228,11 +239,16 @@ impl DbInner {
                 .enumerate()
                 .filter_map(|(i, w)| Some((i, w.refused.take()?))),
         );
-        *taken.outcome.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
+        let committed = result.map(|()| writes.iter().map(PendingWrite::committed_at).collect());
+        *taken.outcome.lock() = Some(committed.as_ref().map_err(Error::duplicate).cloned());
         q.leader_active = false;
         drop(q);
         self.queue_cv.notify_all();
-        taken.outcome_of(place).unwrap_or(result)
+        taken.outcome_of(place).unwrap_or_else(|| {
+            Err(Error::Background(
+                "a write group ended without its outcome".into(),
+            ))
+        })
     }
 
     /// Resolves the partial writes of each write that has any, against the store as the last

@@ -259,6 +259,7 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
         .map(|t| {
             let db = db.clone();
             std::thread::spawn(move || {
+                let mut committed_at = Vec::new();
                 for i in 0..500u32 {
                     // Synced writes: while a leader waits on fsync, the others queue up behind it.
                     let opts = WriteOptions {
@@ -266,15 +267,19 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
                         disable_wal: false,
                         ..Default::default()
                     };
-                    db.put_with(&opts, format!("t{t}-{i:05}"), format!("{i}"))
-                        .unwrap();
+                    let mut batch = WriteBatch::new();
+                    batch.put(format!("t{t}-{i:05}"), format!("{i}"));
+                    batch.put(format!("t{t}-{i:05}-twin"), format!("{i}"));
+                    committed_at.push(db.write_sequenced(batch, &opts).unwrap());
                 }
+                committed_at
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let mut committed_at: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     let stats = db.statistics();
     assert_eq!(stats.write_batches, 2000);
     assert!(
@@ -282,10 +287,19 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
         "no write was ever grouped: {stats:?}"
     );
     assert_eq!(stats.wal_syncs, stats.write_groups, "one fsync per group");
+    // Each writer is told its own batch's last sequence number, not its group's: batches of two
+    // records from the store's first write end at 2, 4, 6, ... each once.
+    committed_at.sort_unstable();
+    let expected: Vec<u64> = (1..=2000).map(|n| 2 * n).collect();
+    assert!(
+        committed_at == expected,
+        "sequences answered are not each batch's own: first {:?}",
+        &committed_at[..10]
+    );
     drop(db);
     let db = Db::open(dir.path(), small_options()).unwrap();
-    assert_eq!(keys(&db, &ReadOptions::default()).len(), 2000);
-    assert_eq!(db.properties().last_sequence, 2000);
+    assert_eq!(keys(&db, &ReadOptions::default()).len(), 4000);
+    assert_eq!(db.properties().last_sequence, 4000);
 }
 
 /// Writers keep writing while another thread closes the store, with memtables small enough

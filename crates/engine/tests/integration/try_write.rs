@@ -26,9 +26,10 @@ fn a_write_that_needs_no_wait_commits_at_once_and_survives_a_reopen() {
         let db = Db::open(dir.path(), Options::default()).unwrap();
         for i in 0..100 {
             let batch = one(&format!("k{i:03}"), format!("v{i}").as_bytes());
+            // Each commits at its own sequence number: the store's first write is 1.
             assert!(matches!(
                 db.try_write(batch, &unsynced()).unwrap(),
-                TryWrite::Committed
+                TryWrite::Committed(seq) if seq == i + 1
             ));
         }
         assert_eq!(db.get("k042").unwrap().unwrap(), &b"v42"[..]);
@@ -36,7 +37,7 @@ fn a_write_that_needs_no_wait_commits_at_once_and_survives_a_reopen() {
         // An empty batch writes nothing and needs nothing.
         assert!(matches!(
             db.try_write(WriteBatch::new(), &unsynced()).unwrap(),
-            TryWrite::Committed
+            TryWrite::Committed(100)
         ));
         // The WAL holds them, unflushed: a read-only open beside the writer replays them.
         let reader = Db::open_read_only(dir.path(), Options::default()).unwrap();
@@ -94,7 +95,7 @@ fn a_write_that_would_wait_is_handed_back_untouched_and_written_then() {
         let batch = one(&format!("fill{i:06}"), &[1u8; 500]);
         i += 1;
         match db.try_write(batch, &unsynced()).unwrap() {
-            TryWrite::Committed => {}
+            TryWrite::Committed(_) => {}
             TryWrite::MustWait(back) => break back,
             TryWrite::Busy(_) => panic!("busy with no other writer"),
         }
