@@ -137,6 +137,16 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
         stdout(&made)
     );
     assert!(put(&writer, "v/2", "bucket").status < 300);
+    // A replica follows the newest version; one of a checkpoint would never move.
+    let pinned = strata_cmd(
+        &sw.endpoint,
+        &["--checkpoint", "one", "serve", "--replica-of", &url],
+    );
+    let said = String::from_utf8_lossy(&pinned.stderr);
+    assert!(
+        !pinned.status.success() && said.contains("never changes"),
+        "{said}"
+    );
     // A second server reads the checkpoint, read-only: v/1 only, and writes are refused.
     let at_one = Serve::start_bucket(
         &url,

@@ -33,7 +33,7 @@ pub use events::{Event, EventHub};
 pub use freshness::SEQUENCE_HEADER;
 pub use problem::Problem;
 pub use routes::openapi::{ApiDoc, document as openapi_document};
-pub use serve::{ServeConfig, serve, serve_until, token_for};
+pub use serve::{ServeConfig, serve, serve_until, token_at, token_for};
 pub use state::{AppState, Limits, MAX_BODY_LIMIT, MountLink, Security};
 
 /// The whole API, every layer included.

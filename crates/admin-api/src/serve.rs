@@ -33,6 +33,16 @@ pub fn token_for(
     token_file: Option<&Path>,
     listen: &SocketAddr,
 ) -> io::Result<String> {
+    token_at(&store.join("serve.token"), token_file, listen)
+}
+
+/// [`token_for`], with the token made at the first start in `default_file`: a server that
+/// must not share the store's own token (a replica beside its writer) names another.
+pub fn token_at(
+    default_file: &Path,
+    token_file: Option<&Path>,
+    listen: &SocketAddr,
+) -> io::Result<String> {
     if let Some(f) = token_file {
         return crate::token::read_token_file(f);
     }
@@ -42,7 +52,7 @@ pub fn token_for(
             format!("listening on {listen} (not loopback) needs --token-file"),
         ));
     }
-    let path: PathBuf = store.join("serve.token");
+    let path: PathBuf = default_file.to_path_buf();
     match crate::token::read_token_file(&path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             match crate::token::create_token_file(&path) {

@@ -36,8 +36,11 @@ const BATCH: usize = 64;
 /// Whether a store's working copy may follow the log.
 #[derive(Debug)]
 pub(crate) enum Following {
-    /// A writer's (its files are its own) or a checkpoint's (which never changes).
+    /// A writer's: its files are its own.
     Never,
+    /// A checkpoint's, which never changes: a replica of it would never move, and says so
+    /// rather than look healthy. The checkpoint's name.
+    Pinned(String),
     /// A read-only open in a writer's working copy: following would overwrite the WAL bytes
     /// only that writer holds. Why, for the replica to report.
     Refused(String),

@@ -259,7 +259,12 @@ impl FileSystem for BucketFs {
                 Ok(changed)
             }
             Following::Refused(why) => Err(Error::InvalidArgument(why.clone())),
-            // A writer's working copy is its own; a checkpoint never changes.
+            Following::Pinned(name) => Err(Error::InvalidArgument(format!(
+                "{} is open at checkpoint {name}, which never changes: a replica follows the \
+                 store's newest version",
+                s.client.url()
+            ))),
+            // A writer's working copy is its own.
             Following::Never => Ok(false),
         }
     }

@@ -184,7 +184,11 @@ impl BucketFs {
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             write_state(&root, &config.url, &[])?;
             let placed = crate::working_copy::reconcile(&client, &root, &replayed, false)?;
-            return Self::assemble(config, root, client, None, placed, lock, Reading::default());
+            let pinned = Reading {
+                lease: None,
+                follow: Following::Pinned(name.clone()),
+            };
+            return Self::assemble(config, root, client, None, placed, lock, pinned);
         }
         let ours = read_state(&root, &config.url);
         if config.read_only {

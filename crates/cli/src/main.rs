@@ -488,6 +488,13 @@ fn run(cli: Cli) -> Result<(), String> {
                     cli.db
                 ));
             }
+            Some(_) if cli.bucket.checkpoint.is_some() => {
+                return Err(
+                    "--checkpoint pins a version that never changes, and a replica follows the \
+                     newest: serve a checkpoint with --db s3://… --checkpoint NAME --read-only"
+                        .into(),
+                );
+            }
             Some(source) => {
                 let replica = store::BucketArgs {
                     replica: true,

@@ -36,7 +36,7 @@ pub struct ServeArgs {
     poll_ms: u64,
     /// A file holding the bearer token: at least 16 of letters, digits and -._~+/ (then = at the
     /// end), the file owned by this user and private to it (chmod 600); default:
-    /// DIR/serve.token, made at the first start.
+    /// DIR/serve.token, made at the first start (a replica of a directory: DIR/serve-replica.token).
     #[arg(long)]
     token_file: Option<PathBuf>,
     /// Another Host header name to accept (the loopback names always are).
@@ -100,7 +100,13 @@ pub fn run(
     if args.seed_demo && !read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
     }
-    let token = strata_admin_api::token_for(db_dir, args.token_file.as_deref(), &args.listen)
+    // A replica of a directory is opened in its writer's directory: with the writer's token,
+    // whoever may read the replica could write through the writer. It makes its own.
+    let own_token = match replica && !crate::store::is_bucket() {
+        true => db_dir.join("serve-replica.token"),
+        false => db_dir.join("serve.token"),
+    };
+    let token = strata_admin_api::token_at(&own_token, args.token_file.as_deref(), &args.listen)
         .map_err(|e| format!("token: {e}"))?;
     // A terminal gets a console link that signs in by itself; a log gets no secret.
     let console_link = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {

@@ -420,3 +420,37 @@ fn a_replica_whose_lease_lapsed_pins_again() {
         "the replica's own lease"
     );
 }
+
+/// A replica of a checkpoint never moves: it says so (a failed round naming the checkpoint,
+/// a wait answered `Unavailable`) rather than look healthy at lag zero, and serves it still.
+#[test]
+fn a_replica_of_a_checkpoint_says_it_never_follows() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("replica-pinned");
+    let tmp = tempfile::tempdir().unwrap();
+    let (_fs, db) = writer(s, &url, &tmp.path().join("w"));
+    db.put_with(&synced(), b"k", b"1").unwrap();
+    checkpoint::create(&client(s, &url), "frozen").unwrap();
+    db.put_with(&synced(), b"k", b"2").unwrap();
+    let fs = BucketFs::open(&BucketConfig {
+        read_only: true,
+        checkpoint: Some("frozen".into()),
+        ..s.config(&url, tmp.path().join("r"), Durability::Remote)
+    })
+    .unwrap();
+    let root = fs.root().to_path_buf();
+    let opts = Options {
+        filesystem: Arc::new(fs),
+        ..Options::default()
+    };
+    let replica = Db::open_replica(&root, opts, POLL).unwrap();
+    let e = replica
+        .wait_for_sequence(db.latest_sequence(), Duration::from_secs(2))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let status = replica.replica_status().unwrap();
+    assert!(status.failures > 0 && status.rounds == 0, "{status:?}");
+    let why = status.last_error.unwrap_or_default();
+    assert!(why.contains("checkpoint frozen"), "{why}");
+    assert_eq!(get(&replica, "k"), Some(b"1".to_vec()), "still serving it");
+}
