@@ -269,6 +269,11 @@ impl FileSystem for BucketFs {
         }
     }
 
+    /// A replica's working copy keeps a dropped file until no read needs it (`refresh`).
+    fn shares_deletions_with_readers(&self) -> bool {
+        false
+    }
+
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = self.shared.local.list(dir)?;
         if dir == self.shared.root {

@@ -20,6 +20,9 @@ pub(crate) struct OpenFiles<T> {
     shards: Vec<Mutex<Shard<T>>>,
     per_shard: usize,
     clock: AtomicU64,
+    /// Readers held open past the bound (`hold`): a replica beside its writer holds every file
+    /// its reads may reach, since the writer may delete one before the replica opens it again.
+    held: Mutex<HashMap<u64, Arc<T>>>,
 }
 
 impl<T> OpenFiles<T> {
@@ -28,6 +31,7 @@ impl<T> OpenFiles<T> {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: (max_open / SHARDS).max(1),
             clock: AtomicU64::new(0),
+            held: Mutex::new(HashMap::new()),
         }
     }
 
@@ -39,9 +43,41 @@ impl<T> OpenFiles<T> {
     pub(crate) fn get(&self, number: u64) -> Option<Arc<T>> {
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut shard = self.shard(number).lock();
-        let (reader, last_use) = shard.get_mut(&number)?;
-        *last_use = tick;
-        Some(reader.clone())
+        match shard.get_mut(&number) {
+            Some((reader, last_use)) => {
+                *last_use = tick;
+                Some(reader.clone())
+            }
+            // Only a miss looks further: it precedes an open anyway.
+            None => self.held.lock().get(&number).cloned(),
+        }
+    }
+
+    /// Holds open a reader of each of `numbers` not held yet, opened by `open` (or the one
+    /// already open), until `release_except` lets go of it.
+    pub(crate) fn hold<E>(
+        &self,
+        numbers: impl IntoIterator<Item = u64>,
+        open: impl Fn(u64) -> Result<Arc<T>, E>,
+    ) -> Result<(), E> {
+        for n in numbers {
+            if self.held.lock().contains_key(&n) {
+                continue;
+            }
+            // Not opened under the shard's lock: opening reads the disk.
+            let open_now = self.shard(n).lock().get(&n).map(|(r, _)| r.clone());
+            let reader = match open_now {
+                Some(reader) => reader,
+                None => open(n)?,
+            };
+            self.held.lock().insert(n, reader);
+        }
+        Ok(())
+    }
+
+    /// Lets go of every held reader but those of `numbers`.
+    pub(crate) fn release_except(&self, numbers: &std::collections::BTreeSet<u64>) {
+        self.held.lock().retain(|n, _| numbers.contains(n));
     }
 
     /// Keeps `reader` (opened outside any lock) for file `number`, closing the least recently
@@ -62,6 +98,7 @@ impl<T> OpenFiles<T> {
     /// Closes file `number`'s reader (once no read holds it): the file is being deleted.
     pub(crate) fn remove(&self, number: u64) {
         self.shard(number).lock().remove(&number);
+        self.held.lock().remove(&number);
     }
 
     /// Readers kept open.
@@ -95,5 +132,25 @@ mod tests {
             open.insert(n, Arc::new("x"));
         }
         assert_eq!(open.len(), SHARDS * 2);
+    }
+
+    #[test]
+    fn held_readers_outlive_the_bound_until_released() {
+        let open = OpenFiles::new(SHARDS);
+        open.insert(0, Arc::new("open"));
+        let opened = |n: u64| Ok::<_, ()>(Arc::new(if n == 16 { "sixteen" } else { "other" }));
+        open.hold([0, 16], opened).unwrap();
+        // A file open already is held as it is; another is opened.
+        assert_eq!(open.get(0).as_deref(), Some(&"open"));
+        for n in 1..1000 {
+            open.insert(n * SHARDS as u64, Arc::new("x"));
+        }
+        assert_eq!(open.get(0).as_deref(), Some(&"open"), "evicted, still held");
+        open.release_except(&[16].into());
+        assert!(open.get(0).is_none());
+        assert!(open.get(16).is_some());
+        assert_eq!(open.hold([32], |_| Err("gone")), Err("gone"));
+        open.remove(16);
+        assert!(open.get(16).is_none());
     }
 }

@@ -398,6 +398,22 @@ impl BlobStore {
         Ok(self.readers.insert(number, r))
     }
 
+    /// Holds the readers of blob files `numbers` open until `release_except`
+    /// (`OpenFiles::hold`).
+    pub(crate) fn hold(&self, numbers: impl IntoIterator<Item = u64>) -> Result<()> {
+        self.readers.hold(numbers, |n| {
+            Ok(Arc::new(BlobFileReader::open(
+                self.fs.as_ref(),
+                &self.path(n),
+            )?))
+        })
+    }
+
+    /// Lets go of every held reader but those of `numbers`.
+    pub(crate) fn release_except(&self, numbers: &std::collections::BTreeSet<u64>) {
+        self.readers.release_except(numbers);
+    }
+
     /// The block cache as a ranged read of a chunked record uses it.
     pub(crate) fn piece_cache(&self, fill_cache: bool) -> chunk_read::PieceCache<'_> {
         self.cache.as_deref().map(|c| (c, fill_cache))

@@ -14,9 +14,14 @@
 //!   snapshots, so only those views still hold what the snapshot sees.
 //! - Reads in flight keep the view they started with; its tables stay open through the table
 //!   cache, and its memtables live as long as the view.
+//! - On a disk shared with the writer (`FileSystem::shares_deletions_with_readers`), every table
+//!   and blob file a view may read is held open from before the view is installed until no
+//!   view reads it: the writer deletes a file as soon as its own versions let go of it, and an
+//!   unlinked file reads on only through a descriptor already open. A file gone before it was
+//!   held fails the round, which reads the newer MANIFEST again.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
@@ -181,15 +186,35 @@ impl DbInner {
                 files.extend(r.files.iter().cloned());
             }
         }
-        files.extend(self.blobs.pinned().into_iter().map(blob_name));
+        files.extend(self.blobs.pinned().into_iter().map(filename::blob_name));
         let unread: Vec<u64> = self
             .blobs
             .numbers()
             .into_iter()
-            .filter(|&n| !files.contains(&blob_name(n)))
+            .filter(|&n| !files.contains(&filename::blob_name(n)))
             .collect();
         self.blobs.forget(unread);
+        let (tables, blobs) = numbers_of(&files);
+        self.tables.release_except(&tables);
+        self.blobs.release_except(&blobs);
         files
+    }
+
+    /// On a disk shared with the writer, holds every table and blob file in `files` open
+    /// (see the module's invariants); elsewhere nothing.
+    pub(super) fn hold_files_open(&self, files: &BTreeSet<String>) -> Result<()> {
+        if !self.fs.shares_deletions_with_readers() {
+            return Ok(());
+        }
+        let (tables, blobs) = numbers_of(files);
+        self.tables.hold(tables)?;
+        self.blobs.hold(blobs)
+    }
+
+    /// `hold_files_open` for the version the store opened at, before a replica serves it.
+    pub(super) fn hold_opened_files(&self) -> Result<()> {
+        let files = files_read(&self.versions.lock());
+        self.hold_files_open(&files)
     }
 
     /// Which MANIFEST CURRENT names, and how long it is.
@@ -243,6 +268,7 @@ impl DbInner {
             true,
         )?;
         self.catching_up.lock().growing_blobs.extend(unsealed);
+        self.hold_files_open(&files_read(&versions))?;
         let (mut mems, after) = match unchanged {
             true => (
                 self.current_memtables(),
@@ -400,21 +426,24 @@ fn files_read(versions: &VersionSet) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     for cf in versions.column_families().values() {
         for level in &cf.current.levels {
-            files.extend(level.iter().map(|f| {
-                filename::table_file(Path::new(""), f.number)
-                    .to_string_lossy()
-                    .into_owned()
-            }));
+            files.extend(level.iter().map(|f| filename::table_name(f.number)));
         }
-        files.extend(cf.blob_files.keys().copied().map(blob_name));
+        files.extend(cf.blob_files.keys().copied().map(filename::blob_name));
     }
     files
 }
 
-fn blob_name(number: u64) -> String {
-    filename::blob_file(Path::new(""), number)
-        .to_string_lossy()
-        .into_owned()
+/// The table and blob file numbers among `files`' names.
+fn numbers_of(files: &BTreeSet<String>) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    let (mut tables, mut blobs) = (BTreeSet::new(), BTreeSet::new());
+    for name in files {
+        match filename::parse(name) {
+            FileKind::Table(n) => tables.insert(n),
+            FileKind::Blob(n) => blobs.insert(n),
+            _ => false,
+        };
+    }
+    (tables, blobs)
 }
 
 /// Whether `e` may come from files changing under the read rather than from damage: one went

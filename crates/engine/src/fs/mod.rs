@@ -224,6 +224,14 @@ pub trait FileSystem: Send + Sync + Debug {
         let _ = (dir, reading);
         Ok(true)
     }
+    /// Whether a reader of a directory sees its writer's deletions at once (the local disk:
+    /// one directory for both), so that a replica must hold open every table and blob file its
+    /// reads may reach: an unlinked file still reads through a descriptor open on it. A
+    /// backend that keeps a reader's files until `refresh` is told no read needs them (a
+    /// bucket's working copy) says no.
+    fn shares_deletions_with_readers(&self) -> bool {
+        true
+    }
     /// A backend other than the local disk reports its own counters here (a bucket store's
     /// requests and cache); the local disk has none.
     fn storage_stats(&self) -> Option<StorageStats> {

@@ -1,5 +1,6 @@
 //! Open table readers, bounded by `max_open_files` (`OpenFiles`).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -73,7 +74,24 @@ impl TableCache {
         if let Some(reader) = self.readers.get(number) {
             return Ok(reader);
         }
-        // Open outside the lock: opening reads the footer, index and filter from disk.
+        let reader = self.open(number, level)?;
+        Ok(self.readers.insert(number, reader))
+    }
+
+    /// Holds the readers of tables `numbers` open until `release_except` (`OpenFiles::hold`).
+    pub(crate) fn hold(&self, numbers: impl IntoIterator<Item = u64>) -> Result<()> {
+        // The level only places the index and filter; a held table is read at any.
+        self.readers.hold(numbers, |n| self.open(n, 1))
+    }
+
+    /// Lets go of every held reader but those of `numbers`.
+    pub(crate) fn release_except(&self, numbers: &BTreeSet<u64>) {
+        self.readers.release_except(numbers);
+    }
+
+    /// A reader of table `number`, opened now (outside any lock: opening reads the footer,
+    /// index and filter from disk).
+    fn open(&self, number: u64, level: usize) -> Result<Arc<TableReader>> {
         let path = table_file(&self.dir, number);
         let file = self.fs.open_random(&path)?;
         let reader = Arc::new(TableReader::open(
@@ -85,7 +103,7 @@ impl TableCache {
             self.stats.clone(),
         )?);
         self.stats.table_opens.inc();
-        Ok(self.readers.insert(number, reader))
+        Ok(reader)
     }
 
     /// The reader of table `number` at `level` for a read with `opts`: a cache-only read takes

@@ -391,6 +391,83 @@ fn a_replica_forgets_blob_files_no_read_reaches() {
     assert_eq!(replica.get("big3").unwrap().as_deref(), Some(&b"small"[..]));
 }
 
+/// A replica beside its writer reads what its views hold even once the writer's compactions
+/// deleted every table and blob file of them, before the replica ever opened one: the view it
+/// opened at (under a snapshot), and the one a catch-up moved it to.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_replica_reads_files_its_writer_deleted_before_it_opened_them() {
+    use std::time::Duration;
+    let dir = crate::common::tempdir();
+    let mut o = writer_options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 1024;
+    o.cf.blob_file_size = 64 << 10;
+    let writer = Db::open(dir.path(), o.clone()).unwrap();
+    let on_disk = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sst") || n.ends_with(".blob"))
+            .collect();
+        names.sort();
+        names
+    };
+    let rewrite = |round: u64| {
+        for i in 0..8 {
+            writer
+                .put(format!("big{i}"), noise(round * 8 + i, 32 << 10))
+                .unwrap();
+            writer.put(format!("k{i}"), format!("v{round}")).unwrap();
+            if i % 2 == 1 {
+                writer.flush().unwrap();
+            }
+        }
+        writer.compact_range(None, None).unwrap();
+        on_disk()
+    };
+    let first = rewrite(1);
+    let replica = Db::open_replica(dir.path(), o.clone(), Duration::from_secs(3600)).unwrap();
+    let opened = replica.snapshot();
+    let second = rewrite(2);
+    assert!(
+        first.iter().all(|f| !second.contains(f)),
+        "the writer kept {first:?} in {second:?}"
+    );
+    replica
+        .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
+        .unwrap();
+    let third = rewrite(3);
+    assert!(
+        second.iter().all(|f| !third.contains(f)),
+        "{second:?} {third:?}"
+    );
+
+    let at = strata_engine::ReadOptions {
+        snapshot: Some(opened.clone()),
+        ..Default::default()
+    };
+    for i in 0..8 {
+        let key = format!("big{i}");
+        assert!(
+            replica.get_with(&at, &key).unwrap().as_deref() == Some(&noise(8 + i, 32 << 10)[..]),
+            "{key} at the opened version"
+        );
+        assert!(
+            replica.get(&key).unwrap().as_deref() == Some(&noise(16 + i, 32 << 10)[..]),
+            "{key} at the version caught up to"
+        );
+    }
+    assert_eq!(crate::db::keys(&replica, &at).len(), 16);
+    let now = crate::db::keys(&replica, &Default::default());
+    assert_eq!(now[8], (b"k0".to_vec(), b"v2".to_vec()));
+    drop((at, opened));
+    replica
+        .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(replica.get("k7").unwrap().as_deref(), Some(&b"v3"[..]));
+}
+
 /// `len` bytes no compressor shrinks, different for each `seed`.
 fn noise(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
