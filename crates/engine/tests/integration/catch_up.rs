@@ -25,6 +25,16 @@ fn writer_options() -> Options {
     o
 }
 
+/// `writer_options` with values of 1 KiB or more in blob files of a value or two each, sealed
+/// as they fill: the file being written is never deleted.
+fn blob_writer_options() -> Options {
+    let mut o = writer_options();
+    o.cf.enable_blob_files = true;
+    o.cf.min_blob_size = 1024;
+    o.cf.blob_file_size = 64 << 10;
+    o
+}
+
 #[test]
 #[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_reader_sees_every_acknowledged_write_and_never_goes_back() {
@@ -337,11 +347,7 @@ fn a_snapshot_on_a_reader_keeps_what_it_saw_across_catch_ups() {
 fn a_replica_forgets_blob_files_no_read_reaches() {
     use std::time::Duration;
     let dir = crate::common::tempdir();
-    let mut o = writer_options();
-    o.cf.enable_blob_files = true;
-    o.cf.min_blob_size = 1024;
-    // A file per value or two, sealed as it fills: the file being written is never deleted.
-    o.cf.blob_file_size = 64 << 10;
+    let o = blob_writer_options();
     let writer = Db::open(dir.path(), o.clone()).unwrap();
     for i in 0..8 {
         writer.put(format!("big{i}"), noise(i, 32 << 10)).unwrap();
@@ -399,10 +405,7 @@ fn a_replica_forgets_blob_files_no_read_reaches() {
 fn a_replica_reads_files_its_writer_deleted_before_it_opened_them() {
     use std::time::Duration;
     let dir = crate::common::tempdir();
-    let mut o = writer_options();
-    o.cf.enable_blob_files = true;
-    o.cf.min_blob_size = 1024;
-    o.cf.blob_file_size = 64 << 10;
+    let o = blob_writer_options();
     let writer = Db::open(dir.path(), o.clone()).unwrap();
     let on_disk = || -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
