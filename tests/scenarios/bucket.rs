@@ -568,6 +568,26 @@ fn a_served_local_store_is_backed_up_live_by_its_server() {
     assert!(!beside.status.success());
     let said = String::from_utf8_lossy(&beside.stderr);
     assert!(said.contains("admin:backup"), "{said}");
+    assert_eq!(said.matches("busy").count(), 1, "{said}");
+    // A backup into the store's own directory would be lost with it: refused before it is made.
+    let inside = dir.join("backups");
+    let refused = strata_cmd(
+        &sw.endpoint,
+        &[
+            "--db",
+            db,
+            "backup",
+            "create",
+            "--to",
+            inside.to_str().unwrap(),
+        ],
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("inside the store"),
+        "{said}"
+    );
+    assert!(!inside.exists(), "the refused destination was made");
     // Two writers, one of large values, answered before and during the backups.
     let acked: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let done = Arc::new(AtomicBool::new(false));

@@ -152,6 +152,12 @@ impl Collector for StoreMetrics {
             "snapshots alive",
             p.live_snapshots as i64,
         )?;
+        gauge(
+            &mut encoder,
+            "strata_held_deletion_bytes",
+            "bytes of files no longer needed that a backup keeps on disk",
+            p.held_deletion_bytes as i64,
+        )?;
         let mut files = encoder.encode_descriptor(
             "strata_level_files",
             "table files per column family and level",

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::local_backup::{create_from_dir, create_live, restore_to_dir};
+pub use crate::local_backup::{create_from_dir, create_live, refuse_inside_store, restore_to_dir};
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -53,12 +53,14 @@ pub fn create_from_dir(
             dir.display()
         )));
     }
-    let _lock = local.lock(&dir.join("LOCK")).map_err(|e| {
-        Error::Busy(format!(
-            "{} is open in another process (a running `strata serve`?): back it up through that \
-             process (`strata serve --backup-to DEST`, then `POST /api/v1/admin:backup`): {e}",
+    let _lock = local.lock(&dir.join("LOCK")).map_err(|e| match e {
+        // The lock's own words say who holds it; the kind is said once.
+        Error::Busy(why) => Error::Busy(format!(
+            "{why}: back {} up through that process (`strata serve --backup-to DEST`, then \
+             `POST /api/v1/admin:backup`)",
             dir.display()
-        ))
+        )),
+        other => other,
     })?;
     let mut files = Vec::new();
     for name in local.list(dir)?.into_iter().filter(|n| is_store_file(n)) {
@@ -81,7 +83,56 @@ pub fn create_live(
     progress: &dyn Fn(Progress),
 ) -> Result<BackupReport> {
     let live = db.live_files(flush)?;
-    back_up_image(&live.dir, &live.files, Some(&live.current), dest, progress)
+    let made = back_up_image(&live.dir, &live.files, Some(&live.current), dest, progress);
+    // A listed file missing is the store taking back its room, not damage: say so.
+    if made.is_err() {
+        live.still_kept()?;
+    }
+    made
+}
+
+/// Refuses to back up the local store in `store` into the directory `dest` when `dest` is the
+/// store's directory or inside it: such a backup would be lost with the store, and its objects
+/// would sit among the store's files. Call it before making `dest`; a backup checks again.
+pub fn refuse_inside_store(store: &Path, dest: &Path) -> Result<()> {
+    let store = store
+        .canonicalize()
+        .map_err(io(format!("resolving {}", store.display())))?;
+    let dest_resolved = resolved(dest)?;
+    if dest_resolved.starts_with(&store) {
+        return Err(Error::InvalidArgument(format!(
+            "{} is inside the store's directory {}: a backup there is lost with the store; \
+             back up to a directory outside it",
+            dest.display(),
+            store.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `path` made absolute with its links resolved as far as it exists (the rest may not yet):
+/// each part that exists is resolved before a `..` after it goes up from it, as the system
+/// would.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    use std::path::Component;
+    let absolute =
+        std::path::absolute(path).map_err(io(format!("resolving {}", path.display())))?;
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => {
+                out.push(other);
+                if let Ok(real) = out.canonicalize() {
+                    out = real;
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Backs up `files` of the store in `dir` (each its first `len` bytes) and, given, `current` as
@@ -93,6 +144,9 @@ fn back_up_image(
     dest: &Client,
     progress: &dyn Fn(Progress),
 ) -> Result<BackupReport> {
+    if let Some(dest_dir) = dest.place().strip_prefix("file://") {
+        refuse_inside_store(dir, Path::new(dest_dir))?;
+    }
     let canonical = dir
         .canonicalize()
         .map_err(io(format!("resolving {}", dir.display())))?;
@@ -167,14 +221,14 @@ fn upload_file(path: &Path, len: u64, crc: u32, to: &Client, key: &str) -> Resul
             .map_err(io(format!("reading {}", path.display())))?;
         Ok(Bytes::from(buf))
     };
+    // Nothing the store keeps for a backup changes under it, so this is a store (or someone)
+    // writing where it should not: the backup stops, names the file, and may be tried again.
     put_checked(to, key, len, crc, read, |(got_len, got_crc)| {
-        Error::Corruption {
-            file: path.to_path_buf(),
-            detail: format!(
-                "changed while it was backed up: {got_len} bytes of CRC {got_crc:#010x}, not {len} \
-             of {crc:#010x}"
-            ),
-        }
+        Error::Busy(format!(
+            "{} changed while it was backed up ({got_len} bytes of CRC {got_crc:#010x}, not \
+             {len} of {crc:#010x}): no backup was made; try again",
+            path.display()
+        ))
     })
 }
 
@@ -232,6 +286,22 @@ pub fn restore_to_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_destination_inside_the_store_is_refused_however_it_is_spelled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("db");
+        std::fs::create_dir(&store).unwrap();
+        let inside = |dest: &Path| refuse_inside_store(&store, dest).is_err();
+        assert!(inside(&store));
+        assert!(inside(&store.join("backups/one")), "not made yet");
+        assert!(inside(&tmp.path().join("elsewhere/../db/x")));
+        std::os::unix::fs::symlink(&store, tmp.path().join("link")).unwrap();
+        assert!(inside(&tmp.path().join("link/backups")), "through a link");
+        assert!(!inside(&tmp.path().join("backups")));
+        assert!(!inside(&tmp.path().join("db-backups")));
+        assert!(!inside(&store.join("../backups")));
+    }
 
     #[test]
     fn only_the_stores_own_files_are_backed_up() {

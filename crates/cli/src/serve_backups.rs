@@ -45,7 +45,8 @@ impl ServedBackups {
             }
             false => None,
         };
-        let dest = crate::versions::destination(destination, args)
+        let local = source.is_none().then(|| std::path::Path::new(served));
+        let dest = crate::versions::destination_of(local, destination, args)
             .map_err(|e| format!("--backup-to {destination}: {e}"))?;
         Ok(ServedBackups {
             destination: dest.place().to_string(),

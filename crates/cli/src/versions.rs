@@ -92,6 +92,16 @@ fn client(url: &str, args: &BucketArgs) -> Result<Client, String> {
 
 /// The backup destination `dest`: a bucket URL, or a directory (`file:///PATH` or a path).
 pub fn destination(dest: &str, args: &BucketArgs) -> Result<Client, String> {
+    destination_of(None, dest, args)
+}
+
+/// `destination`, for backups of the local store in `store` when given: a directory inside it
+/// is refused before it is made.
+pub fn destination_of(
+    store: Option<&std::path::Path>,
+    dest: &str,
+    args: &BucketArgs,
+) -> Result<Client, String> {
     if BucketUrl::is_bucket(dest) {
         return client(dest, args);
     }
@@ -101,7 +111,11 @@ pub fn destination(dest: &str, args: &BucketArgs) -> Result<Client, String> {
             "{dest:?} is neither s3://BUCKET/PREFIX nor a directory"
         ));
     }
-    Client::directory(std::path::Path::new(dir)).map_err(|e| e.to_string())
+    let dir = std::path::Path::new(dir);
+    if let Some(store) = store {
+        backup::refuse_inside_store(store, dir).map_err(err)?;
+    }
+    Client::directory(dir).map_err(|e| e.to_string())
 }
 
 fn err(e: strata_engine::Error) -> String {
@@ -290,7 +304,8 @@ pub fn backup(db: &str, args: &BucketArgs, command: &BackupCommand) -> Result<()
     let started = Instant::now();
     match command {
         BackupCommand::Create(to) => {
-            let dest = destination(&to.to, args)?;
+            let local = (!BucketUrl::is_bucket(db)).then(|| std::path::Path::new(db));
+            let dest = destination_of(local, &to.to, args)?;
             let progress = show_progress("backing up");
             let (r, spent) = if BucketUrl::is_bucket(db) {
                 let src = client(db, args)?;

@@ -311,6 +311,11 @@ pub struct Options {
     /// that deletions can still be written and compactions can free space (`db/reserve.rs`).
     /// 0 (the default) keeps no reserve.
     pub reserved_disk_bytes: u64,
+    /// While a backup holds the store's deletions back (`Db::live_files`), at most this many
+    /// bytes of files the store no longer needs wait on disk for it; past that the hold is
+    /// revoked, the files go, and the backup fails saying why. A full disk revokes it too.
+    /// 0 (the default): no bound but the disk's.
+    pub max_held_deletion_bytes: u64,
     /// Create the column families named in `column_families` that the store does not have yet.
     pub create_missing_column_families: bool,
     /// Options for named column families at open, replacing what the MANIFEST recorded (for
@@ -349,6 +354,7 @@ impl Default for Options {
             delayed_write_rate: 16 << 20,
             max_total_wal_size: 0,
             reserved_disk_bytes: 0,
+            max_held_deletion_bytes: 0,
             share_with_group: false,
             create_missing_column_families: false,
             column_families: HashMap::new(),

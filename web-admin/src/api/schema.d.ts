@@ -1201,6 +1201,16 @@ export interface components {
             flushes_running: number;
             /**
              * Format: int64
+             * @description See `held_deletions`.
+             */
+            held_deletion_bytes: number;
+            /**
+             * @description Files the store no longer needs that a backup keeps on disk until it is done
+             *     (`Db::live_files`), and their bytes (bounded by `max_held_deletion_bytes`).
+             */
+            held_deletions: number;
+            /**
+             * Format: int64
              * @description Newest sequence number visible to reads.
              */
             last_sequence: number;

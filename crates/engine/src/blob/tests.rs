@@ -176,7 +176,7 @@ fn store_of_files(dir: &Path, numbers: &[u64]) -> (Arc<BlobStore>, Arc<Stats>) {
     let store = BlobStore::new(
         dir,
         Arc::new(StdFileSystem),
-        crate::fs::Deletions::new(Arc::new(StdFileSystem)),
+        crate::fs::Deletions::new(Arc::new(StdFileSystem), 0),
         stats.clone(),
         None,
         1000,

@@ -48,13 +48,31 @@ pub struct LiveFiles {
     /// The newest sequence the image holds (writes made with `disable_wal` and not flushed
     /// excepted).
     pub sequence: u64,
-    _hold: DeletionHold,
+    hold: DeletionHold,
 }
 
 impl LiveFile {
     fn of(name: String, len: u64) -> LiveFile {
         LiveFile { name, len }
     }
+}
+
+impl LiveFiles {
+    /// `Ok` while the listed files are kept; once the store took them back (more deletions
+    /// waited than `max_held_deletion_bytes`, or the disk filled), `Busy` saying why: a copy
+    /// that found a listed file missing then knows why, and may be tried again.
+    pub fn still_kept(&self) -> Result<()> {
+        match self.hold.revoked() {
+            None => Ok(()),
+            Some(why) => Err(held_no_more(&why)),
+        }
+    }
+}
+
+fn held_no_more(why: &str) -> Error {
+    Error::Busy(format!(
+        "the store deleted the files it kept for this backup ({why}): try again"
+    ))
 }
 
 impl Db {
@@ -92,6 +110,10 @@ impl DbInner {
             return Err(Error::Closed);
         }
         self.resume_writes(&mut wal)?;
+        // A full disk takes back what holds keep, this one's too: nothing it lists would stay.
+        if let Some(why) = hold.revoked() {
+            return Err(held_no_more(&why));
+        }
         self.sync_wal_locked(&mut wal, None)?;
         let wal_len = match (&wal.damaged_from, &wal.writer) {
             (Some(good), _) => *good,
@@ -168,7 +190,7 @@ impl DbInner {
             current,
             files,
             sequence,
-            _hold: hold,
+            hold,
         })
     }
 }

@@ -186,7 +186,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         }
     }
 
-    let deletions = Deletions::new(fs.clone());
+    let deletions = Deletions::new(fs.clone(), opts.max_held_deletion_bytes);
     versions.share_deletions(deletions.clone());
     let blobs = BlobStore::new(
         dir,

@@ -194,6 +194,11 @@ pub struct Properties {
     pub slowing_column_families: usize,
     /// Bytes written to disk (WAL, blob files, flushes, compactions) per byte the user wrote.
     pub write_amplification: f64,
+    /// Files the store no longer needs that a backup keeps on disk until it is done
+    /// (`Db::live_files`), and their bytes (bounded by `max_held_deletion_bytes`).
+    pub held_deletions: usize,
+    /// See `held_deletions`.
+    pub held_deletion_bytes: u64,
 }
 
 /// The block cache's size and how much of it is in use.
@@ -222,9 +227,12 @@ impl DbInner {
                 wal.writer.as_ref().map_or(0, |w| w.bytes_written()),
             )
         };
+        let held = self.deletions.deferred();
         let mut p = Properties {
             current_wal_number: wal_number,
             current_wal_bytes: wal_bytes,
+            held_deletions: held.files,
+            held_deletion_bytes: held.bytes,
             ..Default::default()
         };
         let cfs: Vec<_> = {

@@ -130,10 +130,12 @@ impl DbInner {
         }
         self.give_back_wal_room(wal)?;
         let mut resumed = self.try_resume(wal);
-        if matches!(&resumed, Err(e) if e.kind() == ErrorKind::NoSpace)
-            && deletions_only
-            && self.reserve.release(self.fs.as_ref())
-        {
+        let full = |r: &Result<()>| matches!(r, Err(e) if e.kind() == ErrorKind::NoSpace);
+        // Files a backup keeps past their use are the first room to take back.
+        if full(&resumed) && self.deletions.revoke("the disk filled") {
+            resumed = self.try_resume(wal);
+        }
+        if full(&resumed) && deletions_only && self.reserve.release(self.fs.as_ref()) {
             self.stats.disk_reserve_releases.inc();
             resumed = self.try_resume(wal);
         } else if resumed.is_ok() && !self.reserve.is_present() {

@@ -8,7 +8,11 @@
 //!   removes what was recorded, so a file a backup listed stays whole until its copy is done;
 //! - the check and the removal happen under one lock, so no deletion that began before a hold
 //!   completes after the hold's owner listed the files; the deferred removals run after the
-//!   lock is let go, since no later hold can list a file that was obsolete before it.
+//!   lock is let go, since no later hold can list a file that was obsolete before it;
+//! - holds are revoked, and what they kept removed at once, when more than
+//!   `Options::max_held_deletion_bytes` wait or the disk fills: a revoked hold keeps nothing
+//!   and says why, so its backup fails (a file it had not opened yet is gone) instead of
+//!   filling the disk; a file it has open reads on whole, so no backup is ever wrong.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,13 +25,28 @@ use crate::error::Result;
 /// The store's deletions of files it no longer needs.
 pub(crate) struct Deletions {
     fs: Arc<dyn FileSystem>,
+    /// Bytes that may wait for holds to end before they are revoked; 0: no bound.
+    limit: u64,
     state: Mutex<Held>,
 }
 
 #[derive(Default)]
 struct Held {
+    /// Holds of the current generation: those that still keep files.
     holds: usize,
     deferred: Vec<PathBuf>,
+    deferred_bytes: u64,
+    /// Raised by each revocation: a hold of an older one keeps nothing any more.
+    generation: u64,
+    /// Why the last revocation happened.
+    revoked_because: Option<String>,
+}
+
+/// What waits for holds to end (`Db::properties`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    pub files: usize,
+    pub bytes: u64,
 }
 
 impl std::fmt::Debug for Deletions {
@@ -41,9 +60,11 @@ impl std::fmt::Debug for Deletions {
 }
 
 impl Deletions {
-    pub(crate) fn new(fs: Arc<dyn FileSystem>) -> Arc<Deletions> {
+    /// Deletions in `fs`; holds are revoked once more than `limit` bytes wait (0: never).
+    pub(crate) fn new(fs: Arc<dyn FileSystem>, limit: u64) -> Arc<Deletions> {
         Arc::new(Deletions {
             fs,
+            limit,
             state: Mutex::new(Held::default()),
         })
     }
@@ -51,31 +72,94 @@ impl Deletions {
     /// Removes `path` now, or once the last hold ends. `Ok` means it is gone or will be.
     pub(crate) fn remove(&self, path: &Path) -> Result<()> {
         let mut st = self.state.lock();
-        if st.holds > 0 {
-            st.deferred.push(path.to_path_buf());
-            return Ok(());
+        if st.holds == 0 {
+            return self.fs.remove(path);
         }
-        self.fs.remove(path)
+        // A file that cannot be measured still waits; it counts for nothing.
+        let bytes = self.fs.open_random(path).and_then(|f| f.len()).unwrap_or(0);
+        st.deferred.push(path.to_path_buf());
+        st.deferred_bytes += bytes;
+        if self.limit > 0 && st.deferred_bytes > self.limit {
+            let why = format!(
+                "{} bytes of deleted files waited for it, past the store's limit of {} \
+                 (max_held_deletion_bytes)",
+                st.deferred_bytes, self.limit
+            );
+            let doomed = revoke_locked(&mut st, why);
+            drop(st);
+            self.remove_all(doomed);
+        }
+        Ok(())
     }
 
-    /// Holds every deletion back until the guard is dropped.
+    /// Holds every deletion back until the guard is dropped or the hold is revoked.
     pub(crate) fn hold(self: &Arc<Self>) -> DeletionHold {
-        self.state.lock().holds += 1;
+        let mut st = self.state.lock();
+        st.holds += 1;
         DeletionHold {
             deletions: self.clone(),
+            generation: st.generation,
         }
     }
 
-    /// How many deletions wait for a hold to end.
-    #[cfg(test)]
-    pub(crate) fn deferred(&self) -> usize {
-        self.state.lock().deferred.len()
+    /// Ends every hold now and removes what they kept (`why` says what needs the room, such
+    /// as a full disk): a backup holding them fails rather than fill the disk. Whether any
+    /// hold was revoked.
+    pub(crate) fn revoke(&self, why: &str) -> bool {
+        let mut st = self.state.lock();
+        if st.holds == 0 {
+            return false;
+        }
+        let doomed = revoke_locked(&mut st, why.to_string());
+        drop(st);
+        self.remove_all(doomed);
+        true
+    }
+
+    /// What waits for holds to end.
+    pub(crate) fn deferred(&self) -> Deferred {
+        let st = self.state.lock();
+        Deferred {
+            files: st.deferred.len(),
+            bytes: st.deferred_bytes,
+        }
+    }
+
+    /// Outside the lock, which the write path takes to delete a WAL: thousands of unlinks
+    /// after a long backup must not stall writes. A hold taken meanwhile lists none of these:
+    /// each was obsolete before it. Failing to remove leaves an orphan that the next open
+    /// deletes, as for any deletion.
+    fn remove_all(&self, doomed: Vec<PathBuf>) {
+        for path in doomed {
+            let _ = self.fs.remove(&path);
+        }
     }
 }
 
-/// Deletions wait while this lives (`Deletions::hold`).
+/// Ends the current generation of holds; what they kept, to remove outside the lock.
+fn revoke_locked(st: &mut Held, why: String) -> Vec<PathBuf> {
+    st.holds = 0;
+    st.generation += 1;
+    st.revoked_because = Some(why);
+    st.deferred_bytes = 0;
+    std::mem::take(&mut st.deferred)
+}
+
+/// Deletions wait while this lives (`Deletions::hold`), unless it is revoked.
 pub(crate) struct DeletionHold {
     deletions: Arc<Deletions>,
+    generation: u64,
+}
+
+impl DeletionHold {
+    /// Why this hold no longer keeps files, once it was revoked.
+    pub(crate) fn revoked(&self) -> Option<String> {
+        let st = self.deletions.state.lock();
+        match st.generation == self.generation {
+            true => None,
+            false => Some(st.revoked_because.clone().unwrap_or_default()),
+        }
+    }
 }
 
 impl std::fmt::Debug for DeletionHold {
@@ -88,19 +172,20 @@ impl Drop for DeletionHold {
     fn drop(&mut self) {
         let doomed = {
             let mut st = self.deletions.state.lock();
+            if st.generation != self.generation {
+                // Revoked: it was let go of then.
+                return;
+            }
             st.holds -= 1;
             match st.holds {
-                0 => std::mem::take(&mut st.deferred),
+                0 => {
+                    st.deferred_bytes = 0;
+                    std::mem::take(&mut st.deferred)
+                }
                 _ => Vec::new(),
             }
         };
-        // Outside the lock, which the write path takes to delete a WAL: thousands of unlinks
-        // after a long backup must not stall writes. A hold taken meanwhile lists none of
-        // these: each was obsolete before it.
-        // Failing to remove leaves an orphan that the next open deletes, as for any deletion.
-        for path in doomed {
-            let _ = self.deletions.fs.remove(&path);
-        }
+        self.deletions.remove_all(doomed);
     }
 }
 
@@ -114,19 +199,54 @@ mod tests {
         let dir = crate::test_dir::tempdir();
         let path = dir.path().join("000001.sst");
         std::fs::write(&path, b"x").unwrap();
-        let d = Deletions::new(Arc::new(StdFileSystem));
+        let d = Deletions::new(Arc::new(StdFileSystem), 0);
         let first = d.hold();
         let second = d.hold();
         d.remove(&path).unwrap();
         assert!(path.exists());
-        assert_eq!(d.deferred(), 1);
+        assert_eq!(d.deferred(), Deferred { files: 1, bytes: 1 });
         drop(first);
         assert!(path.exists(), "a hold is still alive");
         drop(second);
         assert!(!path.exists());
-        assert_eq!(d.deferred(), 0);
+        assert_eq!(d.deferred(), Deferred::default());
         std::fs::write(&path, b"x").unwrap();
         d.remove(&path).unwrap();
         assert!(!path.exists(), "no hold: removed at once");
+    }
+
+    #[test]
+    fn a_revoked_hold_keeps_nothing_and_a_later_one_keeps_again() {
+        let dir = crate::test_dir::tempdir();
+        let file = |n: u32| {
+            let path = dir.path().join(format!("{n:06}.sst"));
+            std::fs::write(&path, [7u8; 100]).unwrap();
+            path
+        };
+        let d = Deletions::new(Arc::new(StdFileSystem), 250);
+        let old = d.hold();
+        let (a, b, c) = (file(1), file(2), file(3));
+        d.remove(&a).unwrap();
+        d.remove(&b).unwrap();
+        assert!(a.exists() && b.exists() && old.revoked().is_none());
+        // Past the limit: every held file goes, and the hold says why.
+        d.remove(&c).unwrap();
+        assert!(!a.exists() && !b.exists() && !c.exists());
+        assert!(old.revoked().unwrap().contains("300 bytes"));
+        assert_eq!(d.deferred(), Deferred::default());
+        // A hold taken since keeps again; the revoked one ending changes nothing.
+        let new = d.hold();
+        let e = file(4);
+        d.remove(&e).unwrap();
+        drop(old);
+        assert!(e.exists() && new.revoked().is_none());
+        assert!(d.revoke("the disk is full"));
+        assert!(!e.exists());
+        assert_eq!(new.revoked().as_deref(), Some("the disk is full"));
+        assert!(!d.revoke("nothing held"));
+        drop(new);
+        let f = file(5);
+        d.remove(&f).unwrap();
+        assert!(!f.exists(), "no hold: removed at once");
     }
 }

@@ -94,7 +94,7 @@ impl VersionSet {
         cfs.insert(0, CfVersions::new(DEFAULT_CF_NAME.into(), Vec::new(), 0));
         VersionSet {
             dir: dir.to_path_buf(),
-            deletions: Deletions::new(fs.clone()),
+            deletions: Deletions::new(fs.clone(), 0),
             fs,
             cfs,
             max_column_family: 0,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use strata_engine::{Db, Error, LiveFiles, Options, WriteBatch, WriteOptions};
+use strata_engine::{Db, Error, ErrorKind, LiveFiles, Options, WriteBatch, WriteOptions};
 
 use crate::db::small_options;
 
@@ -205,6 +205,55 @@ fn listed_files_stay_until_the_list_is_dropped() {
     for i in 0..200u64 {
         assert!(restored.get(format!("k{i:04}")).unwrap().as_deref() == Some(&value(3000 + i)[..]));
     }
+}
+
+/// Past `max_held_deletion_bytes` the store takes back what a backup keeps: the files go, the
+/// properties count them until then, and the list says why it no longer keeps them.
+#[test]
+fn a_hold_past_its_limit_is_revoked_and_says_why() {
+    let dir = crate::common::tempdir();
+    let mut o = busy_options();
+    o.cf.disable_auto_compactions = true;
+    let fill = |db: &Db, round: u64| {
+        for i in 0..200u64 {
+            db.put(format!("k{i:04}"), value(round * 1000 + i)).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    let sizes = {
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        (0..2).for_each(|r| fill(&db, r));
+        db.properties().total_sst_bytes
+    };
+    // Room for one round's tables, not for two.
+    o.max_held_deletion_bytes = sizes * 3 / 4;
+    let db = Db::open(dir.path(), o).unwrap();
+    let live = db.live_files(false).unwrap();
+    live.still_kept().unwrap();
+    fill(&db, 2);
+    db.compact_range(None, None).unwrap();
+    let e = live.still_kept().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Busy);
+    assert!(e.to_string().contains("max_held_deletion_bytes"), "{e}");
+    let gone = live
+        .files
+        .iter()
+        .filter(|f| f.name.ends_with(".sst"))
+        .filter(|f| !dir.path().join(&f.name).exists())
+        .count();
+    assert!(gone >= 2, "the revoked hold still kept its tables");
+    let p = db.properties();
+    assert_eq!((p.held_deletions, p.held_deletion_bytes), (0, 0));
+    // A new list keeps again, and counts what it keeps (the WAL a flush lets go of).
+    drop(live);
+    let again = db.live_files(false).unwrap();
+    db.put("small", "x").unwrap();
+    db.flush().unwrap();
+    again.still_kept().unwrap();
+    let p = db.properties();
+    assert!(p.held_deletions > 0 && p.held_deletion_bytes > 0, "{p:?}");
+    drop(again);
+    assert_eq!(db.properties().held_deletions, 0);
 }
 
 #[test]

@@ -423,3 +423,44 @@ fn a_resume_lets_go_of_the_damaged_log_a_refused_write_had_pinned() {
     assert_eq!(other.unwrap(), &b"3"[..]);
     assert!(db.get("refused").unwrap().is_none());
 }
+
+/// A full disk takes back first what a backup keeps past its use (`Db::live_files`): the files
+/// go before writes resume, and the list says the disk filled.
+#[test]
+fn a_full_disk_takes_back_what_a_backup_keeps() {
+    let dir = crate::common::tempdir();
+    let fs = FaultInjectionFs::new();
+    let mut o = options(&fs);
+    o.cf.disable_auto_compactions = true;
+    let db = Db::open(dir.path(), o).unwrap();
+    for round in 0..3 {
+        for i in 0..100 {
+            db.put(key(i), format!("round {round}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let live = db.live_files(false).unwrap();
+    db.compact_range(None, None).unwrap();
+    let kept: Vec<_> = live
+        .files
+        .iter()
+        .filter(|f| f.name.ends_with(".sst"))
+        .map(|f| dir.path().join(&f.name))
+        .collect();
+    assert_eq!(kept.len(), 3);
+    assert!(kept.iter().all(|p| p.exists()) && db.properties().held_deletions >= 3);
+    fs.fail_after(&[FsOp::Write], 0, FaultError::NoSpace);
+    let e = db.put_with(&synced(), "full", "x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    // The next write tries to resume: the held files go first.
+    let _ = db.put_with(&synced(), "full", "x");
+    assert!(
+        kept.iter().all(|p| !p.exists()),
+        "a full disk left {kept:?}"
+    );
+    let e = live.still_kept().unwrap_err();
+    assert!(e.to_string().contains("the disk filled"), "{e}");
+    fs.clear_faults();
+    db.put_with(&synced(), "room", "again").unwrap();
+    assert_eq!(db.get(key(7)).unwrap().unwrap(), &b"round 2"[..]);
+}
