@@ -138,10 +138,24 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
     );
     assert!(put(&writer, "v/2", "bucket").status < 300);
     // A replica follows the newest version; one of a checkpoint would never move.
-    let pinned = strata_cmd(
-        &sw.endpoint,
-        &["--checkpoint", "one", "serve", "--replica-of", &url],
-    );
+    // Refused at once: a server that started instead is stopped, and the test fails.
+    let mut pinned = Command::new(strata_bin())
+        .args(["--checkpoint", "one", "serve", "--replica-of", &url])
+        .args(["--s3-endpoint", &sw.endpoint, "--listen", "127.0.0.1:0"])
+        .envs(ENV)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pinned.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = pinned.kill();
+            panic!("serve --replica-of --checkpoint started instead of refusing");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pinned = pinned.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&pinned.stderr);
     assert!(
         !pinned.status.success() && said.contains("never changes"),
@@ -496,8 +510,8 @@ fn a_mount_on_a_replica_shows_each_open_one_version() {
     assert!(head == big(1)[..4096]);
 
     // The writer replaces the file and adds one; the replica shows both.
-    let seq = put_raw("docs/big.bin", &big(2));
-    put_raw("docs/new.txt", b"new");
+    put_raw("docs/big.bin", &big(2));
+    let seq = put_raw("docs/new.txt", b"new");
     let seen = replica.call(
         "GET",
         &format!(

@@ -1,6 +1,7 @@
-//! Read-your-writes across servers. Every answer to a write of data (put, delete, batchWrite,
-//! deleteRange) carries `Strata-Sequence`: the sequence number that write committed at, its own
-//! and no other writer's. A reader that shows it shows the write. A read given `min_seq` waits until this store shows that sequence, at most
+//! Read-your-writes across servers. Every answer to a write of data (PUT, PATCH, DELETE,
+//! batchWrite, deleteRange) carries `Strata-Sequence`: the sequence number that write committed
+//! at, its own and no other writer's; an empty batch carries none. A reader that shows it shows
+//! the write. A read given `min_seq` waits until this store shows that sequence, at most
 //! `Limits::min_seq_wait`: on a replica the wait asks it to catch up at once, and one that
 //! cannot answers 503; on the writer every write is already visible, so a sequence past its
 //! newest is a 422 (no write has it: the request is well formed, the store cannot answer it).

@@ -227,15 +227,16 @@ impl Inner {
         }
     }
 
-    /// Writes `batch`, synced as far as `sync` says before this returns.
-    /// Writes `batch`; answers the sequence number it committed at.
+    /// Writes `batch`, synced as far as `sync` says before this returns; answers the sequence
+    /// number it committed at, unless it was empty (then no sequence is its own).
     pub(crate) fn write(
         &self,
         batch: strata_engine::WriteBatch,
         sync: crate::routes::SyncTo,
-    ) -> Result<crate::freshness::CommittedAt, Problem> {
+    ) -> Result<Option<crate::freshness::CommittedAt>, Problem> {
+        let empty = batch.is_empty();
         let seq = self.db.write_sequenced(batch, &sync.write_options())?;
-        Ok(crate::freshness::CommittedAt(seq))
+        Ok((!empty).then_some(crate::freshness::CommittedAt(seq)))
     }
 
     pub fn check_writable(&self) -> Result<(), Problem> {

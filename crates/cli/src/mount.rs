@@ -187,6 +187,28 @@ pub fn tune_malloc() {
     }
 }
 
+/// Raises this process's soft limit on open descriptors to its hard limit: a replica beside
+/// its writer holds every file of its live views open (doc/architecture.md, "Replicas"), and a
+/// served store's descriptors follow its size. A limit that cannot be read or raised is left.
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `limit`, which lives across the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit reads one rlimit from `limit`; raising the soft limit up to the hard
+        // one needs no privilege. Every test of `strata serve` and `strata mount` runs it.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// Bytes of disk a served or mounted store holds back for deletions on a full disk.
 const SERVED_DISK_RESERVE: u64 = 16 << 20;
 
@@ -243,6 +265,7 @@ pub fn filesystem(
 
 fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
     tune_malloc();
+    raise_open_file_limit();
     // Lines go out through a thread of their own until this returns; file names in them are
     // escaped as the API's keys are (`log_format`). fuser warns that its own unmount failed
     // when the mount was already gone, which is how every mount here ends (`strata umount`,

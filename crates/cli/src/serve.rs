@@ -71,6 +71,7 @@ pub fn run(
     bucket: &crate::store::BucketArgs,
 ) -> Result<(), String> {
     crate::mount::tune_malloc();
+    crate::mount::raise_open_file_limit();
     // Lines go out through a thread of their own until this returns (every mutation is logged).
     let _log = crate::log_lines::init("info");
     let hub = Arc::new(strata_admin_api::EventHub::default());
@@ -152,7 +153,7 @@ pub fn run(
     };
     let token_hint = match &args.token_file {
         Some(f) => f.display().to_string(),
-        None => db_dir.join("serve.token").display().to_string(),
+        None => own_token.display().to_string(),
     };
     let mount_line = args
         .mount

@@ -204,7 +204,7 @@ pub(crate) struct BatchWriteReply {
 pub(crate) async fn batch_write(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
-) -> Result<(CommittedAt, Json<BatchWriteReply>), Problem> {
+) -> Result<(Option<CommittedAt>, Json<BatchWriteReply>), Problem> {
     state.inner.check_writable()?;
     let req: BatchWrite = parse(&body)?;
     let cap = state.inner.limits.batch_write_ops;

@@ -303,7 +303,7 @@ pub(crate) async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
     req: axum::extract::Request,
-) -> Result<(CommittedAt, StatusCode), Problem> {
+) -> Result<(Option<CommittedAt>, StatusCode), Problem> {
     // The request whole, rather than its headers and URI as extractors (copies of each).
     let (parts, body) = req.into_parts();
     let q: PutQuery = query(&parts.uri)?;
@@ -371,7 +371,7 @@ pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(key): Path<String>,
     uri: Uri,
-) -> Result<(CommittedAt, StatusCode), Problem> {
+) -> Result<(Option<CommittedAt>, StatusCode), Problem> {
     let q: DeleteQuery = query(&uri)?;
     state.inner.check_writable()?;
     let key = decode_path_key(&key)?;

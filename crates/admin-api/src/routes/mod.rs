@@ -213,9 +213,11 @@ pub(crate) async fn write(
     mut batch: WriteBatch,
     sync: SyncTo,
     after: impl FnOnce(&Inner, &ColumnFamily) + Send + 'static,
-) -> Result<CommittedAt, Problem> {
+) -> Result<Option<CommittedAt>, Problem> {
     let inner = &state.inner;
     let opts = sync.write_options();
+    // An empty batch commits at no sequence of its own: it answers none.
+    let empty = batch.is_empty();
     // A large batch is a large copy and checksum: work for the pool, not a worker. A synced
     // write always waits.
     let small = batch.size_in_bytes() <= ON_WORKER_BYTES;
@@ -225,7 +227,7 @@ pub(crate) async fn write(
                 TryWrite::Committed(seq) => {
                     inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
                     after(inner, &cf);
-                    return Ok(CommittedAt(seq));
+                    return Ok((!empty).then_some(CommittedAt(seq)));
                 }
                 TryWrite::Busy(back) if tries_left > 0 => {
                     batch = back;

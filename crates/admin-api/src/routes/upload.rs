@@ -87,7 +87,7 @@ pub(crate) async fn patch(
     uri: Uri,
     headers: axum::http::HeaderMap,
     body: Bytes,
-) -> Result<StatusCode, Problem> {
+) -> Result<(Option<CommittedAt>, StatusCode), Problem> {
     let q: PatchParams = query(&uri)?;
     match super::media_type(&headers).as_deref() {
         None | Some("application/octet-stream") => {}
@@ -99,14 +99,14 @@ pub(crate) async fn patch(
         At::Offset(o) => Some(o),
         At::End => None,
     };
-    blocking(&state, move |s| {
+    let committed = blocking(&state, move |s| {
         let cf = s.cf(q.cf.as_deref())?;
         let mut batch = WriteBatch::new();
         match offset {
             Some(o) => batch.write_at_cf(&cf, &key, o, &body),
             None => batch.append_cf(&cf, &key, &body),
         }
-        s.write(batch, q.sync)?;
+        let committed = s.write(batch, q.sync)?;
         let at = offset.map_or_else(|| "the end".to_string(), |o| format!("offset {o}"));
         logged(
             "patch",
@@ -114,10 +114,10 @@ pub(crate) async fn patch(
             format_args!("{} ({} bytes at {at})", super::LoggedKey(&key), body.len()),
         );
         s.changed(&cf, [key]);
-        Ok(())
+        Ok(committed)
     })
     .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok((committed, StatusCode::NO_CONTENT))
 }
 
 /// What the upload sends its writer.
@@ -137,7 +137,7 @@ pub(crate) async fn put_streamed(
     key: Vec<u8>,
     body: Body,
     limit: u64,
-) -> Result<CommittedAt, Problem> {
+) -> Result<Option<CommittedAt>, Problem> {
     let too_large = || {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -171,7 +171,7 @@ pub(crate) async fn put_streamed(
     // Two chunks in flight at most: the upload waits for the disk, memory stays bounded.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(2);
     let inner = state.inner.clone();
-    let writer = tokio::task::spawn_blocking(move || -> Result<CommittedAt, Problem> {
+    let writer = tokio::task::spawn_blocking(move || -> Result<Option<CommittedAt>, Problem> {
         let cf = inner.cf(cf.as_deref())?;
         let mut file = inner.db.create_value_file(&cf, &key)?;
         file.write_at(0, &head)?;
@@ -186,7 +186,7 @@ pub(crate) async fn put_streamed(
                         .db
                         .write_with_value_file(WriteBatch::new(), file, &opts)?;
                     put_done(&inner, &cf, key, len, ", streamed");
-                    return Ok(CommittedAt(seq));
+                    return Ok(Some(CommittedAt(seq)));
                 }
             }
         }

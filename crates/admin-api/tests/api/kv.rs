@@ -458,22 +458,25 @@ async fn changes_answer_their_sequence_and_reads_take_min_seq() {
     );
 }
 
-/// Each change answers its own sequence, not the store's newest: writers racing each other
-/// (synced, so they share groups) are each told a different one, and the value a reader at
-/// that sequence sees. POST reads and dry runs answer none; a deleteRange answers its own.
+/// Each change answers its own sequence, not the store's newest: synced batchWrites of
+/// different sizes racing each other (so they share groups) are each told the last sequence of
+/// their own span, and the spans tile every sequence written. A PATCH answers its own; reads,
+/// POST ones too, dry runs and an empty batch answer none; a deleteRange answers its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_writers_are_each_told_their_own_sequence() {
     let a = std::sync::Arc::new(api());
-    let tasks: Vec<_> = (0..32)
+    let first = a.db.latest_sequence() + 1;
+    let tasks: Vec<_> = (0..32u64)
         .map(|i| {
             let a = a.clone();
             tokio::spawn(async move {
-                let key = format!(
-                    "/api/v1/kv/{}?sync=true",
-                    path_key(format!("r{i:02}").as_bytes())
-                );
-                let r = a.call("PUT", &key, Some(json!({"value": b64(b"v")}))).await;
-                r.sequence.expect("a PUT answers its sequence")
+                let size = i % 4 + 1;
+                let ops: Vec<_> = (0..size)
+                    .map(|r| json!({"op": "put", "key": b64(format!("r{i:02}-{r}").as_bytes()), "value": b64(b"v")}))
+                    .collect();
+                let body = json!({"ops": ops, "sync": true});
+                let r = a.call("POST", "/api/v1/kv:batchWrite", Some(body)).await;
+                (r.sequence.expect("a batchWrite answers its sequence"), size)
             })
         })
         .collect();
@@ -482,13 +485,39 @@ async fn racing_writers_are_each_told_their_own_sequence() {
         told.push(t.await.unwrap());
     }
     told.sort_unstable();
-    told.dedup();
+    let mut next = first;
+    for &(last, size) in &told {
+        assert_eq!(
+            last + 1 - size,
+            next,
+            "a batch of {size} told {last}: {told:?}"
+        );
+        next = last + 1;
+    }
+    assert_eq!(next - 1, a.db.latest_sequence());
+
+    let patched = a
+        .typed(
+            "PATCH",
+            &format!("/api/v1/kv/{}?offset=end", path_key(b"r00-0")),
+            Some("application/octet-stream"),
+            b"more",
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::NO_CONTENT);
     assert_eq!(
-        told.len(),
-        32,
-        "two writers were told one sequence: {told:?}"
+        patched.sequence,
+        Some(a.db.latest_sequence()),
+        "a PATCH answers its own"
     );
-    assert_eq!(told.last().copied(), Some(a.db.latest_sequence()));
+    let empty = a
+        .call("POST", "/api/v1/kv:batchWrite", Some(json!({"ops": []})))
+        .await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert_eq!(
+        empty.sequence, None,
+        "an empty batch commits at no sequence of its own"
+    );
 
     for (uri, body) in [
         ("/api/v1/kv:scan", json!({})),

@@ -21,7 +21,7 @@
 //!   held fails the round, which reads the newer MANIFEST again.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
@@ -408,6 +408,29 @@ impl DbInner {
             from,
             to: self.last_sequence.load(Ordering::Acquire),
         })
+    }
+}
+
+/// Opens a store read-only beside its writer, holding the opened version's files open (see
+/// the module's invariants). A writer that compacts meanwhile may delete a table the MANIFEST
+/// read still names, before the open lists or holds it: the open is then made again, as a
+/// catch-up reads again, up to `TRIES` times.
+pub(super) fn open_following(path: &Path, opts: crate::options::Options) -> Result<Arc<DbInner>> {
+    let mut tries = 0;
+    loop {
+        let opened = super::open::open(path, opts.clone(), super::open::OpenMode::ReadOnly)
+            .and_then(|inner| match inner.hold_opened_files() {
+                Ok(()) => Ok(inner),
+                Err(e) => {
+                    let _ = inner.close();
+                    Err(e)
+                }
+            });
+        match opened {
+            Err(e) if changing(&e) && tries + 1 < TRIES => tries += 1,
+            opened => return opened,
+        }
+        std::thread::sleep(PAUSE);
     }
 }
 

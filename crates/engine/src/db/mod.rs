@@ -248,12 +248,7 @@ impl Db {
     /// records; on the local disk the writer beside keeps it current). `replica_status` says
     /// how far behind it is; `wait_for_sequence` waits for a write.
     pub fn open_replica(path: impl AsRef<Path>, opts: Options, poll: Duration) -> Result<Db> {
-        let inner = open::open(path.as_ref(), opts, open::OpenMode::ReadOnly)?;
-        // Beside its writer, a file of the opened version may be deleted before a read opens
-        // it: held now, or caught up past it (a catch-up holds the files it installs).
-        if let Err(e) = inner.hold_opened_files() {
-            inner.catch_up().map_err(|_| e)?;
-        }
+        let inner = catch_up::open_following(path.as_ref(), opts)?;
         let follower = replica::Follower::start(&inner, poll)?;
         Ok(Db {
             inner,

@@ -267,16 +267,20 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
                         disable_wal: false,
                         ..Default::default()
                     };
+                    // Each thread's batches are of its own size: a writer told another's
+                    // sequence leaves a gap or an overlap below.
                     let mut batch = WriteBatch::new();
-                    batch.put(format!("t{t}-{i:05}"), format!("{i}"));
-                    batch.put(format!("t{t}-{i:05}-twin"), format!("{i}"));
-                    committed_at.push(db.write_sequenced(batch, &opts).unwrap());
+                    for r in 0..=t {
+                        batch.put(format!("t{t}-{i:05}-{r}"), format!("{i}"));
+                    }
+                    let size = batch.len() as u64;
+                    committed_at.push((db.write_sequenced(batch, &opts).unwrap(), size));
                 }
                 committed_at
             })
         })
         .collect();
-    let mut committed_at: Vec<u64> = threads
+    let mut committed_at: Vec<(u64, u64)> = threads
         .into_iter()
         .flat_map(|t| t.join().unwrap())
         .collect();
@@ -287,19 +291,26 @@ fn concurrent_writers_share_groups_and_lose_nothing() {
         "no write was ever grouped: {stats:?}"
     );
     assert_eq!(stats.wal_syncs, stats.write_groups, "one fsync per group");
-    // Each writer is told its own batch's last sequence number, not its group's: batches of two
-    // records from the store's first write end at 2, 4, 6, ... each once.
+    // Each writer is told its own batch's last sequence number, not its group's: the batches'
+    // spans, each ending there, tile the sequences from the store's first write with no gap
+    // and no overlap.
     committed_at.sort_unstable();
-    let expected: Vec<u64> = (1..=2000).map(|n| 2 * n).collect();
-    assert!(
-        committed_at == expected,
-        "sequences answered are not each batch's own: first {:?}",
-        &committed_at[..10]
-    );
+    let mut next = 1;
+    for &(last, size) in &committed_at {
+        assert_eq!(
+            last + 1 - size,
+            next,
+            "a batch of {size} told {last}, after a span ending at {}",
+            next - 1
+        );
+        next = last + 1;
+    }
+    let total = 500 * (1 + 2 + 3 + 4);
+    assert_eq!(next - 1, total);
     drop(db);
     let db = Db::open(dir.path(), small_options()).unwrap();
-    assert_eq!(keys(&db, &ReadOptions::default()).len(), 4000);
-    assert_eq!(db.properties().last_sequence, 4000);
+    assert_eq!(keys(&db, &ReadOptions::default()).len() as u64, total);
+    assert_eq!(db.properties().last_sequence, total);
 }
 
 /// Writers keep writing while another thread closes the store, with memtables small enough
