@@ -8,12 +8,17 @@ import { removeStore, serve, tempStore, type Served } from './serve';
 let served: Served;
 
 test.beforeAll(async () => {
-  served = await serve(tempStore(), ['--seed-demo']);
+  const dir = tempStore();
+  // A directory of its own beside the store: the Backups page shows its controls.
+  served = await serve(dir, ['--seed-demo', '--backup-to', `${dir}-backups`]);
 });
 
 test.afterAll(async () => {
   await served?.stop();
-  if (served) removeStore(served.dir);
+  if (served) {
+    removeStore(served.dir);
+    removeStore(`${served.dir}-backups`);
+  }
 });
 
 failOnConsoleErrors();
@@ -43,6 +48,7 @@ const PAGES: [string, RegExp][] = [
   ['Keys', /^Keys/],
   ['Column families', /^Column families/],
   ['Actions', /^Actions/],
+  ['Backups', /^Backups/],
 ];
 
 test('the sign-in form and every page pass the audit', async ({ page }) => {

@@ -5,6 +5,7 @@ import { ApiError } from './api/client';
 import { Shell } from './components/Shell';
 import { readableColors, theme } from './theme';
 import { ActionsPage } from './pages/Actions';
+import { BackupsPage } from './pages/Backups';
 import { BlobsPage } from './pages/Blobs';
 import { BucketPage } from './pages/Bucket';
 import { CachePage } from './pages/Cache';
@@ -42,6 +43,7 @@ export function App() {
               <Route path="/keys" element={<KeysPage />} />
               <Route path="/column-families" element={<ColumnFamiliesPage />} />
               <Route path="/actions" element={<ActionsPage />} />
+              <Route path="/backups" element={<BackupsPage />} />
               <Route path="*" element={<OverviewPage />} />
             </Routes>
           </Shell>

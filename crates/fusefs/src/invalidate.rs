@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, OnceLock};
 
 use fuser::{INodeNo, Notifier};
@@ -155,10 +155,15 @@ fn send(n: &Notifier, targets: &[Target]) {
 }
 
 /// Tells a mount over a replica that the store moved on (`EventListener::on_caught_up`): made
-/// before the store opens, attached to the mount once it is up.
+/// before the store opens, attached to the mount once it is up. The kernel is told from a
+/// thread of its own, not the replica's: a pass costs a notice per inode the kernel holds, and
+/// a notice may wait on a request of this very mount, while the replica's next round must not.
+/// Rounds that end while a pass waits share it; one that ends during a pass gets another.
 #[derive(Debug, Default)]
 pub struct ReplicaInvalidation {
     invalidator: OnceLock<Invalidator>,
+    /// One pass asked for at most: a full channel means one is already waiting.
+    passes: OnceLock<SyncSender<()>>,
 }
 
 impl ReplicaInvalidation {
@@ -169,8 +174,20 @@ impl ReplicaInvalidation {
 
 impl strata_engine::EventListener for ReplicaInvalidation {
     fn on_caught_up(&self, _info: &strata_engine::CaughtUp) {
-        if let Some(i) = self.invalidator.get() {
-            i.everything_changed();
-        }
+        let Some(i) = self.invalidator.get() else {
+            return;
+        };
+        let passes = self.passes.get_or_init(|| {
+            let (tx, rx) = sync_channel::<()>(1);
+            let i = i.clone();
+            // Ends when the listener goes, with the sender.
+            std::thread::spawn(move || {
+                for () in rx {
+                    i.everything_changed();
+                }
+            });
+            tx
+        });
+        let _ = passes.try_send(());
     }
 }

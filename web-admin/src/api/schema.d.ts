@@ -1364,6 +1364,11 @@ export interface components {
         };
         /** @description What the console needs to know of the server it talks to. */
         ServerInfo: {
+            /**
+             * @description Where `POST /api/v1/admin:backup` backs the store up (`serve --backup-to`); none: the
+             *     server makes no backups.
+             */
+            backup_destination?: string | null;
             /** @description `GET /api/v1/events` has a feed. */
             events: boolean;
             /** @description The column family the mount shows, when `serve --mount` runs one. */

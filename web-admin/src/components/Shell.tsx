@@ -36,6 +36,7 @@ const PAGES = [
   { path: '/keys', label: 'Keys' },
   { path: '/column-families', label: 'Column families' },
   { path: '/actions', label: 'Actions' },
+  { path: '/backups', label: 'Backups' },
 ] as const;
 
 function SignIn({ onDone, problem }: { onDone: () => void; problem?: unknown }) {

@@ -62,6 +62,9 @@ pub(crate) struct ServerInfo {
     mounted_column_family: Option<String>,
     /// `GET /api/v1/events` has a feed.
     events: bool,
+    /// Where `POST /api/v1/admin:backup` backs the store up (`serve --backup-to`); none: the
+    /// server makes no backups.
+    backup_destination: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/v1/server", tag = "admin", responses((status = 200, body = ServerInfo)), security(("bearer" = []), ("cookie" = [])))]
@@ -72,6 +75,7 @@ pub(crate) async fn server(State(state): State<AppState>) -> Json<ServerInfo> {
         read_only: i.read_only,
         mounted_column_family: i.mount.as_ref().map(|m| m.column_family.clone()),
         events: i.events.is_some(),
+        backup_destination: i.backups.as_ref().map(|b| b.destination()),
     })
 }
 

@@ -383,6 +383,7 @@ impl Filesystem for StrataFs {
                 cookies: VecDeque::new(),
                 next_cookie: FIRST_COOKIE,
                 cursor: None,
+                ended_at: None,
             };
             self.dirs.lock().insert(fh, Arc::new(Mutex::new(d)));
             Ok(fh)

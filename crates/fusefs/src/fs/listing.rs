@@ -11,7 +11,12 @@ pub(super) struct OpenDir {
     pub(super) next_cookie: u64,
     /// On a read-only mount: the listing's cursor, kept between batches so one listing reads
     /// one version of the directory (a replica may move on meanwhile); a rewind takes a new one.
+    /// Let go of once the listing reached its end: a handle kept open after that (a file
+    /// manager's) must not pin the version's memtables and files for its life.
     pub(super) cursor: Option<crate::store::Cursor>,
+    /// On a read-only mount, once a listing reached its end: the last cookie it handed out.
+    /// Asked to go on from there, the listing is over, whatever the store shows now.
+    pub(super) ended_at: Option<u64>,
 }
 
 /// Offsets 1 and 2 are `.` and `..`; listed children count from here.
@@ -147,6 +152,10 @@ impl FsCore {
                 }
             }
         };
+        if self.config.read_only && offset >= FIRST_COOKIE && d.ended_at == Some(offset) {
+            return Ok(());
+        }
+        d.ended_at = None;
         let kept = d.cursor.take().filter(|_| offset >= FIRST_COOKIE);
         let mut cursor = match kept {
             Some(c) => c,
@@ -154,19 +163,20 @@ impl FsCore {
         };
         let prefix = path::dir_prefix(&dir_key);
         let mut hidden = 0;
+        // Ok(true): the directory has no more children.
         let result = loop {
             let next = self
                 .store
                 .next_child(&mut cursor, after.as_ref(), &mut hidden);
             let (pos, kind) = match next {
                 Ok(Some(c)) => c,
-                Ok(None) => break Ok(()),
+                Ok(None) => break Ok(true),
                 Err(e) => break Err(e),
             };
             let key = [&prefix[..], pos.name()].concat();
             let cookie = d.next_cookie;
             match self.add_entry(&mut sink, &key, kind, cookie, pos.name()) {
-                Ok(true) => break Ok(()),
+                Ok(true) => break Ok(false),
                 Ok(false) => {}
                 Err(e) => break Err(e),
             }
@@ -182,8 +192,20 @@ impl FsCore {
             .fetch_add(hidden, Ordering::Relaxed);
         // A writable mount lists what it has just written: a fresh cursor each batch.
         if self.config.read_only {
-            d.cursor = Some(cursor);
+            match result {
+                Ok(true) => d.ended_at = Some(last_cookie(&d, offset)),
+                _ => d.cursor = Some(cursor),
+            }
         }
-        result
+        result.map(|_| ())
+    }
+}
+
+/// The cookie a listing that ends now ends at: the last one handed out, or where this batch
+/// began when it listed nothing.
+fn last_cookie(d: &OpenDir, offset: u64) -> u64 {
+    match d.cookies.back() {
+        Some((cookie, _)) if *cookie >= offset => *cookie,
+        _ => offset.max(FIRST_COOKIE - 1),
     }
 }

@@ -612,6 +612,28 @@ fn a_mount_told_not_to_leaves_cpus_alone() {
     assert_eq!(count(&m.stats.serving_parks), 0);
 }
 
+/// A read-only mount over a replica (polling hourly: it moves on when asked) of `store`.
+fn replica_mount(
+    store: tempfile::TempDir,
+    opts: strata_engine::Options,
+) -> (std::sync::Arc<strata_engine::Db>, Mount) {
+    let hour = std::time::Duration::from_secs(3600);
+    let replica =
+        std::sync::Arc::new(strata_engine::Db::open_replica(store.path(), opts, hour).unwrap());
+    let config = FsConfig {
+        read_only: true,
+        ..FsConfig::default()
+    };
+    let m = Mount::over(
+        replica.clone(),
+        store,
+        tempfile::tempdir().unwrap(),
+        config,
+        true,
+    );
+    (replica, m)
+}
+
 /// A descriptor on a replica's mount reads the version it opened to its end while the replica
 /// moves on, whether the file grew or shrank; a new one reads the new version.
 #[test]
@@ -629,20 +651,7 @@ fn a_descriptor_on_a_replica_mount_reads_the_version_it_opened() {
     }
     let invalidation = std::sync::Arc::new(strata_fusefs::ReplicaInvalidation::default());
     opts.listeners.push(invalidation.clone());
-    let hour = Duration::from_secs(3600);
-    let replica =
-        std::sync::Arc::new(strata_engine::Db::open_replica(store.path(), opts, hour).unwrap());
-    let config = FsConfig {
-        read_only: true,
-        ..FsConfig::default()
-    };
-    let m = Mount::over(
-        replica.clone(),
-        store,
-        tempfile::tempdir().unwrap(),
-        config,
-        true,
-    );
+    let (replica, m) = replica_mount(store, opts);
     invalidation.attach(m.invalidator.clone());
     let path = m.path().join("f");
     let read_rest = |f: &mut std::fs::File, from: u64| {
@@ -675,4 +684,46 @@ fn a_descriptor_on_a_replica_mount_reads_the_version_it_opened() {
         }
     }
     assert_eq!(std::fs::read(&path).unwrap(), versions[2]);
+}
+
+/// A directory handle on a replica's mount lists one version, and once it has listed to the
+/// end it pins none: a handle kept open (a file manager's) holds no view of the store, and
+/// asked to go on it lists nothing more, though the replica moved on.
+#[test]
+fn a_listed_directory_on_a_replica_mount_pins_no_version() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::time::Duration;
+    let store = tempfile::tempdir().unwrap();
+    let mut opts = strata_engine::Options::default();
+    strata_fusefs::prepare_options(&mut opts, "default");
+    let writer = strata_engine::Db::open(store.path(), opts.clone()).unwrap();
+    for i in 0..50 {
+        writer.put(format!("d/f{i:02}"), "x").unwrap();
+    }
+    if !common::fuse_available() {
+        return;
+    }
+    let (replica, m) = replica_mount(store, opts);
+    let dir = std::ffi::CString::new(m.path().join("d").as_os_str().as_bytes()).unwrap();
+    // SAFETY: `dir` is a valid C string; the handle is closed below, once.
+    let handle = unsafe { libc::opendir(dir.as_ptr()) };
+    assert!(!handle.is_null());
+    let mut names = 0;
+    // SAFETY: `handle` is an open directory stream until closedir.
+    while !unsafe { libc::readdir(handle) }.is_null() {
+        names += 1;
+    }
+    let pinned = replica.properties().live_snapshots;
+    writer.put("d/late", "x").unwrap();
+    let caught = replica.wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10));
+    // Asked again from where it ended: nothing more, the listing was over.
+    // SAFETY: as above.
+    let more = !unsafe { libc::readdir(handle) }.is_null();
+    // SAFETY: closed once, before any check can fail: an open handle would keep the mount busy.
+    unsafe { libc::closedir(handle) };
+    assert_eq!(names, 52, "the children and . and ..");
+    assert_eq!(pinned, 0, "a listed directory pins its view");
+    caught.unwrap();
+    assert!(!more, "a listing that ended went on");
+    assert_eq!(std::fs::read_dir(m.path().join("d")).unwrap().count(), 51);
 }
