@@ -613,6 +613,7 @@ fn a_mount_told_not_to_leaves_cpus_alone() {
 }
 
 /// A read-only mount over a replica (polling hourly: it moves on when asked) of `store`.
+#[allow(clippy::unwrap_used)] // A test's helper: a failure is the test's.
 fn replica_mount(
     store: tempfile::TempDir,
     opts: strata_engine::Options,
