@@ -95,16 +95,25 @@ pub fn create_live(
 /// store's directory or inside it: such a backup would be lost with the store, and its objects
 /// would sit among the store's files. Call it before making `dest`; a backup checks again.
 pub fn refuse_inside_store(store: &Path, dest: &Path) -> Result<()> {
-    let store = store
-        .canonicalize()
-        .map_err(io(format!("resolving {}", store.display())))?;
+    // The store may not exist yet (a server making it at its first start).
+    let store_resolved = resolved(store)?;
     let dest_resolved = resolved(dest)?;
-    if dest_resolved.starts_with(&store) {
+    if dest_resolved.starts_with(&store_resolved) {
         return Err(Error::InvalidArgument(format!(
             "{} is inside the store's directory {}: a backup there is lost with the store; \
              back up to a directory outside it",
             dest.display(),
-            store.display()
+            store_resolved.display()
+        )));
+    }
+    // The other way round, the store would sit among the backup's objects, where a prune
+    // deletes whatever no backup names.
+    if store_resolved.starts_with(&dest_resolved) {
+        return Err(Error::InvalidArgument(format!(
+            "the store's directory {} is inside {}: a prune there would delete the store's \
+             files; back up to a directory beside it",
+            store_resolved.display(),
+            dest.display()
         )));
     }
     Ok(())
@@ -205,15 +214,20 @@ fn back_up_image(
         .iter()
         .map(|(_, object, len, _)| (object.clone(), *len))
         .collect();
+    // The image of a live store (given its CURRENT) is one its process keeps still; a closed
+    // store's, one its lock keeps still.
+    let live = current.is_some();
     back_up(dest, number, &backup, &items, progress, |i| {
         let (path, object, len, crc) = &uploads[i];
-        upload_file(path, *len, *crc, dest, object)
+        upload_file(path, *len, *crc, dest, object, live)
     })
 }
 
 /// Uploads the file at `path` as `key`, checking it still holds `len` bytes of CRC `crc` as the
-/// pieces pass.
-fn upload_file(path: &Path, len: u64, crc: u32, to: &Client, key: &str) -> Result<()> {
+/// pieces pass. A change is `Busy` in the image of a `live` store (its process let go of the
+/// file: try again), and `Corruption` in a closed one's, which nothing may change under its
+/// lock.
+fn upload_file(path: &Path, len: u64, crc: u32, to: &Client, key: &str, live: bool) -> Result<()> {
     let file = File::open(path).map_err(io(format!("opening {}", path.display())))?;
     let read = |at: u64, n: u64| -> Result<Bytes> {
         let mut buf = vec![0u8; n as usize];
@@ -224,11 +238,17 @@ fn upload_file(path: &Path, len: u64, crc: u32, to: &Client, key: &str) -> Resul
     // Nothing the store keeps for a backup changes under it, so this is a store (or someone)
     // writing where it should not: the backup stops, names the file, and may be tried again.
     put_checked(to, key, len, crc, read, |(got_len, got_crc)| {
-        Error::Busy(format!(
-            "{} changed while it was backed up ({got_len} bytes of CRC {got_crc:#010x}, not \
-             {len} of {crc:#010x}): no backup was made; try again",
-            path.display()
-        ))
+        let what = format!(
+            "changed while it was backed up ({got_len} bytes of CRC {got_crc:#010x}, not {len} \
+             of {crc:#010x}): no backup was made"
+        );
+        match live {
+            true => Error::Busy(format!("{}: {what}; try again", path.display())),
+            false => Error::Corruption {
+                file: path.to_path_buf(),
+                detail: what,
+            },
+        }
     })
 }
 
@@ -301,6 +321,11 @@ mod tests {
         assert!(!inside(&tmp.path().join("backups")));
         assert!(!inside(&tmp.path().join("db-backups")));
         assert!(!inside(&store.join("../backups")));
+        assert!(inside(tmp.path()), "a destination holding the store");
+        // A store not made yet is judged by where it will be.
+        let new = tmp.path().join("new/db");
+        assert!(refuse_inside_store(&new, &new.join("b")).is_err());
+        assert!(refuse_inside_store(&new, &tmp.path().join("b")).is_ok());
     }
 
     #[test]

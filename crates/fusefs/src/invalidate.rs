@@ -183,7 +183,9 @@ impl strata_engine::EventListener for ReplicaInvalidation {
             // Ends when the listener goes, with the sender.
             std::thread::spawn(move || {
                 for () in rx {
-                    i.everything_changed();
+                    // A pass that panicked must not end every later one.
+                    let pass = std::panic::AssertUnwindSafe(|| i.everything_changed());
+                    let _ = std::panic::catch_unwind(pass);
                 }
             });
             tx

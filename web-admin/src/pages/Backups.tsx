@@ -12,20 +12,24 @@ import { VirtualTable } from '../components/VirtualTable';
 import { bytes, count, epochSeconds } from '../format';
 
 export function BackupsPage() {
-  const destination = useServer().data?.backup_destination;
+  const server = useServer();
+  const destination = server.data?.backup_destination;
   return (
     <Stack>
       <Title order={1} size="h2">
         Backups
       </Title>
+      <ErrorNote error={server.error} />
       {destination ? (
         <Destination destination={destination} />
       ) : (
-        <Alert color="gray" title="Backups are off">
-          This server makes no backups. Start it with <code>--backup-to DEST</code> (
-          <code>s3://BUCKET/PREFIX</code> or a directory) to back the store up from here while it
-          serves.
-        </Alert>
+        server.isSuccess && (
+          <Alert color="gray" title="Backups are off">
+            This server makes no backups. Start it with <code>--backup-to DEST</code> (
+            <code>s3://BUCKET/PREFIX</code> or a directory) to back the store up from here while it
+            serves.
+          </Alert>
+        )
       )}
     </Stack>
   );
@@ -40,10 +44,14 @@ function Destination({ destination }: { destination: string }) {
   });
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/v1/admin:backup', { body: { flush } })),
-    onSuccess: () => void client.invalidateQueries({ queryKey: ['backups'] }),
+    // Asked again either way: a backup the answer never reached may have been made.
+    onSettled: () => void client.invalidateQueries({ queryKey: ['backups'] }),
   });
   const made = create.data;
-  const backups = [...(list.data ?? [])].sort((a, b) => a.number - b.number);
+  // In the order they were made: the chart's times must rise.
+  const backups = [...(list.data ?? [])].sort(
+    (a, b) => a.created_millis - b.created_millis || a.number - b.number,
+  );
   return (
     <>
       <Paper withBorder p="sm">

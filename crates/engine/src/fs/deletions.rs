@@ -87,7 +87,10 @@ impl Deletions {
             );
             let doomed = revoke_locked(&mut st, why);
             drop(st);
-            self.remove_all(doomed);
+            // Not on this caller's thread, which may hold the WAL or the version lock: the
+            // unlinks of a long backup's worth of files must not stall writes.
+            let fs = self.fs.clone();
+            std::thread::spawn(move || remove_all(fs.as_ref(), doomed));
         }
         Ok(())
     }
@@ -107,12 +110,13 @@ impl Deletions {
     /// hold was revoked.
     pub(crate) fn revoke(&self, why: &str) -> bool {
         let mut st = self.state.lock();
-        if st.holds == 0 {
+        // Holds that keep nothing free nothing: they stay.
+        if st.holds == 0 || st.deferred.is_empty() {
             return false;
         }
         let doomed = revoke_locked(&mut st, why.to_string());
         drop(st);
-        self.remove_all(doomed);
+        remove_all(self.fs.as_ref(), doomed);
         true
     }
 
@@ -124,15 +128,15 @@ impl Deletions {
             bytes: st.deferred_bytes,
         }
     }
+}
 
-    /// Outside the lock, which the write path takes to delete a WAL: thousands of unlinks
-    /// after a long backup must not stall writes. A hold taken meanwhile lists none of these:
-    /// each was obsolete before it. Failing to remove leaves an orphan that the next open
-    /// deletes, as for any deletion.
-    fn remove_all(&self, doomed: Vec<PathBuf>) {
-        for path in doomed {
-            let _ = self.fs.remove(&path);
-        }
+/// Outside the lock, which the write path takes to delete a WAL: thousands of unlinks after a
+/// long backup must not stall writes. A hold taken meanwhile lists none of these: each was
+/// obsolete before it. Failing to remove leaves an orphan that the next open deletes, as for
+/// any deletion.
+fn remove_all(fs: &dyn FileSystem, doomed: Vec<PathBuf>) {
+    for path in doomed {
+        let _ = fs.remove(&path);
     }
 }
 
@@ -185,7 +189,7 @@ impl Drop for DeletionHold {
                 _ => Vec::new(),
             }
         };
-        self.deletions.remove_all(doomed);
+        remove_all(self.deletions.fs.as_ref(), doomed);
     }
 }
 
@@ -229,13 +233,21 @@ mod tests {
         d.remove(&a).unwrap();
         d.remove(&b).unwrap();
         assert!(a.exists() && b.exists() && old.revoked().is_none());
-        // Past the limit: every held file goes, and the hold says why.
+        // Past the limit: every held file goes (from a thread of its own), and the hold says
+        // why.
         d.remove(&c).unwrap();
-        assert!(!a.exists() && !b.exists() && !c.exists());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while a.exists() || b.exists() || c.exists() {
+            assert!(std::time::Instant::now() < deadline, "held files stayed");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(old.revoked().unwrap().contains("300 bytes"));
         assert_eq!(d.deferred(), Deferred::default());
-        // A hold taken since keeps again; the revoked one ending changes nothing.
+        // A hold taken since keeps again; the revoked one ending changes nothing. Revoking
+        // while it keeps nothing frees nothing: it stays.
         let new = d.hold();
+        assert!(!d.revoke("the disk is full"));
+        assert!(new.revoked().is_none());
         let e = file(4);
         d.remove(&e).unwrap();
         drop(old);

@@ -152,7 +152,8 @@ impl FsCore {
                 }
             }
         };
-        if self.config.read_only && offset >= FIRST_COOKIE && d.ended_at == Some(offset) {
+        // From 2 on: a directory with no children ends right after `..`.
+        if self.config.read_only && offset >= FIRST_COOKIE - 1 && d.ended_at == Some(offset) {
             return Ok(());
         }
         d.ended_at = None;
