@@ -88,9 +88,17 @@ impl Deletions {
             let doomed = revoke_locked(&mut st, why);
             drop(st);
             // Not on this caller's thread, which may hold the WAL or the version lock: the
-            // unlinks of a long backup's worth of files must not stall writes.
+            // unlinks of a long backup's worth of files must not stall writes. Where no thread
+            // can start (WASI), here after all.
             let fs = self.fs.clone();
-            std::thread::spawn(move || remove_all(fs.as_ref(), doomed));
+            let doomed = std::sync::Arc::new(Mutex::new(doomed));
+            let handed = doomed.clone();
+            let started = std::thread::Builder::new()
+                .name("strata-deletions".into())
+                .spawn(move || remove_all(fs.as_ref(), std::mem::take(&mut *handed.lock())));
+            if started.is_err() {
+                remove_all(self.fs.as_ref(), std::mem::take(&mut *doomed.lock()));
+            }
         }
         Ok(())
     }
