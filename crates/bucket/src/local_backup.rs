@@ -84,11 +84,15 @@ pub fn create_live(
 ) -> Result<BackupReport> {
     let live = db.live_files(flush)?;
     let made = back_up_image(&live.dir, &live.files, Some(&live.current), dest, progress);
-    // A listed file missing is the store taking back its room, not damage: say so.
-    if made.is_err() {
-        live.still_kept()?;
+    // A listed file missing is the store taking back its room, not damage: say so. Any other
+    // failure (the destination's own) is reported as it is.
+    match made {
+        Err(Error::Io { ref source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            live.still_kept()?;
+            made
+        }
+        made => made,
     }
-    made
 }
 
 /// Refuses to back up the local store in `store` into the directory `dest` when `dest` is the

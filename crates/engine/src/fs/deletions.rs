@@ -14,6 +14,7 @@
 //!   and says why, so its backup fails (a file it had not opened yet is gone) instead of
 //!   filling the disk; a file it has open reads on whole, so no backup is ever wrong.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,8 +39,9 @@ struct Held {
     deferred_bytes: u64,
     /// Raised by each revocation: a hold of an older one keeps nothing any more.
     generation: u64,
-    /// Why the last revocation happened.
-    revoked_because: Option<String>,
+    /// Why each of the last revocations happened, by the generation it ended (a few kept: a
+    /// hold asks soon after, and revocations are rare).
+    revoked_because: VecDeque<(u64, String)>,
 }
 
 /// What waits for holds to end (`Db::properties`).
@@ -148,11 +150,17 @@ fn remove_all(fs: &dyn FileSystem, doomed: Vec<PathBuf>) {
     }
 }
 
+/// Revocation reasons kept for the holds they ended.
+const REASONS_KEPT: usize = 16;
+
 /// Ends the current generation of holds; what they kept, to remove outside the lock.
 fn revoke_locked(st: &mut Held, why: String) -> Vec<PathBuf> {
     st.holds = 0;
+    if st.revoked_because.len() == REASONS_KEPT {
+        st.revoked_because.pop_front();
+    }
+    st.revoked_because.push_back((st.generation, why));
     st.generation += 1;
-    st.revoked_because = Some(why);
     st.deferred_bytes = 0;
     std::mem::take(&mut st.deferred)
 }
@@ -169,7 +177,12 @@ impl DeletionHold {
         let st = self.deletions.state.lock();
         match st.generation == self.generation {
             true => None,
-            false => Some(st.revoked_because.clone().unwrap_or_default()),
+            false => Some(
+                st.revoked_because
+                    .iter()
+                    .find(|(g, _)| *g == self.generation)
+                    .map_or_else(|| "revoked long ago".to_string(), |(_, why)| why.clone()),
+            ),
         }
     }
 }
@@ -263,10 +276,29 @@ mod tests {
         assert!(d.revoke("the disk is full"));
         assert!(!e.exists());
         assert_eq!(new.revoked().as_deref(), Some("the disk is full"));
+        // Each hold keeps the reason that ended it, not a later one's.
+        assert!(old_reason_is_kept(&d));
         assert!(!d.revoke("nothing held"));
         drop(new);
         let f = file(5);
         d.remove(&f).unwrap();
         assert!(!f.exists(), "no hold: removed at once");
+    }
+
+    /// A hold revoked for one reason says that one after a later revocation for another.
+    fn old_reason_is_kept(d: &Arc<Deletions>) -> bool {
+        let dir = crate::test_dir::tempdir();
+        let file = |n: u32| {
+            let path = dir.path().join(format!("{n:06}.log"));
+            std::fs::write(&path, b"x").unwrap();
+            path
+        };
+        let first = d.hold();
+        d.remove(&file(1)).unwrap();
+        d.revoke("first");
+        let second = d.hold();
+        d.remove(&file(2)).unwrap();
+        d.revoke("second");
+        first.revoked().as_deref() == Some("first") && second.revoked().as_deref() == Some("second")
     }
 }
