@@ -244,14 +244,16 @@ async fn the_lsm_its_tombstones_blob_files_and_cache_are_shown() {
         .problem(404);
 }
 
-/// Reads SSE frames from `body` until one of `kind` arrives; returns its id and data.
-async fn next_event(body: &mut Body, kind: &str) -> (u64, Value) {
+/// Reads SSE events from `body` until each of `kinds` arrived; returns those of `kinds`, in
+/// the order they came, as (id, kind, data).
+async fn events_until(body: &mut Body, kinds: &[&str]) -> Vec<(u64, String, Value)> {
     let mut buf = String::new();
+    let mut seen: Vec<(u64, String, Value)> = Vec::new();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
+    while !kinds.iter().all(|k| seen.iter().any(|(_, s, _)| s == k)) {
         let frame = tokio::time::timeout_at(deadline, body.frame())
             .await
-            .unwrap_or_else(|_| panic!("no {kind} event; saw {buf}"))
+            .unwrap_or_else(|_| panic!("not every one of {kinds:?}; saw {seen:?}"))
             .unwrap()
             .unwrap();
         if let Ok(data) = frame.into_data() {
@@ -265,13 +267,22 @@ async fn next_event(body: &mut Body, kind: &str) -> (u64, Value) {
                         .map(|v| v.trim().to_string())
                 })
             };
-            if field("event").as_deref() == Some(kind) {
+            let Some(kind) = field("event") else { continue };
+            if kinds.contains(&kind.as_str()) {
                 let id = field("id").map_or(0, |i| i.parse().unwrap());
                 let data = serde_json::from_str(&field("data").unwrap()).unwrap();
-                return (id, data);
+                seen.push((id, kind, data));
             }
         }
     }
+    seen
+}
+
+/// Reads SSE frames from `body` until one of `kind` arrives; returns its id and data.
+async fn next_event(body: &mut Body, kind: &str) -> (u64, Value) {
+    let seen = events_until(body, &[kind]).await;
+    let (id, _, data) = seen.into_iter().next().unwrap();
+    (id, data)
 }
 
 #[tokio::test]
@@ -321,10 +332,16 @@ async fn flushes_and_compactions_are_events_and_a_reconnect_resumes() {
         .await
         .unwrap()
         .into_body();
-    let (again, _) = next_event(&mut body, "flush").await;
+    // Both missed events, in either order: the flush thread tells its listeners after it
+    // wakes `flush()`, so the compaction that followed may be told first.
+    let seen = events_until(&mut body, &["flush", "compaction"]).await;
+    let first = |kind: &str| seen.iter().find(|(_, k, _)| k == kind).unwrap();
+    let (again, (compaction, info)) = (first("flush").0, {
+        let (id, _, data) = first("compaction");
+        (*id, data.clone())
+    });
     assert!(again > flush_id, "the missed flush, not the one seen");
-    let (compaction, info) = next_event(&mut body, "compaction").await;
-    assert!(compaction > again);
+    assert!(compaction > flush_id);
     assert_eq!(info["column_family"], "default");
     let bad = router
         .oneshot(
