@@ -26,6 +26,14 @@ pub const SEQUENCE_HEADER: &str = "strata-sequence";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CommittedAt(pub u64);
 
+impl CommittedAt {
+    /// What a write committed at `seq` answers: that sequence, unless its batch was `empty`
+    /// (no sequence is then its own: the store's newest would be another writer's).
+    pub(crate) fn of_write(empty: bool, seq: u64) -> Option<CommittedAt> {
+        (!empty).then_some(CommittedAt(seq))
+    }
+}
+
 impl IntoResponseParts for CommittedAt {
     type Error = Infallible;
 

@@ -236,7 +236,7 @@ impl Inner {
     ) -> Result<Option<crate::freshness::CommittedAt>, Problem> {
         let empty = batch.is_empty();
         let seq = self.db.write_sequenced(batch, &sync.write_options())?;
-        Ok((!empty).then_some(crate::freshness::CommittedAt(seq)))
+        Ok(crate::freshness::CommittedAt::of_write(empty, seq))
     }
 
     pub fn check_writable(&self) -> Result<(), Problem> {

@@ -216,7 +216,6 @@ pub(crate) async fn write(
 ) -> Result<Option<CommittedAt>, Problem> {
     let inner = &state.inner;
     let opts = sync.write_options();
-    // An empty batch commits at no sequence of its own: it answers none.
     let empty = batch.is_empty();
     // A large batch is a large copy and checksum: work for the pool, not a worker. A synced
     // write always waits.
@@ -227,7 +226,7 @@ pub(crate) async fn write(
                 TryWrite::Committed(seq) => {
                     inner.places.writes.worker.fetch_add(1, Ordering::Relaxed);
                     after(inner, &cf);
-                    return Ok((!empty).then_some(CommittedAt(seq)));
+                    return Ok(CommittedAt::of_write(empty, seq));
                 }
                 TryWrite::Busy(back) if tries_left > 0 => {
                     batch = back;

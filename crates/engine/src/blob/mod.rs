@@ -394,19 +394,21 @@ impl BlobStore {
         if let Some(r) = self.readers.get(number) {
             return Ok(r);
         }
-        let r = Arc::new(BlobFileReader::open(self.fs.as_ref(), &self.path(number))?);
-        Ok(self.readers.insert(number, r))
+        Ok(self.readers.insert(number, self.open_reader(number)?))
+    }
+
+    /// A reader of blob file `number`, opened now.
+    fn open_reader(&self, number: u64) -> Result<Arc<BlobFileReader>> {
+        Ok(Arc::new(BlobFileReader::open(
+            self.fs.as_ref(),
+            &self.path(number),
+        )?))
     }
 
     /// Holds the readers of blob files `numbers` open until `release_except`
     /// (`OpenFiles::hold`).
     pub(crate) fn hold(&self, numbers: impl IntoIterator<Item = u64>) -> Result<()> {
-        self.readers.hold(numbers, |n| {
-            Ok(Arc::new(BlobFileReader::open(
-                self.fs.as_ref(),
-                &self.path(n),
-            )?))
-        })
+        self.readers.hold(numbers, |n| self.open_reader(n))
     }
 
     /// Lets go of every held reader but those of `numbers`.

@@ -200,21 +200,20 @@ impl DbInner {
         files
     }
 
-    /// On a disk shared with the writer, holds every table and blob file in `files` open
-    /// (see the module's invariants); elsewhere nothing.
-    pub(super) fn hold_files_open(&self, files: &BTreeSet<String>) -> Result<()> {
+    /// On a disk shared with the writer, holds the tables and blob files `(tables, blobs)`
+    /// open (see the module's invariants); elsewhere nothing.
+    fn hold_files_open(&self, (tables, blobs): (BTreeSet<u64>, BTreeSet<u64>)) -> Result<()> {
         if !self.fs.shares_deletions_with_readers() {
             return Ok(());
         }
-        let (tables, blobs) = numbers_of(files);
         self.tables.hold(tables)?;
         self.blobs.hold(blobs)
     }
 
     /// `hold_files_open` for the version the store opened at, before a replica serves it.
     pub(super) fn hold_opened_files(&self) -> Result<()> {
-        let files = files_read(&self.versions.lock());
-        self.hold_files_open(&files)
+        let files = file_numbers(&self.versions.lock());
+        self.hold_files_open(files)
     }
 
     /// Which MANIFEST CURRENT names, and how long it is.
@@ -268,7 +267,7 @@ impl DbInner {
             true,
         )?;
         self.catching_up.lock().growing_blobs.extend(unsealed);
-        self.hold_files_open(&files_read(&versions))?;
+        self.hold_files_open(file_numbers(&versions))?;
         let (mut mems, after) = match unchanged {
             true => (
                 self.current_memtables(),
@@ -444,16 +443,25 @@ struct Found {
     manifest: Option<(PathBuf, u64)>,
 }
 
-/// The names of the tables and blob files `versions` holds.
-fn files_read(versions: &VersionSet) -> BTreeSet<String> {
-    let mut files = BTreeSet::new();
+/// The numbers of the tables and of the blob files `versions` holds.
+fn file_numbers(versions: &VersionSet) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    let (mut tables, mut blobs) = (BTreeSet::new(), BTreeSet::new());
     for cf in versions.column_families().values() {
         for level in &cf.current.levels {
-            files.extend(level.iter().map(|f| filename::table_name(f.number)));
+            tables.extend(level.iter().map(|f| f.number));
         }
-        files.extend(cf.blob_files.keys().copied().map(filename::blob_name));
+        blobs.extend(cf.blob_files.keys().copied());
     }
-    files
+    (tables, blobs)
+}
+
+/// The names of the tables and blob files `versions` holds.
+fn files_read(versions: &VersionSet) -> BTreeSet<String> {
+    let (tables, blobs) = file_numbers(versions);
+    let tables = tables.into_iter().map(filename::table_name);
+    tables
+        .chain(blobs.into_iter().map(filename::blob_name))
+        .collect()
 }
 
 /// The table and blob file numbers among `files`' names.

@@ -44,6 +44,14 @@ struct Held {
     revoked_because: VecDeque<(u64, String)>,
 }
 
+impl Held {
+    /// Every deferred deletion, taken to be done now.
+    fn take_deferred(&mut self) -> Vec<PathBuf> {
+        self.deferred_bytes = 0;
+        std::mem::take(&mut self.deferred)
+    }
+}
+
 /// What waits for holds to end (`Db::properties`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Deferred {
@@ -161,8 +169,7 @@ fn revoke_locked(st: &mut Held, why: String) -> Vec<PathBuf> {
     }
     st.revoked_because.push_back((st.generation, why));
     st.generation += 1;
-    st.deferred_bytes = 0;
-    std::mem::take(&mut st.deferred)
+    st.take_deferred()
 }
 
 /// Deletions wait while this lives (`Deletions::hold`), unless it is revoked.
@@ -203,10 +210,7 @@ impl Drop for DeletionHold {
             }
             st.holds -= 1;
             match st.holds {
-                0 => {
-                    st.deferred_bytes = 0;
-                    std::mem::take(&mut st.deferred)
-                }
+                0 => st.take_deferred(),
                 _ => Vec::new(),
             }
         };
