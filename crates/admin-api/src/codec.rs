@@ -520,6 +520,12 @@ mod tests {
         let n = |s: &str| serde_json::from_str::<N>(s).map(|n| n.n);
         assert_eq!(n(r#"{"n": 412}"#).unwrap(), Some(412));
         assert_eq!(n(r#"{"n": 412.0}"#).unwrap(), Some(412));
+        // Read exactly, not to the nearest few ulps (serde_json's `float_roundtrip`):
+        // Schemathesis sent this one, and the quick parse made it ...763.25.
+        assert_eq!(
+            n(r#"{"n": 1905815767973763.0}"#).unwrap(),
+            Some(1_905_815_767_973_763)
+        );
         assert_eq!(n(r#"{"n": null}"#).unwrap(), None);
         assert_eq!(n("{}").unwrap(), None);
         assert_eq!(
