@@ -106,6 +106,28 @@ fn a_served_bucket_store_counts_its_requests_and_is_fenced_by_a_second_server() 
     stdout(&check);
 }
 
+/// Runs `cmd` (with the bucket's credentials), which must refuse to start: a server that
+/// started instead is stopped after 30 s, and the test fails naming `what`.
+fn refused_at_start(cmd: &mut Command, what: &str) -> Output {
+    let mut child = cmd
+        .envs(ENV)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} started instead of refusing");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{what} succeeded");
+    out
+}
+
 /// `strata ARGS...` with the bucket's credentials and endpoint.
 fn strata_cmd(endpoint: &str, args: &[&str]) -> Output {
     Command::new(strata_bin())
@@ -138,24 +160,12 @@ fn checkpoints_clones_and_backups_of_a_served_store_through_the_cli() {
     );
     assert!(put(&writer, "v/2", "bucket").status < 300);
     // A replica follows the newest version; one of a checkpoint would never move.
-    // Refused at once: a server that started instead is stopped, and the test fails.
-    let mut pinned = Command::new(strata_bin())
-        .args(["--checkpoint", "one", "serve", "--replica-of", &url])
-        .args(["--s3-endpoint", &sw.endpoint, "--listen", "127.0.0.1:0"])
-        .envs(ENV)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while pinned.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = pinned.kill();
-            panic!("serve --replica-of --checkpoint started instead of refusing");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let pinned = pinned.wait_with_output().unwrap();
+    let pinned = refused_at_start(
+        Command::new(strata_bin())
+            .args(["--checkpoint", "one", "serve", "--replica-of", &url])
+            .args(["--s3-endpoint", &sw.endpoint, "--listen", "127.0.0.1:0"]),
+        "serve --replica-of --checkpoint",
+    );
     let said = String::from_utf8_lossy(&pinned.stderr);
     assert!(
         !pinned.status.success() && said.contains("never changes"),
@@ -602,6 +612,23 @@ fn a_served_local_store_is_backed_up_live_by_its_server() {
         "{said}"
     );
     assert!(!inside.exists(), "the refused destination was made");
+    // A read-only server beside the writer takes no lock and cannot hold back the writer's
+    // deletions, so it cannot copy a consistent image: refused at its start.
+    let read_only = refused_at_start(
+        Command::new(strata_bin())
+            .args([
+                "--db",
+                db,
+                "serve",
+                "--read-only",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--s3-endpoint", &sw.endpoint, "--backup-to", &dest]),
+        "serve --read-only --backup-to",
+    );
+    let said = String::from_utf8_lossy(&read_only.stderr);
+    assert!(said.contains("read-only server of a directory"), "{said}");
     // Two writers, one of large values, answered before and during the backups.
     let acked: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let done = Arc::new(AtomicBool::new(false));

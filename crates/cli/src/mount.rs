@@ -227,12 +227,14 @@ pub fn open_store(
     cf: &str,
     opening: Opening,
     listeners: Vec<Arc<dyn strata_engine::EventListener>>,
+    max_held_deletion_bytes: u64,
 ) -> Result<Arc<Db>, String> {
     let read_only = opening != Opening::Write;
     let mut opts = Options {
         create_if_missing: !read_only,
         // A long-running store that fills its disk can still take deletions, and so shrink.
         reserved_disk_bytes: SERVED_DISK_RESERVE,
+        max_held_deletion_bytes,
         ..crate::store::options(read_only)?
     };
     strata_fusefs::prepare_options(&mut opts, cf);
@@ -275,7 +277,8 @@ fn serve(db_dir: &Path, cf: &str, args: &MountArgs) -> Result<(), String> {
         true => Opening::ReadOnly,
         false => Opening::Write,
     };
-    let db = open_store(db_dir, cf, opening, Vec::new())?;
+    // A mount makes no backups: nothing holds deletions back.
+    let db = open_store(db_dir, cf, opening, Vec::new(), 0)?;
     let fs = filesystem(&db, cf, args.read_only, args.awake.keep_cpus_awake())?;
     let mut config = MountConfig {
         read_only: args.read_only,

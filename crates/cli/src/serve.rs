@@ -60,6 +60,16 @@ pub struct ServeArgs {
     /// or a directory, as `strata backup create --to`. Without it the route answers 409.
     #[arg(long, value_name = "DEST")]
     pub backup_to: Option<String>,
+    /// Most bytes of files the store no longer needs that a running live backup of a local
+    /// store may keep on disk; past it the store deletes them and the backup fails (409, try
+    /// again). 0: only a disk about to fill takes them back.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        requires = "backup_to"
+    )]
+    backup_hold_limit: u64,
 }
 
 /// Serves the store `source` names (a directory or a bucket URL), opened at `db_dir`.
@@ -91,13 +101,24 @@ pub fn run(
     if replica && args.mount.is_some() {
         listeners.push(moved_on.clone());
     }
+    // A read-only open of a directory takes no lock: a writer beside may delete any file a
+    // backup is copying, and this process cannot hold its deletions back.
+    if args.backup_to.is_some() && read_only && !crate::store::is_bucket() {
+        return Err(format!(
+            "--backup-to: a read-only server of a directory cannot keep the files a backup \
+             copies (a writer beside it deletes them); back {} up through its writer \
+             (`strata serve --backup-to`), or with `strata backup create` while no process \
+             has it open",
+            db_dir.display()
+        ));
+    }
     let backups = match &args.backup_to {
         Some(dest) => Some(Arc::new(crate::serve_backups::ServedBackups::new(
             source, dest, bucket,
         )?) as Arc<dyn strata_admin_api::BackupTarget>),
         None => None,
     };
-    let db = crate::mount::open_store(db_dir, cf, opening, listeners)?;
+    let db = crate::mount::open_store(db_dir, cf, opening, listeners, args.backup_hold_limit)?;
     if args.seed_demo && !read_only && crate::demo::seed_if_empty(&db)? {
         log::info!(target: "strata::api", "seeded {} with the demo keyspace", db_dir.display());
     }

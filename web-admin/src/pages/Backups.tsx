@@ -21,7 +21,7 @@ export function BackupsPage() {
       </Title>
       <ErrorNote error={server.error} />
       {destination ? (
-        <Destination destination={destination} />
+        <Destination destination={destination} readOnly={server.data?.read_only ?? false} />
       ) : (
         server.isSuccess && (
           <Alert color="gray" title="Backups are off">
@@ -35,7 +35,9 @@ export function BackupsPage() {
   );
 }
 
-function Destination({ destination }: { destination: string }) {
+// A read-only server (a replica of a bucket, or `--read-only`) backs up from the bucket and
+// cannot flush, so it offers no flush.
+function Destination({ destination, readOnly }: { destination: string; readOnly: boolean }) {
   const client = useQueryClient();
   const [flush, setFlush] = useState(false);
   const list = useQuery({
@@ -43,7 +45,8 @@ function Destination({ destination }: { destination: string }) {
     queryFn: () => unwrap(api.GET('/api/v1/backups')),
   });
   const create = useMutation({
-    mutationFn: () => unwrap(api.POST('/api/v1/admin:backup', { body: { flush } })),
+    mutationFn: () =>
+      unwrap(api.POST('/api/v1/admin:backup', { body: { flush: flush && !readOnly } })),
     // Asked again either way: a backup the answer never reached may have been made.
     onSettled: () => void client.invalidateQueries({ queryKey: ['backups'] }),
   });
@@ -62,11 +65,13 @@ function Destination({ destination }: { destination: string }) {
             before the backup began is in it. Objects already in the destination are not copied
             again.
           </Text>
-          <Checkbox
-            label="Flush first (writes made without the WAL are included)"
-            checked={flush}
-            onChange={(e) => setFlush(e.currentTarget.checked)}
-          />
+          {!readOnly && (
+            <Checkbox
+              label="Flush first (writes made without the WAL are included)"
+              checked={flush}
+              onChange={(e) => setFlush(e.currentTarget.checked)}
+            />
+          )}
           <ErrorNote error={create.error} />
           {made && (
             <Alert color="green" data-testid="backup-made">

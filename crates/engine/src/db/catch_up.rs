@@ -202,12 +202,18 @@ impl DbInner {
 
     /// On a disk shared with the writer, holds the tables and blob files `(tables, blobs)`
     /// open (see the module's invariants); elsewhere nothing.
-    fn hold_files_open(&self, (tables, blobs): (BTreeSet<u64>, BTreeSet<u64>)) -> Result<()> {
+    fn hold_files_open(
+        &self,
+        (tables, blobs): (BTreeMap<u64, usize>, BTreeSet<u64>),
+    ) -> Result<()> {
         if !self.fs.shares_deletions_with_readers() {
             return Ok(());
         }
-        self.tables.hold(tables)?;
-        self.blobs.hold(blobs)
+        let held = (tables.len(), blobs.len());
+        self.tables
+            .hold(&tables)
+            .and_then(|()| self.blobs.hold(blobs))
+            .map_err(|e| out_of_descriptors(e, held))
     }
 
     /// `hold_files_open` for the version the store opened at, before a replica serves it.
@@ -433,6 +439,39 @@ pub(super) fn open_following(path: &Path, opts: crate::options::Options) -> Resu
     }
 }
 
+/// `e`, saying what to do when it is the process running out of file descriptors while
+/// holding `held` (tables, blob files) open: the limit, not the store, is at fault.
+fn out_of_descriptors(e: Error, (tables, blobs): (usize, usize)) -> Error {
+    match e {
+        Error::Io { context, source }
+            if source
+                .raw_os_error()
+                .is_some_and(|n| n == EMFILE || n == ENFILE) =>
+        {
+            Error::Io {
+                context: format!(
+                    "{context}: a replica beside its writer keeps every file its views read open \
+                     ({tables} tables and {blobs} blob files now), and the system's limit on \
+                     open files was reached: raise it (`ulimit -n`, `LimitNOFILE=`), or have the \
+                     writer keep fewer, larger tables (a larger target_file_size_base)"
+                ),
+                source,
+            }
+        }
+        e => e,
+    }
+}
+
+/// The system's numbers for "too many open files", in this process and in the whole system.
+#[cfg(any(target_os = "linux", target_os = "wasi"))]
+const EMFILE: i32 = libc::EMFILE;
+#[cfg(any(target_os = "linux", target_os = "wasi"))]
+const ENFILE: i32 = libc::ENFILE;
+#[cfg(not(any(target_os = "linux", target_os = "wasi")))]
+const EMFILE: i32 = 24;
+#[cfg(not(any(target_os = "linux", target_os = "wasi")))]
+const ENFILE: i32 = 23;
+
 /// What reading the files again found.
 struct Found {
     versions: VersionSet,
@@ -443,12 +482,15 @@ struct Found {
     manifest: Option<(PathBuf, u64)>,
 }
 
-/// The numbers of the tables and of the blob files `versions` holds.
-fn file_numbers(versions: &VersionSet) -> (BTreeSet<u64>, BTreeSet<u64>) {
-    let (mut tables, mut blobs) = (BTreeSet::new(), BTreeSet::new());
+/// The tables `versions` holds, each with its level (`TableCache::hold`), and the numbers of
+/// its blob files.
+fn file_numbers(versions: &VersionSet) -> (BTreeMap<u64, usize>, BTreeSet<u64>) {
+    let (mut tables, mut blobs) = (BTreeMap::new(), BTreeSet::new());
     for cf in versions.column_families().values() {
-        for level in &cf.current.levels {
-            tables.extend(level.iter().map(|f| f.number));
+        for (level, files) in cf.current.levels.iter().enumerate() {
+            for f in files {
+                tables.entry(f.number).or_insert(level);
+            }
         }
         blobs.extend(cf.blob_files.keys().copied());
     }
@@ -458,7 +500,7 @@ fn file_numbers(versions: &VersionSet) -> (BTreeSet<u64>, BTreeSet<u64>) {
 /// The names of the tables and blob files `versions` holds.
 fn files_read(versions: &VersionSet) -> BTreeSet<String> {
     let (tables, blobs) = file_numbers(versions);
-    let tables = tables.into_iter().map(filename::table_name);
+    let tables = tables.into_keys().map(filename::table_name);
     tables
         .chain(blobs.into_iter().map(filename::blob_name))
         .collect()
@@ -485,5 +527,28 @@ fn changing(e: &Error) -> bool {
         Error::Io { source, .. } => matches!(source.kind(), NotFound | UnexpectedEof),
         Error::Corruption { .. } => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_says_what_to_raise_and_other_errors_pass_unchanged() {
+        let io = |code: i32| Error::Io {
+            context: "open /db/000042.sst".into(),
+            source: std::io::Error::from_raw_os_error(code),
+        };
+        for code in [EMFILE, ENFILE] {
+            let said = out_of_descriptors(io(code), (70, 3)).to_string();
+            assert!(said.contains("000042.sst"), "{said}");
+            assert!(said.contains("70 tables and 3 blob files"), "{said}");
+            assert!(said.contains("ulimit -n"), "{said}");
+        }
+        let other = out_of_descriptors(io(5), (70, 3)).to_string();
+        assert!(!other.contains("ulimit"), "{other}");
+        let busy = out_of_descriptors(Error::Busy("x".into()), (1, 1));
+        assert_eq!(busy.kind(), crate::ErrorKind::Busy);
     }
 }

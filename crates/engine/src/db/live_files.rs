@@ -165,8 +165,38 @@ impl DbInner {
         let current_wal = wal.number;
         drop(wal);
         // Older WALs are sealed and blob files the store does not track are sealed: their
-        // lengths are final, read without the write lock.
-        for n in wals {
+        // lengths are final, read without the write lock. A hold revoked meanwhile lets them
+        // go: one found missing then is the store taking its room back, not damage.
+        let sealed = self.sealed_lengths(&wals, current_wal, wal_len, blob_lens, &mut files);
+        match (sealed, hold.revoked()) {
+            (Err(Error::Io { source, .. }), Some(why))
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(held_no_more(&why));
+            }
+            (sealed, _) => sealed?,
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(LiveFiles {
+            dir: self.dir.clone(),
+            current,
+            files,
+            sequence,
+            hold,
+        })
+    }
+
+    /// Adds to `files` the WALs `wals` (the current one `current_wal` up to `wal_len`) and the
+    /// blob files of `blob_lens`, each with its length.
+    fn sealed_lengths(
+        &self,
+        wals: &[u64],
+        current_wal: u64,
+        wal_len: u64,
+        blob_lens: Vec<(u64, Option<u64>)>,
+        files: &mut Vec<LiveFile>,
+    ) -> Result<()> {
+        for &n in wals {
             let path = filename::wal_file(&self.dir, n);
             let len = match n == current_wal {
                 true => wal_len,
@@ -184,13 +214,6 @@ impl DbInner {
             };
             files.push(LiveFile::of(filename::blob_name(n), len));
         }
-        files.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(LiveFiles {
-            dir: self.dir.clone(),
-            current,
-            files,
-            sequence,
-            hold,
-        })
+        Ok(())
     }
 }

@@ -78,10 +78,13 @@ impl TableCache {
         Ok(self.readers.insert(number, reader))
     }
 
-    /// Holds the readers of tables `numbers` open until `release_except` (`OpenFiles::hold`).
-    pub(crate) fn hold(&self, numbers: impl IntoIterator<Item = u64>) -> Result<()> {
-        // The level only places the index and filter; a held table is read at any.
-        self.readers.hold(numbers, |n| self.open(n, 1))
+    /// Holds the readers of `tables` (number to level) open until `release_except`
+    /// (`OpenFiles::hold`). The level places a table's index and filter, as `get` would: a
+    /// table held from L0 keeps them pinned.
+    pub(crate) fn hold(&self, tables: &std::collections::BTreeMap<u64, usize>) -> Result<()> {
+        self.readers.hold(tables.keys().copied(), |n| {
+            self.open(n, tables.get(&n).copied().unwrap_or(1))
+        })
     }
 
     /// Lets go of every held reader but those of `numbers`.
