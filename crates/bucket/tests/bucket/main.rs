@@ -2,7 +2,8 @@
 //! ports, telemetry off): stores reopened from their cache and from nothing, fencing, racing
 //! writers, checkpoints and garbage collection (`store`); faults between the store and the
 //! bucket and SeaweedFS stopped under load (`faults`); writers killed at random moments
-//! (`crash`); checkpoints, leases and clones (`versions`), backups (`backups`).
+//! (`crash`); checkpoints, leases and clones (`versions`), backups (`backups`), replicas
+//! (`replicas`) and the reads they hold across rounds (`replica_reads`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,6 +12,7 @@ mod crash;
 mod durability;
 mod faults;
 mod model;
+mod replica_reads;
 mod replicas;
 mod store;
 mod support;

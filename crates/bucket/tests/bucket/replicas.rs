@@ -35,7 +35,7 @@ fn replica_at(s: &Seaweed, url: &BucketUrl, cache: &Path, faults: Option<Arc<Fau
     replica_polling(s, url, cache, faults, POLL)
 }
 
-fn replica_polling(
+pub(crate) fn replica_polling(
     s: &Seaweed,
     url: &BucketUrl,
     cache: &Path,
@@ -281,14 +281,7 @@ fn a_snapshot_on_a_replica_keeps_its_tables_until_dropped() {
     }
     assert_tagged(&replica, 0..300, "third");
     tagged_at(0..300, "first");
-    let tables = |db: &Db| -> std::collections::BTreeSet<String> {
-        std::fs::read_dir(db.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            // Whole or partly fetched.
-            .filter_map(|n| n.split_once(".sst").map(|(number, _)| number.to_string()))
-            .collect()
-    };
+    let tables = |db: &Db| crate::replica_reads::files(db.path(), ".sst");
     let held = tables(&replica);
 
     drop((snapshot, at));

@@ -27,6 +27,7 @@ mod multi_get;
 mod partial;
 mod range_del;
 mod ranged;
+mod replica_rounds;
 mod resume;
 mod sharing;
 mod try_write;

@@ -81,8 +81,13 @@ pub struct HookedFs {
     inner: std::sync::Arc<dyn strata_engine::FileSystem>,
     hook: Box<BeforeCreate>,
     on_remove: Option<Box<BeforeRemove>>,
+    on_open: Option<Box<BeforeCreate>>,
+    on_refresh: Option<Box<InsteadOfRefresh>>,
     local: bool,
 }
+
+/// Answers a replica's `refresh` in place of the disk (which always says "may have changed").
+type InsteadOfRefresh = dyn Fn() -> strata_engine::Result<bool> + Send + Sync;
 
 /// Runs before a create; an error fails it.
 type BeforeCreate = dyn Fn(&Path) -> strata_engine::Result<()> + Send + Sync;
@@ -99,6 +104,8 @@ impl HookedFs {
             inner,
             hook: Box::new(hook),
             on_remove: None,
+            on_open: None,
+            on_refresh: None,
             local: true,
         }
     }
@@ -112,6 +119,24 @@ impl HookedFs {
     /// Also runs `watch` before every `remove`.
     pub fn on_remove(mut self, watch: impl Fn(&Path) + Send + Sync + 'static) -> Self {
         self.on_remove = Some(Box::new(watch));
+        self
+    }
+
+    /// Runs `hook` before every `open_random`; an error fails it.
+    pub fn on_open(
+        mut self,
+        hook: impl Fn(&Path) -> strata_engine::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_open = Some(Box::new(hook));
+        self
+    }
+
+    /// Answers each `refresh` with `answer` (which may also wait, or panic).
+    pub fn on_refresh(
+        mut self,
+        answer: impl Fn() -> strata_engine::Result<bool> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_refresh = Some(Box::new(answer));
         self
     }
 }
@@ -141,6 +166,9 @@ impl strata_engine::FileSystem for HookedFs {
         &self,
         path: &Path,
     ) -> strata_engine::Result<std::sync::Arc<dyn strata_engine::RandomAccessFile>> {
+        if let Some(hook) = &self.on_open {
+            hook(path)?;
+        }
         self.inner.open_random(path)
     }
     fn read_all(&self, path: &Path) -> strata_engine::Result<Vec<u8>> {
@@ -182,6 +210,16 @@ impl strata_engine::FileSystem for HookedFs {
     }
     fn appends_are_local(&self, dir: &Path) -> bool {
         self.local && self.inner.appends_are_local(dir)
+    }
+    fn refresh(
+        &self,
+        dir: &Path,
+        reading: &std::collections::BTreeSet<String>,
+    ) -> strata_engine::Result<bool> {
+        match &self.on_refresh {
+            Some(answer) => answer(),
+            None => self.inner.refresh(dir, reading),
+        }
     }
 }
 
