@@ -85,15 +85,7 @@ fn an_evicted_extent_list_frees_its_pieces_in_files_still_present() {
     let mut o = fifo_options(&clock);
     o.blob_compression = strata_engine::Compression::None;
     let db = Db::open(dir.path(), o.clone()).unwrap();
-    let noise = |len: usize, seed: u32| {
-        let mut v = Vec::with_capacity(len);
-        while v.len() < len {
-            v.extend_from_slice(&big(seed + v.len() as u32, b'n'));
-        }
-        v.truncate(len);
-        v
-    };
-    db.put("x", noise(6_000, 1)).unwrap();
+    db.put("x", crate::common::noise(1, 6_000)).unwrap();
     // Seals x's file, so the appended piece goes to a newer one.
     for i in 0..20 {
         db.put(format!("a{i:02}"), big(i, b'a')).unwrap();
@@ -103,7 +95,7 @@ fn an_evicted_extent_list_frees_its_pieces_in_files_still_present() {
         files.iter().map(|f| f.number).max().unwrap()
     };
     let mut batch = WriteBatch::new();
-    batch.append("x", noise(2_000, 2));
+    batch.append("x", crate::common::noise(2, 2_000));
     db.write(batch, &WriteOptions::default()).unwrap();
     let piece_file = newest(&db);
     // Newer values until x's first file is evicted (but not the piece's).

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use strata_engine::{Db, Error, Options};
 
+use crate::common::noise;
 use crate::db::small_options;
 
 /// Flushes (which delete WALs under the reader) but no compactions: a read-only store on a
@@ -469,17 +470,4 @@ fn a_replica_reads_files_its_writer_deleted_before_it_opened_them() {
         .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
         .unwrap();
     assert_eq!(replica.get("k7").unwrap().as_deref(), Some(&b"v3"[..]));
-}
-
-/// `len` bytes no compressor shrinks, different for each `seed`.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }

@@ -462,17 +462,9 @@ fn maintenance_seals_the_blob_files_writes_filled() {
     o.min_blob_size = 100;
     o.blob_file_size = 8 << 10;
     let db = Db::open(dir.path(), o).unwrap();
-    // Values no compressor shrinks (xorshift), so each fills its share of a file.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    // Values no compressor shrinks, so each fills its share of a file.
     for i in 0..40u32 {
-        let value: Vec<u8> = (0..1000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let value = crate::common::noise(u64::from(i), 1000);
         // Appends: ranged writes queue the files they fill for the flush job to seal.
         let mut batch = strata_engine::WriteBatch::new();
         batch.append(format!("key{:03}", i % 4), value);

@@ -223,6 +223,20 @@ impl strata_engine::FileSystem for HookedFs {
     }
 }
 
+/// `len` bytes no compressor shrinks (xorshift), the same for the same `seed` and different
+/// for each.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// Copies a store's files as a crash would leave them: whatever reached the OS.
 pub fn crash_copy(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
