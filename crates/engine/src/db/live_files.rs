@@ -7,7 +7,8 @@
 //! - while the `LiveFiles` lives, no listed file is deleted (deletions wait, `fs/deletions.rs`),
 //!   and the listed prefix of each never changes: tables and sealed WALs and blob files are
 //!   immutable, and the MANIFEST, the current WAL and open blob files only grow;
-//! - everything is listed under the write lock, after syncing the WAL and the blob files: the
+//! - everything is listed under the write lock, after syncing the WAL and the blob files (a
+//!   store whose writes stopped for good is listed as it stands, up to its last good record): the
 //!   current WAL up to its last record, then (under the version lock inside it) the MANIFEST
 //!   up to its last record, so every blob file, value file and column family a listed WAL
 //!   record names is in the listed MANIFEST (its edit was logged before the record); a value
@@ -109,12 +110,26 @@ impl DbInner {
         if wal.writer.is_none() {
             return Err(Error::Closed);
         }
-        self.resume_writes(&mut wal)?;
+        // Writes stopped for good (an I/O error; only a reopen resumes them) leave every
+        // acknowledged write where it was: that image is listed as it stands, since a backup
+        // is what its operator wants most now. A full disk still refuses until it has room.
+        let stopped = match self.resume_writes(&mut wal) {
+            Ok(()) => false,
+            Err(_) if self.writes_stopped_for_good() => true,
+            Err(e) => return Err(e),
+        };
         // A full disk takes back what holds keep, this one's too: nothing it lists would stay.
         if let Some(why) = hold.revoked() {
             return Err(held_no_more(&why));
         }
-        self.sync_wal_locked(&mut wal, None)?;
+        if wal.damaged_from.is_none() {
+            // A stopped store whose sync fails too is listed up to its last good record,
+            // which the failure marks, as for a log that failed before.
+            match self.sync_wal_locked(&mut wal, None) {
+                Err(_) if stopped && wal.damaged_from.is_some() => {}
+                synced => synced?,
+            }
+        }
         let wal_len = match (&wal.damaged_from, &wal.writer) {
             (Some(good), _) => *good,
             (None, Some(w)) => w.bytes_written(),

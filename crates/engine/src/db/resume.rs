@@ -71,6 +71,15 @@ pub(super) fn writes_stopped(stopped_by: &Error) -> Error {
 }
 
 impl DbInner {
+    /// Whether writes stopped on an error no resume clears (only a reopen does).
+    pub(super) fn writes_stopped_for_good(&self) -> bool {
+        self.state
+            .lock()
+            .bg_error
+            .as_ref()
+            .is_some_and(|e| !e.kind().is_transient())
+    }
+
     pub(super) fn sync_wal_locked(
         &self,
         wal: &mut WalState,

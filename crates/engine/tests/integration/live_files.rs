@@ -307,3 +307,44 @@ fn a_read_only_store_has_no_live_files_to_give() {
     assert!(matches!(reader.live_files(false), Err(Error::ReadOnly(_))));
     drop(db);
 }
+
+/// Writes stopped on an I/O error (only a reopen resumes them) leave every acknowledged write
+/// on disk: the store still lists them as an image, cut before the refused write, so it can
+/// be backed up while it waits for its operator.
+#[test]
+fn a_store_whose_writes_stopped_is_listed_as_it_stands() {
+    use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
+    let dir = crate::common::tempdir();
+    let fs = FaultInjectionFs::new();
+    let mut o = busy_options();
+    o.filesystem = Arc::new(fs.clone());
+    let db = Db::open(dir.path(), o).unwrap();
+    for i in 0..300 {
+        db.put(format!("k{i:04}"), value(i)).unwrap();
+    }
+    let synced = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    db.put_with(&synced, "last", "acknowledged").unwrap();
+    fs.fail_after(&[FsOp::Write, FsOp::Sync], 0, FaultError::Eio);
+    db.put_with(&synced, "refused", "no").unwrap_err();
+    let e = db.put("after", "no").unwrap_err();
+    assert!(!e.kind().is_transient(), "{e}");
+
+    let live = db.live_files(false).unwrap();
+    let copy = dir.path().join("copy");
+    copy_image(&live, &copy, &|| {});
+    drop(live);
+    let restored = Db::open(&copy, small_options()).unwrap();
+    for i in 0..300 {
+        let got = restored.get(format!("k{i:04}")).unwrap();
+        assert_eq!(got.as_deref(), Some(&value(i)[..]), "k{i:04}");
+    }
+    assert_eq!(
+        restored.get("last").unwrap().as_deref(),
+        Some(&b"acknowledged"[..])
+    );
+    assert_eq!(restored.get("refused").unwrap(), None);
+    assert_eq!(restored.get("after").unwrap(), None);
+}
