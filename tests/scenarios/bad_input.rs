@@ -108,47 +108,67 @@ fn every_door_refuses_bad_input_clearly_and_the_store_still_verifies() {
 }
 
 /// A backup into the store's own directory is lost with the store; one reached through a bind
-/// mount of that directory (another name for it, which no resolving of links undoes) is the
-/// same mistake and is refused too, before anything is made. Runs in a user and mount
-/// namespace of its own, so it mounts nothing outside the test.
+/// mount (another name for it, which no resolving of links undoes) is the same mistake and is
+/// refused too, before anything is made: a bind of the store itself, and a bind of a directory
+/// inside it (a container's two volumes, one within the other on the host). Runs in a user
+/// and mount namespace of its own, so it mounts nothing outside the test.
 #[test]
 fn a_backup_into_a_bind_mount_of_its_store_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (db, view) = (tmp.path().join("db"), tmp.path().join("view"));
     stdout(&strata(&db, &["put", "k", "v"]));
     std::fs::create_dir(&view).unwrap();
-    let dest = view.join("backups");
-    let script =
-        "mount --bind \"$1\" \"$2\" || exit 99; exec \"$3\" --db \"$1\" backup create --to \"$4\"";
-    let out = std::process::Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&db)
-        .arg(&view)
-        .arg(strata_e2e::strata_bin())
-        .arg(&dest)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(99) || said.contains("unshare:") {
-        // No user namespaces here: nothing can bind-mount, so nothing to refuse.
-        assert!(std::env::var_os("CI").is_none(), "CI is set but {said}");
-        eprintln!("this scenario needs a mount namespace: {said}");
-        return;
+    std::fs::create_dir(db.join("inner")).unwrap();
+    for (bound, dest) in [
+        (db.clone(), view.join("backups")),
+        (db.join("inner"), view.clone()),
+    ] {
+        let script = "mount --bind \"$1\" \"$2\" || exit 99; \
+                      exec \"$3\" --db \"$4\" backup create --to \"$5\"";
+        let out = std::process::Command::new("unshare")
+            .args([
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(&bound)
+            .arg(&view)
+            .arg(strata_e2e::strata_bin())
+            .arg(&db)
+            .arg(&dest)
+            .output();
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set but unshare: {e}"
+                );
+                eprintln!("this scenario needs unshare: {e}");
+                return;
+            }
+        };
+        let said = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(99) || said.contains("unshare:") {
+            // No user namespaces here: nothing can bind-mount, so nothing to refuse.
+            assert!(std::env::var_os("CI").is_none(), "CI is set but {said}");
+            eprintln!("this scenario needs a mount namespace: {said}");
+            return;
+        }
+        assert!(
+            !out.status.success() && said.contains("inside the store"),
+            "{} bound at {}: {said}",
+            bound.display(),
+            view.display()
+        );
     }
-    assert!(
-        !out.status.success() && said.contains("inside the store"),
-        "{said}"
-    );
     assert!(
         !db.join("backups").exists(),
         "the refused destination was made"
     );
+    assert_eq!(std::fs::read_dir(db.join("inner")).unwrap().count(), 0);
 }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use std::convert::Infallible;
 use std::time::Duration;
 
-use strata_engine::ErrorKind;
+use strata_engine::{Error, ErrorKind};
 
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -53,24 +53,37 @@ pub(crate) async fn at_least(state: &AppState, min_seq: Option<u64>) -> Result<(
     };
     let db = &state.inner.db;
     let deadline = tokio::time::Instant::now() + state.inner.limits.min_seq_wait;
+    // A mount over a replica shows a sequence once its caches were dropped for it, a moment
+    // after the store does (`ReplicaInvalidation`).
+    let mount_shows = || {
+        state
+            .inner
+            .mount
+            .as_ref()
+            .and_then(|m| m.replica.as_ref())
+            .is_none_or(|r| r.shows(seq))
+    };
     loop {
-        if db.latest_sequence() >= seq {
-            return Ok(());
-        }
-        match db.wait_for_sequence(seq, Duration::ZERO) {
-            Ok(_) => return Ok(()),
+        let store_shows = match db.latest_sequence() >= seq {
+            true => Ok(()),
+            false => db.wait_for_sequence(seq, Duration::ZERO).map(|_| ()),
+        };
+        let late = match store_shows {
+            Ok(()) if mount_shows() => return Ok(()),
+            Ok(()) => Error::Unavailable(format!(
+                "the mount has not yet dropped what it cached from before sequence {seq}"
+            )),
             // Not there yet: asked; the answer comes with a later round.
-            Err(e) if e.kind() == ErrorKind::Unavailable => {
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(Problem::from(e));
-                }
-            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => e,
             // A store that is no replica shows every write it made: no write has this
             // sequence. The request is well formed, so 422, not 400.
             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
                 return Err(Problem::unprocessable(e.to_string()));
             }
             Err(e) => return Err(Problem::from(e)),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Problem::from(late));
         }
         tokio::time::sleep(STEP).await;
     }

@@ -98,6 +98,10 @@ pub struct MountLink {
     /// The column family it shows.
     pub column_family: String,
     pub invalidator: strata_fusefs::Invalidator,
+    /// On a replica: how far the mount dropped the kernel's caches as the store moved on. A
+    /// read given `min_seq` answers once the mount shows that sequence too, so a client that
+    /// waited through REST then reads the file sees what it waited for.
+    pub replica: Option<Arc<strata_fusefs::ReplicaInvalidation>>,
 }
 
 /// Shared by every handler (cheap to clone).

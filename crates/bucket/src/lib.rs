@@ -34,6 +34,7 @@ mod lease;
 mod local_backup;
 mod local_io;
 mod log;
+mod mounts;
 mod open;
 mod paged;
 mod pin;

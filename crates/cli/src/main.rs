@@ -480,6 +480,15 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Backup(c) => return versions::backup(&cli.db, &cli.bucket, c),
         _ => {}
     }
+    if matches!(&cli.command, Command::Serve(a) if a.backup_to.is_some())
+        && cli.bucket.checkpoint.is_some()
+    {
+        return Err(
+            "--backup-to backs up the store's newest version, and --checkpoint serves another: \
+             serve the newest version to back it up"
+                .into(),
+        );
+    }
     let (db_arg, bucket) = match &cli.command {
         Command::Serve(args) => match &args.replica_of {
             Some(_) if cli.db != DEFAULT_DB => {

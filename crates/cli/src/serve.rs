@@ -62,7 +62,8 @@ pub struct ServeArgs {
     pub backup_to: Option<String>,
     /// Most bytes of files the store no longer needs that a running live backup of a local
     /// store may keep on disk; past it the store deletes them and the backup fails (409, try
-    /// again). 0: only a disk about to fill takes them back.
+    /// again). 0: only a disk about to fill takes them back. A store in a bucket is backed up
+    /// from the bucket and keeps nothing: refused there.
     #[arg(
         long,
         value_name = "BYTES",
@@ -112,9 +113,16 @@ pub fn run(
             db_dir.display()
         ));
     }
+    if args.backup_hold_limit > 0 && crate::store::is_bucket() {
+        return Err(
+            "--backup-hold-limit bounds what a live backup of a local store keeps on disk; a \
+             store in a bucket is backed up from the bucket, which keeps nothing for it"
+                .into(),
+        );
+    }
     let backups = match &args.backup_to {
         Some(dest) => Some(Arc::new(crate::serve_backups::ServedBackups::new(
-            source, dest, bucket,
+            source, dest, bucket, read_only,
         )?) as Arc<dyn strata_admin_api::BackupTarget>),
         None => None,
     };
@@ -155,6 +163,7 @@ pub fn run(
             let link = MountLink {
                 column_family: cf.to_string(),
                 invalidator: m.invalidator(),
+                replica: replica.then(|| moved_on.clone()),
             };
             (Some(m), Some(link))
         }

@@ -18,6 +18,8 @@ pub struct ServedBackups {
     source: Option<Client>,
     /// One backup at a time, whoever asks.
     running: Mutex<()>,
+    /// The served store is read-only (a replica, `--read-only`): it cannot flush.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for ServedBackups {
@@ -34,6 +36,7 @@ impl ServedBackups {
         served: &str,
         destination: &str,
         args: &BucketArgs,
+        read_only: bool,
     ) -> Result<ServedBackups, String> {
         let source = match BucketUrl::is_bucket(served) {
             true => {
@@ -53,6 +56,7 @@ impl ServedBackups {
             dest,
             source,
             running: Mutex::new(()),
+            read_only,
         })
     }
 }
@@ -96,6 +100,13 @@ impl BackupTarget for ServedBackups {
         let progress = log_progress();
         let report = match &self.source {
             Some(src) => {
+                if flush && self.read_only {
+                    return Err(strata_engine::Error::InvalidArgument(
+                        "this server is read-only and cannot flush; a backup from the bucket \
+                         holds every write its writer synced there: ask without flush"
+                            .into(),
+                    ));
+                }
                 if flush {
                     db.flush()?;
                 }

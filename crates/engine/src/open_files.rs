@@ -53,21 +53,35 @@ impl<T> OpenFiles<T> {
     }
 
     /// Holds open a reader of each of `numbers` not held yet, opened by `open` (or the one
-    /// already open), until `release_except` lets go of it.
+    /// already open), until `release_except` lets go of it. A held reader `stale` says no
+    /// longer fits is opened again and replaces it, where its file still opens (else it stays:
+    /// it still reads).
     pub(crate) fn hold<E>(
         &self,
         numbers: impl IntoIterator<Item = u64>,
         open: impl Fn(u64) -> Result<Arc<T>, E>,
+        stale: impl Fn(u64, &T) -> bool,
     ) -> Result<(), E> {
         for n in numbers {
-            if self.held.lock().contains_key(&n) {
-                continue;
-            }
-            // Not opened under the shard's lock: opening reads the disk.
-            let open_now = self.shard(n).lock().get(&n).map(|(r, _)| r.clone());
-            let reader = match open_now {
-                Some(reader) => reader,
-                None => open(n)?,
+            let held = self.held.lock().get(&n).cloned();
+            let reader = match held {
+                Some(reader) if !stale(n, &reader) => continue,
+                Some(_) => match open(n) {
+                    Ok(fresh) => {
+                        // The next read finds the fresh one through `held`.
+                        self.shard(n).lock().remove(&n);
+                        fresh
+                    }
+                    Err(_) => continue,
+                },
+                None => {
+                    // Not opened under the shard's lock: opening reads the disk.
+                    let open_now = self.shard(n).lock().get(&n).map(|(r, _)| r.clone());
+                    match open_now {
+                        Some(reader) => reader,
+                        None => open(n)?,
+                    }
+                }
             };
             self.held.lock().insert(n, reader);
         }
@@ -111,6 +125,11 @@ impl<T> OpenFiles<T> {
         self.held.lock().remove(&number);
     }
 
+    /// Readers held open (`hold`).
+    pub(crate) fn held_count(&self) -> usize {
+        self.held.lock().len()
+    }
+
     /// Readers kept open.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -149,7 +168,7 @@ mod tests {
         let open = OpenFiles::new(SHARDS);
         open.insert(0, Arc::new("open"));
         let opened = |n: u64| Ok::<_, ()>(Arc::new(if n == 1 { "one" } else { "other" }));
-        open.hold([0, 1], opened).unwrap();
+        open.hold([0, 1], opened, |_, _| false).unwrap();
         // A file open already is held as it is; another is opened.
         assert_eq!(open.get(1).as_deref(), Some(&"one"));
         // Shard 0 holds one: every other file there evicts 0, which stays held.
@@ -160,8 +179,28 @@ mod tests {
         open.release_except(&[1].into());
         assert!(open.get(0).is_none(), "released, closed in its shard too");
         assert_eq!(open.get(1).as_deref(), Some(&"one"));
-        assert_eq!(open.hold([32], |_| Err("gone")), Err("gone"));
+        assert_eq!(open.hold([32], |_| Err("gone"), |_, _| false), Err("gone"));
         open.remove(1);
         assert!(open.get(1).is_none());
+    }
+
+    #[test]
+    fn a_held_reader_that_no_longer_fits_is_opened_again_where_its_file_opens() {
+        let open = OpenFiles::new(SHARDS);
+        open.hold([0, 1], |_| Ok::<_, ()>(Arc::new("at L0")), |_, _| false)
+            .unwrap();
+        assert_eq!(open.get(0).as_deref(), Some(&"at L0"));
+        let moved = |_: u64, r: &&str| *r == "at L0";
+        let reopen = |n: u64| match n {
+            0 => Ok(Arc::new("below L0")),
+            _ => Err(()),
+        };
+        open.hold([0, 1], reopen, moved).unwrap();
+        assert_eq!(open.get(0).as_deref(), Some(&"below L0"), "replaced");
+        assert_eq!(
+            open.get(1).as_deref(),
+            Some(&"at L0"),
+            "kept: it still reads"
+        );
     }
 }

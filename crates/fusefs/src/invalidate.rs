@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, OnceLock};
 
@@ -159,37 +160,90 @@ fn send(n: &Notifier, targets: &[Target]) {
 /// thread of its own, not the replica's: a pass costs a notice per inode the kernel holds, and
 /// a notice may wait on a request of this very mount, while the replica's next round must not.
 /// Rounds that end while a pass waits share it; one that ends during a pass gets another.
+/// `shows` says whether the passes got as far as a sequence, so a reader that waited for it
+/// through another door (REST's `min_seq`) can wait for the mount to show it too.
 #[derive(Debug, Default)]
 pub struct ReplicaInvalidation {
     invalidator: OnceLock<Invalidator>,
     /// One pass asked for at most: a full channel means one is already waiting.
     passes: OnceLock<SyncSender<()>>,
+    progress: Arc<PassProgress>,
+}
+
+/// The newest sequence a round moved the store to, and the newest every cache was dropped for.
+#[derive(Debug, Default)]
+struct PassProgress {
+    asked: AtomicU64,
+    done: AtomicU64,
 }
 
 impl ReplicaInvalidation {
     pub fn attach(&self, invalidator: Invalidator) {
         let _ = self.invalidator.set(invalidator);
     }
+
+    /// Whether the mount shows sequence `seq`, given the store shows it: the kernel dropped
+    /// what it had cached from before it, or no round moved the store since the last pass (a
+    /// sequence the store showed when it opened left nothing cached to drop).
+    pub fn shows(&self, seq: u64) -> bool {
+        let asked = self.progress.asked.load(Ordering::Acquire);
+        let done = self.progress.done.load(Ordering::Acquire);
+        done >= seq || done >= asked
+    }
 }
 
 impl strata_engine::EventListener for ReplicaInvalidation {
-    fn on_caught_up(&self, _info: &strata_engine::CaughtUp) {
+    fn on_caught_up(&self, info: &strata_engine::CaughtUp) {
+        let progress = &self.progress;
+        progress.asked.fetch_max(info.to, Ordering::AcqRel);
         let Some(i) = self.invalidator.get() else {
+            progress.done.fetch_max(info.to, Ordering::AcqRel);
             return;
         };
         let passes = self.passes.get_or_init(|| {
             let (tx, rx) = sync_channel::<()>(1);
-            let i = i.clone();
+            let (i, progress) = (i.clone(), progress.clone());
             // Ends when the listener goes, with the sender.
             std::thread::spawn(move || {
                 for () in rx {
-                    // A pass that panicked must not end every later one.
+                    // Read before the pass: a round that ends during it asks for another.
+                    let through = progress.asked.load(Ordering::Acquire);
+                    // A pass that panicked must not end every later one, nor hold readers
+                    // waiting on it (the next round's pass drops the caches again).
                     let pass = std::panic::AssertUnwindSafe(|| i.everything_changed());
                     let _ = std::panic::catch_unwind(pass);
+                    progress.done.fetch_max(through, Ordering::AcqRel);
                 }
             });
             tx
         });
         let _ = passes.try_send(());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::{CaughtUp, EventListener};
+
+    use super::*;
+
+    #[test]
+    fn a_sequence_shows_once_the_pass_for_its_round_is_done() {
+        let r = ReplicaInvalidation::default();
+        // Before the mount is up nothing is cached: every round shows at once.
+        r.on_caught_up(&CaughtUp { from: 0, to: 5 });
+        assert!(r.shows(5));
+        r.attach(Invalidator::new(Arc::new(
+            Mutex::new(InodeTable::default()),
+        )));
+        // What the store showed before any round since: nothing to drop.
+        assert!(r.shows(100));
+        r.on_caught_up(&CaughtUp { from: 5, to: 9 });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !r.shows(9) {
+            assert!(std::time::Instant::now() < deadline, "the pass never ended");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(r.progress.done.load(Ordering::Acquire), 9);
     }
 }

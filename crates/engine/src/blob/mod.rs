@@ -408,7 +408,13 @@ impl BlobStore {
     /// Holds the readers of blob files `numbers` open until `release_except`
     /// (`OpenFiles::hold`).
     pub(crate) fn hold(&self, numbers: impl IntoIterator<Item = u64>) -> Result<()> {
-        self.readers.hold(numbers, |n| self.open_reader(n))
+        self.readers
+            .hold(numbers, |n| self.open_reader(n), |_, _| false)
+    }
+
+    /// How many readers `hold` keeps open.
+    pub(crate) fn held_count(&self) -> usize {
+        self.readers.held_count()
     }
 
     /// Lets go of every held reader but those of `numbers`.

@@ -86,6 +86,13 @@ const PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 impl DbInner {
     pub(super) fn catch_up(&self) -> Result<CaughtUp> {
+        self.catch_up_once().map_err(|e| {
+            let held = (self.tables.held_count(), self.blobs.held_count());
+            out_of_descriptors(e, Some(held))
+        })
+    }
+
+    fn catch_up_once(&self) -> Result<CaughtUp> {
         self.check_open()?;
         if !self.read_only {
             return Err(Error::InvalidArgument(format!(
@@ -209,11 +216,8 @@ impl DbInner {
         if !self.fs.shares_deletions_with_readers() {
             return Ok(());
         }
-        let held = (tables.len(), blobs.len());
-        self.tables
-            .hold(&tables)
-            .and_then(|()| self.blobs.hold(blobs))
-            .map_err(|e| out_of_descriptors(e, held))
+        self.tables.hold(&tables)?;
+        self.blobs.hold(blobs)
     }
 
     /// `hold_files_open` for the version the store opened at, before a replica serves it.
@@ -433,27 +437,33 @@ pub(super) fn open_following(path: &Path, opts: crate::options::Options) -> Resu
             });
         match opened {
             Err(e) if changing(&e) && tries + 1 < TRIES => tries += 1,
-            opened => return opened,
+            opened => return opened.map_err(|e| out_of_descriptors(e, None)),
         }
         std::thread::sleep(PAUSE);
     }
 }
 
-/// `e`, saying what to do when it is the process running out of file descriptors while
-/// holding `held` (tables, blob files) open: the limit, not the store, is at fault.
-fn out_of_descriptors(e: Error, (tables, blobs): (usize, usize)) -> Error {
+/// `e`, saying what to do when it is the process running out of file descriptors, as a
+/// replica holding `held` (tables, blob files) open: the limit, not the store, is at fault.
+fn out_of_descriptors(e: Error, held: Option<(usize, usize)>) -> Error {
     match e {
         Error::Io { context, source }
             if source
                 .raw_os_error()
                 .is_some_and(|n| n == EMFILE || n == ENFILE) =>
         {
+            let holding = match held {
+                Some((tables, blobs)) => {
+                    format!(" (it holds {tables} tables and {blobs} blob files open now)")
+                }
+                None => String::new(),
+            };
             Error::Io {
                 context: format!(
-                    "{context}: a replica beside its writer keeps every file its views read open \
-                     ({tables} tables and {blobs} blob files now), and the system's limit on \
-                     open files was reached: raise it (`ulimit -n`, `LimitNOFILE=`), or have the \
-                     writer keep fewer, larger tables (a larger target_file_size_base)"
+                    "{context}: a replica beside its writer keeps every file its views read \
+                     open{holding}, and the system's limit on open files was reached: raise it \
+                     (`ulimit -n`, `LimitNOFILE=`), or have the writer keep fewer, larger \
+                     tables (a larger target_file_size_base)"
                 ),
                 source,
             }
@@ -462,15 +472,16 @@ fn out_of_descriptors(e: Error, (tables, blobs): (usize, usize)) -> Error {
     }
 }
 
-/// The system's numbers for "too many open files", in this process and in the whole system.
+/// The system's numbers for "too many open files", in this process and in the whole system
+/// (none elsewhere: another system's numbers mean other errors).
 #[cfg(any(target_os = "linux", target_os = "wasi"))]
 const EMFILE: i32 = libc::EMFILE;
 #[cfg(any(target_os = "linux", target_os = "wasi"))]
 const ENFILE: i32 = libc::ENFILE;
 #[cfg(not(any(target_os = "linux", target_os = "wasi")))]
-const EMFILE: i32 = 24;
+const EMFILE: i32 = i32::MIN;
 #[cfg(not(any(target_os = "linux", target_os = "wasi")))]
-const ENFILE: i32 = 23;
+const ENFILE: i32 = i32::MIN;
 
 /// What reading the files again found.
 struct Found {
@@ -541,14 +552,14 @@ mod tests {
             source: std::io::Error::from_raw_os_error(code),
         };
         for code in [EMFILE, ENFILE] {
-            let said = out_of_descriptors(io(code), (70, 3)).to_string();
+            let said = out_of_descriptors(io(code), Some((70, 3))).to_string();
             assert!(said.contains("000042.sst"), "{said}");
             assert!(said.contains("70 tables and 3 blob files"), "{said}");
             assert!(said.contains("ulimit -n"), "{said}");
         }
-        let other = out_of_descriptors(io(5), (70, 3)).to_string();
+        let other = out_of_descriptors(io(5), Some((70, 3))).to_string();
         assert!(!other.contains("ulimit"), "{other}");
-        let busy = out_of_descriptors(Error::Busy("x".into()), (1, 1));
+        let busy = out_of_descriptors(Error::Busy("x".into()), None);
         assert_eq!(busy.kind(), crate::ErrorKind::Busy);
     }
 }

@@ -123,12 +123,17 @@ impl DbInner {
             return Err(held_no_more(&why));
         }
         if wal.damaged_from.is_none() {
-            // A stopped store whose sync fails too is listed up to its last good record,
-            // which the failure marks, as for a log that failed before.
-            match self.sync_wal_locked(&mut wal, None) {
-                Err(_) if stopped && wal.damaged_from.is_some() => {}
-                synced => synced?,
-            }
+            self.sync_wal_locked(&mut wal, None)?;
+        }
+        // After a failed sync the kernel may have dropped pages it had accepted: what the
+        // files read back as is not known to be what was written, so no image of them is.
+        if wal.sync_failed {
+            return Err(Error::Background(format!(
+                "writes to {} stopped after a failed sync, which may have lost bytes the \
+                 system had accepted: no copy of its files can be trusted now; reopen the store \
+                 (which keeps what reached the disk) and back it up then",
+                self.dir.display()
+            )));
         }
         let wal_len = match (&wal.damaged_from, &wal.writer) {
             (Some(good), _) => *good,
@@ -142,6 +147,14 @@ impl DbInner {
         let (current, min_log, mut blobs) = {
             let mut versions = self.versions.lock();
             if versions.manifest_len().is_none() {
+                // A store stopped for good writes nothing more, a new MANIFEST neither.
+                if stopped {
+                    return Err(Error::Background(format!(
+                        "writes to {} stopped as its MANIFEST's last edit failed: its state \
+                         on disk is not known; reopen the store and back it up then",
+                        self.dir.display()
+                    )));
+                }
                 // The last edit failed to log and the MANIFEST's tail is unknown: a new one
                 // holding the whole state replaces it now, rather than at the next edit.
                 let last = versions.last_sequence();

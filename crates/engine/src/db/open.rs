@@ -341,6 +341,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
             number: wal_number,
             delayed_until: None,
             damaged_from: None,
+            sync_failed: false,
         }),
         scheduler,
         compactions_running: Mutex::new(0),

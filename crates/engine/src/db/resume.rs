@@ -97,6 +97,7 @@ impl DbInner {
                 // What the kernel held of the log may be gone: a resume must not trust it.
                 let written = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
                 wal.damaged_from = Some(written);
+                wal.sync_failed = true;
                 self.set_background_error(&e);
                 Err(e)
             }
@@ -230,6 +231,8 @@ impl DbInner {
             };
             self.switch_memtables(wal, &with_data)?;
             wal.damaged_from = None;
+            // The cut log is sealed and every memtable its bytes fed is flushed anew.
+            wal.sync_failed = false;
         }
         self.flush_every_immutable()?;
         let cfs: Vec<Arc<_>> = {

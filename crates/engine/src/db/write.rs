@@ -135,6 +135,10 @@ pub(crate) struct WalState {
     /// unknown (a torn record, or a whole one whose writers were told it failed). Nothing is
     /// appended until a resume cuts the log back to it and seals it (`db/resume.rs`).
     pub(crate) damaged_from: Option<u64>,
+    /// Set when a sync of the log or of the blob files failed, until a resume: the kernel may
+    /// have dropped pages it had accepted, so even the bytes before `damaged_from` cannot be
+    /// trusted to read back as written (a reopen replays what reached the disk).
+    pub(crate) sync_failed: bool,
 }
 
 impl WalState {
@@ -164,6 +168,8 @@ impl WalState {
             .and_then(|_| w.finish());
         if sealed.is_err() {
             self.damaged_from = Some(good);
+            // The seal's own sync may be what failed.
+            self.sync_failed = true;
         }
         sealed
     }
@@ -371,14 +377,16 @@ impl DbInner {
             let sync_to = group_sync(writes);
             let need_sync = sync_to.is_some();
             let good = wal.writer.as_ref().map_or(0, |w| w.bytes_written());
+            let mut sync_failed = false;
             let appended = wal.writer.as_mut().ok_or(Error::Closed).and_then(|w| {
                 let n = w.add_record(record.data())?;
                 // Hand the bytes to the OS at once: an acknowledged write must survive a process
                 // crash even without sync.
                 w.flush()?;
                 if let Some(durability) = sync_to {
-                    self.sync_blob_writers()?;
-                    w.sync_to(durability)?;
+                    self.sync_blob_writers()
+                        .and_then(|()| w.sync_to(durability))
+                        .inspect_err(|_| sync_failed = true)?;
                 }
                 Ok(n)
             });
@@ -393,6 +401,7 @@ impl DbInner {
                     // The log's tail is now unknown: refuse further writes rather than risk a
                     // hole, until a resume cuts the tail off.
                     wal.damaged_from = Some(good);
+                    wal.sync_failed |= sync_failed;
                     self.set_background_error(&e);
                     // The group's borrows go back. Its records may yet be named: a record that
                     // reached the log whole is replayed if a crash comes before the resume cuts

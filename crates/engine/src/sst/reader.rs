@@ -97,6 +97,8 @@ pub(crate) struct TableReader {
     pub(super) range_tombstones: Arc<FragmentedTombstones>,
     range_del_block: Option<BlockHandle>,
     cache: Option<Arc<BlockCache>>,
+    /// Whether its index and filter are pinned in the cache (`MetaBlocks::Pinned`).
+    pins_meta: bool,
     stats: Arc<Stats>,
 }
 
@@ -164,6 +166,7 @@ impl TableReader {
             range_del_block: None,
             stats,
             cache: None,
+            pins_meta: false,
         };
         if let Some(h) = range_del_handle {
             reader.range_tombstones =
@@ -180,6 +183,7 @@ impl TableReader {
             meta_blocks
         };
         reader.cache = cache;
+        reader.pins_meta = meta_blocks == MetaBlocks::Pinned;
         if meta_blocks != MetaBlocks::Held
             && let Some(cache) = &reader.cache
         {
@@ -194,6 +198,12 @@ impl TableReader {
             reader.filter = filter.map(Meta::Held);
         }
         Ok(reader)
+    }
+
+    /// Whether this reader keeps its index and filter pinned in the cache (opened at L0 with
+    /// `pin_l0_filter_and_index_blocks_in_cache`).
+    pub(crate) fn pins_meta(&self) -> bool {
+        self.pins_meta
     }
 
     /// Reads `handle`'s block from the file, counting the bytes.

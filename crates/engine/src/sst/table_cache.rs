@@ -80,11 +80,21 @@ impl TableCache {
 
     /// Holds the readers of `tables` (number to level) open until `release_except`
     /// (`OpenFiles::hold`). The level places a table's index and filter, as `get` would: a
-    /// table held from L0 keeps them pinned.
+    /// table held from L0 keeps them pinned, and one held since it moved below L0 is opened
+    /// again there, so that what a replica pins stays bounded by its L0 (a writer's reader
+    /// lets go as its cache of open tables turns over; a held one never would).
     pub(crate) fn hold(&self, tables: &std::collections::BTreeMap<u64, usize>) -> Result<()> {
-        self.readers.hold(tables.keys().copied(), |n| {
-            self.open(n, tables.get(&n).copied().unwrap_or(1))
-        })
+        let level = |n: u64| tables.get(&n).copied().unwrap_or(1);
+        self.readers.hold(
+            tables.keys().copied(),
+            |n| self.open(n, level(n)),
+            |n, reader| reader.pins_meta() && level(n) > 0,
+        )
+    }
+
+    /// How many readers `hold` keeps open.
+    pub(crate) fn held_count(&self) -> usize {
+        self.readers.held_count()
     }
 
     /// Lets go of every held reader but those of `numbers`.

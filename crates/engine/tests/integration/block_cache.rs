@@ -139,6 +139,63 @@ fn a_replica_pins_the_l0_blocks_of_the_tables_it_holds_open() {
     );
 }
 
+/// A table a replica held from L0 and the writer then moved down without rewriting it (the
+/// same file, a trivial move) is opened again at its new level: what the replica pins stays
+/// its L0's, as the writer's does, rather than every table it ever held at L0.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_replica_lets_go_of_the_pins_of_tables_moved_out_of_l0() {
+    let dir = crate::common::tempdir();
+    let mut o = options(4 << 20);
+    o.pin_l0_filter_and_index_blocks_in_cache = true;
+    o.disable_auto_compactions = false;
+    o.level0_file_num_compaction_trigger = 1;
+    let settle = |db: &Db| {
+        for _ in 0..2000 {
+            crate::common::background_work(db);
+            let p = db.properties_cf(&db.default_cf()).unwrap();
+            if p.compactions_running == 0 && p.immutable_memtables == 0 && p.levels[0].files == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("L0 never emptied");
+    };
+    // Sequential keys: each flushed table moves down whole.
+    let fill = |db: &Db, round: u32| {
+        for i in round * 2000..round * 2000 + 2000 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    // The first table stays at L0 until the replica holds it there.
+    let mut stopped = o.clone();
+    stopped.disable_auto_compactions = true;
+    let first = Db::open(dir.path(), stopped).unwrap();
+    fill(&first, 0);
+    assert!(first.properties().column_families[0].levels[0].files >= 1);
+    first.close().unwrap();
+    let replica =
+        Db::open_replica(dir.path(), o.clone(), std::time::Duration::from_secs(3600)).unwrap();
+    assert_eq!(replica.get(key(7)).unwrap().unwrap(), &value(7)[..]);
+    let pinned = || replica.properties().block_cache.unwrap().pinned_usage;
+    assert!(pinned() > 0, "held at L0, pinned");
+    let writer = Db::open(dir.path(), o).unwrap();
+    for round in 1..4 {
+        fill(&writer, round);
+        settle(&writer);
+    }
+    assert!(
+        writer.statistics().trivial_moves > 0,
+        "nothing moved down whole"
+    );
+    replica
+        .wait_for_sequence(writer.latest_sequence(), std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(replica.get(key(7)).unwrap().unwrap(), &value(7)[..]);
+    assert_eq!(pinned(), 0, "a table moved below L0 stayed pinned");
+}
+
 #[test]
 #[cfg_attr(target_os = "wasi", ignore = "needs threads")]
 fn a_small_cache_under_concurrent_load_never_returns_a_wrong_value() {

@@ -348,3 +348,79 @@ fn a_store_whose_writes_stopped_is_listed_as_it_stands() {
     assert_eq!(restored.get("refused").unwrap(), None);
     assert_eq!(restored.get("after").unwrap(), None);
 }
+
+/// After a failed sync the system may have dropped bytes it had accepted: the store refuses to
+/// list an image it cannot trust, and says to reopen it first; reopened, it lists again.
+#[test]
+fn a_store_stopped_by_a_failed_sync_lists_nothing_until_reopened() {
+    use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
+    let dir = crate::common::tempdir();
+    let fs = FaultInjectionFs::new();
+    let mut o = busy_options();
+    o.filesystem = Arc::new(fs.clone());
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    db.put("k", "v").unwrap();
+    fs.fail_after(&[FsOp::Sync], 0, FaultError::Eio);
+    let synced = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    db.put_with(&synced, "refused", "no").unwrap_err();
+    let e = db.live_files(false).unwrap_err();
+    assert!(e.to_string().contains("failed sync"), "{e}");
+    assert!(e.to_string().contains("reopen"), "{e}");
+    fs.clear_faults();
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    let live = db.live_files(false).unwrap();
+    assert!(live.files.iter().any(|f| f.name.ends_with(".log")));
+}
+
+/// A hold revoked while the listing reads an older WAL's length (the store deleted it for
+/// room meanwhile) fails the listing `Busy`, saying why, as a copy that found it gone would;
+/// never `NotFound`, which would read as damage.
+#[test]
+#[cfg_attr(target_os = "wasi", ignore = "needs threads")]
+fn a_hold_revoked_while_listing_fails_it_busy() {
+    use std::sync::OnceLock;
+    let dir = crate::common::tempdir();
+    let db_slot: Arc<OnceLock<Arc<Db>>> = Arc::new(OnceLock::new());
+    let fs = crate::common::HookedFs::new(Arc::new(strata_engine::fs::StdFileSystem), |_| Ok(()))
+        .on_open({
+            let db_slot = db_slot.clone();
+            let fired = Arc::new(AtomicBool::new(false));
+            move |path: &Path| {
+                let Some(db) = db_slot.get() else {
+                    return Ok(());
+                };
+                // The oldest WAL, which only family "a" still needs: its flush lets it go, past
+                // a limit of one byte, so the hold is revoked and the WAL deleted.
+                if path.extension().is_some_and(|e| e == "log")
+                    && !fired.swap(true, Ordering::SeqCst)
+                {
+                    let a = db.cf("a").unwrap();
+                    db.flush_cf(&a).unwrap();
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while path.exists() {
+                        assert!(std::time::Instant::now() < deadline, "never deleted");
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                }
+                Ok(())
+            }
+        });
+    let mut o = small_options();
+    o.create_if_missing = true;
+    o.max_held_deletion_bytes = 1;
+    o.filesystem = Arc::new(fs);
+    let db = Arc::new(Db::open(dir.path(), o).unwrap());
+    let a = db.create_cf("a", Default::default()).unwrap();
+    db.put_cf(&a, "in a", "v").unwrap();
+    // The default family moves to a new WAL; the old one stays for "a".
+    db.put("k", "v").unwrap();
+    db.flush_cf(&db.default_cf()).unwrap();
+    let _ = db_slot.set(db.clone());
+    let e = db.live_files(false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    assert!(e.to_string().contains("max_held_deletion_bytes"), "{e}");
+}

@@ -665,9 +665,19 @@ fn a_descriptor_on_a_replica_mount_reads_the_version_it_opened() {
     for (i, version) in versions.iter().enumerate() {
         if i > 0 {
             writer.put("f", version).unwrap();
+            let seq = writer.latest_sequence();
             replica
-                .wait_for_sequence(writer.latest_sequence(), Duration::from_secs(10))
+                .wait_for_sequence(seq, Duration::from_secs(10))
                 .unwrap();
+            // The kernel's caches are dropped a moment after the store moves.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !invalidation.shows(seq) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no pass after the round"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         let mut f = std::fs::File::open(&path).unwrap();
         let mut head = [0u8; 10];
