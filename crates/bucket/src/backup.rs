@@ -247,8 +247,7 @@ fn copy_leased(
         .collect();
     back_up(dest, number, &backup, &items, progress, |i| {
         let (key, len, crc) = &objects[i];
-        lease.renew_if_due(src)?;
-        copy_object(src, key, *len, *crc, dest, &items[i].0)
+        copy_object(src, (key, *len, *crc), dest, &items[i].0, Some(lease))
     })
 }
 

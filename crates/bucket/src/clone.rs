@@ -103,11 +103,8 @@ pub(crate) fn copy_all(
     let mut done = Progress::of(objects.iter().map(|(_, len, _)| *len));
     let mut renamed = BTreeMap::new();
     for (i, (key, len, crc)) in objects.iter().enumerate() {
-        if let Some(lease) = lease {
-            lease.renew_if_due(src)?;
-        }
         let to = copied_key(&run, i, key);
-        copy_object(src, key, *len, *crc, dst, &to)?;
+        copy_object(src, (key, *len, *crc), dst, &to, lease)?;
         renamed.insert(key.clone(), to);
         done.advance(*len, progress);
     }

@@ -53,16 +53,19 @@ pub(crate) fn verify_object(client: &Client, key: &str, len: u64, crc: u32) -> R
 }
 
 /// Copies `from`'s object `key` (`len` bytes of CRC `crc`) to `to` as `to_key` (see
-/// `put_checked`).
+/// `put_checked`), renewing `lease` (the copy's hold on `from`'s version) as each piece is
+/// read when it is due: one large object on a slow link may take longer than the lease.
 pub(crate) fn copy_object(
     from: &Client,
-    key: &str,
-    len: u64,
-    crc: u32,
+    (key, len, crc): (&str, u64, u32),
     to: &Client,
     to_key: &str,
+    lease: Option<&crate::lease::ReaderLease>,
 ) -> Result<()> {
     let read = |at: u64, n: u64| {
+        if let Some(lease) = lease {
+            lease.renew_if_due(from)?;
+        }
         if (at, n) == (0, len) {
             from.get(key)?.ok_or_else(|| missing(from, key))
         } else {

@@ -121,9 +121,11 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     let mut held = fresh.len();
     let mut lapsed = Vec::new();
     let now_millis = crate::pin::now_millis();
-    for key in client.list("pin/")? {
+    // Asked of the bucket, which dates every pin: leases and ages are judged by one clock.
+    let bucket_now = crate::lease::bucket_now(client)?;
+    for (key, written) in client.list_aged("pin/")? {
         let name = key.trim_start_matches("pin/");
-        if crate::lease::lease_expiry(name).is_some_and(|e| crate::lease::lapsed(e, now_millis)) {
+        if crate::lease::pin_lapsed(name, written, bucket_now, now_millis) {
             lapsed.push(key);
             continue;
         }
@@ -138,9 +140,11 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
             },
         }
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = bucket_now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
     let mut report = GcReport {
         objects: objects.len(),
         held,

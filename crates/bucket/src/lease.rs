@@ -23,9 +23,63 @@ const RENEWALS_PER_TTL: u32 = 5;
 /// How far the collector's clock may run ahead of the reader's.
 pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
-/// The pin name of a lease that holds until `expiry_millis`.
-fn lease_name(expiry_millis: u64, holder: &str) -> String {
-    format!("lease-{expiry_millis:020}-{holder}")
+/// Where the collector asks the bucket the time (`bucket_now`).
+const CLOCK_KEY: &str = "clock/now";
+/// Allowed between two readings of the bucket's clock, which counts whole seconds.
+const BUCKET_CLOCK_GRAIN_SECS: i64 = 2;
+
+/// The pin name of a lease of `ttl` that holds until `expiry_millis` by its holder's clock.
+/// The time comes first, so a renewal's name sorts after the one it replaces; the `ttl` lets
+/// a collector judge the lease by the bucket's clock alone (`pin_lapsed`).
+fn lease_name(expiry_millis: u64, ttl: Duration, holder: &str) -> String {
+    format!("lease-{expiry_millis:020}-{}s-{holder}", ttl.as_secs())
+}
+
+/// How long the lease named `name` holds past its last renewal, when its name says so (a
+/// lease named by an older version carries only its expiry).
+pub(crate) fn lease_ttl(name: &str) -> Option<Duration> {
+    lease_expiry(name)?;
+    let (secs, holder) = name.get("lease-".len() + 21..)?.split_once("s-")?;
+    let digits = !secs.is_empty() && secs.bytes().all(|b| b.is_ascii_digit());
+    (digits && !holder.is_empty())
+        .then(|| secs.parse().ok().map(Duration::from_secs))
+        .flatten()
+}
+
+/// Whether the lease pin `name`, last written at the bucket's second `written`, has lapsed.
+/// Each renewal writes a new pin, so a lease whose name carries its time is judged by how
+/// long ago the bucket took its pin, by the bucket's clock (`bucket_now`, when it could be
+/// read): no reader's or collector's clock counts. One named by an older version is judged
+/// by the expiry its holder wrote, against the collector's clock (`now_millis`).
+pub(crate) fn pin_lapsed(
+    name: &str,
+    written: i64,
+    bucket_now: Option<i64>,
+    now_millis: u64,
+) -> bool {
+    match (lease_ttl(name), bucket_now) {
+        (Some(ttl), Some(now)) => {
+            let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+            now.saturating_sub(written) > ttl + BUCKET_CLOCK_GRAIN_SECS
+        }
+        (Some(ttl), None) => {
+            let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX / 4);
+            let written = u64::try_from(written).unwrap_or(0).saturating_mul(1000);
+            lapsed(written.saturating_add(ttl), now_millis)
+        }
+        (None, _) => lease_expiry(name).is_some_and(|e| lapsed(e, now_millis)),
+    }
+}
+
+/// The bucket's own clock, in Unix seconds: when it took a write made now (one PUT and one
+/// LIST); `None` when it does not list it (the collector's clock is used then, with its skew).
+pub(crate) fn bucket_now(client: &Client) -> Result<Option<i64>> {
+    client.put_overwrite(CLOCK_KEY, Bytes::new())?;
+    let listed = client.list_aged("clock/")?;
+    Ok(listed
+        .into_iter()
+        .find(|(key, _)| key == CLOCK_KEY)
+        .map(|(_, written)| written))
 }
 
 /// When the lease named `name` (a pin's name) lapses, if it is a lease.
@@ -75,7 +129,8 @@ impl ReaderLease {
         holder: &str,
         ttl: Duration,
     ) -> Result<(ReaderLease, Replayed)> {
-        let (name, taken) = (lease_name(expiry_from_now(ttl), holder), Instant::now());
+        let name = lease_name(expiry_from_now(ttl), ttl, holder);
+        let (name, taken) = (name, Instant::now());
         let pin = pin_now(client, &name, format!("reader {holder}"))?;
         let replayed = pin.replayed();
         Ok((ReaderLease::held(holder, ttl, name, pin, taken), replayed))
@@ -102,7 +157,10 @@ impl ReaderLease {
         holder: &str,
     ) -> Result<ReaderLease> {
         let ttl = DEFAULT_LEASE_TTL;
-        let (name, taken) = (lease_name(expiry_from_now(ttl), holder), Instant::now());
+        let (name, taken) = (
+            lease_name(expiry_from_now(ttl), ttl, holder),
+            Instant::now(),
+        );
         let pin =
             crate::checkpoint::pin_copy(client, checkpoint, &name, format!("copier {holder}"))?;
         Ok(ReaderLease::held(holder, ttl, name, pin, taken))
@@ -144,7 +202,11 @@ impl ReaderLease {
     /// A name for the next pin: a later expiry, never the current name.
     fn next_name(&self) -> String {
         let current = lease_expiry(&self.name.lock()).unwrap_or(0);
-        lease_name(expiry_from_now(self.ttl).max(current + 1), &self.holder)
+        lease_name(
+            expiry_from_now(self.ttl).max(current + 1),
+            self.ttl,
+            &self.holder,
+        )
     }
 
     /// Renews the lease if it is due (a long copy calls this as it goes).
@@ -252,14 +314,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lease_names_carry_their_expiry() {
-        let name = lease_name(1_795_877_723_862, "host-1-2");
+    fn lease_names_carry_their_expiry_and_time() {
+        let name = lease_name(1_795_877_723_862, Duration::from_secs(600), "host-1-2");
         assert_eq!(lease_expiry(&name), Some(1_795_877_723_862));
-        assert_eq!(lease_holder(&name), Some("host-1-2"));
+        assert_eq!(lease_ttl(&name), Some(Duration::from_secs(600)));
+        // One holder's renewals share what follows the expiry.
+        assert_eq!(lease_holder(&name), Some("600s-host-1-2"));
+        // Named by an older version: no time.
+        assert_eq!(lease_ttl("lease-00000000000000000001-dead-reader"), None);
+        assert_eq!(lease_ttl("lease-00000000000000000001-5s-"), None);
+        assert_eq!(lease_ttl("lease-00000000000000000001-xs-a"), None);
         assert_eq!(lease_expiry("nightly"), None);
         assert_eq!(lease_holder("nightly"), None);
         assert_eq!(lease_expiry("lease-12-x"), None);
         assert!(!lapsed(1_000_000, 1_000_000 + 59_000));
         assert!(lapsed(1_000_000, 1_000_000 + 61_000));
+    }
+
+    #[test]
+    fn a_lease_is_judged_by_the_buckets_clock_not_its_holders() {
+        let ttl = Duration::from_secs(600);
+        // A reader whose clock runs an hour behind: the expiry it wrote is long past by the
+        // collector's clock, but the bucket took its renewal 10 s ago.
+        let now_millis = 1_800_000_000_000;
+        let behind = lease_name(now_millis - 3_600_000 + 600_000, ttl, "slow-clock");
+        let bucket_now = 1_800_000_000;
+        assert!(!pin_lapsed(
+            &behind,
+            bucket_now - 10,
+            Some(bucket_now),
+            now_millis
+        ));
+        // No renewal for longer than its time, by the bucket: lapsed, whatever it claims.
+        let ahead = lease_name(now_millis + 86_400_000, ttl, "fast-clock");
+        assert!(pin_lapsed(
+            &ahead,
+            bucket_now - 603,
+            Some(bucket_now),
+            now_millis
+        ));
+        assert!(!pin_lapsed(
+            &ahead,
+            bucket_now - 600,
+            Some(bucket_now),
+            now_millis
+        ));
+        // Without the bucket's clock, the pin's date against the collector's, with its skew.
+        let written = bucket_now - 600;
+        assert!(!pin_lapsed(&ahead, written, None, now_millis));
+        assert!(pin_lapsed(&ahead, written - 61, None, now_millis));
+        // An older name: its expiry against the collector's clock.
+        let old = "lease-00000000000000000001-dead-reader";
+        assert!(pin_lapsed(old, bucket_now, Some(bucket_now), now_millis));
     }
 }

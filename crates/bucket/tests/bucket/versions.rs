@@ -207,6 +207,24 @@ fn a_reader_leases_its_version_so_garbage_collection_keeps_it_until_it_closes() 
             .any(|(key, _, _)| c.head(key).unwrap().is_none()),
         "a lapsed lease still kept its objects"
     );
+    // Judged by the bucket's clock, not the expiry its holder wrote: a lease whose holder's
+    // clock runs almost an hour behind holds while the bucket saw it renewed within its time;
+    // one the bucket has not seen renewed for its time lapses, whatever expiry it claims.
+    let now_millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let slow = format!("lease-{:020}-600s-slow-clock", now_millis - 3_000_000);
+    let quiet = format!("lease-{:020}-1s-quiet-reader", now_millis + 86_400_000);
+    for name in [&slow, &quiet] {
+        c.put_create(&format!("pin/{name}"), Bytes::from(stale.encode()))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let swept = fs.collect_garbage(Duration::ZERO).unwrap();
+    assert_eq!(swept.lapsed_leases, 1, "{swept:?}");
+    assert_eq!(leases(), vec![slow.clone()], "the wrong lease lapsed");
+    checkpoint::drop(&c, &slow).unwrap();
 }
 
 #[test]
