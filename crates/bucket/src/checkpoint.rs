@@ -173,7 +173,7 @@ pub(crate) fn pin_copy(client: &Client, from: &str, name: &str, source: String) 
     if client.get(&pin_key(from))?.as_ref() != Some(&original) {
         client.delete(&pin_key(name))?;
         return Err(Error::NotFound(format!(
-            "{}: checkpoint {from:?} was dropped while it was being cloned",
+            "{}: checkpoint {from:?} was dropped while it was being pinned",
             client.url()
         )));
     }

@@ -132,7 +132,7 @@ pub fn clone_store(
         // a lease that lapses should this process die mid-copy.
         let holder = fresh_name("clone");
         let lease = match checkpoint {
-            Some(name) => ReaderLease::of_checkpoint(src, name, &holder)?,
+            Some(name) => ReaderLease::of_checkpoint(src, name, &holder, DEFAULT_LEASE_TTL)?,
             None => ReaderLease::take(src, &holder, DEFAULT_LEASE_TTL)?.0,
         };
         let copied = copy_all(src, dst, &lease.pin(), Some(&lease), progress)

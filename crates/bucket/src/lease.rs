@@ -155,8 +155,8 @@ impl ReaderLease {
         client: &Client,
         checkpoint: &str,
         holder: &str,
+        ttl: Duration,
     ) -> Result<ReaderLease> {
-        let ttl = DEFAULT_LEASE_TTL;
         let (name, taken) = (
             lease_name(expiry_from_now(ttl), ttl, holder),
             Instant::now(),

@@ -4,6 +4,8 @@
 //! may lie inside one another on the host; two paths are one place, or one inside the other,
 //! exactly when their devices match and one such path is a prefix of the other.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 /// One mount: a filesystem's directory `root` shown at `point`.
@@ -35,8 +37,8 @@ pub(crate) fn parse(mountinfo: &str) -> Vec<Mount> {
 }
 
 /// The kernel writes a space, tab, newline and backslash in a path as `\` and three octal
-/// digits.
-fn unescape(field: &str) -> String {
+/// digits; the bytes are the path's, whatever their encoding.
+fn unescape(field: &str) -> OsString {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -55,7 +57,7 @@ fn unescape(field: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    OsString::from_vec(out)
 }
 
 /// Where the absolute, resolved `path` lies: the device of the mount it is under (the one
@@ -121,8 +123,8 @@ mod tests {
 
     #[test]
     fn escaped_paths_and_broken_lines() {
-        assert_eq!(unescape(r"/a\040b\134c\011"), "/a b\\c\t");
-        assert_eq!(unescape(r"/not\09"), r"/not\09");
+        assert_eq!(unescape(r"/a\040b\134c\011"), OsString::from("/a b\\c\t"));
+        assert_eq!(unescape(r"/not\09"), OsString::from(r"/not\09"));
         assert!(parse("garbage\n1 2\n").is_empty());
     }
 }

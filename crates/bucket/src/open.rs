@@ -180,15 +180,42 @@ impl BucketFs {
                     config.url
                 )));
             }
-            let replayed = crate::checkpoint::read(&client, name)?.replayed();
+            // A lease on the checkpoint's version: a `checkpoint drop` while this reads does
+            // not let collection take what it has not fetched yet.
+            let taken = crate::lease::ReaderLease::of_checkpoint(
+                &client,
+                name,
+                &writer,
+                config.reader_lease,
+            );
+            let (lease, replayed) = match taken {
+                Ok(lease) => {
+                    let replayed = lease.pin().replayed();
+                    (Some(lease), replayed)
+                }
+                Err(e) if !forbidden(&e) => return Err(e),
+                Err(e) => {
+                    log::warn!(
+                        "{}: no reader's lease on checkpoint {name:?} ({e}): dropping it lets \
+                         garbage collection delete files this reader has not fetched",
+                        config.url
+                    );
+                    (None, crate::checkpoint::read(&client, name)?.replayed())
+                }
+            };
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             write_state(&root, &config.url, &[])?;
             let placed = crate::working_copy::reconcile(&client, &root, &replayed, false)?;
+            let renew = lease.is_some();
             let pinned = Reading {
-                lease: None,
+                lease,
                 follow: Following::Pinned(name.clone()),
             };
-            return Self::assemble(config, root, client, None, placed, lock, pinned);
+            let fs = Self::assemble(config, root, client, None, placed, lock, pinned)?;
+            if renew {
+                crate::lease::start_renewing(&fs.shared);
+            }
+            return Ok(fs);
         }
         let ours = read_state(&root, &config.url);
         if config.read_only {

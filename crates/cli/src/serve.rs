@@ -153,13 +153,14 @@ pub fn run(
         Some(mnt) => {
             strata_fusefs::check_fuse()?;
             let fs = crate::mount::filesystem(&db, cf, read_only, args.awake.keep_cpus_awake())?;
+            // Before the mount serves: nothing the kernel caches is older than this sequence.
+            moved_on.attach(fs.invalidator(), db.latest_sequence());
             let config = MountConfig {
                 read_only,
                 ..MountConfig::default()
             };
             let m = strata_fusefs::spawn(fs, mnt, &config)
                 .map_err(|e| format!("cannot mount at {}: {e}", mnt.display()))?;
-            moved_on.attach(m.invalidator());
             let link = MountLink {
                 column_family: cf.to_string(),
                 invalidator: m.invalidator(),

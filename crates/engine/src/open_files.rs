@@ -47,15 +47,17 @@ impl<T> OpenFiles<T> {
             return Some(reader.clone());
         }
         // Only a miss looks further (it precedes an open anyway), and a held reader found goes
-        // into its shard, so the next read finds it there without the one lock of every shard.
-        let held = self.held.lock().get(&number).cloned()?;
-        Some(self.insert(number, held))
+        // into its shard, so the next read finds it there without the one lock of every shard;
+        // inserted under the held lock, so that `hold` cannot replace it meanwhile.
+        let held = self.held.lock();
+        let reader = held.get(&number).cloned()?;
+        Some(self.insert(number, reader))
     }
 
     /// Holds open a reader of each of `numbers` not held yet, opened by `open` (or the one
-    /// already open), until `release_except` lets go of it. A held reader `stale` says no
-    /// longer fits is opened again and replaces it, where its file still opens (else it stays:
-    /// it still reads).
+    /// already open), until `release_except` lets go of it. A reader `stale` says no longer
+    /// fits (held, or open in its shard) is opened again and replaces it, where its file still
+    /// opens (else it stays: it still reads).
     pub(crate) fn hold<E>(
         &self,
         numbers: impl IntoIterator<Item = u64>,
@@ -64,26 +66,31 @@ impl<T> OpenFiles<T> {
     ) -> Result<(), E> {
         for n in numbers {
             let held = self.held.lock().get(&n).cloned();
-            let reader = match held {
-                Some(reader) if !stale(n, &reader) => continue,
-                Some(_) => match open(n) {
-                    Ok(fresh) => {
-                        // The next read finds the fresh one through `held`.
-                        self.shard(n).lock().remove(&n);
-                        fresh
-                    }
-                    Err(_) => continue,
-                },
-                None => {
-                    // Not opened under the shard's lock: opening reads the disk.
-                    let open_now = self.shard(n).lock().get(&n).map(|(r, _)| r.clone());
-                    match open_now {
-                        Some(reader) => reader,
-                        None => open(n)?,
-                    }
-                }
+            let (current, is_held) = match held {
+                Some(reader) => (Some(reader), true),
+                None => (self.shard(n).lock().get(&n).map(|(r, _)| r.clone()), false),
             };
-            self.held.lock().insert(n, reader);
+            let (reader, replaced) = match current {
+                Some(reader) if !stale(n, &reader) => match is_held {
+                    true => continue,
+                    false => (reader, false),
+                },
+                // Not opened under a lock: opening reads the disk.
+                Some(old) => match open(n) {
+                    Ok(fresh) => (fresh, true),
+                    Err(_) if is_held => continue,
+                    Err(_) => (old, false),
+                },
+                None => (open(n)?, false),
+            };
+            // Swapped in under the held lock, a replaced reader's shard copy dropped inside it:
+            // a `get` that missed its shard re-inserts what `held` has under the same lock, so
+            // never a reader replaced here.
+            let mut held = self.held.lock();
+            held.insert(n, reader);
+            if replaced {
+                self.shard(n).lock().remove(&n);
+            }
         }
         Ok(())
     }

@@ -178,17 +178,20 @@ struct PassProgress {
 }
 
 impl ReplicaInvalidation {
-    pub fn attach(&self, invalidator: Invalidator) {
+    /// Tells the mount's kernel through `invalidator` from now on. Call it before the mount
+    /// serves, with `shown`, the sequence the store shows then: nothing the kernel caches can
+    /// be older.
+    pub fn attach(&self, invalidator: Invalidator, shown: u64) {
+        self.progress.done.fetch_max(shown, Ordering::AcqRel);
         let _ = self.invalidator.set(invalidator);
     }
 
-    /// Whether the mount shows sequence `seq`, given the store shows it: the kernel dropped
-    /// what it had cached from before it, or no round moved the store since the last pass (a
-    /// sequence the store showed when it opened left nothing cached to drop).
+    /// Whether the mount shows sequence `seq`: the store showed it when the mount was
+    /// attached, or a pass that began after a round reached it has dropped what the kernel
+    /// cached from before. A round publishes its sequence a moment before it tells this
+    /// listener: meanwhile the answer is no.
     pub fn shows(&self, seq: u64) -> bool {
-        let asked = self.progress.asked.load(Ordering::Acquire);
-        let done = self.progress.done.load(Ordering::Acquire);
-        done >= seq || done >= asked
+        self.progress.done.load(Ordering::Acquire) >= seq
     }
 }
 
@@ -233,12 +236,13 @@ mod tests {
         // Before the mount is up nothing is cached: every round shows at once.
         r.on_caught_up(&CaughtUp { from: 0, to: 5 });
         assert!(r.shows(5));
-        r.attach(Invalidator::new(Arc::new(
-            Mutex::new(InodeTable::default()),
-        )));
-        // What the store showed before any round since: nothing to drop.
-        assert!(r.shows(100));
-        r.on_caught_up(&CaughtUp { from: 5, to: 9 });
+        let inodes = Arc::new(Mutex::new(InodeTable::default()));
+        r.attach(Invalidator::new(inodes), 7);
+        // What the store showed when the mount came: nothing older is cached.
+        assert!(r.shows(7));
+        // Published by a round that has not told the listener yet: not shown.
+        assert!(!r.shows(9));
+        r.on_caught_up(&CaughtUp { from: 7, to: 9 });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !r.shows(9) {
             assert!(std::time::Instant::now() < deadline, "the pass never ended");

@@ -369,7 +369,13 @@ impl DbInner {
 
     /// Writes the footer of a full (or, at close, any) open blob file.
     fn seal_blob_writer(&self, w: OpenBlobWriter) -> Result<()> {
+        // Sealing syncs the file: a failure there is a failed sync like any other.
         let sealed = w.writer.finish();
+        if let Err(e) = &sealed
+            && !e.kind().is_transient()
+        {
+            self.blob_sync_failed.store(true, Ordering::Release);
+        }
         let mut m = w.file.meta.lock();
         m.state = BlobFileState::Sealed;
         let (footer, size) = sealed?;
@@ -435,20 +441,47 @@ impl DbInner {
     /// can lose, or recovery stops before it) and a flush's MANIFEST edit (once the table stands in
     /// for the WAL, nothing else vouches for those records).
     pub(super) fn sync_blob_writers(&self) -> Result<()> {
+        self.check_blob_syncs()?;
         let mut writers = self.blob_writers.lock();
-        for w in writers.open.values_mut() {
-            w.sync_if_dirty()?;
-        }
-        for slot in &writers.sealing {
-            if let Some(w) = slot.lock().as_mut() {
+        let synced = (|| {
+            for w in writers.open.values_mut() {
                 w.sync_if_dirty()?;
             }
+            for slot in &writers.sealing {
+                if let Some(w) = slot.lock().as_mut() {
+                    w.sync_if_dirty()?;
+                }
+            }
+            while let Some(w) = writers.abandoned.last_mut() {
+                w.writer.sync()?;
+                writers.abandoned.pop();
+            }
+            writers.sync_adopted()
+        })();
+        self.note_blob_sync(synced)
+    }
+
+    /// `Err` once a blob or value file's sync has failed (`blob_sync_failed`).
+    pub(super) fn check_blob_syncs(&self) -> Result<()> {
+        match self.blob_sync_failed.load(Ordering::Acquire) {
+            false => Ok(()),
+            true => Err(Error::Background(format!(
+                "a sync of a blob file of {} failed, which may have lost bytes the system had \
+                 accepted: no write is acknowledged as synced until the store is reopened",
+                self.dir.display()
+            ))),
         }
-        while let Some(w) = writers.abandoned.last_mut() {
-            w.writer.sync()?;
-            writers.abandoned.pop();
+    }
+
+    /// `synced`, remembering a failure for good (`blob_sync_failed`). A full disk is not
+    /// remembered: writes resume once it has room, as for the WAL.
+    fn note_blob_sync(&self, synced: Result<()>) -> Result<()> {
+        if let Err(e) = &synced
+            && !e.kind().is_transient()
+        {
+            self.blob_sync_failed.store(true, Ordering::Release);
         }
-        writers.sync_adopted()
+        synced
     }
 
     /// Syncs and closes the value files adopted by unsynced writes once `MAX_ADOPTED_OPEN` are
@@ -457,7 +490,8 @@ impl DbInner {
     fn sync_adopted_if_full(&self) -> Result<()> {
         let mut writers = self.blob_writers.lock();
         if writers.adopted.len() >= MAX_ADOPTED_OPEN {
-            writers.sync_adopted()?;
+            let synced = writers.sync_adopted();
+            self.note_blob_sync(synced)?;
         }
         Ok(())
     }

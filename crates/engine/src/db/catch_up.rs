@@ -88,7 +88,7 @@ impl DbInner {
     pub(super) fn catch_up(&self) -> Result<CaughtUp> {
         self.catch_up_once().map_err(|e| {
             let held = (self.tables.held_count(), self.blobs.held_count());
-            out_of_descriptors(e, Some(held))
+            out_of_descriptors(e, self.fs.shares_deletions_with_readers().then_some(held))
         })
     }
 
@@ -443,8 +443,9 @@ pub(super) fn open_following(path: &Path, opts: crate::options::Options) -> Resu
     }
 }
 
-/// `e`, saying what to do when it is the process running out of file descriptors, as a
-/// replica holding `held` (tables, blob files) open: the limit, not the store, is at fault.
+/// `e`, saying what to do when it is the process running out of file descriptors: the limit,
+/// not the store, is at fault. `held`: the tables and blob files a replica beside its writer
+/// holds open (it keeps every file its views read), when it is one.
 fn out_of_descriptors(e: Error, held: Option<(usize, usize)>) -> Error {
     match e {
         Error::Io { context, source }
@@ -452,16 +453,16 @@ fn out_of_descriptors(e: Error, held: Option<(usize, usize)>) -> Error {
                 .raw_os_error()
                 .is_some_and(|n| n == EMFILE || n == ENFILE) =>
         {
-            let holding = match held {
-                Some((tables, blobs)) => {
-                    format!(" (it holds {tables} tables and {blobs} blob files open now)")
-                }
+            let why = match held {
+                Some((tables, blobs)) => format!(
+                    "a replica beside its writer keeps every file its views read open (it \
+                     holds {tables} tables and {blobs} blob files open now), and "
+                ),
                 None => String::new(),
             };
             Error::Io {
                 context: format!(
-                    "{context}: a replica beside its writer keeps every file its views read \
-                     open{holding}, and the system's limit on open files was reached: raise it \
+                    "{context}: {why}the system's limit on open files was reached: raise it \
                      (`ulimit -n`, `LimitNOFILE=`), or have the writer keep fewer, larger \
                      tables (a larger target_file_size_base)"
                 ),
@@ -478,9 +479,13 @@ fn out_of_descriptors(e: Error, held: Option<(usize, usize)>) -> Error {
 const EMFILE: i32 = libc::EMFILE;
 #[cfg(any(target_os = "linux", target_os = "wasi"))]
 const ENFILE: i32 = libc::ENFILE;
-#[cfg(not(any(target_os = "linux", target_os = "wasi")))]
+#[cfg(all(unix, not(target_os = "linux")))]
+const EMFILE: i32 = 24;
+#[cfg(all(unix, not(target_os = "linux")))]
+const ENFILE: i32 = 23;
+#[cfg(not(any(unix, target_os = "wasi")))]
 const EMFILE: i32 = i32::MIN;
-#[cfg(not(any(target_os = "linux", target_os = "wasi")))]
+#[cfg(not(any(unix, target_os = "wasi")))]
 const ENFILE: i32 = i32::MIN;
 
 /// What reading the files again found.

@@ -125,6 +125,7 @@ impl DbInner {
         if wal.damaged_from.is_none() {
             self.sync_wal_locked(&mut wal, None)?;
         }
+        self.check_blob_syncs()?;
         // After a failed sync the kernel may have dropped pages it had accepted: what the
         // files read back as is not known to be what was written, so no image of them is.
         if wal.sync_failed {

@@ -176,6 +176,10 @@ pub(crate) struct DbInner {
     /// Removes tables, WALs, blob files and MANIFESTs the store stops needing; a backup holds
     /// them back while it copies (`live_files`).
     deletions: Arc<crate::fs::Deletions>,
+    /// A sync of a blob or value file failed: the system may have dropped pages it had
+    /// accepted, and a later sync that succeeds says nothing of them. Every later blob sync
+    /// fails too, so no write is acknowledged as synced over them, until a reopen.
+    blob_sync_failed: std::sync::atomic::AtomicBool,
     /// Tables removed from the current version, deleted once no older version holds them.
     obsolete: Mutex<Vec<Arc<FileMetaData>>>,
     /// Tables whose flush or compaction failed to log its edit, with the MANIFEST current then.

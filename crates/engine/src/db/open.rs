@@ -347,6 +347,7 @@ pub(super) fn open(dir: &Path, opts: Options, mode: OpenMode) -> Result<Arc<DbIn
         compactions_running: Mutex::new(0),
         compaction_cv: Condvar::new(),
         deletions,
+        blob_sync_failed: std::sync::atomic::AtomicBool::new(false),
         obsolete: Mutex::new(Vec::new()),
         unlogged_tables: Mutex::new(Vec::new()),
         blobs,

@@ -231,10 +231,11 @@ impl DbInner {
             };
             self.switch_memtables(wal, &with_data)?;
             wal.damaged_from = None;
-            // The cut log is sealed and every memtable its bytes fed is flushed anew.
-            wal.sync_failed = false;
         }
         self.flush_every_immutable()?;
+        // The cut log is sealed and every memtable its bytes fed is flushed anew: nothing needs
+        // it any more. (A blob file's failed sync stays: `blob_sync_failed`.)
+        wal.sync_failed = false;
         let cfs: Vec<Arc<_>> = {
             let st = self.state.lock();
             st.cfs.iter().flatten().map(|cs| cs.data.clone()).collect()

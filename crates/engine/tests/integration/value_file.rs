@@ -166,6 +166,50 @@ fn a_later_synced_write_makes_an_unsynced_value_file_durable() {
     assert_eq!(db.get("v").unwrap().as_deref(), Some(&value[..]));
 }
 
+/// A failed sync may drop pages the system had accepted, and a sync that succeeds after it
+/// says nothing of them (the kernel forgets the failure): once a value file's sync failed, no
+/// later write is acknowledged as synced until the store is reopened, and no live backup
+/// lists what may not read back.
+#[test]
+fn after_a_failed_value_file_sync_no_write_is_acknowledged_as_synced() {
+    use strata_engine::fs::{FaultError, FsOp};
+    let dir = common::tempdir();
+    let disk = FaultInjectionFs::new();
+    let mut o = options();
+    o.filesystem = Arc::new(disk.clone());
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let unsynced = WriteOptions::default();
+    // Unsynced value files wait, open, for the next sync; the 65th syncs the 64 before it.
+    let adopt = |i: usize| {
+        let mut vf = db
+            .create_value_file(&db.default_cf(), format!("v{i:03}"))
+            .unwrap();
+        vf.write_at(0, &pattern(2048, i as u8)).unwrap();
+        vf
+    };
+    for i in 0..64 {
+        db.write_with_value_file(WriteBatch::new(), adopt(i), &unsynced)
+            .unwrap();
+    }
+    let last = adopt(64);
+    disk.fail_after(&[FsOp::Sync], 0, FaultError::Eio);
+    db.write_with_value_file(WriteBatch::new(), last, &unsynced)
+        .unwrap_err();
+    disk.clear_faults();
+    // The disk answers again, and a sync of the same files would now "succeed".
+    let e = db.put_with(&synced(), "after", "x").unwrap_err();
+    assert!(e.to_string().contains("until the store is reopened"), "{e}");
+    let e = db.live_files(false).unwrap_err();
+    assert!(e.to_string().contains("reopened"), "{e}");
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    db.put_with(&synced(), "after", "x").unwrap();
+    assert_eq!(
+        db.get("v007").unwrap().as_deref(),
+        Some(&pattern(2048, 7)[..])
+    );
+}
+
 /// Every value file is a blob file of its own: writing and reading many of them keeps few
 /// open (`max_open_files` readers, as for tables, and a bounded number awaiting a sync); a
 /// mount spilling its writes made thousands and ran out of descriptors.

@@ -653,7 +653,7 @@ fn a_descriptor_on_a_replica_mount_reads_the_version_it_opened() {
     let invalidation = std::sync::Arc::new(strata_fusefs::ReplicaInvalidation::default());
     opts.listeners.push(invalidation.clone());
     let (replica, m) = replica_mount(store, opts);
-    invalidation.attach(m.invalidator.clone());
+    invalidation.attach(m.invalidator.clone(), replica.latest_sequence());
     let path = m.path().join("f");
     let read_rest = |f: &mut std::fs::File, from: u64| {
         f.seek(SeekFrom::Start(from)).unwrap();
