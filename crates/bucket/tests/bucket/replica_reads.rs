@@ -1,19 +1,21 @@
-//! Reads a bucket replica holds across its rounds: an iterator, a value reader part way through
-//! a value in blob records, and a snapshot. Each reads on, byte for byte what it started with,
-//! after the writer rewrote and compacted everything and garbage collection ran at age zero
-//! twice; once they are dropped, the tables and blob files only they kept leave the replica.
+//! Reads held while the writer moves on and collection runs at age zero. A bucket replica's,
+//! across its rounds: an iterator, a value reader part way through a value in blob records,
+//! and a snapshot; and a store opened at a checkpoint that is dropped meanwhile. Each reads on,
+//! byte for byte what it started with, after the writer rewrote and compacted everything and
+//! garbage collection ran at age zero; once they are dropped, the tables and blob files only
+//! they kept leave the replica.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_bucket::{BucketFs, Durability};
+use strata_bucket::{BucketFs, Durability, checkpoint};
 use strata_engine::{Db, Options, ReadOptions, WriteBatch};
 
 use crate::replicas::replica_polling;
 use crate::support::{noise, seaweed, synced};
-use crate::versions::{churn_log, key};
+use crate::versions::{churn_log, client, key, reader, writer};
 
 /// Values over a blob file's 4 KiB chunk are chunked records, which a value reader reads a
 /// step (1 MiB) at a time from the file.
@@ -176,4 +178,53 @@ fn reads_held_across_rounds_keep_their_files_through_collection_at_age_zero() {
         "round 1's blob files stayed: {held_blobs:?} then {blobs:?}"
     );
     assert_eq!(replica.replica_status().unwrap().failures, 0);
+}
+
+/// A store opened at a checkpoint (`--checkpoint NAME`) leases its version: the checkpoint
+/// dropped while it reads, and collection at age zero after the writer rewrote everything,
+/// it still reads its keys from table pages it had not fetched; closed, its lease goes.
+#[test]
+fn a_checkpoint_read_keeps_its_version_though_the_checkpoint_is_dropped() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("checkpoint-read");
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &url, &tmp.path().join("w"));
+    let c = client(s, &url);
+    let write_round = |round: u64| {
+        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+            let mut batch = WriteBatch::new();
+            for &i in chunk {
+                batch.put(key(i), small(round, i));
+            }
+            db.write(batch, &synced()).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    write_round(1);
+    checkpoint::create(&c, "frozen").unwrap();
+    let reading = reader(s, &url, Some("frozen"));
+    assert_eq!(
+        reading.get(key(0)).unwrap().as_deref(),
+        Some(&small(1, 0)[..])
+    );
+    let leases = || -> Vec<String> {
+        checkpoint::list(&c)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .filter(|n| n.starts_with("lease-"))
+            .collect()
+    };
+    assert_eq!(leases().len(), 1, "the checkpoint's reader took no lease");
+    checkpoint::drop(&c, "frozen").unwrap();
+    write_round(2);
+    db.compact_range(None, None).unwrap();
+    churn_log(&db);
+    fs.collect_garbage(Duration::ZERO).unwrap();
+    for i in (0..KEYS).rev() {
+        let got = reading.get(key(i)).unwrap();
+        assert_eq!(got.as_deref(), Some(&small(1, i)[..]), "{}", key(i));
+    }
+    drop(reading);
+    assert!(leases().is_empty(), "the lease outlived its reader");
 }
