@@ -107,11 +107,42 @@ fn every_door_refuses_bad_input_clearly_and_the_store_still_verifies() {
     assert_eq!(stdout(&strata(&db, &["get", "docs/readme.txt"])), "fine\n");
 }
 
+/// Runs `sh -c script` with `args` as `$1`... in a user and mount namespace of its own, so
+/// what it mounts is seen by nothing outside it. `None` (after saying why) where there are
+/// no such namespaces, which under `CI` fails the test; the script exits 99 when its mount
+/// fails.
+fn in_mount_namespace(script: &str, args: &[&std::path::Path]) -> Option<std::process::Output> {
+    let out = std::process::Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .args(args)
+        .output();
+    let missing = match out {
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.code() != Some(99) && !said.contains("unshare:") {
+                return Some(out);
+            }
+            said
+        }
+        Err(e) => format!("unshare: {e}"),
+    };
+    assert!(std::env::var_os("CI").is_none(), "CI is set but {missing}");
+    eprintln!("this scenario needs a mount namespace: {missing}");
+    None
+}
+
 /// A backup into the store's own directory is lost with the store; one reached through a bind
 /// mount (another name for it, which no resolving of links undoes) is the same mistake and is
 /// refused too, before anything is made: a bind of the store itself, and a bind of a directory
-/// inside it (a container's two volumes, one within the other on the host). Runs in a user
-/// and mount namespace of its own, so it mounts nothing outside the test.
+/// inside it (a container's two volumes, one within the other on the host).
 #[test]
 fn a_backup_into_a_bind_mount_of_its_store_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -119,46 +150,17 @@ fn a_backup_into_a_bind_mount_of_its_store_is_refused() {
     stdout(&strata(&db, &["put", "k", "v"]));
     std::fs::create_dir(&view).unwrap();
     std::fs::create_dir(db.join("inner")).unwrap();
+    let bin = strata_e2e::strata_bin();
     for (bound, dest) in [
         (db.clone(), view.join("backups")),
         (db.join("inner"), view.clone()),
     ] {
         let script = "mount --bind \"$1\" \"$2\" || exit 99; \
                       exec \"$3\" --db \"$4\" backup create --to \"$5\"";
-        let out = std::process::Command::new("unshare")
-            .args([
-                "--user",
-                "--map-root-user",
-                "--mount",
-                "sh",
-                "-c",
-                script,
-                "sh",
-            ])
-            .arg(&bound)
-            .arg(&view)
-            .arg(strata_e2e::strata_bin())
-            .arg(&db)
-            .arg(&dest)
-            .output();
-        let out = match out {
-            Ok(out) => out,
-            Err(e) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI is set but unshare: {e}"
-                );
-                eprintln!("this scenario needs unshare: {e}");
-                return;
-            }
+        let Some(out) = in_mount_namespace(script, &[&bound, &view, &bin, &db, &dest]) else {
+            return;
         };
         let said = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() == Some(99) || said.contains("unshare:") {
-            // No user namespaces here: nothing can bind-mount, so nothing to refuse.
-            assert!(std::env::var_os("CI").is_none(), "CI is set but {said}");
-            eprintln!("this scenario needs a mount namespace: {said}");
-            return;
-        }
         assert!(
             !out.status.success() && said.contains("inside the store"),
             "{} bound at {}: {said}",
@@ -171,4 +173,30 @@ fn a_backup_into_a_bind_mount_of_its_store_is_refused() {
         "the refused destination was made"
     );
     assert_eq!(std::fs::read_dir(db.join("inner")).unwrap().count(), 0);
+}
+
+/// A restore builds the store beside its place and renames it in whole; into an empty volume
+/// (a mount point, which no rename can replace) it builds in place, and the store opens there.
+#[test]
+fn a_backup_restores_into_an_empty_mounted_volume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, dest, volume) = (
+        tmp.path().join("db"),
+        tmp.path().join("backups"),
+        tmp.path().join("volume"),
+    );
+    stdout(&strata(&db, &["put", "k", "restored"]));
+    let to = dest.to_str().unwrap();
+    stdout(&strata(&db, &["backup", "create", "--to", to]));
+    std::fs::create_dir(&volume).unwrap();
+    let bin = strata_e2e::strata_bin();
+    let script = "mount -t tmpfs tmpfs \"$1\" || exit 99; \
+                  \"$2\" backup restore --to \"$3\" \"$1\" && exec \"$2\" --db \"$1\" get k";
+    let Some(out) = in_mount_namespace(script, &[&volume, &bin, &dest]) else {
+        return;
+    };
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(printed.lines().last(), Some("restored"), "{printed} {said}");
 }

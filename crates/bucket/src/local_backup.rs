@@ -297,7 +297,86 @@ pub fn restore_to_dir(
         pin,
         skipped,
     } = choose(dest, number)?;
-    local.create_dir_all(dir)?;
+    // Built beside the directory and renamed into place whole: a restore that fails or is
+    // killed leaves no half store there to block the next try (or to open), only its staging
+    // directory, which the next try clears. A directory that is a mount point (an empty
+    // volume) cannot be replaced by a rename: the store is built in it, as it stands.
+    let in_place = is_mount_point(dir);
+    let staging = match in_place {
+        true => dir.to_path_buf(),
+        false => staging_dir(dir)?,
+    };
+    if !in_place && local.exists(&staging) {
+        std::fs::remove_dir_all(&staging).map_err(io(format!("clearing {}", staging.display())))?;
+    }
+    local.create_dir_all(&staging)?;
+    let built = build_files(dest, n, &pin, &staging, progress);
+    let bytes = match built {
+        Ok(bytes) => bytes,
+        Err(e) if in_place => return Err(e),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    local.sync_dir(&staging)?;
+    if !in_place {
+        // Over an empty directory, or where none is: the rename replaces it in one step.
+        std::fs::rename(&staging, dir).map_err(io(format!(
+            "moving the restored store from {} to {}",
+            staging.display(),
+            dir.display()
+        )))?;
+        if let Some(parent) = dir.parent() {
+            local.sync_dir(parent)?;
+        }
+    }
+    Ok(RestoreReport {
+        backup: info(n, &pin),
+        skipped,
+        objects: pin.objects().len(),
+        bytes,
+    })
+}
+
+/// Whether `dir` is a directory on another filesystem than its parent's.
+fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(absolute) = std::path::absolute(dir) else {
+        return false;
+    };
+    match (
+        std::fs::metadata(&absolute),
+        absolute.parent().map(std::fs::metadata),
+    ) {
+        (Ok(d), Some(Ok(p))) => d.is_dir() && d.dev() != p.dev(),
+        _ => false,
+    }
+}
+
+/// Where a restore into `dir` builds the store first: a hidden sibling named after it.
+fn staging_dir(dir: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(dir).map_err(io(format!("resolving {}", dir.display())))?;
+    let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return Err(Error::InvalidArgument(format!(
+            "{} names no directory a store can be restored into",
+            dir.display()
+        )));
+    };
+    let mut staged = std::ffi::OsString::from(".");
+    staged.push(name);
+    staged.push(".restoring");
+    Ok(parent.join(staged))
+}
+
+/// Builds each file of backup `n`'s `pin` in `dir`; the bytes its placed files hold.
+fn build_files(
+    dest: &Client,
+    n: u64,
+    pin: &Pin,
+    dir: &Path,
+    progress: &dyn Fn(Progress),
+) -> Result<u64> {
     let objects = pin.objects();
     let mut done = Progress::of(objects.iter().map(|(_, len, _)| *len));
     for (name, recipe) in &pin.replayed().files {
@@ -319,13 +398,7 @@ pub fn restore_to_dir(
             FileRecipe::Steps(steps) => crate::working_copy::build(dest, &path, steps)?,
         }
     }
-    local.sync_dir(dir)?;
-    Ok(RestoreReport {
-        backup: info(n, &pin),
-        skipped,
-        objects: objects.len(),
-        bytes: done.bytes,
-    })
+    Ok(done.bytes)
 }
 
 #[cfg(test)]

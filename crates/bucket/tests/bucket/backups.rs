@@ -357,7 +357,25 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
     assert!(e.to_string().contains(&name), "{e}");
     backup::verify(&dest, 2).unwrap();
     let restored = tmp.path().join("restored");
+    // A restore killed part way (here: its progress report panics after the first file) leaves
+    // no half store where the store goes, which would block the next try and could be opened.
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backup::restore_to_dir(&dest, None, &restored, &|p| {
+            assert!(!restored.exists(), "a half-built store at its place");
+            if p.objects_done == 1 {
+                panic!("killed part way");
+            }
+        })
+    }));
+    assert!(killed.is_err(), "the restore was not cut short");
+    assert!(
+        !restored.exists(),
+        "a killed restore left {}",
+        restored.display()
+    );
     let r = backup::restore_to_dir(&dest, None, &restored, &|_| {}).unwrap();
+    let staged = tmp.path().join(".restored.restoring");
+    assert!(!staged.exists(), "the retry left its staging directory");
     assert_eq!(r.backup.number, 2, "{r:?}");
     assert_eq!(r.skipped.len(), 1, "{r:?}");
     let db = open_local(&restored);
