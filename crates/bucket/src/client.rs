@@ -308,7 +308,8 @@ impl Client {
         }
     }
 
-    /// PUTs `data` as `key`, replacing what is there (only the conformance probe does this).
+    /// PUTs `data` as `key`, replacing what is there (only the conformance probe and the
+    /// collector's reading of the bucket's clock do this).
     pub fn put_overwrite(&self, key: &str, data: Bytes) -> Result<()> {
         let store = self.store.clone();
         let path = ObjectPath::from(self.object(key));

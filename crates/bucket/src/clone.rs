@@ -31,7 +31,8 @@ pub struct CloneReport {
 }
 
 /// The directories of a store: another store's objects must not fall under any of them.
-const STORE_DIRS: [&str; 10] = [
+const STORE_DIRS: [&str; 11] = [
+    "clock/",
     "data/",
     "log/",
     "checkpoint/",

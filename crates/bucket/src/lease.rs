@@ -25,7 +25,10 @@ pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// Where the collector asks the bucket the time (`bucket_now`).
 const CLOCK_KEY: &str = "clock/now";
-/// Allowed between two readings of the bucket's clock, which counts whole seconds.
+/// Allowed past a lease's time before collection takes it lapsed, at the least: the bucket's
+/// clock counts whole seconds, and a bucket behind several gateways stamps each write by the
+/// clock of the one that took it. A lease's own renewal interval is allowed too (`pin_lapsed`),
+/// so its holder (which judges by its own time, `start_renewing`) always knows first.
 const BUCKET_CLOCK_GRAIN_SECS: i64 = 2;
 
 /// The pin name of a lease of `ttl` that holds until `expiry_millis` by its holder's clock.
@@ -59,8 +62,9 @@ pub(crate) fn pin_lapsed(
 ) -> bool {
     match (lease_ttl(name), bucket_now) {
         (Some(ttl), Some(now)) => {
-            let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
-            now.saturating_sub(written) > ttl + BUCKET_CLOCK_GRAIN_SECS
+            let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 4);
+            let grace = (ttl / i64::from(RENEWALS_PER_TTL)).max(BUCKET_CLOCK_GRAIN_SECS);
+            now.saturating_sub(written) > ttl + grace
         }
         (Some(ttl), None) => {
             let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX / 4);
@@ -74,7 +78,12 @@ pub(crate) fn pin_lapsed(
 /// The bucket's own clock, in Unix seconds: when it took a write made now (one PUT and one
 /// LIST); `None` when it does not list it (the collector's clock is used then, with its skew).
 pub(crate) fn bucket_now(client: &Client) -> Result<Option<i64>> {
-    client.put_overwrite(CLOCK_KEY, Bytes::new())?;
+    // A bucket that will not take it (a policy written for the store's other prefixes) still
+    // collects, by the collector's clock.
+    if let Err(e) = client.put_overwrite(CLOCK_KEY, Bytes::new()) {
+        log::warn!("{}: reading the bucket's clock: {e}", client.url());
+        return Ok(None);
+    }
     let listed = client.list_aged("clock/")?;
     Ok(listed
         .into_iter()
@@ -233,11 +242,15 @@ impl ReaderLease {
         let started = Instant::now();
         let new = self.next_name();
         let pin = Bytes::from(self.pin.lock().encode());
-        if client.put_create_or_own(&pin_key(&new), pin)? {
-            let old = std::mem::replace(&mut *self.name.lock(), new);
-            *self.renewed.lock() = started;
-            client.delete(&pin_key(&old))?;
+        if !client.put_create_or_own(&pin_key(&new), pin)? {
+            return Err(strata_engine::Error::Busy(format!(
+                "{}: another pin is named {new}: the lease was not renewed",
+                client.url()
+            )));
         }
+        let old = std::mem::replace(&mut *self.name.lock(), new);
+        *self.renewed.lock() = started;
+        client.delete(&pin_key(&old))?;
         Ok(())
     }
 
@@ -288,11 +301,17 @@ pub(crate) fn start_renewing(shared: &Arc<Shared>) {
                 if Instant::now() < next {
                     continue;
                 }
-                next = Instant::now() + every;
+                // Judged before the renewal resets the time: one that lands after the lease ran
+                // out may land after collection took what it held.
+                let overdue = lease.renewed.lock().elapsed() > lease.ttl;
                 if let Err(e) = lease.renew(&shared.client) {
                     log::warn!("{}: renewing the reader's lease: {e}", shared.client.url());
                 }
-                if lease.renewed.lock().elapsed() > lease.ttl && !lease.has_lapsed() {
+                // From the last renewal that landed, so late wake-ups do not add up; a failing
+                // one is tried again each second.
+                let renewed = *lease.renewed.lock();
+                next = (renewed + every).max(Instant::now() + Duration::from_secs(1));
+                if (overdue || renewed.elapsed() > lease.ttl) && !lease.has_lapsed() {
                     lease.lapsed.store(true, Ordering::Relaxed);
                     log::error!(
                         "{}: this reader's lease lapsed (the bucket did not take a renewal for \
@@ -347,15 +366,16 @@ mod tests {
         ));
         // No renewal for longer than its time, by the bucket: lapsed, whatever it claims.
         let ahead = lease_name(now_millis + 86_400_000, ttl, "fast-clock");
+        // Allowed a renewal interval past its time (a fifth of it): 720 s for 600.
         assert!(pin_lapsed(
             &ahead,
-            bucket_now - 603,
+            bucket_now - 721,
             Some(bucket_now),
             now_millis
         ));
         assert!(!pin_lapsed(
             &ahead,
-            bucket_now - 600,
+            bucket_now - 720,
             Some(bucket_now),
             now_millis
         ));

@@ -204,8 +204,17 @@ impl BucketFs {
                 }
             };
             // Made to match the checkpoint, this directory is no writer's working copy any more.
-            write_state(&root, &config.url, &[])?;
-            let placed = crate::working_copy::reconcile(&client, &root, &replayed, false)?;
+            let placed = write_state(&root, &config.url, &[])
+                .and_then(|()| crate::working_copy::reconcile(&client, &root, &replayed, false));
+            let placed = match (placed, &lease) {
+                (Ok(placed), _) => placed,
+                // An open that failed holds nothing: its lease goes now, not when it lapses.
+                (Err(e), Some(lease)) => {
+                    let _ = lease.release(&client);
+                    return Err(e);
+                }
+                (Err(e), None) => return Err(e),
+            };
             let renew = lease.is_some();
             let pinned = Reading {
                 lease,

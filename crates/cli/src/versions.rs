@@ -193,7 +193,9 @@ fn note(i: &strata_bucket::CheckpointInfo, args: &BucketArgs) -> String {
         .and_then(|r| r.get(..20))
         .and_then(|d| d.parse::<u64>().ok())
     {
-        return format!("lease until {}", when(expiry));
+        // Collection judges it by when the bucket took its last renewal; the expiry is its
+        // holder's reckoning.
+        return format!("lease, renewed to {} by its holder's clock", when(expiry));
     }
     if i.name.starts_with("clone-") {
         let made = client(&i.source, args).and_then(|c| c.list("log/").map_err(err));

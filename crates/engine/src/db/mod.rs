@@ -669,8 +669,14 @@ impl DbInner {
         // The leader of any group in flight finishes before we take the WAL.
         let result = {
             let mut wal = self.wal.lock();
-            self.sync_blob_writers()
-                .and_then(|()| self.close_wal(&mut wal))
+            let blobs = self.sync_blob_writers();
+            // A damaged log is cut whatever the blob files say: a refused write's record in
+            // its tail must never replay at the next open.
+            match (blobs, wal.damaged_from) {
+                (Ok(()), _) => self.close_wal(&mut wal),
+                (Err(e), Some(_)) => self.close_wal(&mut wal).and(Err(e)),
+                (Err(e), None) => Err(e),
+            }
         };
         self.scheduler.shutdown();
         let sealed = self.close_blob_writers();
