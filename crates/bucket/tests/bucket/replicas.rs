@@ -186,15 +186,24 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
     db.put_with(&synced(), b"k-000001", b"again").unwrap();
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
-    for _ in 0..2 {
+    // Two moves at the least; under load the log's checkpoints may lag a round behind, so a
+    // few more are allowed before the tables count as kept for good.
+    let mut gc = Default::default();
+    for round in 0..6 {
         churn_log(&db);
         for replica in &replicas {
             replica
                 .wait_for_sequence(db.latest_sequence(), Duration::from_secs(20))
                 .unwrap();
         }
+        if round == 0 {
+            continue;
+        }
+        gc = fs_gc.collect_garbage(Duration::ZERO).unwrap();
+        if gc.held == 0 && gc.deleted > 0 {
+            break;
+        }
     }
-    let gc = fs_gc.collect_garbage(Duration::ZERO).unwrap();
     assert!(gc.held == 0 && gc.deleted > 0, "{gc:?}");
     // Each replica holds one lease, moved along as it followed; closing drops it.
     assert_eq!(leases(s, &url).len(), 2);
