@@ -139,7 +139,7 @@ impl ReaderLease {
         ttl: Duration,
     ) -> Result<(ReaderLease, Replayed)> {
         let name = lease_name(expiry_from_now(ttl), ttl, holder);
-        let (name, taken) = (name, Instant::now());
+        let taken = Instant::now();
         let pin = pin_now(client, &name, format!("reader {holder}"))?;
         let replayed = pin.replayed();
         Ok((ReaderLease::held(holder, ttl, name, pin, taken), replayed))

@@ -102,10 +102,10 @@ pub fn refuse_inside_store(store: &Path, dest: &Path) -> Result<()> {
     // The store may not exist yet (a server making it at its first start).
     let store_resolved = resolved(store)?;
     let dest_resolved = resolved(dest)?;
-    if dest_resolved.starts_with(&store_resolved)
-        || is_within(&dest_resolved, &store_resolved)
-        || crate::mounts::is_inside(&dest_resolved, &store_resolved)
-    {
+    // Bind mounts show one directory under two names, which no resolving of links makes
+    // one; a container's two volumes may lie one inside the other on the host.
+    let mounts = crate::mounts::Mounts::of_this_process();
+    if mounts.is_inside(&dest_resolved, &store_resolved) {
         return Err(Error::InvalidArgument(format!(
             "{} is inside the store's directory {}: a backup there is lost with the store; \
              back up to a directory outside it",
@@ -115,10 +115,7 @@ pub fn refuse_inside_store(store: &Path, dest: &Path) -> Result<()> {
     }
     // The other way round, the store would sit among the backup's objects, where a prune
     // deletes whatever no backup names.
-    if store_resolved.starts_with(&dest_resolved)
-        || is_within(&store_resolved, &dest_resolved)
-        || crate::mounts::is_inside(&store_resolved, &dest_resolved)
-    {
+    if mounts.is_inside(&store_resolved, &dest_resolved) {
         return Err(Error::InvalidArgument(format!(
             "the store's directory {} is inside {}: a prune there would delete the store's \
              files; back up to a directory beside it",
@@ -127,21 +124,6 @@ pub fn refuse_inside_store(store: &Path, dest: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Whether `outer` is the same directory as `inner` or one of its ancestors, known by its
-/// device and inode rather than its name: a bind mount shows one directory under two names,
-/// which no resolving of links makes one. A bind mount of a directory inside another (a
-/// container's two volumes) has no such ancestor: `mounts::is_inside` finds those.
-fn is_within(inner: &Path, outer: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(outer) = std::fs::metadata(outer) else {
-        return false;
-    };
-    inner
-        .ancestors()
-        .filter_map(|a| std::fs::metadata(a).ok())
-        .any(|m| m.dev() == outer.dev() && m.ino() == outer.ino())
 }
 
 /// `path` made absolute with its links resolved as far as it exists (the rest may not yet):

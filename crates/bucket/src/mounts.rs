@@ -74,19 +74,44 @@ pub(crate) fn place(path: &Path, mounts: &[Mount]) -> Option<(String, PathBuf)> 
     Some((m.device.clone(), m.root.join(rest)))
 }
 
-/// Whether `inner` is `outer` or lies inside it, both absolute and resolved, judged through
-/// this process's mounts; `false` where they cannot be read.
-pub(crate) fn is_inside(inner: &Path, outer: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+/// This process's mounts, read once to judge several paths.
+pub(crate) struct Mounts(Vec<Mount>);
+
+impl Mounts {
+    /// From `/proc/self/mountinfo`; none where it cannot be read.
+    pub(crate) fn of_this_process() -> Mounts {
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        Mounts(parse(&text))
+    }
+
+    /// Whether `inner` is `outer` or lies inside it, both absolute and resolved: by name, by
+    /// an ancestor of `inner` that is `outer` by device and inode (a bind of the directory
+    /// itself, seen even where the mounts cannot be read), or by where each lies on its
+    /// filesystem.
+    pub(crate) fn is_inside(&self, inner: &Path, outer: &Path) -> bool {
+        if inner.starts_with(outer) || same_dir_among_ancestors(inner, outer) {
+            return true;
+        }
+        match (place(inner, &self.0), place(outer, &self.0)) {
+            (Some((dev_in, in_fs)), Some((dev_out, out_fs))) => {
+                dev_in == dev_out && in_fs.starts_with(&out_fs)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `outer` is `inner` or one of its ancestors by device and inode rather than by
+/// name.
+fn same_dir_among_ancestors(inner: &Path, outer: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(outer) = std::fs::metadata(outer) else {
         return false;
     };
-    let mounts = parse(&text);
-    match (place(inner, &mounts), place(outer, &mounts)) {
-        (Some((dev_in, in_fs)), Some((dev_out, out_fs))) => {
-            dev_in == dev_out && in_fs.starts_with(&out_fs)
-        }
-        _ => false,
-    }
+    inner
+        .ancestors()
+        .filter_map(|a| std::fs::metadata(a).ok())
+        .any(|m| m.dev() == outer.dev() && m.ino() == outer.ino())
 }
 
 #[cfg(test)]

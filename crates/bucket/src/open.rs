@@ -188,20 +188,14 @@ impl BucketFs {
                 &writer,
                 config.reader_lease,
             );
-            let (lease, replayed) = match taken {
-                Ok(lease) => {
-                    let replayed = lease.pin().replayed();
-                    (Some(lease), replayed)
-                }
-                Err(e) if !forbidden(&e) => return Err(e),
-                Err(e) => {
-                    log::warn!(
-                        "{}: no reader's lease on checkpoint {name:?} ({e}): dropping it lets \
-                         garbage collection delete files this reader has not fetched",
-                        config.url
-                    );
-                    (None, crate::checkpoint::read(&client, name)?.replayed())
-                }
+            let without = format!(
+                "dropping checkpoint {name:?} lets garbage collection delete files this reader \
+                 has not fetched"
+            );
+            let lease = lease_unless_forbidden(taken, &config.url, &without)?;
+            let replayed = match &lease {
+                Some(lease) => lease.pin().replayed(),
+                None => crate::checkpoint::read(&client, name)?.replayed(),
             };
             // Made to match the checkpoint, this directory is no writer's working copy any more.
             let placed = write_state(&root, &config.url, &[])
@@ -215,35 +209,22 @@ impl BucketFs {
                 }
                 (Err(e), None) => return Err(e),
             };
-            let renew = lease.is_some();
             let pinned = Reading {
                 lease,
                 follow: Following::Pinned(name.clone()),
             };
-            let fs = Self::assemble(config, root, client, None, placed, lock, pinned)?;
-            if renew {
-                crate::lease::start_renewing(&fs.shared);
-            }
-            return Ok(fs);
+            return Self::assemble(config, root, client, None, placed, lock, pinned);
         }
         let ours = read_state(&root, &config.url);
         if config.read_only {
             // A reader leases the version it replays: garbage collection keeps every object of
             // it until the store closes (or the lease lapses).
             let taken = crate::lease::ReaderLease::take(&client, &writer, config.reader_lease);
-            let (lease, replayed) = match taken {
-                Ok((lease, replayed)) => (Some(lease), replayed),
-                // Only a bucket that will not let this reader write goes on without a lease; an
-                // outage or damage is an error like any other.
-                Err(e) if !forbidden(&e) => return Err(e),
-                Err(e) => {
-                    log::warn!(
-                        "{}: no reader's lease ({e}): garbage collection may delete files this \
-                         reader has not fetched once they are an hour old",
-                        config.url
-                    );
-                    (None, replay(&client)?.replayed)
-                }
+            let without = "garbage collection may delete files this reader has not fetched once \
+                           they are an hour old";
+            let (lease, replayed) = match lease_unless_forbidden(taken, &config.url, without)? {
+                Some((lease, replayed)) => (Some(lease), replayed),
+                None => (None, replay(&client)?.replayed),
             };
             let valid = ours
                 .iter()
@@ -251,7 +232,6 @@ impl BucketFs {
                 && replayed.epoch != 0;
             let writers_copy = names_a_claim(&root);
             let placed = crate::working_copy::reconcile(&client, &root, &replayed, valid)?;
-            let renew = lease.is_some();
             let follow = match writers_copy {
                 true => Following::Refused(format!(
                     "{} is a writer's working copy of {}: a replica follows in a cache \
@@ -261,7 +241,7 @@ impl BucketFs {
                 )),
                 false => Following::Log(crate::follow::Follow::new(replayed)),
             };
-            let fs = Self::assemble(
+            return Self::assemble(
                 config,
                 root,
                 client,
@@ -269,11 +249,7 @@ impl BucketFs {
                 placed,
                 lock,
                 Reading { lease, follow },
-            )?;
-            if renew {
-                crate::lease::start_renewing(&fs.shared);
-            }
-            return Ok(fs);
+            );
         }
         for _ in 0..CLAIM_TRIES {
             let view = replay(&client)?;
@@ -376,6 +352,9 @@ impl BucketFs {
         };
         // A restart reuses the cache, within its bound (nothing is open yet).
         fs.shared.cache.evict(&fs.shared.root)?;
+        if fs.shared.reader_lease.is_some() {
+            crate::lease::start_renewing(&fs.shared);
+        }
         Ok(fs)
     }
 }
@@ -481,6 +460,24 @@ fn replay_once(client: &Client) -> Result<LogView> {
 
 /// Whether a refusal is the bucket's permissions (or a server without the feature), not an
 /// outage.
+/// `taken`, the lease a reader asked for; `None`, said with what it costs (`without`), when
+/// the bucket will not let it write one. Only that refusal goes on without a lease: an outage
+/// or damage is an error like any other.
+fn lease_unless_forbidden<T>(
+    taken: Result<T>,
+    url: &dyn std::fmt::Display,
+    without: &str,
+) -> Result<Option<T>> {
+    match taken {
+        Ok(lease) => Ok(Some(lease)),
+        Err(e) if !forbidden(&e) => Err(e),
+        Err(e) => {
+            log::warn!("{url}: no reader's lease ({e}): {without}");
+            Ok(None)
+        }
+    }
+}
+
 fn forbidden(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. }
         if matches!(source.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::Unsupported))

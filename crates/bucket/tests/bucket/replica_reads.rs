@@ -15,7 +15,7 @@ use strata_engine::{Db, Options, ReadOptions, WriteBatch};
 
 use crate::replicas::replica_polling;
 use crate::support::{noise, seaweed, synced};
-use crate::versions::{churn_log, client, key, reader, writer};
+use crate::versions::{churn_log, client, key, leases_in, reader, writer};
 
 /// Values over a blob file's 4 KiB chunk are chunked records, which a value reader reads a
 /// step (1 MiB) at a time from the file.
@@ -36,6 +36,18 @@ fn small(round: u64, i: usize) -> Vec<u8> {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("{round}-{i}-{hex}").into_bytes()
+}
+
+/// Round `round`'s value of every key, in synced batches of 100, then a flush.
+fn write_small(db: &Db, round: u64) {
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+        let mut batch = WriteBatch::new();
+        for &i in chunk {
+            batch.put(key(i), small(round, i));
+        }
+        db.write(batch, &synced()).unwrap();
+    }
+    db.flush().unwrap();
 }
 
 /// The numbers of the files in `dir` named `suffix` (`.sst`, `.blob`), whole or partly fetched.
@@ -67,14 +79,7 @@ fn reads_held_across_rounds_keep_their_files_through_collection_at_age_zero() {
         for i in 0..2 {
             db.put(format!("big{i}"), big(round, i)).unwrap();
         }
-        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
-            let mut batch = WriteBatch::new();
-            for &i in chunk {
-                batch.put(key(i), small(round, i));
-            }
-            db.write(batch, &synced()).unwrap();
-        }
-        db.flush().unwrap();
+        write_small(&db, round);
     };
     write_round(1);
     let hour = Duration::from_secs(3600);
@@ -190,16 +195,7 @@ fn a_checkpoint_read_keeps_its_version_though_the_checkpoint_is_dropped() {
     let tmp = tempfile::tempdir().unwrap();
     let (fs, db) = writer(s, &url, &tmp.path().join("w"));
     let c = client(s, &url);
-    let write_round = |round: u64| {
-        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
-            let mut batch = WriteBatch::new();
-            for &i in chunk {
-                batch.put(key(i), small(round, i));
-            }
-            db.write(batch, &synced()).unwrap();
-        }
-        db.flush().unwrap();
-    };
+    let write_round = |round: u64| write_small(&db, round);
     write_round(1);
     checkpoint::create(&c, "frozen").unwrap();
     let reading = reader(s, &url, Some("frozen"));
@@ -207,14 +203,7 @@ fn a_checkpoint_read_keeps_its_version_though_the_checkpoint_is_dropped() {
         reading.get(key(0)).unwrap().as_deref(),
         Some(&small(1, 0)[..])
     );
-    let leases = || -> Vec<String> {
-        checkpoint::list(&c)
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n.starts_with("lease-"))
-            .collect()
-    };
+    let leases = || leases_in(&c);
     assert_eq!(leases().len(), 1, "the checkpoint's reader took no lease");
     checkpoint::drop(&c, "frozen").unwrap();
     write_round(2);

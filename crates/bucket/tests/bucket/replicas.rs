@@ -57,12 +57,7 @@ pub(crate) fn replica_polling(
 }
 
 fn leases(s: &Seaweed, url: &BucketUrl) -> Vec<String> {
-    checkpoint::list(&client(s, url))
-        .unwrap()
-        .into_iter()
-        .map(|i| i.name)
-        .filter(|n| n.starts_with("lease-"))
-        .collect()
+    crate::versions::leases_in(&client(s, url))
 }
 
 /// A writer under load (synced batches, flushes, compactions) with garbage collection at age

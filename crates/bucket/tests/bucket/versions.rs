@@ -40,6 +40,16 @@ pub(crate) fn reader(s: &Seaweed, url: &BucketUrl, checkpoint: Option<&str>) -> 
     Db::open_read_only(&root, opts).unwrap()
 }
 
+/// The readers' leases among `c`'s pins, by name.
+pub(crate) fn leases_in(c: &Client) -> Vec<String> {
+    checkpoint::list(c)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .filter(|n| n.starts_with("lease-"))
+        .collect()
+}
+
 pub(crate) fn key(i: usize) -> String {
     format!("key-{i:05}")
 }
@@ -152,14 +162,7 @@ fn a_reader_leases_its_version_so_garbage_collection_keeps_it_until_it_closes() 
     let tmp = tempfile::tempdir().unwrap();
     let (fs, db) = writer(s, &url, &tmp.path().join("w"));
     fill(&db, 0..300, "old");
-    let leases = || -> Vec<String> {
-        checkpoint::list(&c)
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n.starts_with("lease-"))
-            .collect()
-    };
+    let leases = || leases_in(&c);
     let reading = reader(s, &url, None);
     let held = leases();
     assert_eq!(held.len(), 1, "{held:?}");

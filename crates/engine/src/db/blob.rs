@@ -371,10 +371,8 @@ impl DbInner {
     fn seal_blob_writer(&self, w: OpenBlobWriter) -> Result<()> {
         // Sealing syncs the file: a failure there is a failed sync like any other.
         let sealed = w.writer.finish();
-        if let Err(e) = &sealed
-            && !e.kind().is_transient()
-        {
-            self.blob_sync_failed.store(true, Ordering::Release);
+        if let Err(e) = &sealed {
+            self.remember_failed_sync(e);
         }
         let mut m = w.file.meta.lock();
         m.state = BlobFileState::Sealed;
@@ -473,15 +471,21 @@ impl DbInner {
         }
     }
 
-    /// `synced`, remembering a failure for good (`blob_sync_failed`). A full disk is not
-    /// remembered: writes resume once it has room, as for the WAL.
+    /// `synced`, remembering a failure for good (`remember_failed_sync`).
     fn note_blob_sync(&self, synced: Result<()>) -> Result<()> {
-        if let Err(e) = &synced
-            && !e.kind().is_transient()
-        {
-            self.blob_sync_failed.store(true, Ordering::Release);
+        if let Err(e) = &synced {
+            self.remember_failed_sync(e);
         }
         synced
+    }
+
+    /// A blob or value file's sync failed with `e`: every later one fails too
+    /// (`blob_sync_failed`). A full disk is not remembered: writes resume once it has room, as
+    /// for the WAL.
+    fn remember_failed_sync(&self, e: &Error) {
+        if !e.kind().is_transient() {
+            self.blob_sync_failed.store(true, Ordering::Release);
+        }
     }
 
     /// Syncs and closes the value files adopted by unsynced writes once `MAX_ADOPTED_OPEN` are

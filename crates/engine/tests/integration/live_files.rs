@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use strata_engine::{Db, Error, ErrorKind, LiveFiles, Options, WriteBatch, WriteOptions};
 
+use crate::common::synced;
 use crate::db::small_options;
 
 fn busy_options() -> Options {
@@ -24,6 +25,14 @@ fn busy_options() -> Options {
     o.cf.enable_blob_files = true;
     o.cf.min_blob_size = 1024;
     o
+}
+
+/// `busy_options` on a disk that fails when told to.
+fn on_faulty_disk() -> (strata_engine::fs::FaultInjectionFs, Options) {
+    let fs = strata_engine::fs::FaultInjectionFs::new();
+    let mut o = busy_options();
+    o.filesystem = Arc::new(fs.clone());
+    (fs, o)
 }
 
 fn value(i: u64) -> Vec<u8> {
@@ -313,22 +322,16 @@ fn a_read_only_store_has_no_live_files_to_give() {
 /// be backed up while it waits for its operator.
 #[test]
 fn a_store_whose_writes_stopped_is_listed_as_it_stands() {
-    use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
+    use strata_engine::fs::{FaultError, FsOp};
     let dir = crate::common::tempdir();
-    let fs = FaultInjectionFs::new();
-    let mut o = busy_options();
-    o.filesystem = Arc::new(fs.clone());
+    let (fs, o) = on_faulty_disk();
     let db = Db::open(dir.path(), o).unwrap();
     for i in 0..300 {
         db.put(format!("k{i:04}"), value(i)).unwrap();
     }
-    let synced = WriteOptions {
-        sync: true,
-        ..Default::default()
-    };
-    db.put_with(&synced, "last", "acknowledged").unwrap();
+    db.put_with(&synced(), "last", "acknowledged").unwrap();
     fs.fail_after(&[FsOp::Write, FsOp::Sync], 0, FaultError::Eio);
-    db.put_with(&synced, "refused", "no").unwrap_err();
+    db.put_with(&synced(), "refused", "no").unwrap_err();
     let e = db.put("after", "no").unwrap_err();
     assert!(!e.kind().is_transient(), "{e}");
 
@@ -353,19 +356,13 @@ fn a_store_whose_writes_stopped_is_listed_as_it_stands() {
 /// list an image it cannot trust, and says to reopen it first; reopened, it lists again.
 #[test]
 fn a_store_stopped_by_a_failed_sync_lists_nothing_until_reopened() {
-    use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
+    use strata_engine::fs::{FaultError, FsOp};
     let dir = crate::common::tempdir();
-    let fs = FaultInjectionFs::new();
-    let mut o = busy_options();
-    o.filesystem = Arc::new(fs.clone());
+    let (fs, o) = on_faulty_disk();
     let db = Db::open(dir.path(), o.clone()).unwrap();
     db.put("k", "v").unwrap();
     fs.fail_after(&[FsOp::Sync], 0, FaultError::Eio);
-    let synced = WriteOptions {
-        sync: true,
-        ..Default::default()
-    };
-    db.put_with(&synced, "refused", "no").unwrap_err();
+    db.put_with(&synced(), "refused", "no").unwrap_err();
     let e = db.live_files(false).unwrap_err();
     assert!(e.to_string().contains("failed sync"), "{e}");
     assert!(e.to_string().contains("reopen"), "{e}");

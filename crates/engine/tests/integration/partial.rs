@@ -18,6 +18,8 @@ use strata_engine::{
     Compression, Db, ErrorKind, MAX_VALUE_SIZE, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
+use crate::common::synced;
+
 fn options(blob_files: bool) -> Options {
     let mut o = Options::default();
     o.enable_blob_files = blob_files;
@@ -25,13 +27,6 @@ fn options(blob_files: bool) -> Options {
     o.blob_compression = Compression::None;
     o.write_buffer_size = 256 << 10;
     o
-}
-
-fn synced() -> WriteOptions {
-    WriteOptions {
-        sync: true,
-        ..Default::default()
-    }
 }
 
 fn write(db: &Db, f: impl FnOnce(&mut WriteBatch)) -> strata_engine::Result<()> {

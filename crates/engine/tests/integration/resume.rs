@@ -12,20 +12,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use strata_engine::fs::{FaultError, FaultInjectionFs, FsOp};
-use strata_engine::{Db, ErrorKind, Options, WriteBatch, WriteOptions};
+use strata_engine::{Db, ErrorKind, Options, WriteBatch};
+
+use crate::common::synced;
 
 fn options(fs: &FaultInjectionFs) -> Options {
     let mut o = Options::default();
     o.filesystem = Arc::new(fs.clone());
     o.write_buffer_size = 64 << 10;
     o
-}
-
-fn synced() -> WriteOptions {
-    WriteOptions {
-        sync: true,
-        ..Default::default()
-    }
 }
 
 /// Power goes: every later call fails, and the disk keeps only what was synced.

@@ -8,7 +8,7 @@ use strata_engine::{
     verify_store,
 };
 
-use crate::common::{self, files_with_extension};
+use crate::common::{self, files_with_extension, synced};
 
 fn options() -> Options {
     let mut o = Options::default();
@@ -21,13 +21,6 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] ^ seed)
         .collect()
-}
-
-fn synced() -> WriteOptions {
-    WriteOptions {
-        sync: true,
-        ..Default::default()
-    }
 }
 
 #[test]

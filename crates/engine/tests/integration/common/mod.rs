@@ -223,6 +223,14 @@ impl strata_engine::FileSystem for HookedFs {
     }
 }
 
+/// Options of a write that returns once it is durable.
+pub fn synced() -> strata_engine::WriteOptions {
+    strata_engine::WriteOptions {
+        sync: true,
+        ..Default::default()
+    }
+}
+
 /// `len` bytes no compressor shrinks (xorshift), the same for the same `seed` and different
 /// for each.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
