@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
-# Built with the workspace's features, as cargo test's build, so it is not rebuilt.
-"${CARGO:-cargo}" build --workspace --bin strata-wasi-run
+# The runner is the one `cargo test --workspace` builds for the host crate's tests (a no-op after
+# make test's build): `cargo build` would compile the engine and the host once more, without the
+# dev-dependencies' features.
+"${CARGO:-cargo}" test --workspace --no-run --quiet
 export CARGO_TARGET_WASM32_WASIP2_RUNNER="$target_dir/debug/strata-wasi-run"
 run() { "${CARGO:-cargo}" test -p strata-engine --target wasm32-wasip2 "$@" -- --test-threads=1; }
 run --lib --tests --no-run
