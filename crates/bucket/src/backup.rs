@@ -6,13 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::local_backup::{create_from_dir, create_live, refuse_inside_store, restore_to_dir};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strata_engine::{Error, Result};
 
 use crate::checkpoint::{fresh_name, read_pin};
 use crate::client::Client;
+use crate::clock::{Now, Renewed};
 use crate::clone::{copy_all, overlaps, require_empty, write_first_record};
 use crate::copy::{copy_object, verify_object};
 use crate::lease::{DEFAULT_LEASE_TTL, ReaderLease};
@@ -104,7 +105,8 @@ pub(crate) struct Chosen {
     pub skipped: Vec<(u64, String)>,
 }
 
-/// A pending backup older than this is a dead run's: it no longer keeps its objects.
+/// A pending backup the bucket stamped longer ago than this is a dead run's: it no longer keeps
+/// its objects. A live run renews its record as it copies (`Renewed`).
 const PENDING_HOLDS: Duration = Duration::from_secs(24 * 3600);
 
 fn backup_key(number: u64) -> String {
@@ -130,8 +132,11 @@ fn prune_marker_key(run: &str) -> String {
     format!("backup-prune/{run}")
 }
 
-/// How long a prune's marker counts (a prune that died leaves one).
+/// How long a prune's marker counts past the bucket's stamp of its last renewal (a prune that
+/// died leaves one).
 const PRUNE_HOLDS: Duration = Duration::from_secs(3600);
+/// Objects deleted between two checks that the prune's marker is still fresh.
+const PRUNE_DELETES_AT_ONCE: usize = 1000;
 
 pub(crate) fn info(number: u64, pin: &Pin) -> BackupInfo {
     BackupInfo {
@@ -145,26 +150,30 @@ pub(crate) fn info(number: u64, pin: &Pin) -> BackupInfo {
     }
 }
 
-/// Every backup in `dest`, oldest first, with its pin.
-fn backups(dest: &Client) -> Result<Vec<(u64, Pin)>> {
-    let mut out = Vec::new();
-    for key in dest.list("backup/")? {
-        let Some(number) = parse_numbered(&key, "backup/") else {
-            continue;
-        };
-        if let Some(pin) = read_pin(dest, &key)? {
-            out.push((number, pin));
-        }
-    }
-    Ok(out)
+/// The numbers of the backups in `dest`, oldest first. Their pins are read one at a time
+/// (`read_listed`): a destination's pins together need not fit in memory.
+fn backup_numbers(dest: &Client) -> Result<Vec<u64>> {
+    Ok(dest
+        .list("backup/")?
+        .iter()
+        .filter_map(|key| parse_numbered(key, "backup/"))
+        .collect())
+}
+
+/// Listed backup `number`'s pin; `None` when it was deleted since the LIST.
+fn read_listed(dest: &Client, number: u64) -> Result<Option<Pin>> {
+    read_pin(dest, &backup_key(number))
 }
 
 /// Every backup in `dest`, oldest first.
 pub fn list(dest: &Client) -> Result<Vec<BackupInfo>> {
-    Ok(backups(dest)?
-        .iter()
-        .map(|(n, pin)| info(*n, pin))
-        .collect())
+    let mut out = Vec::new();
+    for n in backup_numbers(dest)? {
+        if let Some(pin) = read_listed(dest, n)? {
+            out.push(info(n, &pin));
+        }
+    }
+    Ok(out)
 }
 
 /// The objects backup `number` names in `dest`, with the length and CRC each must have.
@@ -180,26 +189,24 @@ fn read_backup(dest: &Client, number: u64) -> Result<Pin> {
 /// The number the next backup of `source` into `dest` takes; refused when `dest` holds another
 /// store's backups.
 pub(crate) fn next_number(dest: &Client, source: &str) -> Result<u64> {
-    let existing = backups(dest)?;
-    if let Some((n, other)) = existing.iter().find(|(_, pin)| pin.source != source) {
-        return Err(Error::InvalidArgument(format!(
-            "{} holds backups of {} (backup {n}); one destination keeps one store's backups",
-            dest.url(),
-            other.source
-        )));
+    let existing = backup_numbers(dest)?;
+    for &n in &existing {
+        if let Some(other) = read_listed(dest, n)?
+            && other.source != source
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds backups of {} (backup {n}); one destination keeps one store's backups",
+                dest.url(),
+                other.source
+            )));
+        }
     }
     let pending: Vec<u64> = dest
         .list("backup-pending/")?
         .iter()
         .filter_map(|k| parse_numbered(k, "backup-pending/"))
         .collect();
-    Ok(existing
-        .iter()
-        .map(|(n, _)| *n)
-        .chain(pending)
-        .max()
-        .unwrap_or(0)
-        + 1)
+    Ok(existing.into_iter().chain(pending).max().unwrap_or(0) + 1)
 }
 
 /// Backs up `src`'s newest version into `dest`.
@@ -263,12 +270,20 @@ pub(crate) fn back_up(
     mut put: impl FnMut(usize) -> Result<()>,
 ) -> Result<BackupReport> {
     let body = Bytes::from(backup.encode());
+    let began = Instant::now();
     if !dest.put_create_or_own(&pending_key(number), body.clone())? {
         return Err(Error::Busy(format!(
             "{}: another backup is being made ({number})",
             dest.url()
         )));
     }
+    let mut pending = Renewed::after_put(
+        dest,
+        &pending_key(number),
+        body.clone(),
+        began,
+        PENDING_HOLDS,
+    );
     let copied = (|| {
         // A prune that began before the pending backup landed may not have seen it, and may
         // delete objects this one finds already there: wait for none.
@@ -295,7 +310,11 @@ pub(crate) fn back_up(
                 report.bytes_copied += len;
             }
             done.advance(*len, progress);
+            pending.tick();
         }
+        // A prune judges the pending record by the bucket's stamp of its last renewal: one that
+        // went stale meanwhile may have let a prune delete what this backup found there.
+        pending.ensure_fresh("to write the backup's record")?;
         if dest.put_create_or_own(&backup_key(number), body)? {
             Ok(report)
         } else {
@@ -311,15 +330,13 @@ pub(crate) fn back_up(
     Ok(report)
 }
 
-/// Whether a prune is running (its marker younger than `PRUNE_HOLDS`).
+/// Whether a prune is running (its marker renewed within `PRUNE_HOLDS`, by the bucket's clock).
 fn fresh_prune(dest: &Client) -> Result<bool> {
-    let now = now_millis() / 1000;
+    let now = Now::read(dest)?;
     Ok(dest
         .list_aged("backup-prune/")?
         .iter()
-        .any(|(_, modified)| {
-            now.saturating_sub(u64::try_from(*modified).unwrap_or(0)) < PRUNE_HOLDS.as_secs()
-        }))
+        .any(|(_, written)| now.within(*written, PRUNE_HOLDS)))
 }
 
 /// Reads every object of backup `number` and checks its length and CRC: the first that fails
@@ -367,7 +384,7 @@ pub fn restore(
 /// Backup `number`, or the newest whose every object verifies (length and CRC, read in pieces);
 /// the newer ones skipped for damage, and why. An outage is an error, never a reason to skip.
 pub(crate) fn choose(dest: &Client, number: Option<u64>) -> Result<Chosen> {
-    let all = backups(dest)?;
+    let all = backup_numbers(dest)?;
     if all.is_empty() {
         return Err(Error::NotFound(format!(
             "{}: no backup to restore",
@@ -376,22 +393,25 @@ pub(crate) fn choose(dest: &Client, number: Option<u64>) -> Result<Chosen> {
     }
     let mut skipped = Vec::new();
     let mut chosen = None;
-    for (n, pin) in all.iter().rev() {
-        if number.is_some_and(|want| want != *n) {
+    for &n in all.iter().rev() {
+        if number.is_some_and(|want| want != n) {
             continue;
         }
+        let Some(pin) = read_listed(dest, n)? else {
+            continue;
+        };
         match pin
             .objects()
             .iter()
             .try_for_each(|(key, len, crc)| verify_object(dest, key, *len, *crc))
         {
             Ok(()) => {
-                chosen = Some((*n, pin.clone()));
+                chosen = Some((n, pin));
                 break;
             }
             Err(e) if number.is_none() && e.kind() == strata_engine::ErrorKind::Corruption => {
                 log::warn!("{}: backup {n} does not verify: {e}", dest.url());
-                skipped.push((*n, e.to_string()));
+                skipped.push((n, e.to_string()));
             }
             Err(e) => return Err(e),
         }
@@ -427,13 +447,22 @@ pub fn prune(
     // Marked first, then the pending backups read below: a backup either lands its pending
     // record before that read, or sees this marker and stops.
     let run = fresh_name("prune");
+    let began = Instant::now();
     if !dest.put_create_or_own(&prune_marker_key(&run), Bytes::from(run.clone()))? {
         return Err(Error::Busy(format!(
             "{}: prune marker {run} exists",
             dest.url()
         )));
     }
-    let pruned = prune_marked(dest, keep, older_than);
+    // Renewed as the prune goes: a backup that found the marker stale would go on beside it.
+    let mut marker = Renewed::after_put(
+        dest,
+        &prune_marker_key(&run),
+        Bytes::from(run.clone()),
+        began,
+        PRUNE_HOLDS,
+    );
+    let pruned = prune_marked(dest, keep, older_than, &mut marker);
     let removed = dest.delete(&prune_marker_key(&run));
     let report = pruned?;
     removed?;
@@ -444,44 +473,59 @@ fn prune_marked(
     dest: &Client,
     keep: Option<usize>,
     older_than: Option<Duration>,
+    marker: &mut Renewed<'_>,
 ) -> Result<PruneReport> {
-    let all = backups(dest)?;
+    let all = backup_numbers(dest)?;
     let now = now_millis();
     let mut report = PruneReport::default();
     let count = all.len();
-    for (i, (n, pin)) in all.iter().enumerate() {
+    for (i, &n) in all.iter().enumerate() {
         let newer = count - 1 - i;
+        let Some(pin) = read_listed(dest, n)? else {
+            continue;
+        };
         let too_many = keep.is_some_and(|k| newer >= k);
         let too_old = older_than.is_some_and(|age| {
             now.saturating_sub(pin.created_millis)
                 > u64::try_from(age.as_millis()).unwrap_or(u64::MAX)
         });
         if newer > 0 && (too_many || too_old) {
-            dest.delete(&backup_key(*n))?;
+            dest.delete(&backup_key(n))?;
             report.backups_deleted += 1;
         } else {
             report.backups_kept += 1;
         }
+        marker.tick();
     }
     // The objects first, then what names them: one copied after the LIST is not in it, and one
     // copied before is named by a pending backup written before it. The pending ones are read
     // before the backups: a backup writes its record before it deletes its pending one, so one
     // that finishes meanwhile is seen in one list or the other.
     let objects = dest.list("objects/")?;
+    marker.tick();
     let mut named: BTreeSet<String> = BTreeSet::new();
-    for key in dest.list("backup-pending/")? {
-        if let Some(pin) = read_pin(dest, &key)? {
-            let age = now.saturating_sub(pin.created_millis);
-            if age < u64::try_from(PENDING_HOLDS.as_millis()).unwrap_or(u64::MAX) {
-                named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
-            }
+    // A pending backup is judged by the bucket's stamp of its last renewal.
+    let bucket_time = Now::read(dest)?;
+    for (key, written) in dest.list_aged("backup-pending/")? {
+        if !bucket_time.within(written, PENDING_HOLDS) {
+            continue;
         }
+        if let Some(pin) = read_pin(dest, &key)? {
+            named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
+        }
+        marker.tick();
     }
-    for (_, pin) in backups(dest)? {
-        named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
+    for n in backup_numbers(dest)? {
+        if let Some(pin) = read_listed(dest, n)? {
+            named.extend(pin.objects().into_iter().map(|(k, _, _)| k));
+        }
+        marker.tick();
     }
     let doomed: Vec<String> = objects.into_iter().filter(|k| !named.contains(k)).collect();
-    report.objects_deleted = doomed.len();
-    dest.delete_many(doomed)?;
+    for chunk in doomed.chunks(PRUNE_DELETES_AT_ONCE) {
+        marker.ensure_fresh("deleting objects")?;
+        dest.delete_many(chunk.to_vec())?;
+        report.objects_deleted += chunk.len();
+    }
     Ok(report)
 }

@@ -9,14 +9,15 @@ use bytes::Bytes;
 use strata_engine::{Error, Result};
 
 use crate::client::Client;
+use crate::clock::Now;
 pub use crate::pin::check_name;
 use crate::pin::{Pin, marker_key, now_millis, pin_key};
 use crate::replay::Replayed;
 
-/// How long a marker stops garbage collection: its age is the collector's clock against the
-/// bucket's time of the marker's PUT, so it is long beside `MAKING_LIMIT`, leaving 55 minutes
-/// for the clocks to disagree. A maker that died holds collection off this long.
-pub(crate) const MARKER_HOLDS: Duration = Duration::from_secs(3600);
+/// How long a marker stops garbage collection, by the bucket's clock against its stamp of the
+/// marker's PUT (`clock::Now`): twice `MAKING_LIMIT`, which the maker measures from before that
+/// PUT. A maker that died holds collection off this long.
+const MARKER_HOLDS: Duration = Duration::from_secs(600);
 /// How long a pin may take from its marker's PUT to its own.
 const MAKING_LIMIT: Duration = Duration::from_secs(300);
 /// Names the store gives its own pins; a checkpoint may not take them.
@@ -132,9 +133,10 @@ fn place_marker(client: &Client, name: &str) -> Result<()> {
     if client.put_create_or_own(&marker_key(name), body())? {
         return Ok(());
     }
-    let fresh = marker_ages(client)?
+    let now = Now::read(client)?;
+    let fresh = markers(client, &now)?
         .into_iter()
-        .any(|(key, age)| key == marker_key(name) && age < MARKER_HOLDS);
+        .any(|(key, fresh)| key == marker_key(name) && fresh);
     if fresh {
         return Err(Error::Busy(format!(
             "{}: checkpoint {name:?} is being made by another process",
@@ -180,18 +182,13 @@ pub(crate) fn pin_copy(client: &Client, from: &str, name: &str, source: String) 
     Ok(pin)
 }
 
-/// Every marker and how old the bucket says it is.
-pub(crate) fn marker_ages(client: &Client) -> Result<Vec<(String, Duration)>> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+/// Every marker, and whether it still holds collection off at `now` (a marker past its hold is
+/// a dead maker's).
+pub(crate) fn markers(client: &Client, now: &Now) -> Result<Vec<(String, bool)>> {
     Ok(client
         .list_aged("pinning/")?
         .into_iter()
-        .map(|(key, modified)| {
-            let age = u64::try_from(now.saturating_sub(modified)).unwrap_or(0);
-            (key, Duration::from_secs(age))
-        })
+        .map(|(key, written)| (key, now.within(written, MARKER_HOLDS)))
         .collect())
 }
 

@@ -115,17 +115,18 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
     // names was reachable then, and objects never become reachable again. If it lists them
     // while the marker is there, the pass holds. If after, the pin was PUT before the marker
     // went, so before the pins are listed below.
-    let (fresh, stale): (Vec<_>, Vec<_>) = crate::checkpoint::marker_ages(client)?
+    // Asked of the bucket, which dates every object: markers, leases and ages are judged by
+    // one clock. Read before the markers are listed, so a marker placed since is young.
+    let now = crate::clock::Now::read(client)?;
+    let (fresh, stale): (Vec<_>, Vec<_>) = crate::checkpoint::markers(client, &now)?
         .into_iter()
-        .partition(|(_, age)| *age < crate::checkpoint::MARKER_HOLDS);
+        .partition(|(_, fresh)| *fresh);
     let mut held = fresh.len();
     let mut lapsed = Vec::new();
     let now_millis = crate::pin::now_millis();
-    // Asked of the bucket, which dates every pin: leases and ages are judged by one clock.
-    let bucket_now = crate::lease::bucket_now(client)?;
     for (key, written) in client.list_aged("pin/")? {
         let name = key.trim_start_matches("pin/");
-        if crate::lease::pin_lapsed(name, written, bucket_now, now_millis) {
+        if crate::lease::pin_lapsed(name, written, now.bucket, now_millis) {
             lapsed.push(key);
             continue;
         }
@@ -140,11 +141,7 @@ pub(crate) fn collect(shared: &Shared, min_age: Duration) -> Result<GcReport> {
             },
         }
     }
-    let now = bucket_now.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    });
+    let now = now.secs();
     let mut report = GcReport {
         objects: objects.len(),
         held,

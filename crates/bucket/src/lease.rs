@@ -20,16 +20,6 @@ use crate::shared::Shared;
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(600);
 /// A lease is renewed every fifth of its time: several tries before it lapses.
 const RENEWALS_PER_TTL: u32 = 5;
-/// How far the collector's clock may run ahead of the reader's.
-pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
-
-/// Where the collector asks the bucket the time (`bucket_now`).
-const CLOCK_KEY: &str = "clock/now";
-/// Allowed past a lease's time before collection takes it lapsed, at the least: the bucket's
-/// clock counts whole seconds, and a bucket behind several gateways stamps each write by the
-/// clock of the one that took it. A lease's own renewal interval is allowed too (`pin_lapsed`),
-/// so its holder (which judges by its own time, `start_renewing`) always knows first.
-const BUCKET_CLOCK_GRAIN_SECS: i64 = 2;
 
 /// The pin name of a lease of `ttl` that holds until `expiry_millis` by its holder's clock.
 /// The time comes first, so a renewal's name sorts after the one it replaces; the `ttl` lets
@@ -52,8 +42,10 @@ pub(crate) fn lease_ttl(name: &str) -> Option<Duration> {
 /// Whether the lease pin `name`, last written at the bucket's second `written`, has lapsed.
 /// Each renewal writes a new pin, so a lease whose name carries its time is judged by how
 /// long ago the bucket took its pin, by the bucket's clock (`bucket_now`, when it could be
-/// read): no reader's or collector's clock counts. One named by an older version is judged
-/// by the expiry its holder wrote, against the collector's clock (`now_millis`).
+/// read): no reader's or collector's clock counts. Past its time, a lease is allowed one
+/// renewal interval (the clock's grain at the least), so its holder, which judges by its own
+/// time (`start_renewing`), always knows first. One named by an older version is judged by
+/// the expiry its holder wrote, against the collector's clock (`now_millis`).
 pub(crate) fn pin_lapsed(
     name: &str,
     written: i64,
@@ -63,7 +55,7 @@ pub(crate) fn pin_lapsed(
     match (lease_ttl(name), bucket_now) {
         (Some(ttl), Some(now)) => {
             let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 4);
-            let grace = (ttl / i64::from(RENEWALS_PER_TTL)).max(BUCKET_CLOCK_GRAIN_SECS);
+            let grace = (ttl / i64::from(RENEWALS_PER_TTL)).max(crate::clock::GRAIN_SECS);
             now.saturating_sub(written) > ttl + grace
         }
         (Some(ttl), None) => {
@@ -73,22 +65,6 @@ pub(crate) fn pin_lapsed(
         }
         (None, _) => lease_expiry(name).is_some_and(|e| lapsed(e, now_millis)),
     }
-}
-
-/// The bucket's own clock, in Unix seconds: when it took a write made now (one PUT and one
-/// LIST); `None` when it does not list it (the collector's clock is used then, with its skew).
-pub(crate) fn bucket_now(client: &Client) -> Result<Option<i64>> {
-    // A bucket that will not take it (a policy written for the store's other prefixes) still
-    // collects, by the collector's clock.
-    if let Err(e) = client.put_overwrite(CLOCK_KEY, Bytes::new()) {
-        log::warn!("{}: reading the bucket's clock: {e}", client.url());
-        return Ok(None);
-    }
-    let listed = client.list_aged("clock/")?;
-    Ok(listed
-        .into_iter()
-        .find(|(key, _)| key == CLOCK_KEY)
-        .map(|(_, written)| written))
 }
 
 /// When the lease named `name` (a pin's name) lapses, if it is a lease.
@@ -109,7 +85,7 @@ pub(crate) fn lease_holder(name: &str) -> Option<&str> {
 /// Whether a lease that holds until `expiry_millis` has lapsed, to a collector whose clock
 /// reads `now_millis` (allowing for the reader's clock being behind).
 pub(crate) fn lapsed(expiry_millis: u64, now_millis: u64) -> bool {
-    expiry_millis.saturating_add(CLOCK_SKEW.as_millis() as u64) < now_millis
+    expiry_millis.saturating_add(crate::clock::CLOCK_SKEW.as_millis() as u64) < now_millis
 }
 
 fn expiry_from_now(ttl: Duration) -> u64 {

@@ -23,6 +23,7 @@ pub mod backup;
 mod cache;
 pub mod checkpoint;
 mod client;
+mod clock;
 mod clone;
 mod copy;
 mod fault;
