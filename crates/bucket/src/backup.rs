@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::local_backup::{create_from_dir, create_live, refuse_inside_store, restore_to_dir};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use strata_engine::{Error, Result};
@@ -151,7 +151,8 @@ pub(crate) fn info(number: u64, pin: &Pin) -> BackupInfo {
 }
 
 /// The numbers of the backups in `dest`, oldest first. Their pins are read one at a time
-/// (`read_listed`): a destination's pins together need not fit in memory.
+/// (`read_listed`): a prune of a hundred backups of one store holds each object's name once,
+/// not a hundred pins naming it.
 fn backup_numbers(dest: &Client) -> Result<Vec<u64>> {
     Ok(dest
         .list("backup/")?
@@ -211,6 +212,23 @@ pub(crate) fn next_number(dest: &Client, source: &str) -> Result<u64> {
 
 /// Backs up `src`'s newest version into `dest`.
 pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Result<BackupReport> {
+    create_leased(src, dest, DEFAULT_LEASE_TTL, progress)
+}
+
+/// `create`, its lease on `src` lasting `lease_ttl` past each renewal: a process that dies
+/// mid-copy keeps the source's garbage this long. The copy renews it as it reads each piece, so
+/// any time of a second or more serves however slow the copy.
+pub fn create_leased(
+    src: &Client,
+    dest: &Client,
+    lease_ttl: Duration,
+    progress: &dyn Fn(Progress),
+) -> Result<BackupReport> {
+    if lease_ttl < Duration::from_secs(1) {
+        return Err(Error::InvalidArgument(format!(
+            "a backup's lease of {lease_ttl:?} is too short to renew: one second at the least"
+        )));
+    }
     if overlaps(src, dest) {
         return Err(Error::InvalidArgument(format!(
             "{} cannot hold backups of {}: one's objects would be listed as the other's",
@@ -221,7 +239,7 @@ pub fn create(src: &Client, dest: &Client, progress: &dyn Fn(Progress)) -> Resul
     let number = next_number(dest, &src.url().to_string())?;
     // A lease keeps every object the backup reads until the copy is done, and lapses should
     // this process die mid-copy.
-    let (lease, _) = ReaderLease::take(src, &fresh_name("backup"), DEFAULT_LEASE_TTL)?;
+    let (lease, _) = ReaderLease::take(src, &fresh_name("backup"), lease_ttl)?;
     let copied = copy_leased(src, dest, number, &lease, progress);
     let released = lease.release(src);
     let report = copied?;
@@ -270,21 +288,21 @@ pub(crate) fn back_up(
     mut put: impl FnMut(usize) -> Result<()>,
 ) -> Result<BackupReport> {
     let body = Bytes::from(backup.encode());
-    let began = Instant::now();
     if !dest.put_create_or_own(&pending_key(number), body.clone())? {
         return Err(Error::Busy(format!(
             "{}: another backup is being made ({number})",
             dest.url()
         )));
     }
-    let mut pending = Renewed::after_put(
-        dest,
-        &pending_key(number),
-        body.clone(),
-        began,
-        PENDING_HOLDS,
-    );
     let copied = (|| {
+        // Each renewal carries the time it was made, as the record's creation time: a prune of
+        // an older version judges a pending backup by that.
+        let refreshed = || {
+            let mut pending = backup.clone();
+            pending.created_millis = now_millis();
+            Bytes::from(pending.encode())
+        };
+        let mut pending = Renewed::after_put(dest, &pending_key(number), refreshed, PENDING_HOLDS)?;
         // A prune that began before the pending backup landed may not have seen it, and may
         // delete objects this one finds already there: wait for none.
         if fresh_prune(dest)? {
@@ -419,6 +437,10 @@ pub(crate) fn choose(dest: &Client, number: Option<u64>) -> Result<Chosen> {
     let Some((n, pin)) = chosen else {
         return Err(match number {
             Some(want) => Error::NotFound(format!("{}: no backup numbered {want}", dest.url())),
+            // Every one listed was deleted before it was read (a prune ran).
+            None if skipped.is_empty() => {
+                Error::NotFound(format!("{}: no backup to restore", dest.url()))
+            }
             None => Error::Corruption {
                 file: dest.object("backup/").into(),
                 detail: format!("no backup verifies: {skipped:?}"),
@@ -447,22 +469,22 @@ pub fn prune(
     // Marked first, then the pending backups read below: a backup either lands its pending
     // record before that read, or sees this marker and stops.
     let run = fresh_name("prune");
-    let began = Instant::now();
     if !dest.put_create_or_own(&prune_marker_key(&run), Bytes::from(run.clone()))? {
         return Err(Error::Busy(format!(
             "{}: prune marker {run} exists",
             dest.url()
         )));
     }
-    // Renewed as the prune goes: a backup that found the marker stale would go on beside it.
-    let mut marker = Renewed::after_put(
-        dest,
-        &prune_marker_key(&run),
-        Bytes::from(run.clone()),
-        began,
-        PRUNE_HOLDS,
-    );
-    let pruned = prune_marked(dest, keep, older_than, &mut marker);
+    let pruned = (|| {
+        // Renewed as the prune goes: a backup that found it stale would go on beside it.
+        let mut marker = Renewed::after_put(
+            dest,
+            &prune_marker_key(&run),
+            || Bytes::from(run.clone()),
+            PRUNE_HOLDS,
+        )?;
+        prune_marked(dest, keep, older_than, &run, &mut marker)
+    })();
     let removed = dest.delete(&prune_marker_key(&run));
     let report = pruned?;
     removed?;
@@ -473,21 +495,26 @@ fn prune_marked(
     dest: &Client,
     keep: Option<usize>,
     older_than: Option<Duration>,
+    run: &str,
     marker: &mut Renewed<'_>,
 ) -> Result<PruneReport> {
-    let all = backup_numbers(dest)?;
+    // Every backup's time first (a damaged record stops the prune before it deletes anything),
+    // then the retention over the ones still there.
+    let mut all = Vec::new();
+    for n in backup_numbers(dest)? {
+        if let Some(pin) = read_listed(dest, n)? {
+            all.push((n, pin.created_millis));
+        }
+        marker.tick();
+    }
     let now = now_millis();
     let mut report = PruneReport::default();
     let count = all.len();
-    for (i, &n) in all.iter().enumerate() {
+    for (i, &(n, created_millis)) in all.iter().enumerate() {
         let newer = count - 1 - i;
-        let Some(pin) = read_listed(dest, n)? else {
-            continue;
-        };
         let too_many = keep.is_some_and(|k| newer >= k);
         let too_old = older_than.is_some_and(|age| {
-            now.saturating_sub(pin.created_millis)
-                > u64::try_from(age.as_millis()).unwrap_or(u64::MAX)
+            now.saturating_sub(created_millis) > u64::try_from(age.as_millis()).unwrap_or(u64::MAX)
         });
         if newer > 0 && (too_many || too_old) {
             dest.delete(&backup_key(n))?;
@@ -504,10 +531,13 @@ fn prune_marked(
     let objects = dest.list("objects/")?;
     marker.tick();
     let mut named: BTreeSet<String> = BTreeSet::new();
-    // A pending backup is judged by the bucket's stamp of its last renewal.
+    // A pending backup is judged by the bucket's stamp of its last renewal; one past its hold
+    // is a dead run's, and goes with the other markers dead runs left.
     let bucket_time = Now::read(dest)?;
+    let mut dead = Vec::new();
     for (key, written) in dest.list_aged("backup-pending/")? {
         if !bucket_time.within(written, PENDING_HOLDS) {
+            dead.push(key);
             continue;
         }
         if let Some(pin) = read_pin(dest, &key)? {
@@ -527,5 +557,14 @@ fn prune_marked(
         dest.delete_many(chunk.to_vec())?;
         report.objects_deleted += chunk.len();
     }
+    dead.extend(
+        dest.list_aged("backup-prune/")?
+            .into_iter()
+            .filter(|(key, written)| {
+                *key != prune_marker_key(run) && !bucket_time.within(*written, PRUNE_HOLDS)
+            })
+            .map(|(key, _)| key),
+    );
+    dest.delete_many(dead)?;
     Ok(report)
 }

@@ -11,7 +11,7 @@ use strata_engine::{Error, Result};
 use crate::client::Client;
 use crate::clock::Now;
 pub use crate::pin::check_name;
-use crate::pin::{Pin, marker_key, now_millis, pin_key};
+use crate::pin::{Pin, marker_key, pin_key};
 use crate::replay::Replayed;
 
 /// How long a marker stops garbage collection, by the bucket's clock against its stamp of the
@@ -96,7 +96,7 @@ pub(crate) fn pin_with<T>(
     view: impl FnOnce() -> Result<(Replayed, T)>,
 ) -> Result<(Pin, T)> {
     let started = Instant::now();
-    place_marker(client, name)?;
+    let marker = place_marker(client, name)?;
     let made = (|| {
         let (pinned, besides) = view()?;
         let pin = Pin::of(&pinned, source);
@@ -107,51 +107,50 @@ pub(crate) fn pin_with<T>(
                 client.url()
             )));
         }
-        if started.elapsed() > MAKING_LIMIT {
+        // Judged as collection judges the marker, by the bucket's stamps (this process's clock
+        // stops while it is suspended), and by that clock too.
+        let took = stamped_apart(client, &marker, &pin_key(name))?.max(started.elapsed());
+        if took > MAKING_LIMIT {
             // Garbage collection may have gone on past the marker: the pin proves nothing.
             client.delete(&pin_key(name))?;
             return Err(Error::Unavailable(format!(
-                "{}: making checkpoint {name:?} took {:?}, past the {MAKING_LIMIT:?} garbage \
+                "{}: making checkpoint {name:?} took {took:?}, past the {MAKING_LIMIT:?} garbage \
                  collection waits for it; try again",
                 client.url(),
-                started.elapsed()
             )));
         }
         Ok((pin, besides))
     })();
-    let removed = client.delete(&marker_key(name));
+    let removed = client.delete(&marker);
     let made = made?;
     removed?;
     Ok(made)
 }
 
-/// PUTs the marker of `name`, create-only; one older than its hold (its maker died) is
-/// replaced once.
-fn place_marker(client: &Client, name: &str) -> Result<()> {
-    // Unique, so that a retried PUT tells its own marker from another maker's.
-    let body = || Bytes::from(format!("{} {}", now_millis(), fresh_name("maker")));
-    if client.put_create_or_own(&marker_key(name), body())? {
-        return Ok(());
-    }
-    let now = Now::read(client)?;
-    let fresh = markers(client, &now)?
-        .into_iter()
-        .any(|(key, fresh)| key == marker_key(name) && fresh);
-    if fresh {
-        return Err(Error::Busy(format!(
-            "{}: checkpoint {name:?} is being made by another process",
-            client.url()
-        )));
-    }
-    client.delete(&marker_key(name))?;
-    if client.put_create_or_own(&marker_key(name), body())? {
-        Ok(())
+/// PUTs a marker of this maker's own for pin `name` (`pinning/NAME/MAKER`) and returns its key:
+/// a collection pass deletes only markers past their hold, and no live maker's is ever one of
+/// them, whoever else makes the same name.
+fn place_marker(client: &Client, name: &str) -> Result<String> {
+    let key = format!("{}/{}", marker_key(name), fresh_name("maker"));
+    // Settled: a retried PUT whose answer was lost finds its own marker.
+    if client.put_create_or_own(&key, Bytes::from(key.clone()))? {
+        Ok(key)
     } else {
         Err(Error::Busy(format!(
-            "{}: checkpoint {name:?} is being made by another process",
+            "{}: marker {key} is another process's",
             client.url()
         )))
     }
+}
+
+/// How far apart the bucket stamped `first` and `then` (the grain counted against), or
+/// `Duration::MAX` when either is gone.
+fn stamped_apart(client: &Client, first: &str, then: &str) -> Result<Duration> {
+    let (Some(a), Some(b)) = (client.stamp(first)?, client.stamp(then)?) else {
+        return Ok(Duration::MAX);
+    };
+    let secs = b.saturating_sub(a).saturating_add(crate::clock::GRAIN_SECS);
+    Ok(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
 }
 
 /// Pins checkpoint `from`'s version again as `name` (a clone's pin, which must outlive the

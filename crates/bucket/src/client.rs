@@ -76,6 +76,13 @@ const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Requests `get_many` keeps in flight.
 const GET_MANY_AT_ONCE: usize = 32;
 
+/// Whether a request failed because the bucket's policy refuses it (or the server does not do
+/// it): trying again will not help, and a caller with a way around it takes that.
+pub(crate) fn forbidden(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. }
+        if matches!(source.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::Unsupported))
+}
+
 impl Client {
     /// A client for `url`: credentials and region from the standard `AWS_*` variables, the
     /// endpoint from `endpoint` (else `AWS_ENDPOINT_URL`, else AWS itself).
@@ -308,8 +315,9 @@ impl Client {
         }
     }
 
-    /// PUTs `data` as `key`, replacing what is there (only the conformance probe and the
-    /// collector's reading of the bucket's clock do this).
+    /// PUTs `data` as `key`, replacing what is there: only the conformance probe, a reading of
+    /// the bucket's clock (`clock::Now`) and a renewal (`clock::Renewed`) do this, each to an
+    /// object of its own.
     pub fn put_overwrite(&self, key: &str, data: Bytes) -> Result<()> {
         let store = self.store.clone();
         let path = ObjectPath::from(self.object(key));
@@ -416,14 +424,23 @@ impl Client {
         Ok((len, crc))
     }
 
+    /// The bucket's time of the object's last PUT (Unix seconds), or `None` when there is none.
+    pub(crate) fn stamp(&self, key: &str) -> Result<Option<i64>> {
+        Ok(self.head_meta(key)?.map(|m| m.last_modified.timestamp()))
+    }
+
     /// The object's length, or `None` when there is none.
     pub fn head(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.head_meta(key)?.map(|m| m.size))
+    }
+
+    fn head_meta(&self, key: &str) -> Result<Option<object_store::ObjectMeta>> {
         let store = self.store.clone();
         let path = ObjectPath::from(self.object(key));
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
         let meta = self.run(async move {
             match store.head(&path).await {
-                Ok(m) => Ok(Some(m.size)),
+                Ok(m) => Ok(Some(m)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(e),
             }

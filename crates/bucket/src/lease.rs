@@ -44,8 +44,9 @@ pub(crate) fn lease_ttl(name: &str) -> Option<Duration> {
 /// long ago the bucket took its pin, by the bucket's clock (`bucket_now`, when it could be
 /// read): no reader's or collector's clock counts. Past its time, a lease is allowed one
 /// renewal interval (the clock's grain at the least), so its holder, which judges by its own
-/// time (`start_renewing`), always knows first. One named by an older version is judged by
-/// the expiry its holder wrote, against the collector's clock (`now_millis`).
+/// time (`start_renewing`), always knows first. Without the bucket's clock the collector's
+/// stands in (`clock::Now::within`). One named by an older version is judged by the expiry its
+/// holder wrote, against the collector's clock (`now_millis`).
 pub(crate) fn pin_lapsed(
     name: &str,
     written: i64,
@@ -58,10 +59,14 @@ pub(crate) fn pin_lapsed(
             let grace = (ttl / i64::from(RENEWALS_PER_TTL)).max(crate::clock::GRAIN_SECS);
             now.saturating_sub(written) > ttl + grace
         }
+        // The collector's clock stands in, with the room every hold gets then.
         (Some(ttl), None) => {
-            let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX / 4);
-            let written = u64::try_from(written).unwrap_or(0).saturating_mul(1000);
-            lapsed(written.saturating_add(ttl), now_millis)
+            let local = i64::try_from(now_millis / 1000).unwrap_or(i64::MAX);
+            !crate::clock::Now {
+                bucket: None,
+                local,
+            }
+            .within(written, ttl)
         }
         (None, _) => lease_expiry(name).is_some_and(|e| lapsed(e, now_millis)),
     }
@@ -355,10 +360,10 @@ mod tests {
             Some(bucket_now),
             now_millis
         ));
-        // Without the bucket's clock, the pin's date against the collector's, with its skew.
-        let written = bucket_now - 600;
-        assert!(!pin_lapsed(&ahead, written, None, now_millis));
-        assert!(pin_lapsed(&ahead, written - 61, None, now_millis));
+        // Without the bucket's clock, the pin's date against the collector's: twice its time,
+        // as the collector's clock may run ahead.
+        assert!(!pin_lapsed(&ahead, bucket_now - 1200, None, now_millis));
+        assert!(pin_lapsed(&ahead, bucket_now - 1201, None, now_millis));
         // An older name: its expiry against the collector's clock.
         let old = "lease-00000000000000000001-dead-reader";
         assert!(pin_lapsed(old, bucket_now, Some(bucket_now), now_millis));

@@ -470,17 +470,12 @@ fn lease_unless_forbidden<T>(
 ) -> Result<Option<T>> {
     match taken {
         Ok(lease) => Ok(Some(lease)),
-        Err(e) if !forbidden(&e) => Err(e),
+        Err(e) if !crate::client::forbidden(&e) => Err(e),
         Err(e) => {
             log::warn!("{url}: no reader's lease ({e}): {without}");
             Ok(None)
         }
     }
-}
-
-fn forbidden(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. }
-        if matches!(source.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::Unsupported))
 }
 
 /// Whether this directory is some writer's working copy, of whatever store.

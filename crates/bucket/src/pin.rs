@@ -197,7 +197,8 @@ pub fn pin_key(name: &str) -> String {
     format!("pin/{name}")
 }
 
-/// The marker of checkpoint `name` while it is being made.
+/// Where the markers of pin `name` go while it is being made, each maker's under a name of its
+/// own (`pinning/NAME/MAKER`; a maker of an older version put `pinning/NAME` itself).
 pub fn marker_key(name: &str) -> String {
     format!("pinning/{name}")
 }

@@ -8,7 +8,9 @@ use strata_engine::{Db, ErrorKind, Options};
 
 use crate::support::seaweed;
 use crate::support::{get, noise, synced};
-use crate::versions::{assert_tagged, client, fill, key, reader, writer};
+use crate::versions::{
+    assert_tagged, churn_log, client, faulty_client, fill, key, leases_in, reader, writer,
+};
 
 /// Values no compressor shrinks, 10 MiB in all: the table holding them is past the 8 MiB one
 /// PUT carries, so copies go as multipart uploads and checks read it in pieces.
@@ -392,6 +394,77 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
 }
 
 /// The objects backup `n` in `dest` names.
+/// A backup's lease is renewed as each piece of an object is read: one object that takes longer
+/// to copy than the lease lasts keeps it, so collection at age zero on the source, running the
+/// whole time, deletes nothing the backup still reads. Once the lease is released the object
+/// goes.
+#[test]
+fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
+    use std::time::{Duration, Instant};
+    use strata_bucket::{Fault, Request};
+
+    let Some(s) = seaweed::shared() else { return };
+    let src_url = s.fresh_url("slow-backup-src");
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, db) = writer(s, &src_url, &tmp.path().join("src"));
+    // One table of four pieces: 25 MiB of values no compressor shrinks.
+    for i in 0..100u64 {
+        db.put(format!("slow-{i:03}"), noise(i, 256 << 10)).unwrap();
+    }
+    db.flush().unwrap();
+    let (src, faults) = faulty_client(s, &src_url);
+    let dest = client(s, &s.fresh_url("slow-backups"));
+    // Each piece of the table answers 1.5 s late: 6 s for the table, where a lease of a second
+    // lapses 3 s after its last renewal (its time and the bucket clock's 2 s grace).
+    faults.inject(
+        Request::Get,
+        ".sst",
+        Fault::Delay(Duration::from_millis(1500)),
+        1000,
+    );
+    let plain = client(s, &src_url);
+    let tables = || -> Vec<String> {
+        let listed = plain.list("data/").unwrap();
+        listed.into_iter().filter(|k| k.ends_with(".sst")).collect()
+    };
+    let table = tables();
+    assert_eq!(table.len(), 1, "{table:?}");
+    std::thread::scope(|scope| {
+        let backing =
+            scope.spawn(|| backup::create_leased(&src, &dest, Duration::from_secs(1), &|_| {}));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while leases_in(&plain).is_empty() {
+            assert!(Instant::now() < deadline, "the backup took no lease");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The leased version is the only one that still names the table...
+        for i in 0..100u64 {
+            db.delete(format!("slow-{i:03}")).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        // (the log's own checkpoint moving past the version that named it)...
+        churn_log(&db);
+        // ...and collection at age zero runs until the backup is done.
+        let mut passes = 0;
+        while !backing.is_finished() {
+            fs.collect_garbage(Duration::ZERO).unwrap();
+            passes += 1;
+        }
+        let made = backing.join().unwrap().unwrap();
+        assert!(passes > 1, "{passes} passes");
+        assert_eq!(made.copied, made.backup.objects);
+        backup::verify(&dest, made.backup.number).unwrap();
+    });
+    assert!(leases_in(&plain).is_empty(), "the lease was not released");
+    // Released, the lease keeps nothing: the table goes (maybe in the last pass above).
+    let gone = (0..6).any(|_| {
+        fs.collect_garbage(Duration::ZERO).unwrap();
+        !tables().contains(&table[0])
+    });
+    assert!(gone, "{} stayed once the backup let go", table[0]);
+}
+
 fn objects_of(dest: &strata_bucket::Client, n: u64) -> std::collections::BTreeSet<String> {
     backup::objects(dest, n)
         .unwrap()

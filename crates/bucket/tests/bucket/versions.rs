@@ -18,6 +18,22 @@ pub(crate) fn client(s: &Seaweed, url: &BucketUrl) -> Client {
     Client::connect(url, Some(&s.endpoint), Some(&seaweed::credentials())).unwrap()
 }
 
+/// A client for `url` whose requests meet the faults of the plan it comes with.
+pub(crate) fn faulty_client(
+    s: &Seaweed,
+    url: &BucketUrl,
+) -> (Client, Arc<strata_bucket::FaultPlan>) {
+    let faults = strata_bucket::FaultPlan::new();
+    let client = Client::connect_with_faults(
+        url,
+        Some(&s.endpoint),
+        Some(&seaweed::credentials()),
+        Some(faults.clone()),
+    )
+    .unwrap();
+    (client, faults)
+}
+
 pub(crate) fn writer(s: &Seaweed, url: &BucketUrl, cache: &Path) -> (BucketFs, Db) {
     let fs = BucketFs::open(&s.config(url, cache.to_path_buf(), Durability::Remote)).unwrap();
     (fs.clone(), open_db(fs))
@@ -247,14 +263,7 @@ fn a_pin_put_while_collection_lists_is_seen_by_it() {
     .unwrap();
     let db = open_db(fs.clone());
     fill(&db, 0..300, "old");
-    let maker_faults = strata_bucket::FaultPlan::new();
-    let maker = Client::connect_with_faults(
-        &url,
-        Some(&s.endpoint),
-        Some(&seaweed::credentials()),
-        Some(maker_faults.clone()),
-    )
-    .unwrap();
+    let (maker, maker_faults) = faulty_client(s, &url);
     use strata_bucket::{Fault, Request};
     maker_faults.inject(
         Request::Put,
@@ -295,14 +304,7 @@ fn a_clone_whose_record_landed_unanswered_keeps_its_source_pin() {
     let tmp = tempfile::tempdir().unwrap();
     let (_fs, db) = writer(s, &src_url, &tmp.path().join("src"));
     fill(&db, 0..100, "v");
-    let faults = strata_bucket::FaultPlan::new();
-    let dst = Client::connect_with_faults(
-        &dst_url,
-        Some(&s.endpoint),
-        Some(&seaweed::credentials()),
-        Some(faults.clone()),
-    )
-    .unwrap();
+    let (dst, faults) = faulty_client(s, &dst_url);
     // The clone's record 1 lands but its answer is lost, and the S3 client's own retry finds
     // it there: the clone is made, and the pin that keeps its objects stays.
     faults.inject(
