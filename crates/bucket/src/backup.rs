@@ -532,12 +532,17 @@ fn prune_marked(
     marker.tick();
     let mut named: BTreeSet<String> = BTreeSet::new();
     // A pending backup is judged by the bucket's stamp of its last renewal; one past its hold
-    // is a dead run's, and goes with the other markers dead runs left.
+    // is a dead run's. It is deleted, with the other markers dead runs left, only below the
+    // newest backup (always kept): no later backup can take its number again, so no live run's
+    // record is ever deleted or renewed over by the run that held the number before.
     let bucket_time = Now::read(dest)?;
+    let newest = all.last().map_or(0, |(n, _)| *n);
     let mut dead = Vec::new();
     for (key, written) in dest.list_aged("backup-pending/")? {
         if !bucket_time.within(written, PENDING_HOLDS) {
-            dead.push(key);
+            if parse_numbered(&key, "backup-pending/").is_some_and(|n| n < newest) {
+                dead.push(key);
+            }
             continue;
         }
         if let Some(pin) = read_pin(dest, &key)? {

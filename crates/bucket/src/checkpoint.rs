@@ -98,6 +98,14 @@ pub(crate) fn pin_with<T>(
     let started = Instant::now();
     let marker = place_marker(client, name)?;
     let made = (|| {
+        // The bucket's time of the marker, which the making is timed from as collection times
+        // the marker.
+        let marked = client.stamp(&marker)?.ok_or_else(|| {
+            Error::Unavailable(format!(
+                "{}: marker {marker} went as soon as it was made",
+                client.url()
+            ))
+        })?;
         let (pinned, besides) = view()?;
         let pin = Pin::of(&pinned, source);
         // Settled, not taken at its word: a PUT whose answer was lost finds its own pin.
@@ -107,14 +115,22 @@ pub(crate) fn pin_with<T>(
                 client.url()
             )));
         }
-        // Judged as collection judges the marker, by the bucket's stamps (this process's clock
-        // stops while it is suspended), and by that clock too.
-        let took = stamped_apart(client, &marker, &pin_key(name))?.max(started.elapsed());
+        // Timed by the bucket's stamps, as collection times the marker (this process's clock
+        // stops while it is suspended), and by this clock too. A pin whose time cannot be read
+        // proves nothing either.
+        let took = match client.stamp(&pin_key(name)) {
+            Ok(Some(pinned_at)) => apart(marked, pinned_at).max(started.elapsed()),
+            Ok(None) | Err(_) => Duration::MAX,
+        };
         if took > MAKING_LIMIT {
             // Garbage collection may have gone on past the marker: the pin proves nothing.
             client.delete(&pin_key(name))?;
+            let how_long = match took {
+                Duration::MAX => "could not be timed".to_string(),
+                took => format!("took {took:?}"),
+            };
             return Err(Error::Unavailable(format!(
-                "{}: making checkpoint {name:?} took {took:?}, past the {MAKING_LIMIT:?} garbage \
+                "{}: making checkpoint {name:?} {how_long}, past the {MAKING_LIMIT:?} garbage \
                  collection waits for it; try again",
                 client.url(),
             )));
@@ -127,11 +143,12 @@ pub(crate) fn pin_with<T>(
     Ok(made)
 }
 
-/// PUTs a marker of this maker's own for pin `name` (`pinning/NAME/MAKER`) and returns its key:
+/// PUTs a marker of this maker's own for pin `name` (`pinning/NAME@MAKER`) and returns its key:
 /// a collection pass deletes only markers past their hold, and no live maker's is ever one of
-/// them, whoever else makes the same name.
+/// them, whoever else makes the same name. (Flat: an S3 gateway over a filesystem, SeaweedFS's
+/// among them, would keep a directory per name.)
 fn place_marker(client: &Client, name: &str) -> Result<String> {
-    let key = format!("{}/{}", marker_key(name), fresh_name("maker"));
+    let key = format!("{}@{}", marker_key(name), fresh_name("maker"));
     // Settled: a retried PUT whose answer was lost finds its own marker.
     if client.put_create_or_own(&key, Bytes::from(key.clone()))? {
         Ok(key)
@@ -143,14 +160,12 @@ fn place_marker(client: &Client, name: &str) -> Result<String> {
     }
 }
 
-/// How far apart the bucket stamped `first` and `then` (the grain counted against), or
-/// `Duration::MAX` when either is gone.
-fn stamped_apart(client: &Client, first: &str, then: &str) -> Result<Duration> {
-    let (Some(a), Some(b)) = (client.stamp(first)?, client.stamp(then)?) else {
-        return Ok(Duration::MAX);
-    };
-    let secs = b.saturating_sub(a).saturating_add(crate::clock::GRAIN_SECS);
-    Ok(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+/// How far apart the bucket stamped `first` and `then`, the grain counted against.
+fn apart(first: i64, then: i64) -> Duration {
+    let secs = then
+        .saturating_sub(first)
+        .saturating_add(crate::clock::GRAIN_SECS);
+    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
 /// Pins checkpoint `from`'s version again as `name` (a clone's pin, which must outlive the

@@ -197,8 +197,8 @@ pub fn pin_key(name: &str) -> String {
     format!("pin/{name}")
 }
 
-/// Where the markers of pin `name` go while it is being made, each maker's under a name of its
-/// own (`pinning/NAME/MAKER`; a maker of an older version put `pinning/NAME` itself).
+/// The marker of pin `name` while it is being made; each maker's is this and a name of its own
+/// (`pinning/NAME@MAKER`: `@` is in no pin's name). A maker of an older version put this itself.
 pub fn marker_key(name: &str) -> String {
     format!("pinning/{name}")
 }

@@ -393,13 +393,13 @@ fn backups_to_a_directory_copy_once_verify_and_restore_past_damage() {
     backup::verify(&dest, 2).unwrap();
 }
 
-/// The objects backup `n` in `dest` names.
 /// A backup's lease is renewed as each piece of an object is read: one object that takes longer
 /// to copy than the lease lasts keeps it, so collection at age zero on the source, running the
 /// whole time, deletes nothing the backup still reads. Once the lease is released the object
 /// goes.
 #[test]
 fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
     use strata_bucket::{Fault, Request};
 
@@ -407,21 +407,12 @@ fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
     let src_url = s.fresh_url("slow-backup-src");
     let tmp = tempfile::tempdir().unwrap();
     let (fs, db) = writer(s, &src_url, &tmp.path().join("src"));
-    // One table of four pieces: 25 MiB of values no compressor shrinks.
-    for i in 0..100u64 {
+    // One table of six pieces: 48 MiB of values no compressor shrinks.
+    const TABLE_BYTES: u64 = 48 << 20;
+    for i in 0..192u64 {
         db.put(format!("slow-{i:03}"), noise(i, 256 << 10)).unwrap();
     }
     db.flush().unwrap();
-    let (src, faults) = faulty_client(s, &src_url);
-    let dest = client(s, &s.fresh_url("slow-backups"));
-    // Each piece of the table answers 1.5 s late: 6 s for the table, where a lease of a second
-    // lapses 3 s after its last renewal (its time and the bucket clock's 2 s grace).
-    faults.inject(
-        Request::Get,
-        ".sst",
-        Fault::Delay(Duration::from_millis(1500)),
-        1000,
-    );
     let plain = client(s, &src_url);
     let tables = || -> Vec<String> {
         let listed = plain.list("data/").unwrap();
@@ -429,33 +420,64 @@ fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
     };
     let table = tables();
     assert_eq!(table.len(), 1, "{table:?}");
+    let (src, faults) = faulty_client(s, &src_url);
+    let dest = client(s, &s.fresh_url("slow-backups"));
+    // Each piece of the table answers 2 s late: 12 s and more for the table (the writer below
+    // takes some of it to make the table unreachable), where a lease of 3 s lapses once the
+    // bucket took no renewal for 5 s (its time and the clock's grace).
+    faults.inject(
+        Request::Get,
+        ".sst",
+        Fault::Delay(Duration::from_secs(2)),
+        1000,
+    );
+    let passes = AtomicUsize::new(0);
+    // How many passes had run when the table's copy was done: the step of at least its size.
+    let passes_by_table_done = AtomicUsize::new(usize::MAX);
+    let bytes_done = AtomicU64::new(0);
+    let progress = |p: backup::Progress| {
+        let before = bytes_done.swap(p.bytes_done, Ordering::SeqCst);
+        if p.bytes_done - before >= TABLE_BYTES {
+            let seen = passes.load(Ordering::SeqCst);
+            let _ = passes_by_table_done.compare_exchange(
+                usize::MAX,
+                seen,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+    };
     std::thread::scope(|scope| {
         let backing =
-            scope.spawn(|| backup::create_leased(&src, &dest, Duration::from_secs(1), &|_| {}));
-        let deadline = Instant::now() + Duration::from_secs(20);
+            scope.spawn(|| backup::create_leased(&src, &dest, Duration::from_secs(3), &progress));
+        let deadline = Instant::now() + Duration::from_secs(120);
         while leases_in(&plain).is_empty() {
             assert!(Instant::now() < deadline, "the backup took no lease");
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The leased version is the only one that still names the table...
-        for i in 0..100u64 {
+        // The leased version becomes the only one that names the table: its keys deleted and
+        // compacted away, the log's own checkpoint past the version that named it...
+        for i in 0..192u64 {
             db.delete(format!("slow-{i:03}")).unwrap();
         }
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
-        // (the log's own checkpoint moving past the version that named it)...
         churn_log(&db);
         // ...and collection at age zero runs until the backup is done.
-        let mut passes = 0;
         while !backing.is_finished() {
+            assert!(Instant::now() < deadline, "the backup never ended");
             fs.collect_garbage(Duration::ZERO).unwrap();
-            passes += 1;
+            passes.fetch_add(1, Ordering::SeqCst);
         }
         let made = backing.join().unwrap().unwrap();
-        assert!(passes > 1, "{passes} passes");
         assert_eq!(made.copied, made.backup.objects);
         backup::verify(&dest, made.backup.number).unwrap();
     });
+    let before_done = passes_by_table_done.load(Ordering::SeqCst);
+    assert!(
+        (1..usize::MAX).contains(&before_done),
+        "no collection pass ran while the table was being copied ({before_done})"
+    );
     assert!(leases_in(&plain).is_empty(), "the lease was not released");
     // Released, the lease keeps nothing: the table goes (maybe in the last pass above).
     let gone = (0..6).any(|_| {
@@ -465,6 +487,7 @@ fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
     assert!(gone, "{} stayed once the backup let go", table[0]);
 }
 
+/// The objects backup `n` in `dest` names.
 fn objects_of(dest: &strata_bucket::Client, n: u64) -> std::collections::BTreeSet<String> {
     backup::objects(dest, n)
         .unwrap()
