@@ -423,8 +423,10 @@ fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
     let (src, faults) = faulty_client(s, &src_url);
     let dest = client(s, &s.fresh_url("slow-backups"));
     // Each piece of the table answers 2 s late: 12 s and more for the table (the writer below
-    // takes some of it to make the table unreachable), where a lease of 3 s lapses once the
-    // bucket took no renewal for 5 s (its time and the clock's grace).
+    // takes some of it to make the table unreachable), where a lease of 4 s lapses once the
+    // bucket took no renewal for 6 s (its time and the clock's grace). Renewed per piece, its
+    // renewals come a piece apart: 2 s and the piece's GET and upload, with room for a loaded
+    // machine and the bucket's whole-second stamps.
     faults.inject(
         Request::Get,
         ".sst",
@@ -449,7 +451,7 @@ fn a_backup_slower_than_its_lease_keeps_it_piece_by_piece() {
     };
     std::thread::scope(|scope| {
         let backing =
-            scope.spawn(|| backup::create_leased(&src, &dest, Duration::from_secs(3), &progress));
+            scope.spawn(|| backup::create_leased(&src, &dest, Duration::from_secs(4), &progress));
         let deadline = Instant::now() + Duration::from_secs(120);
         while leases_in(&plain).is_empty() {
             assert!(Instant::now() < deadline, "the backup took no lease");
