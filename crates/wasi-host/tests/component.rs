@@ -420,7 +420,17 @@ fn a_guest_past_its_deadline_is_stopped_and_the_store_reopens_intact() {
     db.put_with("kept", "synced before", true).unwrap();
     db.close().unwrap();
     drop(db);
-    let db = WasiDb::open(dir.path(), hurried, default_options()).unwrap();
+    // The open itself may run past 30 ms on a loaded machine (CI run 131): a stopped open
+    // leaves the store as it was, so it is tried again.
+    let db = (0..50)
+        .find_map(
+            |_| match WasiDb::open(dir.path(), hurried.clone(), default_options()) {
+                Ok(db) => Some(db),
+                Err(Error::Deadline(_)) => None,
+                Err(e) => panic!("{e}"),
+            },
+        )
+        .expect("50 opens in a row ran past 30 ms");
     // One batch far too large to apply in 30 ms.
     let ops: Vec<BatchOp> = (0..400_000u32)
         .map(|i| {
