@@ -52,11 +52,11 @@ test: deps web web-check
 	$(CARGO) fmt --manifest-path crates/wasi-guest/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path crates/wasi-guest/Cargo.toml --target wasm32-wasip2 --all-targets -- -D warnings
 	$(CARGO) test --workspace --no-run # the bucket tests' binaries too, run beside wasm-test below
-	$(CARGO) test --workspace --exclude strata-bucket
+	# Schemathesis (one Python thread, every check on) fills the core the native tests leave idle.
+	./scripts/beside.sh ./scripts/api-contract-test.sh -- $(CARGO) test --workspace --exclude strata-bucket
 	./scripts/readme-test.sh
-	./scripts/api-contract-test.sh # Schemathesis against a real serve, every check on
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
-	CARGO="$(CARGO)" ./scripts/bucket-test.sh $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
+	./scripts/beside.sh env CARGO="$(CARGO)" ./scripts/bucket-test.sh -- $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
 	./scripts/fuzz.sh
 	$(PLAYWRIGHT) # the console was built above, before cargo embedded it
 

@@ -6,7 +6,7 @@
 # crates/admin-api/schemathesis.toml says which state-dependent answers it expects and why.
 # Any failure fails the run; its output names the request to replay.
 #
-# EXAMPLES sets the examples per operation (100 unless set); SEED repeats a run.
+# EXAMPLES sets the examples per operation (300 unless set); SEED repeats a run.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +31,7 @@ status=0
 STRATA_CONTRACT_TOKEN=$token timeout 1200 "$ST" \
   --config-file "$ROOT/crates/admin-api/schemathesis.toml" run \
   "$ROOT/crates/admin-api/openapi.json" --url "$url" --checks all \
-  --max-examples "${EXAMPLES:-100}" "${seed[@]}" || status=$?
+  --max-examples "${EXAMPLES:-300}" "${seed[@]}" || status=$?
 if ! kill -0 "$SERVE" 2>/dev/null; then
   echo "api-contract-test: strata serve died during the run:" >&2
   tail -20 "$WORK/serve.log" >&2

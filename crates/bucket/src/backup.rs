@@ -183,7 +183,7 @@ pub fn objects(dest: &Client, number: u64) -> Result<Vec<(String, u64, u32)>> {
 }
 
 fn read_backup(dest: &Client, number: u64) -> Result<Pin> {
-    read_pin(dest, &backup_key(number))?
+    read_listed(dest, number)?
         .ok_or_else(|| Error::NotFound(format!("{}: no backup numbered {number}", dest.url())))
 }
 
