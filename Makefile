@@ -57,8 +57,10 @@ test: deps web web-check
 	./scripts/readme-test.sh
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
 	./scripts/beside.sh env CARGO="$(CARGO)" ./scripts/bucket-test.sh -- $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
-	./scripts/fuzz.sh
-	$(PLAYWRIGHT) # the console was built above, before cargo embedded it
+	# The console's tests mostly wait on the page (a fifth of the cores busy): the fuzzers, niced
+	# so that the page comes first, fill the rest. The console was built above, before cargo
+	# embedded it.
+	cd $(WEB) && ../scripts/beside.sh nice -n 15 ../scripts/fuzz.sh -- npx playwright test
 
 # The engine's unit, integration and model tests built for wasm32-wasip2 and run under wasmtime
 # (the host crate's runner, one preopened temp directory), so a 32-bit regression fails here.
