@@ -56,7 +56,8 @@ test: deps web web-check
 	./scripts/beside.sh ./scripts/api-contract-test.sh -- $(CARGO) test --workspace --exclude strata-bucket
 	./scripts/readme-test.sh
 	$(CARGO) clippy -p strata-engine --target wasm32-wasip2 --all-targets -- -D warnings # 32-bit cfg too
-	./scripts/beside.sh env CARGO="$(CARGO)" ./scripts/bucket-test.sh -- $(MAKE) wasm-test # SeaweedFS's waits beside wasm's work
+	# SeaweedFS's waits beside wasm's work; the bucket tests' binaries listed first (bucket-test.sh).
+	./scripts/beside.sh ./scripts/bucket-test.sh $$(CARGO="$(CARGO)" ./scripts/bucket-test.sh --list) -- $(MAKE) wasm-test
 	# The console's tests mostly wait on the page (a fifth of the cores busy): the fuzzers, niced
 	# so that the page comes first, fill the rest. The console was built above, before cargo
 	# embedded it.
