@@ -155,38 +155,50 @@ impl DbInner {
     }
 
     /// FIFO eviction: the oldest blob files go, those with a TTL first (earliest expiration
-    /// first), then the others oldest first, until the column family fits `max_db_size`. A file
-    /// still being written is sealed first when nothing else is left.
+    /// first), then the others oldest first, until the column family fits `max_db_size`. Only
+    /// the first file in that order ever goes, so what is evicted is always the oldest data:
+    /// - a first file still being written is sealed, then evicted;
+    /// - a first file waiting for the flush job's seal (full), or with writes in flight, stops
+    ///   the eviction: the seal's own housekeeping, or the next, goes on from it. Evicting a
+    ///   newer file meanwhile would leave older keys readable and newer ones gone.
     fn evict_while_over_limit(&self, cf: &ColumnFamilyData) -> Result<bool> {
         let mut evicted_any = false;
         let mut sealed_open = false;
         while self.cf_live_bytes(cf) > cf.opts.max_db_size {
-            let mut candidates: Vec<(bool, u64, u64, Arc<BlobFile>)> = self
+            let first = self
                 .blobs
                 .files_of(cf.id)
                 .into_iter()
-                .filter(|f| {
-                    f.state() == BlobFileState::Sealed
-                        && f.pending_writes.load(Ordering::Acquire) == 0
-                })
-                .map(|f| {
-                    let exp = f.meta.lock().footer.expiration_range.1;
-                    (f.ttl_range.is_none(), exp, f.number, f)
-                })
-                .collect();
-            candidates.sort_by_key(|(no_ttl, exp, number, _)| (*no_ttl, *exp, *number));
-            let Some((_, _, _, victim)) = candidates.into_iter().next() else {
-                if sealed_open {
+                .filter(|f| matches!(f.state(), BlobFileState::Open | BlobFileState::Sealed))
+                .min_by_key(|f| {
+                    // A file's last expiration is known once it is sealed: an open TTL file
+                    // goes after the sealed ones. Files without a TTL go by age alone.
+                    let no_ttl = f.ttl_range.is_none();
+                    let exp = match (no_ttl, f.state()) {
+                        (true, _) => 0,
+                        (false, BlobFileState::Open) => u64::MAX,
+                        (false, _) => f.meta.lock().footer.expiration_range.1,
+                    };
+                    (no_ttl, exp, f.number)
+                });
+            let Some(victim) = first else {
+                break;
+            };
+            if victim.state() == BlobFileState::Open {
+                // Only a file a writer holds can be sealed here; a full one is the flush job's.
+                let open = self.take_blob_writers(|(id, _), ow| {
+                    *id == cf.id && ow.writer.number == victim.number
+                });
+                if sealed_open || open.is_empty() {
                     break;
                 }
                 sealed_open = true;
-                let open = self.take_blob_writers(|(id, _), _| *id == cf.id);
-                if open.is_empty() {
-                    break;
-                }
                 self.seal_blob_writers(open)?;
                 continue;
-            };
+            }
+            if victim.pending_writes.load(Ordering::Acquire) != 0 {
+                break;
+            }
             let edit = VersionEdit {
                 column_family: cf.id,
                 blob_files_evicted: vec![(
