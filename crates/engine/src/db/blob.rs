@@ -414,6 +414,34 @@ impl DbInner {
         }
     }
 
+    /// Seals blob file `number` now, whether a writer holds it or it waits for the flush job's
+    /// seal; false when neither does (it is sealed already, or being sealed). For FIFO eviction,
+    /// which must take the oldest file first, full or not.
+    pub(super) fn seal_blob_file_now(&self, number: u64) -> Result<bool> {
+        let held = self.take_blob_writers(|_, ow| ow.writer.number == number);
+        if !held.is_empty() {
+            self.seal_blob_writers(held)?;
+            return Ok(true);
+        }
+        // Slots are locked one at a time and without the writers' lock, as the flush job does.
+        let queued = self.blob_writers.lock().sealing.clone();
+        for slot in queued {
+            let mut guard = slot.lock();
+            if guard.as_ref().is_none_or(|w| w.writer.number != number) {
+                continue;
+            }
+            let sealed = guard.take().map_or(Ok(()), |w| self.seal_blob_writer(w));
+            drop(guard);
+            self.blob_writers
+                .lock()
+                .sealing
+                .retain(|s| !Arc::ptr_eq(s, &slot));
+            sealed?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Seals the files queued by `seal_full_blob_writers`, then runs housekeeping on them.
     pub(super) fn seal_queued_blob_writers(&self) -> Result<()> {
         let queued = self.blob_writers.lock().sealing.clone();

@@ -157,13 +157,14 @@ impl DbInner {
     /// FIFO eviction: the oldest blob files go, those with a TTL first (earliest expiration
     /// first), then the others oldest first, until the column family fits `max_db_size`. Only
     /// the first file in that order ever goes, so what is evicted is always the oldest data:
-    /// - a first file still being written is sealed, then evicted;
-    /// - a first file waiting for the flush job's seal (full), or with writes in flight, stops
-    ///   the eviction: the seal's own housekeeping, or the next, goes on from it. Evicting a
-    ///   newer file meanwhile would leave older keys readable and newer ones gone.
+    /// - a first file still open, being written or full and waiting for the flush job's seal,
+    ///   is sealed here, then evicted;
+    /// - a first file with writes in flight stops the eviction until the next housekeeping (the
+    ///   next file filled, flush or compaction): the store passes its limit by at most the files
+    ///   those writes hold. Evicting a newer file meanwhile would leave older keys readable and
+    ///   newer ones gone.
     fn evict_while_over_limit(&self, cf: &ColumnFamilyData) -> Result<bool> {
         let mut evicted_any = false;
-        let mut sealed_open = false;
         while self.cf_live_bytes(cf) > cf.opts.max_db_size {
             let first = self
                 .blobs
@@ -171,13 +172,11 @@ impl DbInner {
                 .into_iter()
                 .filter(|f| matches!(f.state(), BlobFileState::Open | BlobFileState::Sealed))
                 .min_by_key(|f| {
-                    // A file's last expiration is known once it is sealed: an open TTL file
-                    // goes after the sealed ones. Files without a TTL go by age alone.
+                    // An open file's last expiration is its records' so far, as a sealed one's.
                     let no_ttl = f.ttl_range.is_none();
-                    let exp = match (no_ttl, f.state()) {
-                        (true, _) => 0,
-                        (false, BlobFileState::Open) => u64::MAX,
-                        (false, _) => f.meta.lock().footer.expiration_range.1,
+                    let exp = match no_ttl {
+                        true => 0,
+                        false => f.meta.lock().footer.expiration_range.1,
                     };
                     (no_ttl, exp, f.number)
                 });
@@ -185,15 +184,10 @@ impl DbInner {
                 break;
             };
             if victim.state() == BlobFileState::Open {
-                // Only a file a writer holds can be sealed here; a full one is the flush job's.
-                let open = self.take_blob_writers(|(id, _), ow| {
-                    *id == cf.id && ow.writer.number == victim.number
-                });
-                if sealed_open || open.is_empty() {
+                // Each seal turns an open file sealed, so the loop ends.
+                if !self.seal_blob_file_now(victim.number)? {
                     break;
                 }
-                sealed_open = true;
-                self.seal_blob_writers(open)?;
                 continue;
             }
             if victim.pending_writes.load(Ordering::Acquire) != 0 {

@@ -22,6 +22,15 @@ fn fifo_options(clock: &Arc<ManualClock>) -> Options {
     o
 }
 
+/// `fifo_options`, uncompressed (sizes are exact), with no background threads: full files wait
+/// for `maintenance` to seal them, or for eviction.
+fn inline_fifo_options(clock: &Arc<ManualClock>) -> Options {
+    let mut o = fifo_options(clock);
+    o.blob_compression = strata_engine::Compression::None;
+    o.executor = strata_engine::Executor::Inline;
+    o
+}
+
 #[test]
 fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
     let dir = crate::common::tempdir();
@@ -85,12 +94,10 @@ fn fifo_eviction_drops_the_oldest_files_first_and_keeps_newer_values() {
 fn an_evicted_extent_list_frees_its_pieces_in_files_still_present() {
     let dir = crate::common::tempdir();
     let clock = Arc::new(ManualClock::new(NOW));
-    let mut o = fifo_options(&clock);
-    o.blob_compression = strata_engine::Compression::None;
     // Files are sealed, and evicted, on the write that fills them. With background threads a
     // file waiting for its seal counts as live, so a loaded machine's eviction could take the
     // piece's file along with x's in one pass.
-    o.executor = strata_engine::Executor::Inline;
+    let o = inline_fifo_options(&clock);
     let db = Db::open(dir.path(), o.clone()).unwrap();
     db.put("x", crate::common::noise(1, 6_000)).unwrap();
     // Seals x's file, so the appended piece goes to a newer one.
@@ -126,4 +133,44 @@ fn an_evicted_extent_list_frees_its_pieces_in_files_still_present() {
     // The piece's record: header, key, and 2000 bytes.
     let after = garbage_of(&db).expect("the piece's file was evicted too");
     assert_eq!(after - before, 21 + 1 + 2_000);
+}
+
+/// A file filled by appended pieces waits for the flush job's seal (here, with no background
+/// threads, for `maintenance`), and it holds the oldest values: eviction seals it and takes it
+/// first, never a newer file around it, and the store keeps to its limit meanwhile.
+#[test]
+fn a_full_file_waiting_for_its_seal_goes_before_newer_ones() {
+    let dir = crate::common::tempdir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let o = inline_fifo_options(&clock);
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    let mut order = Vec::new();
+    for i in 0..12u32 {
+        let key = format!("p{i:02}");
+        db.put(&key, crate::common::noise(u64::from(i), 3_000))
+            .unwrap();
+        let mut batch = WriteBatch::new();
+        batch.append(&key, crate::common::noise(u64::from(i) + 100, 2_000));
+        db.write(batch, &WriteOptions::default()).unwrap();
+        order.push(key);
+    }
+    for i in 0..300u32 {
+        let key = format!("k{i:04}");
+        db.put(&key, big(i, b'e')).unwrap();
+        order.push(key);
+        let live = db.properties_cf(&db.default_cf()).unwrap().live_bytes;
+        // A file being written may take the store past its limit until it is full.
+        assert!(
+            live <= o.max_db_size + o.blob_file_size,
+            "{live} after {i} puts"
+        );
+    }
+    assert!(db.statistics().blob_fifo_evicted_files > 0);
+    let present: Vec<bool> = order.iter().map(|k| db.get(k).unwrap().is_some()).collect();
+    let first_present = present.iter().position(|p| *p).unwrap();
+    assert!(first_present > 0, "nothing was evicted: {present:?}");
+    assert!(
+        present[first_present..].iter().all(|p| *p),
+        "eviction left a hole: {present:?}"
+    );
 }
