@@ -414,14 +414,18 @@ impl DbInner {
         }
     }
 
-    /// Seals blob file `number` now, whether a writer holds it or it waits for the flush job's
-    /// seal; false when neither does (it is sealed already, or being sealed). For FIFO eviction,
-    /// which must take the oldest file first, full or not.
+    /// Seals blob file `number` now if a writer holds it, or, with no background threads, if it
+    /// waits for its seal (nothing else would seal it before `maintenance`); false otherwise
+    /// (sealed already, being sealed, or left to the flush job). For FIFO eviction, which must
+    /// take the oldest file first, full or not.
     pub(super) fn seal_blob_file_now(&self, number: u64) -> Result<bool> {
         let held = self.take_blob_writers(|_, ow| ow.writer.number == number);
         if !held.is_empty() {
             self.seal_blob_writers(held)?;
             return Ok(true);
+        }
+        if self.scheduler.mode() != Executor::Inline {
+            return Ok(false);
         }
         // Slots are locked one at a time and without the writers' lock, as the flush job does.
         let queued = self.blob_writers.lock().sealing.clone();

@@ -157,8 +157,9 @@ impl DbInner {
     /// FIFO eviction: the oldest blob files go, those with a TTL first (earliest expiration
     /// first), then the others oldest first, until the column family fits `max_db_size`. Only
     /// the first file in that order ever goes, so what is evicted is always the oldest data:
-    /// - a first file still open, being written or full and waiting for the flush job's seal,
-    ///   is sealed here, then evicted;
+    /// - a first file still being written is sealed here, then evicted; so is a full one
+    ///   waiting for its seal with no background threads. With them, the flush job seals it
+    ///   and runs housekeeping after: its sync stays off the writes that filled it;
     /// - a first file with writes in flight stops the eviction until the next housekeeping (the
     ///   next file filled, flush or compaction): the store passes its limit by at most the files
     ///   those writes hold. Evicting a newer file meanwhile would leave older keys readable and
@@ -183,15 +184,16 @@ impl DbInner {
             let Some(victim) = first else {
                 break;
             };
+            // Checked before any seal: a seal would not make the file evictable sooner.
+            if victim.pending_writes.load(Ordering::Acquire) != 0 {
+                break;
+            }
             if victim.state() == BlobFileState::Open {
-                // Each seal turns an open file sealed, so the loop ends.
+                // A seal leaves the file sealed (even a failed one), so it is evicted next.
                 if !self.seal_blob_file_now(victim.number)? {
                     break;
                 }
                 continue;
-            }
-            if victim.pending_writes.load(Ordering::Acquire) != 0 {
-                break;
             }
             let edit = VersionEdit {
                 column_family: cf.id,
