@@ -2,16 +2,17 @@
 //! atomic batch of puts, deletes and range deletions).
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use strata_engine::{Clock, ColumnFamily, WriteBatch};
+use strata_engine::{Clock, ColumnFamily, ReadOptions, WriteBatch};
 
 use super::{JsonBody, blocking, logged, parse, read};
-use crate::codec::{BatchOp, Encoded, Encoding, Op, decode_ops};
+use crate::codec::{BatchOp, Encoding, Op, decode_ops};
 use crate::freshness::CommittedAt;
 use crate::problem::Problem;
 use crate::state::{AppState, Inner};
@@ -37,7 +38,7 @@ pub(crate) fn put(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchGet<'a> {
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "keys_in_body")]
     #[schema(value_type = Vec<String>)]
     keys: Vec<InBody<'a>>,
     #[serde(borrow)]
@@ -65,32 +66,89 @@ struct MinSeqOnly {
 #[derive(Debug, Deserialize)]
 struct InBody<'a>(#[serde(borrow)] Cow<'a, str>);
 
-/// The values of the keys, in order; null for an absent key.
-// Written by hand (`to_json`): serde_json escapes text a byte at a time.
-#[derive(Debug, utoipa::ToSchema)]
-pub(crate) struct BatchGetReply<'a> {
-    #[schema(value_type = Vec<Option<String>>)]
-    pub values: Vec<Option<Encoded<'a>>>,
+/// A batch's keys, with room for sixteen made at once: serde_json cannot tell how long an array
+/// is, and a vector grown from four reallocates twice for a batch of ten.
+fn keys_in_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<InBody<'de>>, D::Error> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<InBody<'de>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of keys")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut keys = Vec::with_capacity(seq.size_hint().unwrap_or(16).min(1024));
+            while let Some(key) = seq.next_element()? {
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    d.deserialize_seq(Keys)
 }
 
-impl BatchGetReply<'_> {
-    /// `{"values":[...]}`, sized for `bytes` of values at once.
-    fn to_json(&self, bytes: usize) -> Vec<u8> {
-        // Base64 is 4/3 of the bytes; each value adds quotes and a comma.
-        let mut json = Vec::with_capacity(bytes / 3 * 4 + self.values.len() * 8 + 16);
-        json.extend_from_slice(b"{\"values\":[");
-        for (i, v) in self.values.iter().enumerate() {
-            if i > 0 {
-                json.push(b',');
-            }
-            match v {
-                Some(v) => v.write_json(&mut json),
-                None => json.extend_from_slice(b"null"),
+/// The values of the keys, in order; null for an absent key.
+// The document's shape of the answer, which `write_values` writes by hand: serde_json escapes
+// text a byte at a time, and would need the values collected first.
+#[derive(Debug, utoipa::ToSchema)]
+pub(crate) struct BatchGetReply {
+    #[allow(dead_code)] // Only described, never built.
+    values: Vec<Option<String>>,
+}
+
+impl AsRef<[u8]> for InBody<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// `{"values":[...]}` for `keys`, each value written into the answer as the engine lends it
+/// (one copy). In key order, the first failure answers: an engine error, or a value that
+/// cannot be shown in `enc`; on a worker (`opts.cache_only`), more values than it handles.
+fn write_values<K: AsRef<[u8]>>(
+    s: &Inner,
+    opts: &ReadOptions,
+    cf: &ColumnFamily,
+    keys: &[K],
+    enc: Encoding,
+) -> Result<Vec<u8>, Problem> {
+    // Room for values of a hundred bytes or so, up to what a worker handles; larger ones (or
+    // a batch of many keys) grow it, so that absent keys reserve nothing much.
+    let mut json = Vec::with_capacity(16 + (keys.len() * 144).min(super::ON_WORKER_BYTES));
+    json.extend_from_slice(b"{\"values\":[");
+    let mut bytes = 0u64;
+    let mut failed = None;
+    let mut write = |i: usize, found: strata_engine::Result<Option<&[u8]>>| {
+        if i > 0 {
+            json.push(b',');
+        }
+        match found? {
+            None => json.extend_from_slice(b"null"),
+            Some(v) => {
+                bytes += v.len() as u64;
+                super::fits_on_worker(opts, bytes)?;
+                enc.encode_named(v, || format!("values[{i}]"))?
+                    .write_json(&mut json);
             }
         }
-        json.extend_from_slice(b"]}");
-        json
+        Ok::<_, Problem>(())
+    };
+    s.db.multi_get_each(opts, cf, keys, |i, found| match write(i, found) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(p) => {
+            failed = Some(p);
+            ControlFlow::Break(())
+        }
+    });
+    if let Some(p) = failed {
+        return Err(p);
     }
+    json.extend_from_slice(b"]}");
+    Ok(json)
 }
 
 /// Reads many keys at once (the engine's MultiGet).
@@ -121,35 +179,20 @@ pub(crate) async fn batch_get(
                 req.keys.len()
             )));
         }
-        let enc = req.encoding;
-        let keys = req
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| enc.decode_named(&k.0, || format!("keys[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let cf = s.cf(req.cf.as_ref().map(|c| c.0.as_ref()))?;
-        let asks: Vec<_> = keys.iter().map(|k| (&cf, k)).collect();
-        let mut found = s.db.multi_get_cf(opts, &asks);
-        let bytes: usize = found.iter().flatten().flatten().map(|v| v.len()).sum();
-        super::fits_on_worker(opts, bytes as u64)?;
-        // In key order, the first failure answers: a value before the first engine error that
-        // cannot be shown in the encoding asked for, else that error.
-        let first_error = found.iter().position(Result::is_err);
-        let failed = found.split_off(first_error.unwrap_or(found.len()));
-        let values = found
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let v = r.as_ref().ok().and_then(Option::as_ref);
-                v.map(|v| enc.encode_named(v, || format!("values[{i}]")))
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>, Problem>>()?;
-        if let Some(r) = failed.into_iter().next() {
-            r?;
+        let cf = req.cf.as_ref().map(|c| c.0.as_ref());
+        match req.encoding {
+            // Text keys are the body's own bytes.
+            Encoding::Utf8 => write_values(s, opts, &s.cf(cf)?, &req.keys, Encoding::Utf8),
+            Encoding::Base64 => {
+                let keys = req
+                    .keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| Encoding::Base64.decode_named(&k.0, || format!("keys[{i}]")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                write_values(s, opts, &s.cf(cf)?, &keys, Encoding::Base64)
+            }
         }
-        Ok(BatchGetReply { values }.to_json(bytes))
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
@@ -158,6 +201,10 @@ pub(crate) async fn batch_get(
 /// Whether a JSON body may have a `min_seq` field: it spells the name out, or it has a `\u`
 /// escape, the only one that can stand for a letter or `_` in a name (`"min\u005fseq"`).
 fn may_name_min_seq(body: &[u8]) -> bool {
+    // Most bodies have neither an underscore nor a backslash: one quick pass each says so.
+    if !body.contains(&b'_') && !body.contains(&b'\\') {
+        return false;
+    }
     let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
     has(b"min_seq") || has(b"\\u")
 }

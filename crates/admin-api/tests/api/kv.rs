@@ -249,6 +249,24 @@ async fn large_values_are_handled_on_the_pool_even_in_memory() {
         .await;
     assert_eq!(r.json()["values"][0], b64(&big));
     assert_eq!(counted(&a, "strata_api_point_reads").await, (0, 3));
+    // So are many small values past 64 KiB together, found to be so as they are written.
+    let keys: Vec<String> = (0..100).map(|i| format!("small{i:03}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        a.db.put(k, vec![i as u8; 1000]).unwrap();
+    }
+    let r = a
+        .call(
+            "POST",
+            "/api/v1/kv:batchGet",
+            Some(json!({"keys": keys.iter().map(|k| b64(k.as_bytes())).collect::<Vec<_>>()})),
+        )
+        .await;
+    let values = r.json()["values"].clone();
+    for (i, v) in values.as_array().unwrap().iter().enumerate() {
+        assert_eq!(v, &json!(b64(&vec![i as u8; 1000])), "value {i}");
+    }
+    assert_eq!(values.as_array().unwrap().len(), 100);
+    assert_eq!(counted(&a, "strata_api_point_reads").await, (0, 4));
 }
 
 /// A point read the engine can answer from memory runs where the request is; one that needs

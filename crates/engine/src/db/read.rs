@@ -11,7 +11,7 @@ use crate::bloom::key_hash;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
 use crate::key::{self, Lookup, SequenceNumber};
-use crate::memtable::MemTable;
+use crate::memtable::{Finger, MemTable};
 use crate::options::{ReadOptions, oversized_key};
 use crate::range_del::TombstoneCursor;
 use crate::sst::BlockReadOptions;
@@ -244,6 +244,25 @@ impl DbInner {
         user_key: &[u8],
         seq: SequenceNumber,
     ) -> Lookup<PinnableValue> {
+        match self.memtable_lookup(mem, None, hash, user_key, seq) {
+            Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
+            Lookup::Indexed(v) => Lookup::Indexed(PinnableValue::owned(v.to_vec())),
+            Lookup::Deleted => Lookup::Deleted,
+            Lookup::NotFound => Lookup::NotFound,
+        }
+    }
+
+    /// [`DbInner::memtable_get`], the entry borrowed from `mem`: for a caller that holds the
+    /// memtable until it is done with the value (a MultiGet), no copy. With `finger`, the key is the next of a run of ascending keys, searched for from where
+    /// the one before was.
+    pub(super) fn memtable_lookup<'m>(
+        &self,
+        mem: &'m MemTable,
+        finger: Option<&mut Finger<'m>>,
+        hash: u64,
+        user_key: &[u8],
+        seq: SequenceNumber,
+    ) -> Lookup<&'m [u8]> {
         let cover = mem
             .range_tombstones()
             .and_then(|t| t.max_covering_seq(user_key, seq))
@@ -260,20 +279,17 @@ impl DbInner {
             }
             None => true,
         };
-        let found = if may_hold {
-            mem.get(user_key, seq, cover)
-        } else {
-            Lookup::NotFound
+        let found = match finger {
+            _ if !may_hold => Lookup::NotFound,
+            Some(finger) => mem.get_after(finger, user_key, seq, cover),
+            None => mem.get(user_key, seq, cover),
         };
         match found {
-            Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
-            Lookup::Indexed(v) => Lookup::Indexed(PinnableValue::owned(v.to_vec())),
-            _ if cover > 0 => {
+            Lookup::NotFound | Lookup::Deleted if cover > 0 => {
                 self.stats.range_del_hidden.inc();
                 Lookup::Deleted
             }
-            Lookup::Deleted => Lookup::Deleted,
-            Lookup::NotFound => Lookup::NotFound,
+            found => found,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, KIND_FOR_SEEK, Lookup, SequenceNumber, ValueKind};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
+pub(crate) use skiplist::Finger;
 use skiplist::{Node, SkipList};
 
 pub(crate) struct MemTable {
@@ -110,6 +111,12 @@ impl MemTable {
         self.range_dels.lock().clone()
     }
 
+    /// Whether the memtable keeps a filter (`may_contain` needs the key's hash).
+    #[inline]
+    pub(crate) fn has_filter(&self) -> bool {
+        self.bloom.is_some()
+    }
+
     /// What the filter says of the key with `hash`; `None` when the memtable has no filter.
     #[inline]
     pub(crate) fn may_contain(&self, hash: u64) -> Option<bool> {
@@ -133,14 +140,47 @@ impl MemTable {
         seq: SequenceNumber,
         covered_below: SequenceNumber,
     ) -> Lookup<&[u8]> {
+        self.get_by(user_key, seq, covered_below, |target| {
+            self.list.seek_ge(target)
+        })
+    }
+
+    /// [`MemTable::get`] for the next of a run of ascending keys: the search starts where the
+    /// one before ended (`finger`, from [`MemTable::finger`]).
+    pub(crate) fn get_after<'a>(
+        &'a self,
+        finger: &mut Finger<'a>,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        covered_below: SequenceNumber,
+    ) -> Lookup<&'a [u8]> {
+        self.get_by(user_key, seq, covered_below, |target| {
+            self.list.seek_ge_after(finger, target)
+        })
+    }
+
+    /// A finger for a run of ascending [`MemTable::get_after`]s.
+    pub(crate) fn finger(&self) -> Finger<'_> {
+        self.list.finger()
+    }
+
+    /// The entry of `user_key` at `seq`, found by `seek` (the first node at or after a lookup
+    /// key).
+    fn get_by(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        covered_below: SequenceNumber,
+        seek: impl FnOnce(&[u8]) -> *const Node,
+    ) -> Lookup<&[u8]> {
         let mut target = [0u8; 64];
         let node = if user_key.len() + 8 <= target.len() {
             let n = user_key.len();
             target[..n].copy_from_slice(user_key);
             target[n..n + 8].copy_from_slice(&key::pack_trailer(seq, KIND_FOR_SEEK).to_le_bytes());
-            self.list.seek_ge(&target[..n + 8])
+            seek(&target[..n + 8])
         } else {
-            self.list.seek_ge(&key::lookup_key(user_key, seq))
+            seek(&key::lookup_key(user_key, seq))
         };
         if node.is_null() {
             return Lookup::NotFound;

@@ -12,6 +12,9 @@ use parking_lot::Mutex;
 
 use crate::key::compare_internal;
 
+mod finger;
+pub(crate) use finger::Finger;
+
 /// Enough levels for a full 64 MiB memtable of small entries (2^20 at branching 2).
 pub(crate) const MAX_HEIGHT: usize = 20;
 /// 2, not 4: fewer forward steps, each a dependent cache miss; the extra steps down are
@@ -365,13 +368,20 @@ impl SkipList {
 
     /// The first node with key >= `target`, or null; with `prev`, also the last node before it at
     /// every level (where an insert links in).
-    fn find_ge(
+    fn find_ge(&self, target: &[u8], prev: Option<&mut [*const Node; MAX_HEIGHT]>) -> *const Node {
+        let top = self.max_height.load(Ordering::Relaxed) - 1;
+        self.find_ge_from(self.head, top, target, prev)
+    }
+
+    /// [`SkipList::find_ge`] from `x` (the head, or a node before `target` at every level up
+    /// to `level`) down from `level`; `prev` is set at `level` and below.
+    fn find_ge_from(
         &self,
+        mut x: *const Node,
+        mut level: usize,
         target: &[u8],
         mut prev: Option<&mut [*const Node; MAX_HEIGHT]>,
     ) -> *const Node {
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
         // The node that stopped the level above: met again one level down, it is known to be
         // past `target` without another comparison (a cache miss and a memcmp saved per level).
         let mut known_ge: *const Node = ptr::null();

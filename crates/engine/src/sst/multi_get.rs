@@ -17,26 +17,30 @@ use crate::value::PinnableValue;
 /// to a binary search of the index.
 const INDEX_STEPS: usize = 4;
 
-/// One key of a batched lookup, on its way down the tree.
+/// One key of a batched lookup, on its way down the tree. `'m` is the memtables it was looked
+/// up in: a value found there is borrowed from them, not copied out.
 #[derive(Debug)]
-pub(crate) struct PendingKey {
+pub(crate) struct PendingKey<'m> {
     /// The lookup key: user key and the batch's sequence number.
     pub lookup: key::LookupKey,
     pub hash: u64,
     /// Found or deleted: the search stops here.
     pub outcome: Option<Lookup<PinnableValue>>,
+    /// Found in a memtable, which the batch holds until it hands the value over.
+    pub in_memtable: Option<&'m [u8]>,
     pub error: Option<Error>,
     /// The newest range tombstone covering the key in the source being searched: an entry older
     /// than it reads as deleted.
     pub covered_below: u64,
 }
 
-impl PendingKey {
+impl PendingKey<'_> {
     pub(crate) fn new(user_key: &[u8], seq: u64) -> Self {
         PendingKey {
             lookup: key::LookupKey::new(user_key, seq),
             hash: bloom::key_hash(user_key),
             outcome: None,
+            in_memtable: None,
             error: None,
             covered_below: 0,
         }
@@ -48,6 +52,7 @@ impl PendingKey {
             lookup: key::LookupKey::new(&[], 0),
             hash: 0,
             outcome: None,
+            in_memtable: None,
             error: Some(error),
             covered_below: 0,
         }
@@ -58,12 +63,12 @@ impl PendingKey {
     }
 
     pub(crate) fn is_resolved(&self) -> bool {
-        self.outcome.is_some() || self.error.is_some()
+        self.outcome.is_some() || self.in_memtable.is_some() || self.error.is_some()
     }
 }
 
 /// Fails the keys `group` names with `e`.
-pub(crate) fn fail_keys(keys: &mut [PendingKey], group: &[usize], e: &Error) {
+pub(crate) fn fail_keys(keys: &mut [PendingKey<'_>], group: &[usize], e: &Error) {
     for &i in group {
         keys[i].error = Some(e.duplicate());
     }
@@ -161,7 +166,7 @@ impl TableReader {
     pub(crate) fn filter_group(
         &self,
         filter: &FilterRef<'_>,
-        keys: &[PendingKey],
+        keys: &[PendingKey<'_>],
         group: &[usize],
         passed: &mut Vec<usize>,
     ) {
@@ -196,7 +201,7 @@ impl TableReader {
     /// prefetched; then the scans. Outcomes go to `keys`.
     pub(crate) fn multi_get(
         &self,
-        keys: &mut [PendingKey],
+        keys: &mut [PendingKey<'_>],
         group: &[usize],
         opts: BlockReadOptions,
     ) {
@@ -215,7 +220,12 @@ impl TableReader {
         }
     }
 
-    fn multi_get_points(&self, keys: &mut [PendingKey], group: &[usize], opts: BlockReadOptions) {
+    fn multi_get_points(
+        &self,
+        keys: &mut [PendingKey<'_>],
+        group: &[usize],
+        opts: BlockReadOptions,
+    ) {
         let filter =
             match self.prefetch_filter(group.iter().map(|&i| keys[i].hash), opts.cache_only) {
                 Ok(f) => f,

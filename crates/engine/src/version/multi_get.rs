@@ -20,7 +20,7 @@ impl Version {
     pub(crate) fn multi_get(
         &self,
         tables: &TableCache,
-        keys: &mut [PendingKey],
+        keys: &mut [PendingKey<'_>],
         order: &[usize],
         opts: BlockReadOptions,
     ) {
@@ -83,7 +83,7 @@ fn multi_get_file(
     tables: &TableCache,
     f: &FileMetaData,
     level: usize,
-    keys: &mut [PendingKey],
+    keys: &mut [PendingKey<'_>],
     group: &[usize],
     opts: BlockReadOptions,
 ) {
@@ -107,7 +107,7 @@ fn multi_get_level(
     tables: &TableCache,
     level: usize,
     groups: &[(&FileMetaData, Vec<usize>)],
-    keys: &mut [PendingKey],
+    keys: &mut [PendingKey<'_>],
     opts: BlockReadOptions,
 ) {
     let mut opened = Vec::with_capacity(groups.len());

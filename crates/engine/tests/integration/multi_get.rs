@@ -80,6 +80,81 @@ fn multi_get_agrees_with_get_across_memtables_levels_deletions_and_snapshots() {
     assert!(matches!(got[1], Err(Error::InvalidArgument(_))));
 }
 
+/// `multi_get_each` lends what `get` returns, in key order: from a memtable of many versions
+/// (searched from one key to the next), with deletions and a range deletion in it, with the
+/// tables behind it, keys only; a break stops the visits, and a dropped column family fails
+/// every key.
+#[test]
+fn multi_get_each_lends_what_get_returns_and_stops_when_told() {
+    let dir = crate::common::tempdir();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let cf = db.default_cf();
+    let key = |i: u32| format!("k{i:05}");
+    // Flushed first: a batch that reaches past the memtable takes the tables' path.
+    for i in (0..4000u32).step_by(5) {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    for round in 1..4 {
+        for i in 0..4000u32 {
+            db.put(key(i), value(i, round)).unwrap();
+        }
+    }
+    for i in (0..4000u32).step_by(11) {
+        db.delete(key(i)).unwrap();
+    }
+    db.delete_range(key(1000), key(1100)).unwrap();
+    let lent = |opts: &ReadOptions, keys: &[String]| {
+        let mut got = Vec::new();
+        db.multi_get_each(opts, &cf, keys, |i, found| {
+            got.push((i, found.map(|v| v.map(<[u8]>::to_vec))));
+            std::ops::ControlFlow::Continue(())
+        });
+        got
+    };
+    let in_memtable: Vec<String> = (0..3000u32).map(|i| key((i * 7919) % 3000)).collect();
+    let some_flushed: Vec<String> = (3990..4010u32).rev().map(key).collect();
+    let with_twins: Vec<String> = ["k00010", "k00010", "k01050", "k00000"]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    for keys in [&in_memtable, &some_flushed, &with_twins] {
+        for keys_only in [false, true] {
+            let opts = ReadOptions {
+                keys_only,
+                ..Default::default()
+            };
+            let got = lent(&opts, keys);
+            assert_eq!(got.len(), keys.len());
+            for ((i, v), k) in got.into_iter().zip(keys.iter()) {
+                let want = db.get_with(&opts, k).unwrap().map(|v| v.into_vec());
+                assert_eq!(v.unwrap(), want, "key {k} (#{i}), keys only {keys_only}");
+            }
+        }
+    }
+    // Told to stop at the third key, it visits three.
+    let mut visits = 0;
+    db.multi_get_each(&ReadOptions::default(), &cf, &in_memtable, |_, _| {
+        visits += 1;
+        if visits == 3 {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    assert_eq!(visits, 3);
+    let other = db
+        .create_cf("other", ColumnFamilyOptions::default())
+        .unwrap();
+    db.drop_cf(&other).unwrap();
+    let mut failed = 0;
+    db.multi_get_each(&ReadOptions::default(), &other, &["a", "b"], |_, found| {
+        failed += usize::from(matches!(found, Err(Error::InvalidArgument(_))));
+        std::ops::ControlFlow::Continue(())
+    });
+    assert_eq!(failed, 2);
+}
+
 #[test]
 fn multi_get_cf_reads_many_column_families_at_one_snapshot() {
     let dir = crate::common::tempdir();
