@@ -89,6 +89,7 @@ impl DbInner {
             for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
                 // The group's keys ascend: each search starts where the one before ended.
                 let mut finger = mem.finger();
+                let tombstones = mem.range_tombstones();
                 for &i in *group {
                     let user_key = items[i].1;
                     if in_memtable[i].is_some() || oversized_key(user_key.len()).is_some() {
@@ -99,7 +100,8 @@ impl DbInner {
                     } else {
                         0
                     };
-                    match self.memtable_lookup(mem, Some(&mut finger), hash, user_key, seq) {
+                    let t = tombstones.as_deref();
+                    match self.memtable_lookup(mem, t, Some(&mut finger), hash, user_key, seq) {
                         Lookup::NotFound => {}
                         found => in_memtable[i] = Some(found),
                     }

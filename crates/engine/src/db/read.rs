@@ -13,7 +13,7 @@ use crate::iter::{InternalIterator, MergingIterator, RangeDeletions};
 use crate::key::{self, Lookup, SequenceNumber};
 use crate::memtable::{Finger, MemTable};
 use crate::options::{ReadOptions, oversized_key};
-use crate::range_del::TombstoneCursor;
+use crate::range_del::{FragmentedTombstones, TombstoneCursor};
 use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
 use crate::version::{LevelIter, LevelTombstones};
@@ -244,7 +244,8 @@ impl DbInner {
         user_key: &[u8],
         seq: SequenceNumber,
     ) -> Lookup<PinnableValue> {
-        match self.memtable_lookup(mem, None, hash, user_key, seq) {
+        let tombstones = mem.range_tombstones();
+        match self.memtable_lookup(mem, tombstones.as_deref(), None, hash, user_key, seq) {
             Lookup::Found(v) => Lookup::Found(PinnableValue::owned(v.to_vec())),
             Lookup::Indexed(v) => Lookup::Indexed(PinnableValue::owned(v.to_vec())),
             Lookup::Deleted => Lookup::Deleted,
@@ -253,18 +254,20 @@ impl DbInner {
     }
 
     /// [`DbInner::memtable_get`], the entry borrowed from `mem`: for a caller that holds the
-    /// memtable until it is done with the value (a MultiGet), no copy. With `finger`, the key is the next of a run of ascending keys, searched for from where
-    /// the one before was.
+    /// memtable until it is done with the value (a MultiGet), no copy. `tombstones` are the
+    /// memtable's (taken once for a run of keys: each take is a lock and a count shared by every
+    /// reading thread). With `finger`, the key is the next of a run of ascending keys, searched
+    /// for from where the one before was.
     pub(super) fn memtable_lookup<'m>(
         &self,
         mem: &'m MemTable,
+        tombstones: Option<&FragmentedTombstones>,
         finger: Option<&mut Finger<'m>>,
         hash: u64,
         user_key: &[u8],
         seq: SequenceNumber,
     ) -> Lookup<&'m [u8]> {
-        let cover = mem
-            .range_tombstones()
+        let cover = tombstones
             .and_then(|t| t.max_covering_seq(user_key, seq))
             .unwrap_or(0);
         let may_hold = match mem.may_contain(hash) {
