@@ -3,7 +3,7 @@
 # failed. `make test` pairs work that leaves a core idle (tests that mostly wait, or one long
 # test holding up a binary) with work that fills it. FOREGROUND's output streams as it runs;
 # BACKGROUND's is kept and follows it, so the two never interleave. Stopped by a signal, the
-# script stops the background too and shows what it had said.
+# script stops both commands and shows what the background had said.
 set -euo pipefail
 background=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do

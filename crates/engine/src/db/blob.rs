@@ -427,43 +427,43 @@ impl DbInner {
         if self.scheduler.mode() != Executor::Inline {
             return Ok(false);
         }
-        // Slots are locked one at a time and without the writers' lock, as the flush job does.
-        let queued = self.blob_writers.lock().sealing.clone();
-        for slot in queued {
-            let mut guard = slot.lock();
-            if guard.as_ref().is_none_or(|w| w.writer.number != number) {
-                continue;
-            }
-            let sealed = guard.take().map_or(Ok(()), |w| self.seal_blob_writer(w));
-            drop(guard);
-            self.blob_writers
-                .lock()
-                .sealing
-                .retain(|s| !Arc::ptr_eq(s, &slot));
-            sealed?;
-            return Ok(true);
-        }
-        Ok(false)
+        self.seal_queued_where(|w| w.writer.number == number)
     }
 
-    /// Seals the files queued by `seal_full_blob_writers`, then runs housekeeping on them.
+    /// Seals the files queued by `seal_full_blob_writers`, then runs housekeeping on them
+    /// (when another thread sealed them meanwhile, that thread does).
     pub(super) fn seal_queued_blob_writers(&self) -> Result<()> {
-        let queued = self.blob_writers.lock().sealing.clone();
-        if queued.is_empty() {
-            return Ok(());
+        if self.seal_queued_where(|_| true)? {
+            // A sealed file may be evicted (or push the store over `max_db_size`).
+            self.blob_housekeeping_all()?;
         }
-        let result = first_error(queued.iter().map(|slot| {
-            // Held while sealing: a sync that comes meanwhile waits, and then finds it sealed.
-            let mut slot = slot.lock();
-            slot.take().map_or(Ok(()), |w| self.seal_blob_writer(w))
+        Ok(())
+    }
+
+    /// Seals the queued writers `pick` accepts and takes their slots off the queue, with the
+    /// slots found empty (sealed by another thread meanwhile). Slots are locked one at a time
+    /// and without the writers' lock, each held while its file is sealed: a sync that comes
+    /// meanwhile waits, and then finds it sealed. Every accepted file is sealed even when one
+    /// fails; the first failure is returned. Whether `pick` accepted any.
+    fn seal_queued_where(&self, pick: impl Fn(&OpenBlobWriter) -> bool) -> Result<bool> {
+        let queued = self.blob_writers.lock().sealing.clone();
+        let (mut done, mut accepted) = (Vec::new(), false);
+        let sealed = first_error(queued.iter().map(|slot| {
+            let mut guard = slot.lock();
+            match guard.as_ref() {
+                Some(w) if !pick(w) => return Ok(()),
+                Some(_) => accepted = true,
+                None => {}
+            }
+            done.push(Arc::clone(slot));
+            guard.take().map_or(Ok(()), |w| self.seal_blob_writer(w))
         }));
         self.blob_writers
             .lock()
             .sealing
-            .retain(|s| !queued.iter().any(|q| Arc::ptr_eq(q, s)));
-        result?;
-        // A sealed file may be evicted (or push the store over `max_db_size`).
-        self.blob_housekeeping_all()
+            .retain(|s| !done.iter().any(|d| Arc::ptr_eq(d, s)));
+        sealed?;
+        Ok(accepted)
     }
 
     /// Syncs every open blob file with unsynced records. Called before anything that makes blob

@@ -175,9 +175,10 @@ impl DbInner {
                 .min_by_key(|f| {
                     // An open file's last expiration is its records' so far, as a sealed one's.
                     let no_ttl = f.ttl_range.is_none();
-                    let exp = match no_ttl {
-                        true => 0,
-                        false => f.meta.lock().footer.expiration_range.1,
+                    let exp = if no_ttl {
+                        0
+                    } else {
+                        f.meta.lock().footer.expiration_range.1
                     };
                     (no_ttl, exp, f.number)
                 });
