@@ -155,6 +155,64 @@ fn multi_get_each_lends_what_get_returns_and_stops_when_told() {
     assert_eq!(failed, 2);
 }
 
+/// A batch the memtables answer is counted once, keys, hits and bytes; a cache-only batch with a
+/// value in a blob file (its index still in the memtable) is incomplete for that key and counted
+/// not at all, to be counted when asked again; a snapshot's batch reads what it saw.
+#[test]
+fn multi_get_each_counts_what_it_read_and_a_cache_only_batch_asked_again_once() {
+    let dir = crate::common::tempdir();
+    let mut o = Options::default();
+    o.enable_blob_files = true;
+    o.min_blob_size = 100;
+    let db = Db::open(dir.path(), o).unwrap();
+    let cf = db.default_cf();
+    db.put("a", "1").unwrap();
+    db.put("b", "22").unwrap();
+    let snap = db.snapshot();
+    db.put("b", "333").unwrap();
+    db.put("big", vec![5u8; 1000]).unwrap();
+    let read = |opts: &ReadOptions, keys: &[&str]| {
+        let mut got = Vec::new();
+        db.multi_get_each(opts, &cf, keys, |_, found| {
+            got.push(found.map(|v| v.map(<[u8]>::to_vec)));
+            std::ops::ControlFlow::Continue(())
+        });
+        got
+    };
+    let got = read(&ReadOptions::default(), &["a", "b", "absent"]);
+    assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(got[1].as_ref().unwrap().as_deref(), Some(&b"333"[..]));
+    assert_eq!(got[2].as_ref().unwrap(), &None);
+    let at_snapshot = ReadOptions {
+        snapshot: Some(snap),
+        ..Default::default()
+    };
+    let got = read(&at_snapshot, &["b", "big"]);
+    assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"22"[..]));
+    assert_eq!(got[1].as_ref().unwrap(), &None);
+    let s = db.statistics();
+    assert_eq!((s.multiget_calls, s.multiget_keys), (2, 5));
+    assert_eq!((s.gets, s.get_hits, s.bytes_read), (5, 3, 1 + 3 + 2));
+    let memory = ReadOptions {
+        cache_only: true,
+        ..Default::default()
+    };
+    let got = read(&memory, &["a", "big"]);
+    assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        got[1].as_ref().err().map(Error::kind),
+        Some(strata_engine::ErrorKind::Incomplete)
+    );
+    assert_eq!(
+        db.statistics().multiget_calls,
+        2,
+        "an incomplete batch is not counted"
+    );
+    let got = read(&ReadOptions::default(), &["a", "big"]);
+    assert_eq!(got[1].as_ref().unwrap().as_deref(), Some(&[5u8; 1000][..]));
+    assert_eq!(db.statistics().multiget_calls, 3);
+}
+
 #[test]
 fn multi_get_cf_reads_many_column_families_at_one_snapshot() {
     let dir = crate::common::tempdir();
