@@ -103,6 +103,10 @@ impl DbInner {
                     let t = tombstones.as_deref();
                     match self.memtable_lookup(mem, t, Some(&mut finger), hash, user_key, seq) {
                         Lookup::NotFound => {}
+                        // Keys only: the value lent is empty, whichever path hands it over.
+                        Lookup::Found(_) if opts.keys_only => {
+                            in_memtable[i] = Some(Lookup::Found(&[]))
+                        }
                         found => in_memtable[i] = Some(found),
                     }
                 }
@@ -129,7 +133,6 @@ impl DbInner {
         if answered {
             for (i, found) in in_memtable.into_iter().enumerate() {
                 let v = match found {
-                    Some(Lookup::Found(_)) if opts.keys_only => Some(Fetched::InMemtable(&[])),
                     Some(Lookup::Found(v)) => Some(Fetched::InMemtable(v)),
                     _ => None,
                 };
@@ -218,7 +221,6 @@ impl DbInner {
                 }
                 match (p.error, p.in_memtable, p.outcome) {
                     (Some(e), _, _) => Err(e),
-                    (None, Some(_), _) if opts.keys_only => Ok(Some(Fetched::InMemtable(&[]))),
                     (None, Some(v), _) => Ok(Some(Fetched::InMemtable(v))),
                     (None, None, Some(found)) => self
                         .settle_value(found, items[i].1, opts)
