@@ -77,11 +77,12 @@ pub const INLINE_LIMIT: usize = 64 << 10;
 struct Tail {
     /// The number the next record takes.
     next_seq: u64,
-    /// Entries that ride with the next record.
-    pending: Vec<Entry>,
     /// A record whose PUT failed without an answer: it may be in the bucket. It is PUT again
-    /// before anything else, so the log never has a gap or a second version of it.
-    in_doubt: Option<Record>,
+    /// before anything else, so the log never has a gap or a second version of it. With the
+    /// ticket of its last entry.
+    in_doubt: Option<(Record, u64)>,
+    /// Every entry up to this ticket is in a record that landed.
+    landed: u64,
     /// Why this writer stopped: set once, for good.
     fenced: Option<String>,
     /// The store's files as of the last record.
@@ -95,6 +96,15 @@ struct Tail {
     checkpoints: Vec<u64>,
     /// Records below this number are deleted (or never were).
     kept_from: u64,
+}
+
+/// Entries waiting for the next record. Its lock is never held across a request, so queuing
+/// an entry never waits on a record's PUT.
+#[derive(Debug, Default)]
+struct Queue {
+    entries: Vec<Entry>,
+    /// Entries ever queued: the ticket of the newest.
+    queued: u64,
 }
 
 /// The log as an open found it.
@@ -111,7 +121,10 @@ pub struct LogView {
 #[derive(Debug)]
 pub struct Log {
     epoch: u64,
+    /// Held across a record's PUT: records are numbered, so they go one at a time. Lock order:
+    /// `tail`, then `queue`.
     tail: Mutex<Tail>,
+    queue: Mutex<Queue>,
     /// Set with `Tail::fenced`, read without its lock (every append checks it, and the tail is
     /// held across PUTs).
     fenced: AtomicBool,
@@ -139,8 +152,8 @@ impl Log {
             epoch,
             tail: Mutex::new(Tail {
                 next_seq: claim_seq + 1,
-                pending: Vec::new(),
                 in_doubt: None,
+                landed: 0,
                 fenced: None,
                 state,
                 since_checkpoint,
@@ -149,6 +162,7 @@ impl Log {
                 checkpoints: view.checkpoints,
                 kept_from: view.first_record,
             }),
+            queue: Mutex::new(Queue::default()),
             objects: AtomicU64::new(0),
             records: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
@@ -191,7 +205,7 @@ impl Log {
         self.check()?;
         let (next, doubt) = {
             let tail = self.tail.lock();
-            let doubt = tail.in_doubt.as_ref().map(|r| Bytes::from(r.encode()));
+            let doubt = tail.in_doubt.as_ref().map(|(r, _)| Bytes::from(r.encode()));
             (tail.next_seq, doubt)
         };
         let asked = Instant::now();
@@ -254,10 +268,10 @@ impl Log {
         let tail = self.tail.lock();
         let queued = Record {
             epoch: self.epoch,
-            entries: tail.pending.clone(),
+            entries: self.queue.lock().entries.clone(),
         };
         let mut out: Vec<String> = queued.objects().map(str::to_string).collect();
-        if let Some(doubt) = &tail.in_doubt {
+        if let Some((doubt, _)) = &tail.in_doubt {
             out.extend(doubt.objects().map(str::to_string));
         }
         drop(tail);
@@ -265,39 +279,69 @@ impl Log {
         out
     }
 
-    /// Entries waiting for the next record (those of a record in doubt included); 0 while a
-    /// record is being written (the stats never wait on the bucket).
+    /// Entries waiting for the next record (those of a record in doubt included, unless a
+    /// record is being written: the stats never wait on the bucket).
     pub fn queued(&self) -> u64 {
-        let Some(tail) = self.tail.try_lock() else {
-            return 0;
-        };
-        (tail.pending.len() + tail.in_doubt.as_ref().map_or(0, |r| r.entries.len())) as u64
+        let queued = self.queue.lock().entries.len();
+        let in_doubt = self
+            .tail
+            .try_lock()
+            .and_then(|t| t.in_doubt.as_ref().map(|(r, _)| r.entries.len()))
+            .unwrap_or(0);
+        (queued + in_doubt) as u64
+    }
+
+    /// Whether a record whose PUT went unanswered waits to be written again.
+    pub fn has_record_in_doubt(&self) -> bool {
+        self.tail.lock().in_doubt.is_some()
+    }
+
+    /// Queues `entries` for the next record; returns the ticket of the last.
+    fn enqueue(&self, entries: impl IntoIterator<Item = Entry>) -> u64 {
+        let mut queue = self.queue.lock();
+        for entry in entries {
+            queue.entries.push(entry);
+            queue.queued += 1;
+        }
+        queue.queued
     }
 
     /// Queues `entry` for the next record.
     pub fn defer(&self, entry: Entry) {
-        self.tail.lock().pending.push(entry);
+        self.enqueue([entry]);
     }
 
-    /// Writes the pending entries and `entries` as the next record, and returns once the bucket
-    /// holds it. A refused PUT fences this writer.
+    /// Writes the queued entries and `entries` as the next record, and returns once the bucket
+    /// holds a record with them. Callers that queue while a record is being written share the
+    /// next one: the first to get the tail writes it, and the rest find their entries landed.
+    /// A refused PUT fences this writer.
     pub fn commit(&self, client: &Client, entries: Vec<Entry>) -> Result<()> {
+        // Queued first: if the record in doubt cannot be settled, these wait for the next try.
+        let ticket = self.enqueue(entries);
         let mut tail = self.tail.lock();
         if let Some(why) = &tail.fenced {
             return Err(Error::Fenced(why.clone()));
         }
-        // Queued first: if the record in doubt cannot be settled, these wait for the next try.
-        tail.pending.extend(entries);
-        if let Some(doubt) = tail.in_doubt.take()
-            && let Err(e) = self.put(client, &mut tail, doubt.clone(), true)
-        {
-            if tail.fenced.is_none() {
-                tail.in_doubt = Some(doubt);
-            }
-            return Err(e);
+        if tail.landed >= ticket {
+            return Ok(());
         }
-        let all = std::mem::take(&mut tail.pending);
+        if let Some((doubt, upto)) = tail.in_doubt.take() {
+            if let Err(e) = self.put(client, &mut tail, doubt.clone(), true) {
+                if tail.fenced.is_none() {
+                    tail.in_doubt = Some((doubt, upto));
+                }
+                return Err(e);
+            }
+            tail.landed = upto;
+        }
+        let (all, upto) = {
+            let mut queue = self.queue.lock();
+            (std::mem::take(&mut queue.entries), queue.queued)
+        };
         if all.is_empty() {
+            // Whatever was queued up to `upto` is in records that landed: nothing is in doubt,
+            // and no other record is being written while this caller holds the tail.
+            tail.landed = upto;
             return Ok(());
         }
         let record = Record {
@@ -307,10 +351,11 @@ impl Log {
         if let Err(e) = self.put(client, &mut tail, record.clone(), false) {
             if tail.fenced.is_none() {
                 // It may be in the bucket: PUT again, as is, before anything else.
-                tail.in_doubt = Some(record);
+                tail.in_doubt = Some((record, upto));
             }
             return Err(e);
         }
+        tail.landed = upto;
         self.maybe_checkpoint(client, &mut tail);
         Ok(())
     }

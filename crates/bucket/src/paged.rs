@@ -11,7 +11,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use strata_engine::{Error, RandomAccessFile, Result};
 
 use crate::cache::Remote;
@@ -35,10 +35,45 @@ pub(crate) fn is_partial(name: &str) -> bool {
     name.ends_with(".partial") || name.ends_with(".partial.pages")
 }
 
+/// Where each page of the copy stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Page {
+    Missing,
+    /// A reader is fetching it: others wait for it rather than GET it again.
+    Fetching,
+    Here,
+}
+
+/// The pages of the copy. Its lock is never held across a request to the bucket, so a read
+/// of pages already here is never stuck behind another reader's GET (which may be waiting
+/// out an outage).
 #[derive(Debug)]
 struct Pages {
-    have: Vec<bool>,
+    state: Vec<Page>,
+    /// Pages not `Here`.
     missing: usize,
+}
+
+impl Pages {
+    /// Claims for the caller each run of missing pages in `first..=last` (as `Fetching`), and
+    /// returns them as page ranges.
+    fn claim(&mut self, first: usize, last: usize) -> Vec<std::ops::Range<usize>> {
+        let mut runs = Vec::new();
+        let mut p = first;
+        while p <= last {
+            if self.state[p] != Page::Missing {
+                p += 1;
+                continue;
+            }
+            let start = p;
+            while p <= last && self.state[p] == Page::Missing {
+                self.state[p] = Page::Fetching;
+                p += 1;
+            }
+            runs.push(start..p);
+        }
+        runs
+    }
 }
 
 /// A placed file being fetched as it is read.
@@ -52,6 +87,8 @@ pub(crate) struct PagedFile {
     remote: Remote,
     file: File,
     pages: Mutex<Pages>,
+    /// Signalled whenever fetched pages arrive or a fetch gives its pages up.
+    arrived: Condvar,
 }
 
 impl PagedFile {
@@ -65,18 +102,21 @@ impl PagedFile {
         let (partial, pages_path) = partial_paths(path);
         let count = remote.len.div_ceil(PAGE) as usize;
         // Pages fetched by an earlier run count only if they were of this very object.
-        let have = match std::fs::read(&pages_path) {
+        let state: Vec<Page> = match std::fs::read(&pages_path) {
             Ok(bytes) => match bytes.split(|&b| b == b'\n').next() {
                 Some(key)
                     if key == remote.key.as_bytes() && bytes.len() == key.len() + 1 + count =>
                 {
-                    bytes[key.len() + 1..].iter().map(|&b| b == 1).collect()
+                    bytes[key.len() + 1..]
+                        .iter()
+                        .map(|&b| if b == 1 { Page::Here } else { Page::Missing })
+                        .collect()
                 }
-                _ => vec![false; count],
+                _ => vec![Page::Missing; count],
             },
-            Err(_) => vec![false; count],
+            Err(_) => vec![Page::Missing; count],
         };
-        let missing = have.iter().filter(|h| !**h).count();
+        let missing = state.iter().filter(|&&p| p != Page::Here).count();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -95,28 +135,46 @@ impl PagedFile {
             pages_path,
             remote,
             file,
-            pages: Mutex::new(Pages { have, missing }),
+            pages: Mutex::new(Pages { state, missing }),
+            arrived: Condvar::new(),
         })
     }
 
-    /// Fetches the pages `first..=last` the copy lacks, a ranged GET per run of them.
+    /// Fetches the pages `first..=last` the copy lacks, a ranged GET per run of them, and
+    /// waits for those another reader is fetching (taking them over should that reader fail).
     fn fetch(&self, first: usize, last: usize) -> Result<()> {
         let mut pages = self.pages.lock();
-        if pages.have[first..=last].iter().all(|&h| h) {
-            return Ok(());
-        }
-        let mut p = first;
-        while p <= last {
-            if pages.have[p] {
-                p += 1;
+        loop {
+            let runs = pages.claim(first, last);
+            if runs.is_empty() {
+                if pages.state[first..=last].iter().all(|&p| p == Page::Here) {
+                    return Ok(());
+                }
+                self.arrived.wait(&mut pages);
                 continue;
             }
-            let start = p;
-            while p <= last && !pages.have[p] {
-                p += 1;
+            let mut done = 0;
+            let fetched = MutexGuard::unlocked(&mut pages, || self.fetch_runs(&runs, &mut done));
+            for (i, run) in runs.iter().enumerate() {
+                let now = if i < done { Page::Here } else { Page::Missing };
+                pages.state[run.clone()].fill(now);
             }
-            let from = start as u64 * PAGE;
-            let to = (p as u64 * PAGE).min(self.remote.len);
+            pages.missing -= runs[..done].iter().map(|r| r.len()).sum::<usize>();
+            self.arrived.notify_all();
+            fetched?;
+            self.save(&pages)?;
+            if pages.missing == 0 {
+                self.complete(&mut pages)?;
+            }
+        }
+    }
+
+    /// GETs each run of pages (claimed by the caller) into the copy, counting in `done` the
+    /// runs that arrived.
+    fn fetch_runs(&self, runs: &[std::ops::Range<usize>], done: &mut usize) -> Result<()> {
+        for run in runs {
+            let from = run.start as u64 * PAGE;
+            let to = (run.end as u64 * PAGE).min(self.remote.len);
             let bytes = self.shared.patiently("fetching pages of a file", || {
                 self.shared.client.get_range(&self.remote.key, from..to)
             })?;
@@ -133,23 +191,16 @@ impl PagedFile {
             self.file
                 .write_all_at(&bytes, from)
                 .map_err(io(format!("writing {}", self.partial.display())))?;
-            for h in &mut pages.have[start..p] {
-                *h = true;
-            }
-            pages.missing -= p - start;
-        }
-        self.save(&pages)?;
-        if pages.missing == 0 {
-            self.complete(&mut pages)?;
+            *done += 1;
         }
         Ok(())
     }
 
     fn save(&self, pages: &Pages) -> Result<()> {
-        let mut out = Vec::with_capacity(self.remote.key.len() + 1 + pages.have.len());
+        let mut out = Vec::with_capacity(self.remote.key.len() + 1 + pages.state.len());
         out.extend_from_slice(self.remote.key.as_bytes());
         out.push(b'\n');
-        out.extend(pages.have.iter().map(|&h| u8::from(h)));
+        out.extend(pages.state.iter().map(|&p| u8::from(p == Page::Here)));
         // Not synced: a crash loses at most the list, and then the pages are fetched again.
         std::fs::write(&self.pages_path, out)
             .map_err(io(format!("writing {}", self.pages_path.display())))
@@ -162,8 +213,8 @@ impl PagedFile {
         if crc != self.remote.crc {
             // Fetched again from nothing by the next read, here and after a restart.
             let _ = std::fs::remove_file(&self.pages_path);
-            pages.missing = pages.have.len();
-            pages.have.iter_mut().for_each(|h| *h = false);
+            pages.missing = pages.state.len();
+            pages.state.fill(Page::Missing);
             return Err(Error::Corruption {
                 file: self.path.clone(),
                 detail: format!(

@@ -81,6 +81,15 @@ impl Shared {
         self.patiently("writing the store's log", || {
             log.commit(&self.client, entries.take().unwrap_or_default())
         })
+        .map_err(|e| match e {
+            // A record whose PUT went unanswered may have landed: a caller told only "failed"
+            // could take a write it retries for one that cannot reappear.
+            Error::Unavailable(why) if log.has_record_in_doubt() => Error::Unavailable(format!(
+                "{why}; the record it was writing may have landed, so the writes it carried \
+                 may be in the store: the next record settles it"
+            )),
+            other => other,
+        })
     }
 
     /// Before a WAL sync at `local` durability acknowledges writes: the bucket must have shown

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::seaweed::{self, Seaweed};
 use crate::support::{self, synced};
 use strata_bucket::{BucketConfig, BucketFs, BucketUrl, Durability, Fault, FaultPlan, Request};
-use strata_engine::{Db, ErrorKind};
+use strata_engine::{Db, ErrorKind, FileSystem};
 
 fn config(s: &Seaweed, url: &BucketUrl, cache: &Path, plan: &Arc<FaultPlan>) -> BucketConfig {
     BucketConfig {
@@ -80,6 +80,8 @@ fn an_unreachable_bucket_holds_writes_back_then_fails_them_and_the_store_resumes
     let started = Instant::now();
     let e = db.put_with(&synced(), b"during", b"2").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    // Its record went unanswered: the caller is told the write may still appear.
+    assert!(e.to_string().contains("may have landed"), "{e}");
     assert!(
         started.elapsed() >= Duration::from_secs(1),
         "not held back: {:?}",
@@ -180,4 +182,109 @@ fn seaweedfs_stopped_under_a_write_load_loses_nothing_acknowledged() {
     let mut keys = acked;
     keys.push("last".into());
     assert_all_there(&s, &url, &keys);
+}
+
+#[test]
+fn a_read_of_fetched_pages_is_not_held_up_by_another_reads_fetch() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("pages-apart");
+    let tmp = tempfile::tempdir().unwrap();
+    let key = |i: u32| format!("key{i:06}");
+    // About 700 KiB of incompressible values: one table of about a dozen 64 KiB pages.
+    let value = |i: u32| -> Vec<u8> {
+        (0..100u32)
+            .map(|j| ((i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) >> 7) as u8)
+            .collect()
+    };
+    {
+        let db = open_db(&s.config(&url, tmp.path().join("writer"), Durability::Local));
+        for i in 0..6000 {
+            db.put(key(i).as_bytes(), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    // A new cache: the table is read a page at a time.
+    let plan = FaultPlan::new();
+    let cfg = BucketConfig {
+        patience: Duration::from_secs(5),
+        ..config(s, &url, &tmp.path().join("reader"), &plan)
+    };
+    let db = Arc::new(open_db(&cfg));
+    // Its footer, index and filter pages, and the first data page.
+    assert_eq!(&*db.get(key(0).as_bytes()).unwrap().unwrap(), &value(0)[..]);
+    plan.set_unreachable(true);
+    let far = {
+        let db = db.clone();
+        std::thread::spawn(move || db.get(key(3000).as_bytes()).map(|v| v.map(|v| v.to_vec())))
+    };
+    while plan.injected() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Another block of the first page: there already, so answered while the other read waits
+    // out the outage (before, it waited for the other read's fetch to give up).
+    assert_eq!(
+        &*db.get(key(100).as_bytes()).unwrap().unwrap(),
+        &value(100)[..]
+    );
+    assert!(
+        !far.is_finished(),
+        "the far read gave up before the near one was answered"
+    );
+    let e = far.join().unwrap().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    // Its pages were given up, not lost: the next read fetches them.
+    plan.set_unreachable(false);
+    assert_eq!(
+        &*db.get(key(3000).as_bytes()).unwrap().unwrap(),
+        &value(3000)[..]
+    );
+}
+
+#[test]
+fn entries_queue_while_a_record_is_being_written_and_go_in_the_next() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("queue-aside");
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let fs = Arc::new(BucketFs::open(&config(s, &url, tmp.path(), &plan)).unwrap());
+    let root = fs.root().to_path_buf();
+    let table = |n: u32| root.join(format!("{n:06}.sst"));
+    let queued = |fs: &BucketFs| fs.storage_stats().unwrap().upload_queue;
+    drop(fs.create(&table(10)).unwrap());
+    let before = fs.records_written();
+    // The record with that file's entry is held up on its way.
+    plan.inject(
+        Request::Put,
+        "/log/",
+        Fault::Delay(Duration::from_secs(2)),
+        1,
+    );
+    let slow = {
+        let (fs, root) = (fs.clone(), root.clone());
+        std::thread::spawn(move || fs.sync_dir(&root))
+    };
+    while plan.injected() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Meanwhile a new file's entry queues at once (before, it waited for that PUT) and counts.
+    drop(fs.create(&table(11)).unwrap());
+    assert!(
+        !slow.is_finished(),
+        "the file was created only after the record landed"
+    );
+    assert_eq!(queued(&fs), 1);
+    // Syncs waiting meanwhile: the first writes the next record, the second finds its entries
+    // landed with it.
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (fs, root) = (fs.clone(), root.clone());
+            std::thread::spawn(move || fs.sync_dir(&root))
+        })
+        .collect();
+    slow.join().unwrap().unwrap();
+    for w in waiting {
+        w.join().unwrap().unwrap();
+    }
+    assert_eq!(fs.records_written() - before, 2);
+    assert_eq!(queued(&fs), 0);
 }
