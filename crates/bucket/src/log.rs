@@ -96,6 +96,16 @@ struct Tail {
     checkpoints: Vec<u64>,
     /// Records below this number are deleted (or never were).
     kept_from: u64,
+    /// A checkpoint is being written (without the tail held): one at a time.
+    checkpointing: bool,
+}
+
+/// A checkpoint due after a record landed: taken under the tail, written without it.
+struct CheckpointJob {
+    seq: u64,
+    bytes: Bytes,
+    /// The records since the last checkpoint, and their bytes, that this one covers.
+    covers: (u64, u64),
 }
 
 /// Entries waiting for the next record. Its lock is never held across a request, so queuing
@@ -161,6 +171,7 @@ impl Log {
                 checkpoint_bytes: 0,
                 checkpoints: view.checkpoints,
                 kept_from: view.first_record,
+                checkpointing: false,
             }),
             queue: Mutex::new(Queue::default()),
             objects: AtomicU64::new(0),
@@ -356,7 +367,11 @@ impl Log {
             return Err(e);
         }
         tail.landed = upto;
-        self.maybe_checkpoint(client, &mut tail);
+        let checkpoint = Self::checkpoint_due(&mut tail);
+        drop(tail);
+        if let Some(job) = checkpoint {
+            self.write_checkpoint(client, job);
+        }
         Ok(())
     }
 
@@ -407,11 +422,9 @@ impl Log {
         Ok(())
     }
 
-    /// Every `CHECKPOINT_EVERY` records: the state as one object, then the records and
-    /// checkpoints older than the previous checkpoint deleted (an open that listed the previous
-    /// one can still read everything after it). A failure here fails no write: the next record
-    /// tries again.
-    fn maybe_checkpoint(&self, client: &Client, tail: &mut Tail) {
+    /// Every `CHECKPOINT_EVERY` records: the state as of the newest record, to be written as
+    /// one object, unless a checkpoint is being written already.
+    fn checkpoint_due(tail: &mut Tail) -> Option<CheckpointJob> {
         // A checkpoint carries the whole state (a live WAL's bytes too, at `bucket`
         // durability): written only once the records since the last one hold as many bytes, so
         // checkpoints upload at most about as much as the records did, never that much per 64
@@ -419,34 +432,55 @@ impl Log {
         let due = tail.since_checkpoint >= CHECKPOINT_EVERY
             && (tail.bytes_since_checkpoint >= tail.checkpoint_bytes
                 || tail.since_checkpoint >= CHECKPOINT_CAP);
-        if !due {
+        if !due || tail.checkpointing {
+            return None;
+        }
+        tail.checkpointing = true;
+        Some(CheckpointJob {
+            seq: tail.next_seq - 1,
+            bytes: Bytes::from(tail.state.to_record().encode()),
+            covers: (tail.since_checkpoint, tail.bytes_since_checkpoint),
+        })
+    }
+
+    /// Writes `job`'s checkpoint, then deletes the records and checkpoints older than the
+    /// previous checkpoint (an open that listed the previous one can still read everything
+    /// after it). The tail is not held across either request, so records go on meanwhile. A
+    /// failure here fails no write: a later record tries again.
+    fn write_checkpoint(&self, client: &Client, job: CheckpointJob) {
+        let size = job.bytes.len() as u64;
+        let written = client.put_create(&checkpoint_key(job.seq), job.bytes);
+        let mut tail = self.tail.lock();
+        if let Err(e) = written {
+            tail.checkpointing = false;
+            log::warn!("{}: checkpoint {} not written: {e}", client.url(), job.seq);
             return;
         }
-        let seq = tail.next_seq - 1;
-        let bytes = Bytes::from(tail.state.to_record().encode());
-        let size = bytes.len() as u64;
-        if let Err(e) = client.put_create(&checkpoint_key(seq), bytes) {
-            log::warn!("{}: checkpoint {seq} not written: {e}", client.url());
-            return;
-        }
-        tail.since_checkpoint = 0;
-        tail.bytes_since_checkpoint = 0;
+        // Records that landed while it was written count toward the next one.
+        tail.since_checkpoint -= job.covers.0;
+        tail.bytes_since_checkpoint -= job.covers.1;
         tail.checkpoint_bytes = size;
-        tail.checkpoints.push(seq);
+        tail.checkpoints.push(job.seq);
         let n = tail.checkpoints.len();
         if n < 2 {
+            tail.checkpointing = false;
             return;
         }
         let floor = tail.checkpoints[n - 2];
         let mut doomed: Vec<String> = (tail.kept_from..floor).map(log_key).collect();
         doomed.extend(tail.checkpoints[..n - 2].iter().map(|&c| checkpoint_key(c)));
-        match client.delete_many(doomed) {
+        drop(tail);
+        let deleted = client.delete_many(doomed);
+        let mut tail = self.tail.lock();
+        // No other checkpoint was pushed meanwhile: `checkpointing` kept them out.
+        match deleted {
             Ok(()) => {
                 tail.kept_from = tail.kept_from.max(floor);
                 tail.checkpoints.drain(..n - 2);
             }
             Err(e) => log::warn!("{}: old records not deleted: {e}", client.url()),
         }
+        tail.checkpointing = false;
     }
 }
 

@@ -288,3 +288,44 @@ fn entries_queue_while_a_record_is_being_written_and_go_in_the_next() {
     assert_eq!(fs.records_written() - before, 2);
     assert_eq!(queued(&fs), 0);
 }
+
+#[test]
+fn records_go_on_while_a_checkpoint_is_being_written() {
+    let Some(s) = seaweed::shared() else { return };
+    let url = s.fresh_url("checkpoint-aside");
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let fs = Arc::new(BucketFs::open(&config(s, &url, tmp.path(), &plan)).unwrap());
+    let root = fs.root().to_path_buf();
+    plan.inject(
+        Request::Put,
+        "/checkpoint/",
+        Fault::Delay(Duration::from_secs(2)),
+        1,
+    );
+    // A record per file until one of them is followed by a checkpoint, held up on its way.
+    let checkpointing = {
+        let (fs, root, plan) = (fs.clone(), root.clone(), plan.clone());
+        std::thread::spawn(move || {
+            let mut n = 100;
+            while plan.injected() == 0 {
+                drop(fs.create(&root.join(format!("{n:06}.sst"))).unwrap());
+                fs.sync_dir(&root).unwrap();
+                n += 1;
+            }
+        })
+    };
+    while plan.injected() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Meanwhile the next record is written (before, it waited for the checkpoint).
+    let before = fs.records_written();
+    drop(fs.create(&root.join("000010.sst")).unwrap());
+    fs.sync_dir(&root).unwrap();
+    assert!(
+        !checkpointing.is_finished(),
+        "the record waited for the checkpoint"
+    );
+    assert_eq!(fs.records_written(), before + 1);
+    checkpointing.join().unwrap();
+}
