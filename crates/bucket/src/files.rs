@@ -121,6 +121,12 @@ impl LoggedFile {
     /// in the store: a `Remote` write then carries every write before it, and no WAL's copy in
     /// the bucket ends short of its seal while a newer one holds anything.
     fn ship_wal(&mut self) -> Result<()> {
+        self.ship_wal_in_order()?;
+        self.shared.write_due_checkpoint();
+        Ok(())
+    }
+
+    fn ship_wal_in_order(&mut self) -> Result<()> {
         let shared = &self.shared;
         shared.wait_for_wal_commit();
         let _order = shared.wal_order.lock();
@@ -135,7 +141,7 @@ impl LoggedFile {
             &self.path,
             &[(self.logged, self.len)],
         )?);
-        shared.commit(entries)?;
+        shared.commit_leaving_checkpoint(entries)?;
         let mut logged = shared.wal_logged.lock();
         for (name, _, to) in older {
             logged.insert(name, to);

@@ -96,11 +96,14 @@ struct Tail {
     checkpoints: Vec<u64>,
     /// Records below this number are deleted (or never were).
     kept_from: u64,
-    /// A checkpoint is being written (without the tail held): one at a time.
+    /// A checkpoint is due or being written (without the tail held): one at a time.
     checkpointing: bool,
+    /// The checkpoint due, taken after a record landed, for `write_due_checkpoint`.
+    due: Option<CheckpointJob>,
 }
 
 /// A checkpoint due after a record landed: taken under the tail, written without it.
+#[derive(Debug)]
 struct CheckpointJob {
     seq: u64,
     bytes: Bytes,
@@ -172,6 +175,7 @@ impl Log {
                 checkpoints: view.checkpoints,
                 kept_from: view.first_record,
                 checkpointing: false,
+                due: None,
             }),
             queue: Mutex::new(Queue::default()),
             objects: AtomicU64::new(0),
@@ -293,22 +297,18 @@ impl Log {
     /// Entries waiting for the next record (those of a record in doubt included, unless a
     /// record is being written: the stats never wait on the bucket).
     pub fn queued(&self) -> u64 {
-        let queued = self.queue.lock().entries.len();
-        let in_doubt = self
-            .tail
-            .try_lock()
+        // With the tail held, no entry is between the queue and a record.
+        let tail = self.tail.try_lock();
+        let in_doubt = tail
+            .as_ref()
             .and_then(|t| t.in_doubt.as_ref().map(|(r, _)| r.entries.len()))
             .unwrap_or(0);
-        (queued + in_doubt) as u64
+        (self.queue.lock().entries.len() + in_doubt) as u64
     }
 
-    /// Whether a record whose PUT went unanswered waits to be written again.
-    pub fn has_record_in_doubt(&self) -> bool {
-        self.tail.lock().in_doubt.is_some()
-    }
-
-    /// Queues `entries` for the next record; returns the ticket of the last.
-    fn enqueue(&self, entries: impl IntoIterator<Item = Entry>) -> u64 {
+    /// Queues `entries` for the next record; returns the ticket of the last, for
+    /// [`Log::commit`].
+    pub fn enqueue(&self, entries: impl IntoIterator<Item = Entry>) -> u64 {
         let mut queue = self.queue.lock();
         for entry in entries {
             queue.entries.push(entry);
@@ -322,19 +322,18 @@ impl Log {
         self.enqueue([entry]);
     }
 
-    /// Writes the queued entries and `entries` as the next record, and returns once the bucket
-    /// holds a record with them. Callers that queue while a record is being written share the
-    /// next one: the first to get the tail writes it, and the rest find their entries landed.
-    /// A refused PUT fences this writer.
-    pub fn commit(&self, client: &Client, entries: Vec<Entry>) -> Result<()> {
-        // Queued first: if the record in doubt cannot be settled, these wait for the next try.
-        let ticket = self.enqueue(entries);
+    /// Returns once the bucket holds a record with every entry queued up to `ticket`: the
+    /// first caller to get the tail writes every queued entry as the next record, and callers
+    /// that waited meanwhile find theirs landed. A refused PUT fences this writer. Called again
+    /// with the same ticket after a failure, it settles the record in doubt first.
+    pub fn commit(&self, client: &Client, ticket: u64) -> Result<()> {
         let mut tail = self.tail.lock();
-        if let Some(why) = &tail.fenced {
-            return Err(Error::Fenced(why.clone()));
-        }
+        // Landed before any fence: a newer writer's claim comes after it.
         if tail.landed >= ticket {
             return Ok(());
+        }
+        if let Some(why) = &tail.fenced {
+            return Err(Error::Fenced(why.clone()));
         }
         if let Some((doubt, upto)) = tail.in_doubt.take() {
             if let Err(e) = self.put(client, &mut tail, doubt.clone(), true) {
@@ -344,6 +343,10 @@ impl Log {
                 return Err(e);
             }
             tail.landed = upto;
+            Self::note_checkpoint_due(&mut tail);
+            if tail.landed >= ticket {
+                return Ok(());
+            }
         }
         let (all, upto) = {
             let mut queue = self.queue.lock();
@@ -367,11 +370,7 @@ impl Log {
             return Err(e);
         }
         tail.landed = upto;
-        let checkpoint = Self::checkpoint_due(&mut tail);
-        drop(tail);
-        if let Some(job) = checkpoint {
-            self.write_checkpoint(client, job);
-        }
+        Self::note_checkpoint_due(&mut tail);
         Ok(())
     }
 
@@ -423,8 +422,8 @@ impl Log {
     }
 
     /// Every `CHECKPOINT_EVERY` records: the state as of the newest record, to be written as
-    /// one object, unless a checkpoint is being written already.
-    fn checkpoint_due(tail: &mut Tail) -> Option<CheckpointJob> {
+    /// one object by [`Log::write_due_checkpoint`], unless one is due or being written already.
+    fn note_checkpoint_due(tail: &mut Tail) {
         // A checkpoint carries the whole state (a live WAL's bytes too, at `bucket`
         // durability): written only once the records since the last one hold as many bytes, so
         // checkpoints upload at most about as much as the records did, never that much per 64
@@ -433,14 +432,30 @@ impl Log {
             && (tail.bytes_since_checkpoint >= tail.checkpoint_bytes
                 || tail.since_checkpoint >= CHECKPOINT_CAP);
         if !due || tail.checkpointing {
-            return None;
+            return;
         }
         tail.checkpointing = true;
-        Some(CheckpointJob {
+        tail.due = Some(CheckpointJob {
             seq: tail.next_seq - 1,
             bytes: Bytes::from(tail.state.to_record().encode()),
             covers: (tail.since_checkpoint, tail.bytes_since_checkpoint),
-        })
+        });
+    }
+
+    /// Writes the checkpoint due, if any, without the tail held: called by committers once
+    /// they hold no other lock, so neither the next record nor anything waiting on the caller
+    /// waits for it. A fenced writer drops it.
+    pub fn write_due_checkpoint(&self, client: &Client) {
+        let mut tail = self.tail.lock();
+        let Some(job) = tail.due.take() else {
+            return;
+        };
+        if tail.fenced.is_some() {
+            tail.checkpointing = false;
+            return;
+        }
+        drop(tail);
+        self.write_checkpoint(client, job);
     }
 
     /// Writes `job`'s checkpoint, then deletes the records and checkpoints older than the

@@ -154,14 +154,19 @@ impl PagedFile {
                 continue;
             }
             let mut done = 0;
-            let fetched = MutexGuard::unlocked(&mut pages, || self.fetch_runs(&runs, &mut done));
+            // Even a panic gives the claimed pages back, or their waiters would wait forever.
+            let fetched = MutexGuard::unlocked(&mut pages, || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.fetch_runs(&runs, &mut done)
+                }))
+            });
             for (i, run) in runs.iter().enumerate() {
                 let now = if i < done { Page::Here } else { Page::Missing };
                 pages.state[run.clone()].fill(now);
             }
             pages.missing -= runs[..done].iter().map(|r| r.len()).sum::<usize>();
             self.arrived.notify_all();
-            fetched?;
+            fetched.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             self.save(&pages)?;
             if pages.missing == 0 {
                 self.complete(&mut pages)?;

@@ -74,22 +74,39 @@ impl Shared {
         self.log()?.check()
     }
 
+    /// Queues `entries` and returns once the bucket holds a record with them, then writes the
+    /// log checkpoint that may have fallen due.
     pub(crate) fn commit(&self, entries: Vec<Entry>) -> Result<()> {
+        self.commit_leaving_checkpoint(entries)?;
+        self.write_due_checkpoint();
+        Ok(())
+    }
+
+    /// [`Shared::commit`] for a caller holding a lock others wait on (the WAL order): the
+    /// checkpoint that may fall due waits for [`Shared::write_due_checkpoint`] once it lets go.
+    pub(crate) fn commit_leaving_checkpoint(&self, entries: Vec<Entry>) -> Result<()> {
         let log = self.log()?;
-        // After a failed try the entries wait in the log's queue (or its record in doubt).
-        let mut entries = Some(entries);
+        // One ticket across the tries: after a failure the entries wait in the log's queue (or
+        // its record in doubt), and a try succeeds once a record holds them.
+        let ticket = log.enqueue(entries);
         self.patiently("writing the store's log", || {
-            log.commit(&self.client, entries.take().unwrap_or_default())
+            log.commit(&self.client, ticket)
         })
         .map_err(|e| match e {
-            // A record whose PUT went unanswered may have landed: a caller told only "failed"
-            // could take a write it retries for one that cannot reappear.
-            Error::Unavailable(why) if log.has_record_in_doubt() => Error::Unavailable(format!(
-                "{why}; the record it was writing may have landed, so the writes it carried \
-                 may be in the store: the next record settles it"
+            // A caller told only "failed" could take a write it retries for one that cannot
+            // reappear.
+            Error::Unavailable(why) => Error::Unavailable(format!(
+                "{why}; what it was writing stays queued for the next record, and a record \
+                 whose answer was lost may already hold it: those writes may still appear"
             )),
             other => other,
         })
+    }
+
+    pub(crate) fn write_due_checkpoint(&self) {
+        if let Some(log) = &self.log {
+            log.write_due_checkpoint(&self.client);
+        }
     }
 
     /// Before a WAL sync at `local` durability acknowledges writes: the bucket must have shown
@@ -461,7 +478,7 @@ impl Drop for Shared {
         if let Some(Err(e)) = self
             .log
             .as_ref()
-            .map(|l| l.commit(&self.client, Vec::new()))
+            .map(|l| l.commit(&self.client, l.enqueue([])))
         {
             log::warn!(
                 "{}: the last record was not written: {e}",
