@@ -397,9 +397,20 @@ impl Log {
         // proves little: a newer writer may have claimed the next number (and deleted the claim
         // under a checkpoint since). Its newest record would still be there, past this one.
         if stale && let Some(newer) = newest_record_from(client, tail.next_seq + 1)? {
+            // Whether the newer writer's history holds this record (it landed before that
+            // writer's claim) cannot be told from here: a record in doubt may count.
+            let may_count = if retry {
+                format!(
+                    "; record {} of this writer, sent earlier without an answer, may be in its \
+                     history, so the writes it carried may still appear",
+                    tail.next_seq
+                )
+            } else {
+                String::new()
+            };
             let why = format!(
                 "record {newer} of {} was written by a newer writer while this one (writer epoch \
-                 {}) was paused",
+                 {}) was paused{may_count}",
                 client.url(),
                 self.epoch
             );

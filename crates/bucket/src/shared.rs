@@ -475,15 +475,16 @@ impl Drop for Shared {
         }
         // What the engine queued last (removals at close) goes up with the last record; a
         // failure only leaves files the next open finds unreferenced.
-        if let Some(Err(e)) = self
-            .log
-            .as_ref()
-            .map(|l| l.commit(&self.client, l.enqueue([])))
-        {
-            log::warn!(
-                "{}: the last record was not written: {e}",
-                self.client.url()
-            );
+        if let Some(log) = &self.log {
+            match log.commit(&self.client, log.enqueue([])) {
+                // A checkpoint that fell due (with this record, or after a commit that failed)
+                // bounds what the next open replays.
+                Ok(()) => log.write_due_checkpoint(&self.client),
+                Err(e) => log::warn!(
+                    "{}: the last record was not written: {e}",
+                    self.client.url()
+                ),
+            }
         }
     }
 }

@@ -300,7 +300,7 @@ fn records_go_on_while_a_checkpoint_is_being_written() {
     plan.inject(
         Request::Put,
         "/checkpoint/",
-        Fault::Delay(Duration::from_secs(2)),
+        Fault::Delay(Duration::from_secs(5)),
         1,
     );
     // A record per file until one of them is followed by a checkpoint, held up on its way.
