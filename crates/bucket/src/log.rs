@@ -336,14 +336,7 @@ impl Log {
             return Err(Error::Fenced(why.clone()));
         }
         if let Some((doubt, upto)) = tail.in_doubt.take() {
-            if let Err(e) = self.put(client, &mut tail, doubt.clone(), true) {
-                if tail.fenced.is_none() {
-                    tail.in_doubt = Some((doubt, upto));
-                }
-                return Err(e);
-            }
-            tail.landed = upto;
-            Self::note_checkpoint_due(&mut tail);
+            self.land(client, &mut tail, doubt, upto, true)?;
             if tail.landed >= ticket {
                 return Ok(());
             }
@@ -362,15 +355,28 @@ impl Log {
             epoch: self.epoch,
             entries: all,
         };
-        if let Err(e) = self.put(client, &mut tail, record.clone(), false) {
+        self.land(client, &mut tail, record, upto, false)
+    }
+
+    /// PUTs `record` (whose last entry has ticket `upto`) as the next one. A failure leaves it
+    /// in doubt, unless the writer was fenced: it may be in the bucket, so it is PUT again, as
+    /// is, before anything else. `retry`: as for [`Log::put`].
+    fn land(
+        &self,
+        client: &Client,
+        tail: &mut Tail,
+        record: Record,
+        upto: u64,
+        retry: bool,
+    ) -> Result<()> {
+        if let Err(e) = self.put(client, tail, record.clone(), retry) {
             if tail.fenced.is_none() {
-                // It may be in the bucket: PUT again, as is, before anything else.
                 tail.in_doubt = Some((record, upto));
             }
             return Err(e);
         }
         tail.landed = upto;
-        Self::note_checkpoint_due(&mut tail);
+        Self::note_checkpoint_due(tail);
         Ok(())
     }
 
@@ -454,23 +460,23 @@ impl Log {
     }
 
     /// Writes the checkpoint due, if any, without the tail held: called by committers once
-    /// they hold no other lock, so neither the next record nor anything waiting on the caller
-    /// waits for it. A fenced writer drops it.
+    /// they hold none of the log's locks (nor the WAL order), so the next record does not wait
+    /// for it; a caller's own locks (the engine's WAL lock) still do. A fenced writer drops it.
     pub fn write_due_checkpoint(&self, client: &Client) {
         let mut tail = self.tail.lock();
         let Some(job) = tail.due.take() else {
             return;
         };
-        if tail.fenced.is_some() {
-            tail.checkpointing = false;
-            return;
+        if tail.fenced.is_none() {
+            drop(tail);
+            self.write_checkpoint(client, job);
+            tail = self.tail.lock();
         }
-        drop(tail);
-        self.write_checkpoint(client, job);
+        tail.checkpointing = false;
     }
 
-    /// Writes `job`'s checkpoint, then deletes the records and checkpoints older than the
-    /// previous checkpoint (an open that listed the previous one can still read everything
+    /// Writes `job`'s checkpoint (its caller holds `checkpointing`), then deletes the records
+    /// and checkpoints older than the previous checkpoint (an open that listed the previous one can still read everything
     /// after it). The tail is not held across either request, so records go on meanwhile. A
     /// failure here fails no write: a later record tries again.
     fn write_checkpoint(&self, client: &Client, job: CheckpointJob) {
@@ -478,7 +484,6 @@ impl Log {
         let written = client.put_create(&checkpoint_key(job.seq), job.bytes);
         let mut tail = self.tail.lock();
         if let Err(e) = written {
-            tail.checkpointing = false;
             log::warn!("{}: checkpoint {} not written: {e}", client.url(), job.seq);
             return;
         }
@@ -489,7 +494,6 @@ impl Log {
         tail.checkpoints.push(job.seq);
         let n = tail.checkpoints.len();
         if n < 2 {
-            tail.checkpointing = false;
             return;
         }
         let floor = tail.checkpoints[n - 2];
@@ -506,7 +510,6 @@ impl Log {
             }
             Err(e) => log::warn!("{}: old records not deleted: {e}", client.url()),
         }
-        tail.checkpointing = false;
     }
 }
 
