@@ -186,6 +186,9 @@ struct Arena {
     next_chunk: usize,
     ptr: *mut u8,
     left: usize,
+    /// The bytes of chunks the list is meant to fill (its memtable's share of
+    /// `write_buffer_size`); the chunks near it are cut to fit.
+    budget: usize,
     rng: u32,
 }
 
@@ -200,9 +203,10 @@ impl Arena {
             self.left -= pad + size;
             return p;
         }
+        let shared = self.shared_chunk_size(used.load(Ordering::Relaxed));
         // Big entries get a chunk of their own so the current chunk's tail is not wasted.
-        let dedicated = size > self.next_chunk / 4;
-        let chunk = if dedicated { size } else { self.next_chunk };
+        let dedicated = size > shared / 4;
+        let chunk = if dedicated { size } else { shared };
         let layout = match Layout::from_size_align(chunk.max(1), 16) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -221,6 +225,23 @@ impl Arena {
             self.next_chunk = (self.next_chunk * 2).min(self.chunk_size);
         }
         p
+    }
+
+    /// The size of the next shared chunk, given the bytes of chunks `allocated` so far. Far from
+    /// the budget it is `next_chunk`. Near it, half of the room left (all of it once that is under
+    /// two minimum chunks), so the chunk that reaches the budget is a few KiB: a memtable that
+    /// switches on reaching its budget then holds entries to within that of it, and memory
+    /// past it, not a whole chunk short or over. Past the budget (a write group finishing after
+    /// the memtable filled) it is `next_chunk` again.
+    fn shared_chunk_size(&self, allocated: usize) -> usize {
+        let room = self.budget.saturating_sub(allocated);
+        if room == 0 || room >= 2 * self.next_chunk {
+            self.next_chunk
+        } else if room >= 2 * MIN_CHUNK_SIZE {
+            room / 2
+        } else {
+            room
+        }
     }
 
     fn random_height(&mut self) -> usize {
@@ -254,7 +275,8 @@ unsafe impl Sync for SkipList {}
 
 impl SkipList {
     /// A list whose arena grows in chunks of about `budget / 8` bytes, so that memory accounting
-    /// (which counts whole chunks) stays close to what is used.
+    /// (which counts whole chunks) stays close to what is used, and whose last chunks before
+    /// `budget` shrink so that the chunk reaching it is small.
     pub(crate) fn new(budget: usize) -> Self {
         let memory = AtomicUsize::new(0);
         let mut arena = Arena {
@@ -263,6 +285,7 @@ impl SkipList {
             next_chunk: MIN_CHUNK_SIZE,
             ptr: ptr::null_mut(),
             left: 0,
+            budget,
             rng: 0x2545_f491,
         };
         let head = Self::new_node(&mut arena, &memory, MAX_HEIGHT, &[], None, &[]);
@@ -519,14 +542,43 @@ mod tests {
         assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
         put(&list, 1, 1, b"v");
         assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
-        // A 64 KiB budget caps chunks at 8 KiB: 4 + 8 + 8 + ... KiB.
+        // A 64 KiB budget caps chunks at 8 KiB: 4 + 8 + 8 + ... KiB, while far from the budget.
         let list = SkipList::new(64 << 10);
-        for i in 0..1000 {
+        for i in 0..500 {
             put(&list, i, i as u64, &[0u8; 20]);
         }
         let usage = list.memory_usage();
         assert_eq!((usage - MIN_CHUNK_SIZE) % (8 << 10), 0, "{usage}");
-        assert!(usage < 1000 * 100, "{usage}");
+        assert!(usage < 500 * 100, "{usage}");
+    }
+
+    /// A memtable switches once its chunks reach the budget, so the chunk that reaches it must be
+    /// small: a whole 1 MiB chunk reaching it would hold the memtable up to 1 MiB past its
+    /// budget in memory, or, for a budget that is not a whole number of chunks, switch it with
+    /// up to 1 MiB of the budget unused (fewer overwrites folded, more bytes flushed).
+    #[test]
+    fn a_list_fills_its_budget_to_within_a_few_kib() {
+        for budget in [8 << 20, (8 << 20) + (700 << 10), (3 << 20) + 12_345] {
+            let list = SkipList::new(budget);
+            let mut entry_bytes = 0;
+            let mut i = 0;
+            while list.memory_usage() < budget {
+                put(&list, i, 1, &[5u8; 100]);
+                entry_bytes += 8 + 1 + 24 + 1 + 100;
+                i += 1;
+            }
+            let usage = list.memory_usage();
+            let unused = budget - entry_bytes;
+            assert!(
+                usage <= budget + 8 * MIN_CHUNK_SIZE,
+                "{budget}: chunks of {usage} bytes"
+            );
+            // Upper links (8 bytes a node on average) and alignment take the rest.
+            assert!(
+                unused <= i as usize * 16 + 4 * MIN_CHUNK_SIZE,
+                "{budget}: {unused} bytes of the budget hold no entry, over {i} entries"
+            );
+        }
     }
 
     /// Keys and values whose lengths take one to three varint bytes read back whole, and a small
