@@ -71,7 +71,7 @@ impl CachedBlock {
     /// Memory the entry keeps alive.
     fn size(&self) -> usize {
         match self {
-            CachedBlock::Block(b) => b.size(),
+            CachedBlock::Block(b) => b.memory(),
             CachedBlock::Filter(f) | CachedBlock::Blob(f) => f.len(),
         }
     }

@@ -175,7 +175,7 @@ impl TableReader {
         }
         // Index and filter are read (and checked) at open whatever their home, so that a damaged
         // one fails the open rather than a later read, and the cache starts warm.
-        let index = reader.read_checked_block(footer.index)?;
+        let index = reader.read_index_block(footer.index)?;
         let filter = filter_handle.map(|h| reader.read_filter(h)).transpose()?;
         let meta_blocks = if cache.is_none() {
             MetaBlocks::Held
@@ -222,6 +222,14 @@ impl TableReader {
     /// Reads `handle`'s block, checksum verified, and parses it as a block of entries.
     fn read_checked_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
         Ok(Arc::new(Block::new(
+            self.read_raw(handle, true)?,
+            &self.path,
+        )?))
+    }
+
+    /// Reads the index block, checksum verified, with its probe words.
+    fn read_index_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        Ok(Arc::new(Block::new_index(
             self.read_raw(handle, true)?,
             &self.path,
         )?))
@@ -449,7 +457,7 @@ impl TableReader {
             Meta::Held(b) => return Ok(b.clone()),
             Meta::Cached(h) => *h,
         };
-        let read = || self.read_checked_block(handle).map(CachedBlock::Block);
+        let read = || self.read_index_block(handle).map(CachedBlock::Block);
         match self.through_cache(handle, BlockKind::Index, true, cache_only, read)? {
             CachedBlock::Block(b) => Ok(b),
             _ => Err(self.mistyped()),

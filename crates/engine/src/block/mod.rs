@@ -2,7 +2,10 @@
 //!
 //! Entry: `shared: varint32 | unshared: varint32 | value_len: varint32 | key[shared..] | value`.
 //! Trailer: `restart offsets: u32 LE * n | n: u32 LE`. A restart entry has `shared = 0`, so a seek
-//! binary-searches the restarts on whole keys, then scans at most one interval.
+//! binary-searches the restarts on whole keys, then scans at most one interval. An index block
+//! narrows that search first with its probe words (`probes.rs`).
+
+mod probes;
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -98,6 +101,8 @@ pub(crate) struct Block {
     data: Vec<u8>,
     restarts_at: usize,
     num_restarts: u32,
+    /// An index block's probe words (`Block::new_index`).
+    probes: Option<probes::Probes>,
 }
 
 impl Block {
@@ -124,11 +129,32 @@ impl Block {
             data,
             restarts_at,
             num_restarts: n,
+            probes: None,
         })
     }
 
+    /// [`Block::new`] for an index block, read once and searched by every lookup: with probe
+    /// words when it has enough restarts (`probes.rs`).
+    pub(crate) fn new_index(data: Vec<u8>, file: &std::path::Path) -> Result<Block> {
+        let mut block = Block::new(data, file)?;
+        if block.num_restarts as usize >= probes::MIN_RESTARTS {
+            let keys: Vec<Option<&[u8]>> = (0..block.num_restarts)
+                .map(|i| block.restart_key(i))
+                .collect();
+            block.probes = probes::Probes::new(&keys);
+        }
+        Ok(block)
+    }
+
+    /// The block's bytes.
+    #[cfg(test)]
     pub(crate) fn size(&self) -> usize {
         self.data.len()
+    }
+
+    /// The memory the block holds: its bytes and its probe words (the cache's charge).
+    pub(crate) fn memory(&self) -> usize {
+        self.data.len() + self.probes.as_ref().map_or(0, probes::Probes::bytes)
     }
 
     pub(crate) fn data(&self) -> &[u8] {
@@ -155,7 +181,7 @@ impl Block {
 
     /// The last restart interval whose first key is below `target`: where a seek starts scanning.
     pub(crate) fn restart_before(&self, target: &[u8]) -> Option<u32> {
-        let (mut lo, mut hi) = (0u32, self.num_restarts - 1);
+        let (mut lo, mut hi) = self.search_bounds(target);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
             if compare_internal(self.restart_key(mid)?, target) == Ordering::Less {
@@ -165,6 +191,15 @@ impl Block {
             }
         }
         Some(lo)
+    }
+
+    /// The restarts, inclusive, a search for `target` must look among: all of them, or what the
+    /// probe words leave.
+    fn search_bounds(&self, target: &[u8]) -> (u32, u32) {
+        match &self.probes {
+            Some(p) => p.narrow(target),
+            None => (0, self.num_restarts - 1),
+        }
     }
 
     /// Starts loading restart slot `index` (the offset a binary search reads next).
@@ -208,9 +243,10 @@ impl Block {
         found: &mut Vec<Option<u32>>,
     ) {
         found.clear();
-        for ((block, _), b) in searches.iter().zip(&mut bounds) {
-            b.1 = b.1.min(block.num_restarts - 1);
-            b.0 = b.0.min(b.1);
+        for ((block, target), b) in searches.iter().zip(&mut bounds) {
+            let (lo, hi) = block.search_bounds(target);
+            b.1 = b.1.min(hi);
+            b.0 = b.0.max(lo).min(b.1);
         }
         let mut damaged = vec![false; searches.len()];
         let mid = |(lo, hi): (u32, u32)| (lo + hi).div_ceil(2);
@@ -449,142 +485,4 @@ impl BlockIter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::iter::testutil::{collect_backward, collect_forward};
-    use crate::key::{internal_key, lookup_key, user_key};
-    use std::path::Path;
-
-    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
-
-    fn build(n: u32, interval: usize) -> (Arc<Block>, Entries) {
-        let mut b = BlockBuilder::new(interval);
-        let mut entries = Vec::new();
-        for i in 0..n {
-            let k = internal_key(format!("key{:05}", i * 2).as_bytes(), 7, 1);
-            let v = format!("value{i}").into_bytes();
-            b.add(&k, &v);
-            entries.push((k, v));
-        }
-        (
-            Arc::new(Block::new(b.finish(), Path::new("t")).unwrap()),
-            entries,
-        )
-    }
-
-    #[test]
-    fn round_trip_with_restarts_and_prefix_compression() {
-        for interval in [1, 2, 16] {
-            let (block, entries) = build(100, interval);
-            assert_eq!(block.num_restarts as usize, 100usize.div_ceil(interval));
-            assert_eq!(collect_forward(&mut block.iter()), entries);
-            assert_eq!(collect_backward(&mut block.iter()), entries);
-        }
-        let (prefix, _) = build(100, 16);
-        let (plain, _) = build(100, 1);
-        assert!(
-            prefix.size() < plain.size(),
-            "shared prefixes are stored once"
-        );
-    }
-
-    #[test]
-    fn a_builder_reused_after_finish_starts_the_next_block_afresh() {
-        let mut b = BlockBuilder::new(16);
-        let key = |i: u32| internal_key(format!("key{i:05}").as_bytes(), 7, 1);
-        b.add(&key(1), b"one");
-        b.add(&key(2), b"two");
-        let first = Block::new(b.finish(), Path::new("t")).unwrap();
-        assert_eq!(b.last_key(), &key(2)[..], "kept for the table's separators");
-        b.add(&key(3), b"three");
-        b.add(&key(4), b"four");
-        let second = Arc::new(Block::new(b.finish(), Path::new("t")).unwrap());
-        assert_eq!(first.num_restarts, 1);
-        assert_eq!(
-            collect_forward(&mut second.iter()),
-            vec![(key(3), b"three".to_vec()), (key(4), b"four".to_vec())]
-        );
-    }
-
-    /// Stepped searches, whole or bounded by the answers for smaller and larger targets, find
-    /// what one `restart_before` finds, for targets before, between, on and past the keys.
-    #[test]
-    fn stepped_searches_agree_with_a_single_search() {
-        for interval in [1, 3, 16] {
-            let (block, _) = build(200, interval);
-            let targets: Vec<Vec<u8>> = (0..420)
-                .step_by(7)
-                .map(|i| lookup_key(format!("key{i:05}").as_bytes(), 100))
-                .chain([lookup_key(b"a", 1), lookup_key(b"zzz", 1)])
-                .collect();
-            let expected: Vec<Option<u32>> =
-                targets.iter().map(|t| block.restart_before(t)).collect();
-            let searches: Vec<(&Block, &[u8])> =
-                targets.iter().map(|t| (&*block, t.as_slice())).collect();
-            let mut found = Vec::new();
-            Block::restarts_before(&searches, &mut found);
-            assert_eq!(found, expected, "interval {interval}");
-            let mut sorted: Vec<&[u8]> = targets.iter().map(|t| t.as_slice()).collect();
-            sorted.sort_by(|a, b| compare_internal(a, b));
-            let (first, last) = (
-                block.restart_before(sorted[0]).unwrap(),
-                block.restart_before(sorted[sorted.len() - 1]).unwrap(),
-            );
-            let searches: Vec<(&Block, &[u8])> = sorted.iter().map(|t| (&*block, *t)).collect();
-            Block::restarts_within(&searches, vec![(first, last); sorted.len()], &mut found);
-            let expected: Vec<Option<u32>> =
-                sorted.iter().map(|t| block.restart_before(t)).collect();
-            assert_eq!(found, expected, "bounded, interval {interval}");
-            assert!(
-                expected
-                    .iter()
-                    .any(|&r| r != Some(first) && r != Some(last))
-            );
-        }
-    }
-
-    #[test]
-    fn seek_finds_first_at_or_after() {
-        let (block, _) = build(100, 16);
-        let mut it = block.iter();
-        it.seek(&lookup_key(b"key00051", 100));
-        assert_eq!(user_key(it.key()), b"key00052");
-        it.seek(&lookup_key(b"key00000", 100));
-        assert_eq!(user_key(it.key()), b"key00000");
-        it.seek(&lookup_key(b"zzz", 100));
-        assert!(!it.valid());
-        it.seek_for_prev(&lookup_key(b"key00051", 100));
-        assert_eq!(user_key(it.key()), b"key00050");
-        it.prev();
-        assert_eq!(user_key(it.key()), b"key00048");
-    }
-
-    #[test]
-    fn a_restart_key_shorter_than_a_trailer_is_damage_not_a_panic() {
-        // Found by the `block` fuzz target: two entries whose whole keys are 2 bytes, each at a
-        // restart point, then the restart array [0, 5] and its count; a seek compares the second.
-        let data = vec![
-            0, 2, 0, b'a', b'b', 0, 2, 0, b'c', b'd', 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0,
-        ];
-        let block = Arc::new(Block::new(data, std::path::Path::new("t.sst")).unwrap());
-        let mut it = block.iter();
-        it.seek(&crate::key::lookup_key(b"key", 5));
-        assert!(!it.valid());
-    }
-
-    #[test]
-    fn damaged_blocks_are_rejected_or_flagged() {
-        assert!(Block::new(vec![1, 2], Path::new("t")).is_err());
-        assert!(Block::new(vec![0, 0, 0, 0], Path::new("t")).is_err());
-        assert!(Block::new(vec![0xff, 0xff, 0xff, 0xff], Path::new("t")).is_err());
-        let (block, _) = build(10, 4);
-        let mut data = block.data().to_vec();
-        data[1] = 0xff; // the unshared length becomes a 2-byte varint far past the block
-        data[2] = 0x7f;
-        let block = Arc::new(Block::new(data, Path::new("t")).unwrap());
-        let mut it = block.iter();
-        it.seek_to_first();
-        assert!(!it.valid());
-        assert!(it.error_detail().is_some());
-    }
-}
+mod tests;
