@@ -83,7 +83,8 @@ bench-rest: deps
 # the first time).
 BENCH_FLAGS ?= --num 1000000 --cache_size 536870912 --benchmarks fillrandom,compact,readrandom,readrandom,multireadrandom,stats
 PEERS_FEATURES = $(if $(ROCKSDB),--features rocksdb)
-bench-peers:
+# deps: RocksDB's bindings are generated with libclang, which Debian's clang brings.
+bench-peers: deps
 	$(CARGO) build --release -p strata-cli $(PEERS_FEATURES)
 	for engine in strata $(if $(ROCKSDB),rocksdb) fjall memory; do \
 		rm -rf /tmp/strata-peers-$$engine; \
@@ -92,7 +93,7 @@ bench-peers:
 	done
 
 # Strata against RocksDB in one run (compiles RocksDB: 20+ minutes the first time; not part of CI).
-bench-rocksdb:
+bench-rocksdb: deps
 	$(CARGO) build --release -p strata-cli --features rocksdb
 	$(CARGO) run --release -p strata-cli --features rocksdb -- --db /tmp/strata-bench bench --engine strata
 	$(CARGO) run --release -p strata-cli --features rocksdb -- --db /tmp/rocksdb-bench bench --engine rocksdb

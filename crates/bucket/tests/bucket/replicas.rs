@@ -181,10 +181,11 @@ fn replicas_follow_a_writer_under_load_and_collection_at_age_zero() {
     db.put_with(&synced(), b"k-000001", b"again").unwrap();
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
-    // Two moves at the least; under load the log's checkpoints may lag a round behind, so a
-    // few more are allowed before the tables count as kept for good.
+    // Two moves at the least; under load the log's checkpoints may lag a few rounds behind
+    // (CI saw more than six, twice in a hundred runs), so up to twenty are allowed before the
+    // tables count as kept for good.
     let mut gc = Default::default();
-    for round in 0..6 {
+    for round in 0..20 {
         churn_log(&db);
         for replica in &replicas {
             replica
