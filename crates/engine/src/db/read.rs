@@ -16,7 +16,7 @@ use crate::options::{ReadOptions, oversized_key};
 use crate::range_del::{FragmentedTombstones, TombstoneCursor};
 use crate::sst::BlockReadOptions;
 use crate::value::PinnableValue;
-use crate::version::{LevelIter, LevelTombstones};
+use crate::version::{LevelIter, LevelTombstones, Version};
 
 /// Refuses a cache-only read of what a lookup found when resolving it would read a blob file:
 /// a blob index that does not hold its value itself (a small value with an expiration does).
@@ -140,16 +140,15 @@ impl DbInner {
         let point = self.read_point(opts);
         let (seq, view) = (point.seq, point.view(cf));
         let hash = key_hash(user_key);
+        let lookup = key::lookup_key(user_key, seq);
+        let tables = view.version.point_candidates(&self.tables, &lookup, hash);
         for mem in std::iter::once(&view.mem).chain(view.imm.iter()) {
             match self.memtable_get(mem, hash, user_key, seq) {
                 Lookup::NotFound => {}
                 found => return Ok((found, view)),
             }
         }
-        let lookup = key::lookup_key(user_key, seq);
-        let found = view
-            .version
-            .get(&self.tables, &lookup, hash, block_reads(opts))?;
+        let found = Version::get_in(&self.tables, tables, &lookup, hash, block_reads(opts))?;
         Ok((found, view))
     }
 

@@ -513,6 +513,15 @@ impl TableReader {
         Ok(self.check_filter(&self.filter_block(cache_only)?, hash))
     }
 
+    /// Starts loading the cache line of this table's filter that a lookup of the key with
+    /// `hash` checks, when the reader holds its filter (a filter in the block cache would cost
+    /// a cache lookup, perhaps a read, for a hint).
+    pub(crate) fn prefetch_held_filter(&self, hash: u64) {
+        if let Some(Meta::Held(f)) = &self.filter {
+            bloom::prefetch(f, hash);
+        }
+    }
+
     /// The filter block, after starting to load its cache line for each of `hashes`, so that
     /// checking them later (`filter_group`) does not wait.
     pub(crate) fn prefetch_filter(

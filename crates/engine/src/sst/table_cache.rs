@@ -78,6 +78,11 @@ impl TableCache {
         Ok(self.readers.insert(number, reader))
     }
 
+    /// The reader for table `number` if it is open: nothing is read.
+    pub(crate) fn get_open(&self, number: u64) -> Option<Arc<TableReader>> {
+        self.readers.get(number)
+    }
+
     /// Holds the readers of `tables` (number to level) open until `release_except`
     /// (`OpenFiles::hold`). The level places a table's index and filter, as `get` would: a
     /// table held from L0 keeps them pinned, and one held since it moved below L0 is opened

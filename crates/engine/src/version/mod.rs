@@ -18,10 +18,17 @@ pub(crate) use set::VersionSet;
 use crate::error::Result;
 use crate::key::Lookup;
 use crate::key::{self, compare_internal};
-use crate::sst::{BlockReadOptions, TableCache};
+use crate::sst::{BlockReadOptions, TableCache, TableReader};
 use crate::value::PinnableValue;
 
 pub(crate) const NUM_LEVELS: usize = 7;
+
+/// A table a point lookup will search: its number and level, and its reader if it was open.
+pub(crate) struct PointCandidate {
+    number: u64,
+    level: usize,
+    reader: Option<Arc<TableReader>>,
+}
 
 /// Whether every sequence number in `[lo, hi]` lies in one of `ranges` (inclusive).
 pub(crate) fn seqs_covered(mut ranges: Vec<(u64, u64)>, lo: u64, hi: u64) -> bool {
@@ -80,22 +87,33 @@ impl Version {
         self.levels.iter().map(Vec::len).sum()
     }
 
-    /// Searches the tables, newest data first, for the entry `lookup` selects.
-    pub(crate) fn get(
+    /// The tables a point lookup of `lookup` searches, in order (every L0 table whose range
+    /// covers the key, newest first, then the one table per level that may), with the filter
+    /// line each open one will check already loading. The caller searches the memtables
+    /// meanwhile, so those cache misses overlap that search instead of following it, one table
+    /// after another. A table not open yet is opened only if the search reaches it.
+    pub(crate) fn point_candidates(
         &self,
         tables: &TableCache,
         lookup: &[u8],
         hash: u64,
-        opts: BlockReadOptions,
-    ) -> Result<Lookup<PinnableValue>> {
+    ) -> Vec<PointCandidate> {
         let user_key = key::user_key(lookup);
-        for f in &self.levels[0] {
-            if !f.covers(user_key) {
-                continue;
+        let mut found = Vec::new();
+        let mut add = |number: u64, level: usize| {
+            let reader = tables.get_open(number);
+            if let Some(r) = &reader {
+                r.prefetch_held_filter(hash);
             }
-            match tables.get_for(f.number, 0, opts)?.get(lookup, hash, opts)? {
-                Lookup::NotFound => {}
-                found => return Ok(found),
+            found.push(PointCandidate {
+                number,
+                level,
+                reader,
+            });
+        };
+        for f in &self.levels[0] {
+            if f.covers(user_key) {
+                add(f.number, 0);
             }
         }
         for (level, files) in self.levels.iter().enumerate().skip(1) {
@@ -106,10 +124,25 @@ impl Version {
             if user_key < key::user_key(&f.smallest) {
                 continue;
             }
-            match tables
-                .get_for(f.number, level, opts)?
-                .get(lookup, hash, opts)?
-            {
+            add(f.number, level);
+        }
+        found
+    }
+
+    /// The newest entry of `lookup` in `candidates` (from [`Version::point_candidates`]).
+    pub(crate) fn get_in(
+        tables: &TableCache,
+        candidates: Vec<PointCandidate>,
+        lookup: &[u8],
+        hash: u64,
+        opts: BlockReadOptions,
+    ) -> Result<Lookup<PinnableValue>> {
+        for c in candidates {
+            let reader = match c.reader {
+                Some(r) => r,
+                None => tables.get_for(c.number, c.level, opts)?,
+            };
+            match reader.get(lookup, hash, opts)? {
                 Lookup::NotFound => {}
                 found => return Ok(found),
             }
