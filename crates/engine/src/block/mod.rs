@@ -102,7 +102,8 @@ pub(crate) struct Block {
     restarts_at: usize,
     num_restarts: u32,
     /// An index block's probe words (`Block::new_index`).
-    probes: Option<probes::Probes>,
+    /// Boxed: a data block (most blocks) pays one pointer for it.
+    probes: Option<Box<probes::Probes>>,
 }
 
 impl Block {
@@ -141,7 +142,7 @@ impl Block {
             let keys: Vec<Option<&[u8]>> = (0..block.num_restarts)
                 .map(|i| block.restart_key(i))
                 .collect();
-            block.probes = probes::Probes::new(&keys);
+            block.probes = probes::Probes::new(&keys).map(Box::new);
         }
         Ok(block)
     }
@@ -154,7 +155,7 @@ impl Block {
 
     /// The memory the block holds: its bytes and its probe words (the cache's charge).
     pub(crate) fn memory(&self) -> usize {
-        self.data.len() + self.probes.as_ref().map_or(0, probes::Probes::bytes)
+        self.data.len() + self.probes.as_ref().map_or(0, |p| p.bytes())
     }
 
     pub(crate) fn data(&self) -> &[u8] {

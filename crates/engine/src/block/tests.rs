@@ -177,6 +177,18 @@ fn probe_words_never_change_where_a_search_lands() {
         Block::restarts_before(&searches, &mut found);
         let expected: Vec<Option<u32>> = targets.iter().map(|t| plain.restart_before(t)).collect();
         assert_eq!(found, expected);
+        // Bounds a batch already knows (from the first and last of its sorted keys) are
+        // intersected with the words' own.
+        let mut sorted: Vec<&[u8]> = targets.iter().map(|t| t.as_slice()).collect();
+        sorted.sort_by(|a, b| compare_internal(a, b));
+        let (lo, hi) = (
+            plain.restart_before(sorted[0]).unwrap(),
+            plain.restart_before(sorted[sorted.len() - 1]).unwrap(),
+        );
+        let searches: Vec<(&Block, &[u8])> = sorted.iter().map(|t| (&probed, *t)).collect();
+        Block::restarts_within(&searches, vec![(lo, hi); sorted.len()], &mut found);
+        let expected: Vec<Option<u32>> = sorted.iter().map(|t| plain.restart_before(t)).collect();
+        assert_eq!(found, expected, "bounded");
     }
     // The words narrow the search of zero-padded decimal keys ending in a short successor to
     // a restart or two, not the whole block.

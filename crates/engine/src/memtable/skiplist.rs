@@ -23,6 +23,8 @@ const BRANCHING: u32 = 2;
 /// Arena chunks are this size at most; smaller memtables use write_buffer_size / 8.
 pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
 const MIN_CHUNK_SIZE: usize = 4 << 10;
+/// Chunks taken once the budget is reached (`Arena::shared_chunk_size`).
+const PAST_BUDGET_CHUNK: usize = 16 << 10;
 
 /// A node of the list. In memory it is
 /// `links for levels height-1 .. 1 | Node | varint key length | key | varint value length |
@@ -231,11 +233,15 @@ impl Arena {
     /// the budget it is `next_chunk`. Near it, half of the room left (all of it once that is under
     /// two minimum chunks), so the chunk that reaches the budget is a few KiB: a memtable that
     /// switches on reaching its budget then holds entries to within that of it, and memory
-    /// past it, not a whole chunk short or over. Past the budget (a write group finishing after
-    /// the memtable filled) it is `next_chunk` again.
+    /// past it, not a whole chunk short or over. Past the budget (the rest of a write group, or
+    /// of a replayed batch, after the memtable filled: the switch is checked between them) it is
+    /// `PAST_BUDGET_CHUNK`, so the memtable goes past its budget by about what that group
+    /// writes, not by a whole chunk.
     fn shared_chunk_size(&self, allocated: usize) -> usize {
         let room = self.budget.saturating_sub(allocated);
-        if room == 0 || room >= 2 * self.next_chunk {
+        if room == 0 {
+            PAST_BUDGET_CHUNK.min(self.next_chunk)
+        } else if room >= 2 * self.next_chunk {
             self.next_chunk
         } else if room >= 2 * MIN_CHUNK_SIZE {
             room / 2
@@ -560,23 +566,32 @@ mod tests {
     fn a_list_fills_its_budget_to_within_a_few_kib() {
         for budget in [8 << 20, (8 << 20) + (700 << 10), (3 << 20) + 12_345] {
             let list = SkipList::new(budget);
-            let mut entry_bytes = 0;
             let mut i = 0;
             while list.memory_usage() < budget {
                 put(&list, i, 1, &[5u8; 100]);
-                entry_bytes += 8 + 1 + 24 + 1 + 100;
                 i += 1;
             }
             let usage = list.memory_usage();
-            let unused = budget - entry_bytes;
             assert!(
                 usage <= budget + 8 * MIN_CHUNK_SIZE,
                 "{budget}: chunks of {usage} bytes"
             );
-            // Upper links (8 bytes a node on average) and alignment take the rest.
+            // What the chunks hold unused is the current chunk's rest (earlier chunks each left
+            // less than an entry): a few KiB, not the budget's last chunk.
+            let left = list.arena.lock().left;
             assert!(
-                unused <= i as usize * 16 + 4 * MIN_CHUNK_SIZE,
-                "{budget}: {unused} bytes of the budget hold no entry, over {i} entries"
+                left <= 2 * MIN_CHUNK_SIZE,
+                "{budget}: {left} bytes left unused"
+            );
+            // The rest of a write group that began just before the budget was reached goes on
+            // in small chunks: the memtable passes its budget by about what the group writes.
+            for j in 0..100 {
+                put(&list, i + j, 1, &[5u8; 100]);
+            }
+            let past = list.memory_usage() - budget;
+            assert!(
+                past <= 100 * 160 + 2 * PAST_BUDGET_CHUNK,
+                "{budget}: {past} bytes past the budget after 100 entries"
             );
         }
     }
