@@ -92,6 +92,9 @@ impl BlockBuilder {
     }
 }
 
+/// Bounds of a restart search at most this wide are not narrowed further by probe words.
+const NARROW_ENOUGH: u32 = 64;
+
 /// Cache lines of a restart interval a batched lookup prefetches before scanning it.
 const PREFETCH_LINES: usize = 32;
 
@@ -245,9 +248,15 @@ impl Block {
     ) {
         found.clear();
         for ((block, target), b) in searches.iter().zip(&mut bounds) {
-            let (lo, hi) = block.search_bounds(target);
-            b.1 = b.1.min(hi);
-            b.0 = b.0.max(lo).min(b.1);
+            b.1 = b.1.min(block.num_restarts - 1);
+            // Narrow bounds (a batch's keys between two it searched) are left as they are:
+            // the words' search would cost more than the few rounds it could save.
+            if b.1 - b.0.min(b.1) > NARROW_ENOUGH {
+                let (lo, hi) = block.search_bounds(target);
+                b.1 = b.1.min(hi);
+                b.0 = b.0.max(lo);
+            }
+            b.0 = b.0.min(b.1);
         }
         let mut damaged = vec![false; searches.len()];
         let mid = |(lo, hi): (u32, u32)| (lo + hi).div_ceil(2);

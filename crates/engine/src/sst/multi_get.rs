@@ -143,19 +143,20 @@ impl TableReader {
             .ok_or_else(|| Error::corruption(&self.path, format!("{block}: damaged restart entry")))
     }
 
-    /// The data block that may hold `lookup`, once a search of this table's `index` block found
-    /// `restart` (`Block::restarts_before`); `None` past the table's last block.
+    /// The data block that may hold `lookup`, once a search of this table's index block found
+    /// `restart` (`Block::restarts_before`); `None` past the table's last block. `it` iterates
+    /// the index block, reused across a batch's ascending keys (no iterator, and no key
+    /// buffer, per key; a key in the interval where the last one stopped scans on from there).
     pub(crate) fn data_handle_at(
         &self,
-        index: &Arc<Block>,
+        it: &mut BlockIter,
         restart: Option<u32>,
         lookup: &[u8],
     ) -> Result<Option<BlockHandle>> {
         let restart = self.restart_found(restart, "index block")?;
-        let mut it = index.iter();
         it.seek_forward_from(restart, lookup);
         if !it.valid() {
-            self.corrupt_in(&it)?;
+            self.corrupt_in(it)?;
             return Ok(None);
         }
         self.decode_handle(it.value()).map(Some)

@@ -207,12 +207,17 @@ fn multi_get_level(
     let mut handles: Vec<(usize, usize, BlockHandle)> = Vec::with_capacity(candidates.len());
     for (t, r) in ranges.iter().enumerate() {
         let (table, index, _) = &searched[t];
+        let mut index_it = index.iter();
         for c in r.clone() {
             let p = &mut keys[candidates[c]];
-            match table.data_handle_at(index, restarts[c], &p.lookup) {
+            match table.data_handle_at(&mut index_it, restarts[c], &p.lookup) {
                 Ok(Some(handle)) => handles.push((c, t, handle)),
                 Ok(None) => {}
-                Err(e) => p.error = Some(e),
+                Err(e) => {
+                    p.error = Some(e);
+                    // The next key starts afresh rather than from where damage stopped this one.
+                    index_it = index.iter();
+                }
             }
         }
     }
