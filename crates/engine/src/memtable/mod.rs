@@ -48,14 +48,12 @@ impl MemTable {
     /// with a whole-key Bloom filter of `bloom_ratio * write_buffer_size` bytes when the ratio is
     /// positive.
     pub(crate) fn new(id: u64, write_buffer_size: usize, bloom_ratio: f64) -> Self {
-        let bloom = (bloom_ratio > 0.0)
-            .then(|| MemtableBloom::for_memtable(write_buffer_size, bloom_ratio));
-        let filter_bytes = bloom.as_ref().map_or(0, MemtableBloom::bytes);
         MemTable {
-            list: SkipList::new(write_buffer_size.saturating_sub(filter_bytes)),
+            list: SkipList::new(write_buffer_size),
             id,
             entries: AtomicU64::new(0),
-            bloom,
+            bloom: (bloom_ratio > 0.0)
+                .then(|| MemtableBloom::for_memtable(write_buffer_size, bloom_ratio)),
             range_dels: Mutex::new(Vec::new()),
             range_del_count: AtomicUsize::new(0),
             range_del_bytes: AtomicUsize::new(0),

@@ -23,8 +23,6 @@ const BRANCHING: u32 = 2;
 /// Arena chunks are this size at most; smaller memtables use write_buffer_size / 8.
 pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 20;
 const MIN_CHUNK_SIZE: usize = 4 << 10;
-/// Chunks taken once the budget is reached (`Arena::shared_chunk_size`).
-const PAST_BUDGET_CHUNK: usize = 16 << 10;
 
 /// A node of the list. In memory it is
 /// `links for levels height-1 .. 1 | Node | varint key length | key | varint value length |
@@ -188,9 +186,6 @@ struct Arena {
     next_chunk: usize,
     ptr: *mut u8,
     left: usize,
-    /// The bytes of chunks the list is meant to fill (its memtable's share of
-    /// `write_buffer_size`); the chunks near it are cut to fit.
-    budget: usize,
     rng: u32,
 }
 
@@ -205,10 +200,9 @@ impl Arena {
             self.left -= pad + size;
             return p;
         }
-        let shared = self.shared_chunk_size(used.load(Ordering::Relaxed));
         // Big entries get a chunk of their own so the current chunk's tail is not wasted.
-        let dedicated = size > shared / 4;
-        let chunk = if dedicated { size } else { shared };
+        let dedicated = size > self.next_chunk / 4;
+        let chunk = if dedicated { size } else { self.next_chunk };
         let layout = match Layout::from_size_align(chunk.max(1), 16) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -227,27 +221,6 @@ impl Arena {
             self.next_chunk = (self.next_chunk * 2).min(self.chunk_size);
         }
         p
-    }
-
-    /// The size of the next shared chunk, given the bytes of chunks `allocated` so far. Far from
-    /// the budget it is `next_chunk`. Near it, half of the room left (all of it once that is under
-    /// two minimum chunks), so the chunk that reaches the budget is a few KiB: a memtable that
-    /// switches on reaching its budget then holds entries to within that of it, and memory
-    /// past it, not a whole chunk short or over. Past the budget (the rest of a write group, or
-    /// of a replayed batch, after the memtable filled: the switch is checked between them) it is
-    /// `PAST_BUDGET_CHUNK`, so the memtable goes past its budget by about what that group
-    /// writes, not by a whole chunk.
-    fn shared_chunk_size(&self, allocated: usize) -> usize {
-        let room = self.budget.saturating_sub(allocated);
-        if room == 0 {
-            PAST_BUDGET_CHUNK.min(self.next_chunk)
-        } else if room >= 2 * self.next_chunk {
-            self.next_chunk
-        } else if room >= 2 * MIN_CHUNK_SIZE {
-            room / 2
-        } else {
-            room
-        }
     }
 
     fn random_height(&mut self) -> usize {
@@ -281,8 +254,7 @@ unsafe impl Sync for SkipList {}
 
 impl SkipList {
     /// A list whose arena grows in chunks of about `budget / 8` bytes, so that memory accounting
-    /// (which counts whole chunks) stays close to what is used, and whose last chunks before
-    /// `budget` shrink so that the chunk reaching it is small.
+    /// (which counts whole chunks) stays close to what is used.
     pub(crate) fn new(budget: usize) -> Self {
         let memory = AtomicUsize::new(0);
         let mut arena = Arena {
@@ -291,7 +263,6 @@ impl SkipList {
             next_chunk: MIN_CHUNK_SIZE,
             ptr: ptr::null_mut(),
             left: 0,
-            budget,
             rng: 0x2545_f491,
         };
         let head = Self::new_node(&mut arena, &memory, MAX_HEIGHT, &[], None, &[]);
@@ -548,52 +519,14 @@ mod tests {
         assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
         put(&list, 1, 1, b"v");
         assert_eq!(list.memory_usage(), MIN_CHUNK_SIZE);
-        // A 64 KiB budget caps chunks at 8 KiB: 4 + 8 + 8 + ... KiB, while far from the budget.
+        // A 64 KiB budget caps chunks at 8 KiB: 4 + 8 + 8 + ... KiB.
         let list = SkipList::new(64 << 10);
-        for i in 0..500 {
+        for i in 0..1000 {
             put(&list, i, i as u64, &[0u8; 20]);
         }
         let usage = list.memory_usage();
         assert_eq!((usage - MIN_CHUNK_SIZE) % (8 << 10), 0, "{usage}");
-        assert!(usage < 500 * 100, "{usage}");
-    }
-
-    /// A memtable switches once its chunks reach the budget, so the chunk that reaches it must be
-    /// small: a whole 1 MiB chunk reaching it would hold the memtable up to 1 MiB past its
-    /// budget in memory, or, for a budget that is not a whole number of chunks, switch it with
-    /// up to 1 MiB of the budget unused (fewer overwrites folded, more bytes flushed).
-    #[test]
-    fn a_list_fills_its_budget_to_within_a_few_kib() {
-        for budget in [8 << 20, (8 << 20) + (700 << 10), (3 << 20) + 12_345] {
-            let list = SkipList::new(budget);
-            let mut i = 0;
-            while list.memory_usage() < budget {
-                put(&list, i, 1, &[5u8; 100]);
-                i += 1;
-            }
-            let usage = list.memory_usage();
-            assert!(
-                usage <= budget + 8 * MIN_CHUNK_SIZE,
-                "{budget}: chunks of {usage} bytes"
-            );
-            // What the chunks hold unused is the current chunk's rest (earlier chunks each left
-            // less than an entry): a few KiB, not the budget's last chunk.
-            let left = list.arena.lock().left;
-            assert!(
-                left <= 2 * MIN_CHUNK_SIZE,
-                "{budget}: {left} bytes left unused"
-            );
-            // The rest of a write group that began just before the budget was reached goes on
-            // in small chunks: the memtable passes its budget by about what the group writes.
-            for j in 0..100 {
-                put(&list, i + j, 1, &[5u8; 100]);
-            }
-            let past = list.memory_usage() - budget;
-            assert!(
-                past <= 100 * 160 + 2 * PAST_BUDGET_CHUNK,
-                "{budget}: {past} bytes past the budget after 100 entries"
-            );
-        }
+        assert!(usage < 1000 * 100, "{usage}");
     }
 
     /// Keys and values whose lengths take one to three varint bytes read back whole, and a small
