@@ -476,9 +476,9 @@ impl Log {
     }
 
     /// Writes `job`'s checkpoint (its caller holds `checkpointing`), then deletes the records
-    /// and checkpoints older than the previous checkpoint (an open that listed the previous one can still read everything
-    /// after it). The tail is not held across either request, so records go on meanwhile. A
-    /// failure here fails no write: a later record tries again.
+    /// and checkpoints older than the previous checkpoint (an open that listed the previous one
+    /// can still read everything after it). The tail is not held across either request, so
+    /// records go on meanwhile. A failure here fails no write: a later record tries again.
     fn write_checkpoint(&self, client: &Client, job: CheckpointJob) {
         let size = job.bytes.len() as u64;
         let written = client.put_create(&checkpoint_key(job.seq), job.bytes);

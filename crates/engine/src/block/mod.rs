@@ -138,14 +138,15 @@ impl Block {
     }
 
     /// [`Block::new`] for an index block, read once and searched by every lookup: with probe
-    /// words when it has enough restarts (`probes.rs`).
+    /// words when it has enough restarts to pay for them (`probes.rs`), and none when a restart
+    /// entry is damaged, so that the search reports the damage as before.
     pub(crate) fn new_index(data: Vec<u8>, file: &std::path::Path) -> Result<Block> {
         let mut block = Block::new(data, file)?;
         if block.num_restarts as usize >= probes::MIN_RESTARTS {
-            let keys: Vec<Option<&[u8]>> = (0..block.num_restarts)
-                .map(|i| block.restart_key(i))
+            let user_keys: Option<Vec<&[u8]>> = (0..block.num_restarts)
+                .map(|i| block.restart_key(i).map(crate::key::user_key))
                 .collect();
-            block.probes = probes::Probes::new(&keys).map(Box::new);
+            block.probes = user_keys.map(|k| Box::new(probes::Probes::new(&k)));
         }
         Ok(block)
     }

@@ -50,18 +50,9 @@ fn word(suffix: &[u8]) -> u64 {
 }
 
 impl Probes {
-    /// The words of `restart_keys` (each restart's whole internal key, in order); `None` when
-    /// any is missing (a damaged block is searched as it is, so the search reports the damage)
-    /// or there are too few to pay.
-    pub(super) fn new(restart_keys: &[Option<&[u8]>]) -> Option<Probes> {
-        let n = restart_keys.len();
-        if n < MIN_RESTARTS {
-            return None;
-        }
-        let mut user_keys = Vec::with_capacity(n);
-        for k in restart_keys {
-            user_keys.push(key::user_key((*k)?));
-        }
+    /// The words of `user_keys` (each restart's user key, in order; at least one).
+    pub(super) fn new(user_keys: &[&[u8]]) -> Probes {
+        let n = user_keys.len();
         // The prefix of the middle 7/8 of the keys: the outliers at either end only lose the
         // words' help (0 or MAX), not correctness.
         let (a, b) = (user_keys[n / 16], user_keys[n - 1 - n / 16]);
@@ -73,7 +64,7 @@ impl Probes {
         };
         probes.words = user_keys.iter().map(|k| probes.word_of(k)).collect();
         probes.firsts = probes.words.iter().step_by(GROUP).copied().collect();
-        Some(probes)
+        probes
     }
 
     /// `user_key`'s word (the invariant above).
